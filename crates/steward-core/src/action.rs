@@ -1,0 +1,228 @@
+//! An action's definition: one immutable version of a named hosted tool.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A provider adapter: Steward builds the request itself from typed input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterSpec {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub config: Value,
+    pub credential_secret: String,
+}
+
+/// One version of an action. Template actions carry `url_template`; adapter actions `adapter`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionDefinition {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub url_template: Option<String>,
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub body_template: Option<Value>,
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    #[serde(default)]
+    pub requires_approval: bool,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub adapter: Option<AdapterSpec>,
+    #[serde(default)]
+    pub impact: Option<Value>,
+    #[serde(default)]
+    pub verify: Option<Value>,
+    #[serde(default)]
+    pub governed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A definition field that is not acceptable, named the way the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The longest action name, in bytes.
+pub const ACTION_NAME_LEN_MAX: usize = 64;
+/// HTTP methods a template action may use.
+pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+/// Adapter types this build knows.
+pub const ADAPTER_TYPES: [&str; 1] = ["stripe.refund"];
+
+impl ActionDefinition {
+    /// Every invocation of a governed action is a tracked effect with a receipt grade.
+    pub fn is_governed(&self) -> bool {
+        self.adapter.is_some() || self.impact.is_some() || self.verify.is_some() || self.governed
+    }
+
+    pub fn method(&self) -> &str {
+        self.method.as_deref().unwrap_or("POST")
+    }
+
+    /// Checks the definition as a whole; the error names the offending field.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        validate_name(&self.name)?;
+        match (&self.url_template, &self.adapter) {
+            (None, None) => {
+                return Err(FieldError::new(
+                    "urlTemplate",
+                    "an action needs urlTemplate or adapter",
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(FieldError::new(
+                    "adapter",
+                    "an action has urlTemplate or adapter, not both",
+                ))
+            }
+            (Some(url), None) => validate_template_action(self, url)?,
+            (None, Some(adapter)) => validate_adapter(self, adapter)?,
+        }
+        if let Some(schema) = &self.input_schema {
+            if !schema.is_object() {
+                return Err(FieldError::new(
+                    "inputSchema",
+                    "must be a JSON Schema object",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn validate_name(name: &str) -> Result<(), FieldError> {
+    let ok = !name.is_empty()
+        && name.len() <= ACTION_NAME_LEN_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && !name.starts_with("act_");
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            "name",
+            format!("must be 1-{ACTION_NAME_LEN_MAX} characters of A-Z a-z 0-9 - _ . and not start with act_"),
+        ))
+    }
+}
+
+fn validate_template_action(def: &ActionDefinition, url: &str) -> Result<(), FieldError> {
+    if !METHODS.contains(&def.method()) {
+        return Err(FieldError::new(
+            "method",
+            format!("must be one of {}", METHODS.join(", ")),
+        ));
+    }
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(FieldError::new(
+            "urlTemplate",
+            "must be an absolute http(s) URL",
+        ));
+    }
+    crate::template::check_placeholders(url)
+        .map_err(|e| FieldError::new("urlTemplate", e.to_string()))?;
+    for (name, value) in def.headers.iter().flatten() {
+        crate::template::check_placeholders(value)
+            .map_err(|e| FieldError::new(format!("headers.{name}"), e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn validate_adapter(def: &ActionDefinition, adapter: &AdapterSpec) -> Result<(), FieldError> {
+    if !ADAPTER_TYPES.contains(&adapter.kind.as_str()) {
+        return Err(FieldError::new(
+            "adapter.type",
+            format!("unknown adapter; known: {}", ADAPTER_TYPES.join(", ")),
+        ));
+    }
+    if !crate::secret::is_valid_secret_name(&adapter.credential_secret) {
+        return Err(FieldError::new(
+            "adapter.credentialSecret",
+            "must match ^[A-Z0-9_]+$",
+        ));
+    }
+    if def.impact.is_some() || def.verify.is_some() || def.governed {
+        return Err(FieldError::new(
+            "adapter",
+            "an adapter action is always governed and takes no impact, verify or governed",
+        ));
+    }
+    let config = &adapter.config;
+    if !config.is_object() {
+        return Err(FieldError::new("adapter.config", "must be an object"));
+    }
+    match config.get("mode").and_then(Value::as_str) {
+        Some("test") | Some("live") => {}
+        _ => {
+            return Err(FieldError::new(
+                "adapter.config.mode",
+                "must be \"test\" or \"live\"",
+            ))
+        }
+    }
+    if let Some(base) = config.get("baseUrl") {
+        let ok = base
+            .as_str()
+            .is_some_and(|b| b.starts_with("https://") || b.starts_with("http://"));
+        if !ok {
+            return Err(FieldError::new(
+                "adapter.config.baseUrl",
+                "must be an absolute http(s) URL",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> ActionDefinition {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let bad = parse(
+            json!({"name": "x", "adapter": {"type": "stripe.refund", "config": {"mode": "dev"}, "credentialSecret": "K"}}),
+        );
+        assert_eq!(bad.validate().unwrap_err().field, "adapter.config.mode");
+        let bad = parse(json!({"name": "has space", "urlTemplate": "https://a.example"}));
+        assert_eq!(bad.validate().unwrap_err().field, "name");
+        let bad = parse(json!({"name": "x"}));
+        assert_eq!(bad.validate().unwrap_err().field, "urlTemplate");
+        let ok = parse(
+            json!({"name": "refund-order", "adapter": {"type": "stripe.refund", "config": {"mode": "test"}, "credentialSecret": "STRIPE_TEST_KEY"}}),
+        );
+        assert!(ok.validate().is_ok());
+        assert!(ok.is_governed());
+    }
+}

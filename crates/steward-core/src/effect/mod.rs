@@ -1,0 +1,15 @@
+//! The effect: the external side effect of one invocation, as a pure state machine.
+//!
+//! [`next`] maps `(state, event)` to the new state plus the work the driver must do, as data. The
+//! server commits the new state and that work's records in one transaction, then performs the
+//! work and feeds the result back as the next event. Recovery after a crash uses the same function.
+
+mod event;
+mod grade;
+mod state;
+mod transition;
+
+pub use event::{EffectEvent, ManualOutcome};
+pub use grade::Grade;
+pub use state::{EffectState, Outcome, Rejection, Stage};
+pub use transition::{next, IllegalTransition, Work};

@@ -1,0 +1,59 @@
+//! # steward-core
+//!
+//! Steward's pure domain. Nothing here does IO, reads a clock or draws a random number; the
+//! `Cargo.toml` has no tokio, no database and no RNG to prove it.
+//!
+//! The central piece is the effect state machine. An effect starts `Ready` (or
+//! `AwaitingApproval`), and [`next`] says what each event does:
+//!
+//! ```
+//! use steward_core::{next, EffectEvent, EffectState, Grade, Work};
+//!
+//! let (state, work) = next(EffectState::Ready, EffectEvent::BeginAttempt).unwrap();
+//! assert_eq!(state, EffectState::Dispatching);
+//! // The attempt record is committed before anything is sent.
+//! assert_eq!(work, vec![Work::RecordAttempt, Work::Send]);
+//!
+//! // A timeout is ambiguous: the effect becomes unknown and is queued for a read-only
+//! // reconcile. It is never sent again on its own.
+//! let (state, work) = next(state, EffectEvent::Ambiguous).unwrap();
+//! assert_eq!(Grade::of(state), Grade::Unknown);
+//! assert!(!work.contains(&Work::Send));
+//! ```
+//!
+//! [`classify`] turns what the transport saw into the event, honestly: `failed` only when the
+//! request provably never left or the provider definitively said no.
+//!
+//! The other modules are small: typed ids ([`EffectId`], ...), canonical JSON fingerprints
+//! ([`fingerprint`]), action definitions and their templates, secret host policy and redaction,
+//! scopes and roles, and timestamps ([`Millis`]).
+
+mod action;
+mod canonical;
+mod classify;
+mod effect;
+mod ids;
+mod invocation;
+mod scope;
+mod secret;
+mod template;
+mod time;
+
+pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, ADAPTER_TYPES};
+pub use canonical::{canonical_json, fingerprint, fingerprint_str};
+pub use classify::{classify, AttemptReport, Classified};
+pub use effect::{
+    next, EffectEvent, EffectState, Grade, IllegalTransition, ManualOutcome, Outcome, Rejection,
+    Stage, Work,
+};
+pub use ids::{
+    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
+    InvocationId, KeyId, OperationKey, CLIENT_KEY_LEN_MAX,
+};
+pub use invocation::InvocationStatus;
+pub use scope::{scopes, Role, PRIVILEGED};
+pub use secret::{host_matches, hosts_within, is_valid_secret_name, redact, Placement, REDACTED};
+pub use template::{
+    check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
+};
+pub use time::Millis;
