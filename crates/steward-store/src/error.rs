@@ -1,0 +1,31 @@
+use steward_core::EffectState;
+
+/// Storage errors. Every backend maps its own failures onto these variants, so callers (and the
+/// conformance suite) see the same error for the same situation everywhere.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was hit (an action name, a key hash).
+    #[error("{what} already exists")]
+    Duplicate { what: &'static str },
+    /// A compare-and-set found another state than expected; someone else moved first.
+    #[error("expected state `{}`, found `{}`", expected.name(), found.name())]
+    StateConflict { expected: EffectState, found: EffectState },
+    /// A compare-and-set on a version found another version.
+    #[error("expected version {expected}, found {found}")]
+    VersionConflict { expected: u32, found: u32 },
+    #[error("{what} not found")]
+    NotFound { what: &'static str },
+    /// The database could not durably record the change (I/O error, disk full, read-only).
+    /// Nothing was committed; callers must fail closed.
+    #[error("storage unavailable: {message}")]
+    Unavailable {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// Stored data could not be decoded: a bug or corruption, never user input.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;

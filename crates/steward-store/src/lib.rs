@@ -1,0 +1,32 @@
+//! # steward-store
+//!
+//! Durable storage behind one trait, [`Store`]. Each method is a single transaction with a crash
+//! contract in its doc: what is durable once it returns, and what recovery relies on.
+//!
+//! The embedded default is [`SqliteStore`]: one file on disk in WAL mode with
+//! `synchronous=FULL`, so a commit is fsync'd before the call returns.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), steward_store::StoreError> {
+//! use steward_store::{SqliteStore, Store};
+//! let store = SqliteStore::open(std::path::Path::new("./steward-data/steward.db"))?;
+//! let report = store.recover(steward_core::Millis(0)).await?;
+//! println!("{} effects became unknown", report.dispatching_to_unknown.len());
+//! # Ok(()) }
+//! ```
+//!
+//! Uniqueness (one effect per operation key, one live action per name) and state transitions
+//! (compare-and-set on the effect's state) are enforced by the database, never by process
+//! memory, so any number of connections or processes can share one store safely.
+
+mod audit;
+mod error;
+mod records;
+mod sqlite;
+mod store;
+
+pub use audit::{event_hash, verify_chain, ChainError, GENESIS_HASH};
+pub use error::{StoreError, StoreResult};
+pub use records::*;
+pub use sqlite::SqliteStore;
+pub use store::Store;

@@ -1,0 +1,320 @@
+//! The rows Steward keeps, as plain data.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use steward_core::{
+    ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey,
+    InvocationId, KeyId, Millis, OperationKey,
+};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Environment {
+    pub id: EnvironmentId,
+    pub name: String,
+    pub halted: bool,
+    pub halt_reason: Option<String>,
+    pub created_at: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKeyRecord {
+    pub id: KeyId,
+    pub env_id: EnvironmentId,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// `sha256:<hex>` of the bearer token. The token itself is never stored.
+    pub token_hash: String,
+    pub created_at: Millis,
+}
+
+/// A vault entry. `ciphertext` is sealed with the master key; nothing else holds the value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecretRecord {
+    pub env_id: EnvironmentId,
+    pub name: String,
+    pub nonce: Vec<u8>,
+    pub ciphertext: Vec<u8>,
+    pub description: Option<String>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub allowed_placements: Option<Vec<String>>,
+    pub version: u32,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    pub id: ActionId,
+    pub env_id: EnvironmentId,
+    pub name: String,
+    pub version: u32,
+    pub definition: ActionDefinition,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionVersion {
+    pub action_id: ActionId,
+    pub version: u32,
+    pub definition: ActionDefinition,
+    pub created_at: Millis,
+    pub created_by: Option<KeyId>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvocationRecord {
+    pub id: InvocationId,
+    pub env_id: EnvironmentId,
+    pub action_id: ActionId,
+    pub action_name: String,
+    pub action_version: u32,
+    pub effect_id: EffectId,
+    pub governed: bool,
+    pub state: EffectState,
+    pub input: Value,
+    pub input_fingerprint: String,
+    pub operation_key: Option<OperationKey>,
+    pub run_id: Option<String>,
+    pub retry_of: Option<InvocationId>,
+    pub response_status: Option<u16>,
+    pub response_body: Option<Value>,
+    pub error: Option<Value>,
+    pub decision: Option<Value>,
+    pub approval_id: Option<String>,
+    pub created_by: KeyId,
+    pub created_at: Millis,
+    pub completed_at: Option<Millis>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectRecord {
+    pub id: EffectId,
+    pub env_id: EnvironmentId,
+    pub invocation_id: InvocationId,
+    pub action_id: ActionId,
+    pub action_name: String,
+    pub operation_key: Option<OperationKey>,
+    pub state: EffectState,
+    pub attempt_count: u32,
+    pub external_reference: Option<String>,
+    pub provider_idempotency_key: Option<String>,
+    pub created_by: KeyId,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    pub number: u32,
+    pub started_at: Millis,
+    pub deadline_at: Millis,
+    pub finished_at: Option<Millis>,
+    /// `dispatching` until finished; then the effect state the attempt led to.
+    pub status: String,
+    pub response_status: Option<u16>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvidenceRecord {
+    pub seq: u32,
+    pub at: Millis,
+    pub kind: String,
+    pub source: String,
+    pub message: String,
+    pub data: Option<Value>,
+    pub actor: Option<KeyId>,
+}
+
+/// An effect with its attempts and its append-only evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectDetail {
+    pub effect: EffectRecord,
+    pub attempts: Vec<AttemptRecord>,
+    pub evidence: Vec<EvidenceRecord>,
+}
+
+/// One entry of the hash-chained audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    pub seq: i64,
+    pub at: i64,
+    pub env_id: Option<String>,
+    pub actor: Option<String>,
+    pub kind: String,
+    pub subject: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// Who changed something, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actor {
+    pub key: Option<KeyId>,
+    pub now: Millis,
+}
+
+impl Actor {
+    pub fn key(key: &KeyId, now: Millis) -> Self {
+        Self { key: Some(key.clone()), now }
+    }
+    pub fn system(now: Millis) -> Self {
+        Self { key: None, now }
+    }
+}
+
+/// New evidence to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvidence {
+    pub kind: String,
+    pub source: String,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl NewEvidence {
+    pub fn new(kind: &str, source: &str, message: impl Into<String>) -> Self {
+        Self { kind: kind.into(), source: source.into(), message: message.into(), data: None }
+    }
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
+/// An invoke request to record: the invocation, its effect and the keys that name them.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub env_id: EnvironmentId,
+    pub invocation_id: InvocationId,
+    pub effect_id: EffectId,
+    pub action: ActionRecord,
+    pub input: Value,
+    pub input_fingerprint: String,
+    pub operation_key: Option<OperationKey>,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Fingerprint of the whole request, for `Idempotency-Key` comparison.
+    pub request_fingerprint: String,
+    pub run_id: Option<String>,
+    pub retry_of: Option<InvocationId>,
+    pub initial: EffectState,
+    pub provider_idempotency_key: Option<String>,
+    pub evidence: NewEvidence,
+    pub actor: KeyId,
+    pub now: Millis,
+}
+
+/// What recording an invoke request found.
+#[derive(Debug, Clone)]
+pub enum SubmitOutcome {
+    /// A new invocation and effect were recorded.
+    Created(InvocationRecord),
+    /// The operation key already names an effect with the same input: that invocation.
+    Existing(InvocationRecord),
+    /// The idempotency key was seen with the same request: its invocation, as it stands now.
+    Replayed(InvocationRecord),
+    /// The idempotency key's original request is still being handled.
+    InProgress,
+    /// The idempotency key was used for a different request.
+    IdempotencyMismatch,
+    /// The operation key names an effect with a different input.
+    OperationKeyConflict { effect_id: EffectId, invocation_id: InvocationId },
+    /// `retryOf` names no invocation in this environment.
+    RetryOfNotFound,
+    /// `retryOf` names an invocation that is not settled `failed`.
+    RetryOfNotFailed { state: EffectState },
+}
+
+/// The attempt part of an effect change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptChange {
+    /// Record a new attempt as `dispatching`. Durable before anything is sent.
+    Begin { number: u32, deadline_at: Millis },
+    /// Close an attempt with what it led to.
+    Finish { number: u32, response_status: Option<u16>, error: Option<String> },
+}
+
+/// One compare-and-set transition of an effect, with everything recorded alongside it.
+#[derive(Debug, Clone)]
+pub struct EffectChange {
+    pub env_id: EnvironmentId,
+    pub effect_id: EffectId,
+    pub from: EffectState,
+    pub to: EffectState,
+    pub attempt: Option<AttemptChange>,
+    pub evidence: Option<NewEvidence>,
+    pub response_status: Option<u16>,
+    pub response_body: Option<Value>,
+    pub error: Option<Value>,
+    pub external_reference: Option<String>,
+    pub actor: Actor,
+}
+
+impl EffectChange {
+    pub fn new(env_id: &EnvironmentId, effect_id: &EffectId, from: EffectState, to: EffectState, actor: Actor) -> Self {
+        Self {
+            env_id: env_id.clone(),
+            effect_id: effect_id.clone(),
+            from,
+            to,
+            attempt: None,
+            evidence: None,
+            response_status: None,
+            response_body: None,
+            error: None,
+            external_reference: None,
+            actor,
+        }
+    }
+}
+
+/// Filters for listing invocations.
+#[derive(Debug, Clone, Default)]
+pub struct InvocationFilter {
+    pub action_id: Option<ActionId>,
+    pub states: Option<Vec<EffectState>>,
+    pub limit: u32,
+    pub offset: u32,
+}
+
+/// Filters for listing effects (governed ones only).
+#[derive(Debug, Clone, Default)]
+pub struct EffectFilter {
+    pub action_id: Option<ActionId>,
+    pub states: Option<Vec<EffectState>>,
+    pub limit: u32,
+    pub offset: u32,
+}
+
+/// A page of results with the total count.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: u64,
+}
+
+/// What an `Idempotency-Key` on a generic write found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdempotencyBegin {
+    /// First sight: go ahead; finish or abandon it afterwards.
+    Begun,
+    /// Already answered: the recorded response.
+    Replay { status: u16, body: Value },
+    InProgress,
+    Mismatch,
+}
+
+/// What start-up recovery did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Effects found `dispatching` and marked `unknown` (nothing re-sent).
+    pub dispatching_to_unknown: Vec<EffectId>,
+    /// Effects found `ready` with no attempt, whose request died with the server: settled
+    /// `failed` as provably never sent.
+    pub ready_to_failed: Vec<EffectId>,
+    /// In-flight request markers cleared.
+    pub requests_cleared: u64,
+}

@@ -1,0 +1,58 @@
+//! `Idempotency-Key` records for writes other than invoke.
+
+use super::conn::unavailable;
+use crate::error::StoreResult;
+use crate::records::IdempotencyBegin;
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde_json::Value;
+use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+
+pub(crate) fn begin(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey, fingerprint: &str, now: Millis) -> StoreResult<IdempotencyBegin> {
+    let seen: Option<(String, String, Option<u16>, Option<String>)> = tx
+        .query_row(
+            "SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = ?1 AND key = ?2",
+            params![env.as_str(), key.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    let Some((stored, state, status, body)) = seen else {
+        tx.execute(
+            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at) VALUES (?1, ?2, ?3, 'generic', 'in_progress', ?4)",
+            params![env.as_str(), key.as_str(), fingerprint, now.0],
+        )
+        .map_err(unavailable)?;
+        return Ok(IdempotencyBegin::Begun);
+    };
+    if stored != fingerprint {
+        return Ok(IdempotencyBegin::Mismatch);
+    }
+    Ok(match (state.as_str(), status, body) {
+        ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
+            status,
+            body: serde_json::from_str(&body).unwrap_or(Value::Null),
+        },
+        ("in_progress", _, _) => IdempotencyBegin::InProgress,
+        // A key first used for an invoke, now sent with another endpoint's request.
+        _ => IdempotencyBegin::Mismatch,
+    })
+}
+
+pub(crate) fn finish(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey, status: u16, body: &Value) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE idempotency SET state = 'done', response_status = ?1, response_body = ?2
+         WHERE env_id = ?3 AND key = ?4 AND kind = 'generic'",
+        params![status, body.to_string(), env.as_str(), key.as_str()],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+pub(crate) fn abandon(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()> {
+    tx.execute(
+        "DELETE FROM idempotency WHERE env_id = ?1 AND key = ?2 AND kind = 'generic' AND state = 'in_progress'",
+        params![env.as_str(), key.as_str()],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}

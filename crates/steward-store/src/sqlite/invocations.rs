@@ -1,0 +1,290 @@
+//! Invocations and effects: the invoke write path's records.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::rows::{self, query_all, query_one};
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde_json::{json, Value};
+use steward_core::{EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, Rejection};
+
+pub(crate) fn invocation(conn: &Connection, env: &EnvironmentId, id: &InvocationId) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!("SELECT {} FROM invocations WHERE env_id = ?1 AND id = ?2", rows::INVOCATION_COLUMNS);
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::invocation)
+}
+
+fn must_invocation(conn: &Connection, env: &EnvironmentId, id: &str) -> StoreResult<InvocationRecord> {
+    let id = InvocationId::parse(id).map_err(|e| rows::corrupt("invocation id", e))?;
+    invocation(conn, env, &id)?.ok_or(StoreError::NotFound { what: "invocation" })
+}
+
+pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
+    let env = &s.env_id;
+    if let Some(key) = &s.idempotency_key {
+        let seen: Option<(String, String, Option<String>)> = tx
+            .query_row(
+                "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = ?1 AND key = ?2",
+                params![env.as_str(), key.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some((fingerprint, state, invocation_id)) = seen {
+            return Ok(match (fingerprint == s.request_fingerprint, state.as_str(), invocation_id) {
+                (false, _, _) => SubmitOutcome::IdempotencyMismatch,
+                (true, "in_progress", _) => SubmitOutcome::InProgress,
+                (true, _, Some(id)) => SubmitOutcome::Replayed(must_invocation(tx, env, &id)?),
+                (true, _, None) => SubmitOutcome::IdempotencyMismatch,
+            });
+        }
+    }
+    if let Some(prior) = &s.retry_of {
+        match invocation(tx, env, prior)? {
+            None => return Ok(SubmitOutcome::RetryOfNotFound),
+            Some(p) if !matches!(p.state, EffectState::Failed | EffectState::Rejected { reason: Rejection::Refused }) => {
+                return Ok(SubmitOutcome::RetryOfNotFailed { state: p.state })
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(op) = &s.operation_key {
+        let existing: Option<(String, String)> = tx
+            .query_row(
+                "SELECT e.id, e.invocation_id FROM effects e
+                 WHERE e.env_id = ?1 AND e.action_id = ?2 AND e.operation_key = ?3",
+                params![env.as_str(), s.action.id.as_str(), op.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some((effect_id, invocation_id)) = existing {
+            let found = must_invocation(tx, env, &invocation_id)?;
+            if found.input_fingerprint != s.input_fingerprint {
+                return Ok(SubmitOutcome::OperationKeyConflict {
+                    effect_id: EffectId::parse(&effect_id).map_err(|e| rows::corrupt("effect id", e))?,
+                    invocation_id: found.id,
+                });
+            }
+            if let Some(key) = &s.idempotency_key {
+                record_invoke_key(tx, s, key, &found.id, "done")?;
+            }
+            return Ok(SubmitOutcome::Existing(found));
+        }
+    }
+    insert_new(tx, s)?;
+    if let Some(key) = &s.idempotency_key {
+        record_invoke_key(tx, s, key, &s.invocation_id, "in_progress")?;
+    }
+    Ok(SubmitOutcome::Created(must_invocation(tx, env, s.invocation_id.as_str())?))
+}
+
+fn record_invoke_key(tx: &Transaction<'_>, s: &Submission, key: &IdempotencyKey, invocation: &InvocationId, state: &str) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at)
+         VALUES (?1, ?2, ?3, 'invoke', ?4, ?5, ?6)",
+        params![s.env_id.as_str(), key.as_str(), s.request_fingerprint, state, invocation.as_str(), s.now.0],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
+    let governed = s.action.definition.is_governed();
+    let state = s.initial.name();
+    let op = s.operation_key.as_ref().map(|k| k.as_str());
+    tx.execute(
+        "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
+            input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        params![
+            s.invocation_id.as_str(), s.env_id.as_str(), s.action.id.as_str(), s.action.name, s.action.version,
+            s.effect_id.as_str(), governed, state, s.input.to_string(), s.input_fingerprint, op, s.run_id,
+            s.retry_of.as_ref().map(|r| r.as_str()), s.actor.as_str(), s.now.0
+        ],
+    )
+    .map_err(unavailable)?;
+    tx.execute(
+        "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
+            provider_idempotency_key, created_by, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+        params![
+            s.effect_id.as_str(), s.env_id.as_str(), s.invocation_id.as_str(), s.action.id.as_str(), s.action.name,
+            op, governed, state, s.provider_idempotency_key, s.actor.as_str(), s.now.0
+        ],
+    )
+    .map_err(unavailable)?;
+    let actor = Actor::key(&s.actor, s.now);
+    insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
+    append(tx, &actor, Entry {
+        env: Some(s.env_id.as_str()),
+        kind: "invocation.created",
+        subject: s.invocation_id.as_str(),
+        before: None,
+        after: Some(json!({
+            "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+            "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+        })),
+    })
+}
+
+pub(crate) fn insert_evidence(tx: &Transaction<'_>, effect: &EffectId, e: &NewEvidence, actor: &Actor) -> StoreResult<u32> {
+    let seq: u32 = tx
+        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = ?1", params![effect.as_str()], |r| r.get(0))
+        .map_err(unavailable)?;
+    tx.execute(
+        "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            effect.as_str(), seq, actor.now.0, e.kind, e.source, e.message,
+            e.data.as_ref().map(Value::to_string), actor.key.as_ref().map(|k| k.to_string())
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(seq)
+}
+
+pub(crate) fn finish_invoke_request(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'",
+        params![env.as_str(), key.as_str()],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn current_state(tx: &Transaction<'_>, env: &EnvironmentId, effect: &EffectId) -> StoreResult<EffectState> {
+    let raw: Option<String> = tx
+        .query_row("SELECT state FROM effects WHERE env_id = ?1 AND id = ?2", params![env.as_str(), effect.as_str()], |r| r.get(0))
+        .optional()
+        .map_err(unavailable)?;
+    rows::state(&raw.ok_or(StoreError::NotFound { what: "effect" })?)
+}
+
+pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResult<()> {
+    let found = current_state(tx, &c.env_id, &c.effect_id)?;
+    if found != c.from {
+        return Err(StoreError::StateConflict { expected: c.from, found });
+    }
+    let now = c.actor.now.0;
+    let to = c.to.name();
+    let attempt_number = match &c.attempt {
+        Some(AttemptChange::Begin { number, deadline_at }) => {
+            tx.execute(
+                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status) VALUES (?1, ?2, ?3, ?4, 'dispatching')",
+                params![c.effect_id.as_str(), number, now, deadline_at.0],
+            )
+            .map_err(unavailable)?;
+            Some(*number)
+        }
+        Some(AttemptChange::Finish { number, response_status, error }) => {
+            tx.execute(
+                "UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4
+                 WHERE effect_id = ?5 AND number = ?6",
+                params![now, to, response_status, error, c.effect_id.as_str(), number],
+            )
+            .map_err(unavailable)?;
+            None
+        }
+        None => None,
+    };
+    tx.execute(
+        "UPDATE effects SET state = ?1, updated_at = ?2, attempt_count = COALESCE(?3, attempt_count),
+            external_reference = COALESCE(?4, external_reference)
+         WHERE id = ?5",
+        params![to, now, attempt_number, c.external_reference, c.effect_id.as_str()],
+    )
+    .map_err(unavailable)?;
+    let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
+    tx.execute(
+        "UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status),
+            response_body = COALESCE(?3, response_body), error = COALESCE(?4, error),
+            completed_at = COALESCE(completed_at, ?5)
+         WHERE effect_id = ?6",
+        params![
+            to, c.response_status, c.response_body.as_ref().map(Value::to_string),
+            c.error.as_ref().map(Value::to_string), completed, c.effect_id.as_str()
+        ],
+    )
+    .map_err(unavailable)?;
+    if let Some(e) = &c.evidence {
+        insert_evidence(tx, &c.effect_id, e, &c.actor)?;
+    }
+    append(tx, &c.actor, Entry {
+        env: Some(c.env_id.as_str()),
+        kind: "effect.transition",
+        subject: c.effect_id.as_str(),
+        before: Some(json!({"state": c.from.name()})),
+        after: Some(json!({"state": to, "attempt": attempt_number, "responseStatus": c.response_status})),
+    })
+}
+
+pub(crate) fn append_evidence(tx: &Transaction<'_>, env: &EnvironmentId, effect: &EffectId, e: &NewEvidence, actor: &Actor) -> StoreResult<()> {
+    current_state(tx, env, effect)?;
+    let seq = insert_evidence(tx, effect, e, actor)?;
+    append(tx, actor, Entry {
+        env: Some(env.as_str()),
+        kind: "effect.evidence",
+        subject: effect.as_str(),
+        before: None,
+        after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+    })
+}
+
+fn state_clause(states: &Option<Vec<EffectState>>) -> String {
+    match states {
+        None => String::new(),
+        Some(list) if list.is_empty() => " AND 0".to_string(),
+        Some(list) => {
+            let names: Vec<String> = list.iter().map(|s| format!("'{}'", s.name())).collect();
+            format!(" AND state IN ({})", names.join(","))
+        }
+    }
+}
+
+fn count(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> StoreResult<u64> {
+    conn.query_row(sql, params, |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(unavailable)
+}
+
+pub(crate) fn list_invocations(conn: &Connection, env: &EnvironmentId, f: &InvocationFilter) -> StoreResult<Page<InvocationRecord>> {
+    let action = f.action_id.as_ref().map(|a| a.as_str());
+    let filter = format!("env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}", state_clause(&f.states));
+    let total = count(conn, &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"), &[&env.as_str(), &action])?;
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
+        rows::INVOCATION_COLUMNS
+    );
+    let items = query_all(conn, &sql, &[&env.as_str(), &action, &f.limit, &f.offset], rows::invocation)?;
+    Ok(Page { items, total })
+}
+
+pub(crate) fn effect(conn: &Connection, env: &EnvironmentId, id: &EffectId) -> StoreResult<Option<EffectDetail>> {
+    let sql = format!("SELECT {} FROM effects WHERE env_id = ?1 AND id = ?2", rows::EFFECT_COLUMNS);
+    let Some(effect) = query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::effect)? else {
+        return Ok(None);
+    };
+    let attempts = query_all(
+        conn,
+        "SELECT number, started_at, deadline_at, finished_at, status, response_status, error FROM attempts WHERE effect_id = ?1 ORDER BY number",
+        &[&id.as_str()],
+        rows::attempt,
+    )?;
+    let evidence = query_all(
+        conn,
+        "SELECT seq, at, kind, source, message, data, actor FROM evidence WHERE effect_id = ?1 ORDER BY seq",
+        &[&id.as_str()],
+        rows::evidence,
+    )?;
+    Ok(Some(EffectDetail { effect, attempts, evidence }))
+}
+
+pub(crate) fn list_effects(conn: &Connection, env: &EnvironmentId, f: &EffectFilter) -> StoreResult<Page<EffectRecord>> {
+    let action = f.action_id.as_ref().map(|a| a.as_str());
+    let filter = format!("env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}", state_clause(&f.states));
+    let total = count(conn, &format!("SELECT COUNT(*) FROM effects WHERE {filter}"), &[&env.as_str(), &action])?;
+    let sql = format!(
+        "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
+        rows::EFFECT_COLUMNS
+    );
+    let items = query_all(conn, &sql, &[&env.as_str(), &action, &f.limit, &f.offset], rows::effect)?;
+    Ok(Page { items, total })
+}

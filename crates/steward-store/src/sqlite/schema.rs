@@ -1,0 +1,139 @@
+//! The embedded store's schema. Applied idempotently on open.
+
+pub const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS environments (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    halted INTEGER NOT NULL DEFAULT 0,
+    halt_reason TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    ciphertext BLOB NOT NULL,
+    description TEXT,
+    allowed_hosts TEXT,
+    allowed_placements TEXT,
+    version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (env_id, name)
+);
+CREATE TABLE IF NOT EXISTS actions (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    deleted_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS actions_live_name ON actions(env_id, name) WHERE deleted_at IS NULL;
+CREATE TABLE IF NOT EXISTS action_versions (
+    action_id TEXT NOT NULL REFERENCES actions(id),
+    version INTEGER NOT NULL,
+    definition TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    created_by TEXT,
+    PRIMARY KEY (action_id, version)
+);
+CREATE TABLE IF NOT EXISTS invocations (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL,
+    action_id TEXT NOT NULL,
+    action_name TEXT NOT NULL,
+    action_version INTEGER NOT NULL,
+    effect_id TEXT NOT NULL,
+    governed INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    input TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    operation_key TEXT,
+    run_id TEXT,
+    retry_of TEXT,
+    response_status INTEGER,
+    response_body TEXT,
+    error TEXT,
+    decision TEXT,
+    approval_id TEXT,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    completed_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS invocations_env_created ON invocations(env_id, created_at);
+CREATE TABLE IF NOT EXISTS effects (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL,
+    invocation_id TEXT NOT NULL,
+    action_id TEXT NOT NULL,
+    action_name TEXT NOT NULL,
+    operation_key TEXT,
+    governed INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempt_count INTEGER NOT NULL DEFAULT 0,
+    external_reference TEXT,
+    provider_idempotency_key TEXT,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS effects_operation_key
+    ON effects(env_id, action_id, operation_key) WHERE operation_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS effects_state ON effects(state);
+CREATE TABLE IF NOT EXISTS attempts (
+    effect_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    deadline_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    status TEXT NOT NULL,
+    response_status INTEGER,
+    error TEXT,
+    PRIMARY KEY (effect_id, number)
+);
+CREATE TABLE IF NOT EXISTS evidence (
+    effect_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message TEXT NOT NULL,
+    data TEXT,
+    actor TEXT,
+    PRIMARY KEY (effect_id, seq)
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    env_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    invocation_id TEXT,
+    response_status INTEGER,
+    response_body TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (env_id, key)
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY,
+    at INTEGER NOT NULL,
+    env_id TEXT,
+    actor TEXT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+"#;

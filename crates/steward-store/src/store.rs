@@ -1,0 +1,90 @@
+//! The storage contract. Every method is one transaction: when it returns `Ok`, the change is
+//! committed and durable (fsync'd) and will be found on restart; when it returns `Err`, nothing
+//! of it was committed. Every state change appends its audit event in the same transaction.
+
+use crate::error::StoreResult;
+use crate::records::*;
+use async_trait::async_trait;
+use serde_json::Value;
+use steward_core::{ActionDefinition, ActionId, EffectId, EnvironmentId, IdempotencyKey, InvocationId, Millis};
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // --- environments and keys -------------------------------------------------------------
+
+    /// The environment called `name`, created with `new_id` if it does not exist yet.
+    async fn ensure_environment(&self, name: &str, new_id: &EnvironmentId, actor: &Actor) -> StoreResult<Environment>;
+    async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>>;
+    /// Stores a key's hash and metadata. `Duplicate` if the hash exists.
+    async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()>;
+    async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>>;
+
+    // --- secrets ---------------------------------------------------------------------------
+
+    /// Creates the secret, or rotates it when `expected_version` matches the stored version
+    /// (`VersionConflict` otherwise). Returns the stored record.
+    async fn put_secret(&self, secret: &SecretRecord, expected_version: Option<u32>, actor: &Actor) -> StoreResult<SecretRecord>;
+    async fn secret(&self, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>>;
+    async fn list_secrets(&self, env: &EnvironmentId) -> StoreResult<Vec<SecretRecord>>;
+    async fn delete_secret(&self, env: &EnvironmentId, name: &str, actor: &Actor) -> StoreResult<bool>;
+
+    // --- actions ---------------------------------------------------------------------------
+
+    /// Creates the action with version 1. `Duplicate` if a live action has that name.
+    async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()>;
+    /// Appends version `expected_version + 1`; `VersionConflict` if another edit came first.
+    async fn update_action(&self, env: &EnvironmentId, id: &ActionId, expected_version: u32, definition: &ActionDefinition, actor: &Actor) -> StoreResult<ActionRecord>;
+    /// A live action by id or by name.
+    async fn action(&self, env: &EnvironmentId, reference: &str) -> StoreResult<Option<ActionRecord>>;
+    async fn list_actions(&self, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>>;
+    /// Marks the action deleted. Its versions and invocations are kept.
+    async fn delete_action(&self, env: &EnvironmentId, id: &ActionId, actor: &Actor) -> StoreResult<bool>;
+    async fn action_versions(&self, env: &EnvironmentId, id: &ActionId) -> StoreResult<Vec<ActionVersion>>;
+
+    // --- invocations and effects -----------------------------------------------------------
+
+    /// Records an invoke request (write path step 1). In one transaction: the idempotency key is
+    /// checked, the operation key is checked (at most one effect per environment, action and
+    /// key, ever: enforced by a unique index, so concurrent submissions from any number of
+    /// connections or replicas create one), and the invocation, its effect and its first
+    /// evidence are inserted. After `Created` returns, the effect will be found on restart.
+    async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome>;
+
+    /// Marks the request behind an invoke's `Idempotency-Key` as answered, so a resend gets the
+    /// invocation instead of `InProgress`.
+    async fn finish_invoke_request(&self, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()>;
+
+    /// Moves an effect from `change.from` to `change.to` if and only if it is still in
+    /// `change.from` (`StateConflict` otherwise), with the attempt, evidence and response that go
+    /// with it. With `AttemptChange::Begin` this is write path step 2: once it returns, the
+    /// attempt is durable, and a restart will find the effect `dispatching` and make it
+    /// `unknown` rather than send again.
+    async fn change_effect(&self, change: &EffectChange) -> StoreResult<()>;
+
+    /// Appends evidence without changing state (a note, an inconclusive lookup).
+    async fn append_evidence(&self, env: &EnvironmentId, effect: &EffectId, evidence: &NewEvidence, actor: &Actor) -> StoreResult<()>;
+
+    async fn invocation(&self, env: &EnvironmentId, id: &InvocationId) -> StoreResult<Option<InvocationRecord>>;
+    async fn list_invocations(&self, env: &EnvironmentId, filter: &InvocationFilter) -> StoreResult<Page<InvocationRecord>>;
+    async fn effect(&self, env: &EnvironmentId, id: &EffectId) -> StoreResult<Option<EffectDetail>>;
+    async fn list_effects(&self, env: &EnvironmentId, filter: &EffectFilter) -> StoreResult<Page<EffectRecord>>;
+
+    // --- generic request idempotency -------------------------------------------------------
+
+    async fn idempotency_begin(&self, env: &EnvironmentId, key: &IdempotencyKey, fingerprint: &str, now: Millis) -> StoreResult<IdempotencyBegin>;
+    async fn idempotency_finish(&self, env: &EnvironmentId, key: &IdempotencyKey, status: u16, body: &Value, now: Millis) -> StoreResult<()>;
+    /// Forgets a begun key whose request failed without a recordable answer (a storage error).
+    async fn idempotency_abandon(&self, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()>;
+
+    // --- recovery and audit ----------------------------------------------------------------
+
+    /// Start-up recovery, run before the server accepts requests: every effect left
+    /// `dispatching` becomes `unknown` with evidence saying why (nothing is re-sent); every
+    /// effect left `ready` with no attempt becomes `failed` as provably never sent; in-flight
+    /// request markers are cleared.
+    async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport>;
+
+    /// Audit events with `seq > after`, oldest first.
+    async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>>;
+}
