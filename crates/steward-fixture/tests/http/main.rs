@@ -1,0 +1,7 @@
+//! End-to-end tests: real HTTP on 127.0.0.1, ephemeral ports.
+
+mod common;
+mod faults;
+mod idempotency;
+mod refunds;
+mod state_file;
