@@ -31,6 +31,7 @@
 mod action;
 mod canonical;
 mod classify;
+mod crash;
 mod effect;
 mod ids;
 mod invocation;
@@ -42,6 +43,7 @@ mod time;
 pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, ADAPTER_TYPES};
 pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};
+pub use crash::{CrashPoint, CRASH_AT_ENV};
 pub use effect::{
     next, EffectEvent, EffectState, Grade, IllegalTransition, ManualOutcome, Outcome, Rejection,
     Stage, Work,

@@ -6,7 +6,8 @@ use serde_json::json;
 use steward_core::{canonical_json, fingerprint_str};
 
 /// The hash before the first event.
-pub const GENESIS_HASH: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+pub const GENESIS_HASH: &str =
+    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The hash of an event given the hash before it.
 pub fn event_hash(event: &AuditEvent) -> String {
@@ -36,12 +37,19 @@ pub enum ChainError {
 }
 
 /// Verifies a run of events that follows `prev_hash` (at sequence `prev_seq`).
-pub fn verify_chain(prev_seq: i64, prev_hash: &str, events: &[AuditEvent]) -> Result<(i64, String), ChainError> {
+pub fn verify_chain(
+    prev_seq: i64,
+    prev_hash: &str,
+    events: &[AuditEvent],
+) -> Result<(i64, String), ChainError> {
     let mut seq = prev_seq;
     let mut hash = prev_hash.to_string();
     for event in events {
         if event.seq != seq + 1 {
-            return Err(ChainError::Gap { seq: event.seq, previous: seq });
+            return Err(ChainError::Gap {
+                seq: event.seq,
+                previous: seq,
+            });
         }
         if event.prev_hash != hash {
             return Err(ChainError::BrokenLink { seq: event.seq });

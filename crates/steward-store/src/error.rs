@@ -9,7 +9,10 @@ pub enum StoreError {
     Duplicate { what: &'static str },
     /// A compare-and-set found another state than expected; someone else moved first.
     #[error("expected state `{}`, found `{}`", expected.name(), found.name())]
-    StateConflict { expected: EffectState, found: EffectState },
+    StateConflict {
+        expected: EffectState,
+        found: EffectState,
+    },
     /// A compare-and-set on a version found another version.
     #[error("expected version {expected}, found {found}")]
     VersionConflict { expected: u32, found: u32 },

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steward_core::{
-    ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey,
-    InvocationId, KeyId, Millis, OperationKey,
+    ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId,
+    KeyId, Millis, OperationKey,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -159,7 +159,10 @@ pub struct Actor {
 
 impl Actor {
     pub fn key(key: &KeyId, now: Millis) -> Self {
-        Self { key: Some(key.clone()), now }
+        Self {
+            key: Some(key.clone()),
+            now,
+        }
     }
     pub fn system(now: Millis) -> Self {
         Self { key: None, now }
@@ -177,7 +180,12 @@ pub struct NewEvidence {
 
 impl NewEvidence {
     pub fn new(kind: &str, source: &str, message: impl Into<String>) -> Self {
-        Self { kind: kind.into(), source: source.into(), message: message.into(), data: None }
+        Self {
+            kind: kind.into(),
+            source: source.into(),
+            message: message.into(),
+            data: None,
+        }
     }
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
@@ -221,7 +229,10 @@ pub enum SubmitOutcome {
     /// The idempotency key was used for a different request.
     IdempotencyMismatch,
     /// The operation key names an effect with a different input.
-    OperationKeyConflict { effect_id: EffectId, invocation_id: InvocationId },
+    OperationKeyConflict {
+        effect_id: EffectId,
+        invocation_id: InvocationId,
+    },
     /// `retryOf` names no invocation in this environment.
     RetryOfNotFound,
     /// `retryOf` names an invocation that is not settled `failed`.
@@ -234,7 +245,11 @@ pub enum AttemptChange {
     /// Record a new attempt as `dispatching`. Durable before anything is sent.
     Begin { number: u32, deadline_at: Millis },
     /// Close an attempt with what it led to.
-    Finish { number: u32, response_status: Option<u16>, error: Option<String> },
+    Finish {
+        number: u32,
+        response_status: Option<u16>,
+        error: Option<String>,
+    },
 }
 
 /// One compare-and-set transition of an effect, with everything recorded alongside it.
@@ -254,7 +269,13 @@ pub struct EffectChange {
 }
 
 impl EffectChange {
-    pub fn new(env_id: &EnvironmentId, effect_id: &EffectId, from: EffectState, to: EffectState, actor: Actor) -> Self {
+    pub fn new(
+        env_id: &EnvironmentId,
+        effect_id: &EffectId,
+        from: EffectState,
+        to: EffectState,
+        actor: Actor,
+    ) -> Self {
         Self {
             env_id: env_id.clone(),
             effect_id: effect_id.clone(),
@@ -302,7 +323,10 @@ pub enum IdempotencyBegin {
     /// First sight: go ahead; finish or abandon it afterwards.
     Begun,
     /// Already answered: the recorded response.
-    Replay { status: u16, body: Value },
+    Replay {
+        status: u16,
+        body: Value,
+    },
     InProgress,
     Mismatch,
 }

@@ -6,14 +6,21 @@ use crate::error::StoreResult;
 use crate::records::*;
 use async_trait::async_trait;
 use serde_json::Value;
-use steward_core::{ActionDefinition, ActionId, EffectId, EnvironmentId, IdempotencyKey, InvocationId, Millis};
+use steward_core::{
+    ActionDefinition, ActionId, EffectId, EnvironmentId, IdempotencyKey, InvocationId, Millis,
+};
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     // --- environments and keys -------------------------------------------------------------
 
     /// The environment called `name`, created with `new_id` if it does not exist yet.
-    async fn ensure_environment(&self, name: &str, new_id: &EnvironmentId, actor: &Actor) -> StoreResult<Environment>;
+    async fn ensure_environment(
+        &self,
+        name: &str,
+        new_id: &EnvironmentId,
+        actor: &Actor,
+    ) -> StoreResult<Environment>;
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>>;
     /// Stores a key's hash and metadata. `Duplicate` if the hash exists.
     async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()>;
@@ -24,23 +31,53 @@ pub trait Store: Send + Sync + 'static {
 
     /// Creates the secret, or rotates it when `expected_version` matches the stored version
     /// (`VersionConflict` otherwise). Returns the stored record.
-    async fn put_secret(&self, secret: &SecretRecord, expected_version: Option<u32>, actor: &Actor) -> StoreResult<SecretRecord>;
+    async fn put_secret(
+        &self,
+        secret: &SecretRecord,
+        expected_version: Option<u32>,
+        actor: &Actor,
+    ) -> StoreResult<SecretRecord>;
     async fn secret(&self, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>>;
     async fn list_secrets(&self, env: &EnvironmentId) -> StoreResult<Vec<SecretRecord>>;
-    async fn delete_secret(&self, env: &EnvironmentId, name: &str, actor: &Actor) -> StoreResult<bool>;
+    async fn delete_secret(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+        actor: &Actor,
+    ) -> StoreResult<bool>;
 
     // --- actions ---------------------------------------------------------------------------
 
     /// Creates the action with version 1. `Duplicate` if a live action has that name.
     async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()>;
     /// Appends version `expected_version + 1`; `VersionConflict` if another edit came first.
-    async fn update_action(&self, env: &EnvironmentId, id: &ActionId, expected_version: u32, definition: &ActionDefinition, actor: &Actor) -> StoreResult<ActionRecord>;
+    async fn update_action(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+        expected_version: u32,
+        definition: &ActionDefinition,
+        actor: &Actor,
+    ) -> StoreResult<ActionRecord>;
     /// A live action by id or by name.
-    async fn action(&self, env: &EnvironmentId, reference: &str) -> StoreResult<Option<ActionRecord>>;
+    async fn action(
+        &self,
+        env: &EnvironmentId,
+        reference: &str,
+    ) -> StoreResult<Option<ActionRecord>>;
     async fn list_actions(&self, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>>;
     /// Marks the action deleted. Its versions and invocations are kept.
-    async fn delete_action(&self, env: &EnvironmentId, id: &ActionId, actor: &Actor) -> StoreResult<bool>;
-    async fn action_versions(&self, env: &EnvironmentId, id: &ActionId) -> StoreResult<Vec<ActionVersion>>;
+    async fn delete_action(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+        actor: &Actor,
+    ) -> StoreResult<bool>;
+    async fn action_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+    ) -> StoreResult<Vec<ActionVersion>>;
 
     // --- invocations and effects -----------------------------------------------------------
 
@@ -53,7 +90,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Marks the request behind an invoke's `Idempotency-Key` as answered, so a resend gets the
     /// invocation instead of `InProgress`.
-    async fn finish_invoke_request(&self, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()>;
+    async fn finish_invoke_request(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()>;
 
     /// Moves an effect from `change.from` to `change.to` if and only if it is still in
     /// `change.from` (`StateConflict` otherwise), with the attempt, evidence and response that go
@@ -63,19 +104,55 @@ pub trait Store: Send + Sync + 'static {
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()>;
 
     /// Appends evidence without changing state (a note, an inconclusive lookup).
-    async fn append_evidence(&self, env: &EnvironmentId, effect: &EffectId, evidence: &NewEvidence, actor: &Actor) -> StoreResult<()>;
+    async fn append_evidence(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        evidence: &NewEvidence,
+        actor: &Actor,
+    ) -> StoreResult<()>;
 
-    async fn invocation(&self, env: &EnvironmentId, id: &InvocationId) -> StoreResult<Option<InvocationRecord>>;
-    async fn list_invocations(&self, env: &EnvironmentId, filter: &InvocationFilter) -> StoreResult<Page<InvocationRecord>>;
-    async fn effect(&self, env: &EnvironmentId, id: &EffectId) -> StoreResult<Option<EffectDetail>>;
-    async fn list_effects(&self, env: &EnvironmentId, filter: &EffectFilter) -> StoreResult<Page<EffectRecord>>;
+    async fn invocation(
+        &self,
+        env: &EnvironmentId,
+        id: &InvocationId,
+    ) -> StoreResult<Option<InvocationRecord>>;
+    async fn list_invocations(
+        &self,
+        env: &EnvironmentId,
+        filter: &InvocationFilter,
+    ) -> StoreResult<Page<InvocationRecord>>;
+    async fn effect(&self, env: &EnvironmentId, id: &EffectId)
+        -> StoreResult<Option<EffectDetail>>;
+    async fn list_effects(
+        &self,
+        env: &EnvironmentId,
+        filter: &EffectFilter,
+    ) -> StoreResult<Page<EffectRecord>>;
 
     // --- generic request idempotency -------------------------------------------------------
 
-    async fn idempotency_begin(&self, env: &EnvironmentId, key: &IdempotencyKey, fingerprint: &str, now: Millis) -> StoreResult<IdempotencyBegin>;
-    async fn idempotency_finish(&self, env: &EnvironmentId, key: &IdempotencyKey, status: u16, body: &Value, now: Millis) -> StoreResult<()>;
+    async fn idempotency_begin(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: Millis,
+    ) -> StoreResult<IdempotencyBegin>;
+    async fn idempotency_finish(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &Value,
+        now: Millis,
+    ) -> StoreResult<()>;
     /// Forgets a begun key whose request failed without a recordable answer (a storage error).
-    async fn idempotency_abandon(&self, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()>;
+    async fn idempotency_abandon(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()>;
 
     // --- recovery and audit ----------------------------------------------------------------
 

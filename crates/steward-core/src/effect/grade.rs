@@ -78,6 +78,12 @@ mod tests {
             ),
             (
                 EffectState::Rejected {
+                    reason: Rejection::Expired,
+                },
+                Grade::Denied,
+            ),
+            (
+                EffectState::Rejected {
                     reason: Rejection::Refused,
                 },
                 Grade::Refused,

@@ -13,8 +13,16 @@ fn is_unique_violation(err: &rusqlite::Error) -> bool {
     matches!(err, rusqlite::Error::SqliteFailure(e, _) if e.code == ErrorCode::ConstraintViolation)
 }
 
-pub(crate) fn ensure_environment(tx: &Transaction<'_>, name: &str, new_id: &EnvironmentId, actor: &Actor) -> StoreResult<Environment> {
-    let sql = format!("SELECT {} FROM environments WHERE name = ?1", rows::ENVIRONMENT_COLUMNS);
+pub(crate) fn ensure_environment(
+    tx: &Transaction<'_>,
+    name: &str,
+    new_id: &EnvironmentId,
+    actor: &Actor,
+) -> StoreResult<Environment> {
+    let sql = format!(
+        "SELECT {} FROM environments WHERE name = ?1",
+        rows::ENVIRONMENT_COLUMNS
+    );
     if let Some(env) = query_one(tx, &sql, &[&name], rows::environment)? {
         return Ok(env);
     }
@@ -23,44 +31,70 @@ pub(crate) fn ensure_environment(tx: &Transaction<'_>, name: &str, new_id: &Envi
         params![new_id.as_str(), name, actor.now.0],
     )
     .map_err(unavailable)?;
-    append(tx, actor, Entry {
-        env: Some(new_id.as_str()),
-        kind: "environment.created",
-        subject: new_id.as_str(),
-        before: None,
-        after: Some(json!({"name": name})),
-    })?;
-    query_one(tx, &sql, &[&name], rows::environment)?.ok_or(StoreError::NotFound { what: "environment" })
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(new_id.as_str()),
+            kind: "environment.created",
+            subject: new_id.as_str(),
+            before: None,
+            after: Some(json!({"name": name})),
+        },
+    )?;
+    query_one(tx, &sql, &[&name], rows::environment)?.ok_or(StoreError::NotFound {
+        what: "environment",
+    })
 }
 
-pub(crate) fn environment(conn: &Connection, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
-    let sql = format!("SELECT {} FROM environments WHERE id = ?1", rows::ENVIRONMENT_COLUMNS);
+pub(crate) fn environment(
+    conn: &Connection,
+    id: &EnvironmentId,
+) -> StoreResult<Option<Environment>> {
+    let sql = format!(
+        "SELECT {} FROM environments WHERE id = ?1",
+        rows::ENVIRONMENT_COLUMNS
+    );
     query_one(conn, &sql, &[&id.as_str()], rows::environment)
 }
 
-pub(crate) fn insert_key(tx: &Transaction<'_>, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
+pub(crate) fn insert_key(
+    tx: &Transaction<'_>,
+    key: &ApiKeyRecord,
+    actor: &Actor,
+) -> StoreResult<()> {
     let scopes = serde_json::to_string(&key.scopes).map_err(|e| rows::corrupt("scopes", e))?;
     tx.execute(
         "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![key.id.as_str(), key.env_id.as_str(), key.name, scopes, key.token_hash, key.created_at.0],
     )
     .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate { what: "key" } } else { unavailable(e) })?;
-    append(tx, actor, Entry {
-        env: Some(key.env_id.as_str()),
-        kind: "key.created",
-        subject: key.id.as_str(),
-        before: None,
-        after: Some(json!({"name": key.name, "scopes": key.scopes})),
-    })
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(key.env_id.as_str()),
+            kind: "key.created",
+            subject: key.id.as_str(),
+            before: None,
+            after: Some(json!({"name": key.name, "scopes": key.scopes})),
+        },
+    )
 }
 
 pub(crate) fn key_by_hash(conn: &Connection, hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
-    let sql = format!("SELECT {} FROM api_keys WHERE token_hash = ?1", rows::KEY_COLUMNS);
+    let sql = format!(
+        "SELECT {} FROM api_keys WHERE token_hash = ?1",
+        rows::KEY_COLUMNS
+    );
     query_one(conn, &sql, &[&hash], rows::api_key)
 }
 
 pub(crate) fn list_keys(conn: &Connection) -> StoreResult<Vec<ApiKeyRecord>> {
-    let sql = format!("SELECT {} FROM api_keys ORDER BY created_at, id", rows::KEY_COLUMNS);
+    let sql = format!(
+        "SELECT {} FROM api_keys ORDER BY created_at, id",
+        rows::KEY_COLUMNS
+    );
     query_all(conn, &sql, &[], rows::api_key)
 }
 
@@ -75,16 +109,31 @@ fn secret_audit(s: &SecretRecord) -> serde_json::Value {
     })
 }
 
-pub(crate) fn secret(conn: &Connection, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>> {
-    let sql = format!("SELECT {} FROM secrets WHERE env_id = ?1 AND name = ?2", rows::SECRET_COLUMNS);
+pub(crate) fn secret(
+    conn: &Connection,
+    env: &EnvironmentId,
+    name: &str,
+) -> StoreResult<Option<SecretRecord>> {
+    let sql = format!(
+        "SELECT {} FROM secrets WHERE env_id = ?1 AND name = ?2",
+        rows::SECRET_COLUMNS
+    );
     query_one(conn, &sql, &[&env.as_str(), &name], rows::secret)
 }
 
-pub(crate) fn put_secret(tx: &Transaction<'_>, s: &SecretRecord, expected_version: Option<u32>, actor: &Actor) -> StoreResult<SecretRecord> {
+pub(crate) fn put_secret(
+    tx: &Transaction<'_>,
+    s: &SecretRecord,
+    expected_version: Option<u32>,
+    actor: &Actor,
+) -> StoreResult<SecretRecord> {
     let existing = secret(tx, &s.env_id, &s.name)?;
     let found = existing.as_ref().map(|e| e.version);
     if found != expected_version {
-        return Err(StoreError::VersionConflict { expected: expected_version.unwrap_or(0), found: found.unwrap_or(0) });
+        return Err(StoreError::VersionConflict {
+            expected: expected_version.unwrap_or(0),
+            found: found.unwrap_or(0),
+        });
     }
     let version = found.unwrap_or(0) + 1;
     let created_at = existing.as_ref().map(|e| e.created_at).unwrap_or(actor.now);
@@ -100,35 +149,70 @@ pub(crate) fn put_secret(tx: &Transaction<'_>, s: &SecretRecord, expected_versio
     )
     .map_err(unavailable)?;
     let stored = secret(tx, &s.env_id, &s.name)?.ok_or(StoreError::NotFound { what: "secret" })?;
-    append(tx, actor, Entry {
-        env: Some(s.env_id.as_str()),
-        kind: if existing.is_some() { "secret.rotated" } else { "secret.created" },
-        subject: &s.name,
-        before: existing.as_ref().map(secret_audit),
-        after: Some(secret_audit(&stored)),
-    })?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(s.env_id.as_str()),
+            kind: if existing.is_some() {
+                "secret.rotated"
+            } else {
+                "secret.created"
+            },
+            subject: &s.name,
+            before: existing.as_ref().map(secret_audit),
+            after: Some(secret_audit(&stored)),
+        },
+    )?;
     Ok(stored)
 }
 
-pub(crate) fn list_secrets(conn: &Connection, env: &EnvironmentId) -> StoreResult<Vec<SecretRecord>> {
-    let sql = format!("SELECT {} FROM secrets WHERE env_id = ?1 ORDER BY name", rows::SECRET_COLUMNS);
+pub(crate) fn list_secrets(
+    conn: &Connection,
+    env: &EnvironmentId,
+) -> StoreResult<Vec<SecretRecord>> {
+    let sql = format!(
+        "SELECT {} FROM secrets WHERE env_id = ?1 ORDER BY name",
+        rows::SECRET_COLUMNS
+    );
     query_all(conn, &sql, &[&env.as_str()], rows::secret)
 }
 
-pub(crate) fn delete_secret(tx: &Transaction<'_>, env: &EnvironmentId, name: &str, actor: &Actor) -> StoreResult<bool> {
-    let Some(existing) = secret(tx, env, name)? else { return Ok(false) };
-    tx.execute("DELETE FROM secrets WHERE env_id = ?1 AND name = ?2", params![env.as_str(), name]).map_err(unavailable)?;
-    append(tx, actor, Entry {
-        env: Some(env.as_str()),
-        kind: "secret.deleted",
-        subject: name,
-        before: Some(secret_audit(&existing)),
-        after: None,
-    })?;
+pub(crate) fn delete_secret(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    name: &str,
+    actor: &Actor,
+) -> StoreResult<bool> {
+    let Some(existing) = secret(tx, env, name)? else {
+        return Ok(false);
+    };
+    tx.execute(
+        "DELETE FROM secrets WHERE env_id = ?1 AND name = ?2",
+        params![env.as_str(), name],
+    )
+    .map_err(unavailable)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "secret.deleted",
+            subject: name,
+            before: Some(secret_audit(&existing)),
+            after: None,
+        },
+    )?;
     Ok(true)
 }
 
-fn insert_version(tx: &Transaction<'_>, id: &ActionId, version: u32, def: &ActionDefinition, actor: &Actor) -> StoreResult<String> {
+fn insert_version(
+    tx: &Transaction<'_>,
+    id: &ActionId,
+    version: u32,
+    def: &ActionDefinition,
+    actor: &Actor,
+) -> StoreResult<String> {
     let raw = serde_json::to_string(def).map_err(|e| rows::corrupt("action definition", e))?;
     tx.execute(
         "INSERT INTO action_versions (action_id, version, definition, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -138,24 +222,40 @@ fn insert_version(tx: &Transaction<'_>, id: &ActionId, version: u32, def: &Actio
     Ok(raw)
 }
 
-pub(crate) fn create_action(tx: &Transaction<'_>, a: &ActionRecord, actor: &Actor) -> StoreResult<()> {
+pub(crate) fn create_action(
+    tx: &Transaction<'_>,
+    a: &ActionRecord,
+    actor: &Actor,
+) -> StoreResult<()> {
     tx.execute(
         "INSERT INTO actions (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
         params![a.id.as_str(), a.env_id.as_str(), a.name, actor.now.0],
     )
     .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate { what: "action" } } else { unavailable(e) })?;
     insert_version(tx, &a.id, 1, &a.definition, actor)?;
-    append(tx, actor, Entry {
-        env: Some(a.env_id.as_str()),
-        kind: "action.created",
-        subject: a.id.as_str(),
-        before: None,
-        after: Some(json!({"version": 1, "definition": a.definition})),
-    })
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(a.env_id.as_str()),
+            kind: "action.created",
+            subject: a.id.as_str(),
+            before: None,
+            after: Some(json!({"version": 1, "definition": a.definition})),
+        },
+    )
 }
 
-pub(crate) fn action(conn: &Connection, env: &EnvironmentId, reference: &str) -> StoreResult<Option<ActionRecord>> {
-    let column = if reference.starts_with(ActionId::PREFIX) { "a.id" } else { "a.name" };
+pub(crate) fn action(
+    conn: &Connection,
+    env: &EnvironmentId,
+    reference: &str,
+) -> StoreResult<Option<ActionRecord>> {
+    let column = if reference.starts_with(ActionId::PREFIX) {
+        "a.id"
+    } else {
+        "a.name"
+    };
     let sql = format!(
         "SELECT {} FROM {} WHERE a.env_id = ?1 AND {column} = ?2 AND a.deleted_at IS NULL",
         rows::ACTION_COLUMNS,
@@ -164,10 +264,20 @@ pub(crate) fn action(conn: &Connection, env: &EnvironmentId, reference: &str) ->
     query_one(conn, &sql, &[&env.as_str(), &reference], rows::action)
 }
 
-pub(crate) fn update_action(tx: &Transaction<'_>, env: &EnvironmentId, id: &ActionId, expected: u32, def: &ActionDefinition, actor: &Actor) -> StoreResult<ActionRecord> {
+pub(crate) fn update_action(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &ActionId,
+    expected: u32,
+    def: &ActionDefinition,
+    actor: &Actor,
+) -> StoreResult<ActionRecord> {
     let current = action(tx, env, id.as_str())?.ok_or(StoreError::NotFound { what: "action" })?;
     if current.version != expected {
-        return Err(StoreError::VersionConflict { expected, found: current.version });
+        return Err(StoreError::VersionConflict {
+            expected,
+            found: current.version,
+        });
     }
     let version = expected + 1;
     tx.execute(
@@ -176,17 +286,24 @@ pub(crate) fn update_action(tx: &Transaction<'_>, env: &EnvironmentId, id: &Acti
     )
     .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate { what: "action" } } else { unavailable(e) })?;
     insert_version(tx, id, version, def, actor)?;
-    append(tx, actor, Entry {
-        env: Some(env.as_str()),
-        kind: "action.updated",
-        subject: id.as_str(),
-        before: Some(json!({"version": expected, "definition": current.definition})),
-        after: Some(json!({"version": version, "definition": def})),
-    })?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "action.updated",
+            subject: id.as_str(),
+            before: Some(json!({"version": expected, "definition": current.definition})),
+            after: Some(json!({"version": version, "definition": def})),
+        },
+    )?;
     action(tx, env, id.as_str())?.ok_or(StoreError::NotFound { what: "action" })
 }
 
-pub(crate) fn list_actions(conn: &Connection, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>> {
+pub(crate) fn list_actions(
+    conn: &Connection,
+    env: &EnvironmentId,
+) -> StoreResult<Vec<ActionRecord>> {
     let sql = format!(
         "SELECT {} FROM {} WHERE a.env_id = ?1 AND a.deleted_at IS NULL ORDER BY a.created_at, a.id",
         rows::ACTION_COLUMNS,
@@ -195,7 +312,12 @@ pub(crate) fn list_actions(conn: &Connection, env: &EnvironmentId) -> StoreResul
     query_all(conn, &sql, &[&env.as_str()], rows::action)
 }
 
-pub(crate) fn delete_action(tx: &Transaction<'_>, env: &EnvironmentId, id: &ActionId, actor: &Actor) -> StoreResult<bool> {
+pub(crate) fn delete_action(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &ActionId,
+    actor: &Actor,
+) -> StoreResult<bool> {
     let changed = tx
         .execute(
             "UPDATE actions SET deleted_at = ?1 WHERE env_id = ?2 AND id = ?3 AND deleted_at IS NULL",
@@ -203,19 +325,34 @@ pub(crate) fn delete_action(tx: &Transaction<'_>, env: &EnvironmentId, id: &Acti
         )
         .map_err(unavailable)?;
     if changed > 0 {
-        append(tx, actor, Entry { env: Some(env.as_str()), kind: "action.deleted", subject: id.as_str(), before: None, after: None })?;
+        append(
+            tx,
+            actor,
+            Entry {
+                env: Some(env.as_str()),
+                kind: "action.deleted",
+                subject: id.as_str(),
+                before: None,
+                after: None,
+            },
+        )?;
     }
     Ok(changed > 0)
 }
 
-pub(crate) fn action_versions(conn: &Connection, env: &EnvironmentId, id: &ActionId) -> StoreResult<Vec<ActionVersion>> {
+pub(crate) fn action_versions(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &ActionId,
+) -> StoreResult<Vec<ActionVersion>> {
     let sql = "SELECT v.action_id, v.version, v.definition, v.created_at, v.created_by
                FROM action_versions v JOIN actions a ON a.id = v.action_id
                WHERE a.env_id = ?1 AND a.id = ?2 ORDER BY v.version";
     query_all(conn, sql, &[&env.as_str(), &id.as_str()], |row| {
         let raw: String = rows::col(row, 2)?;
         Ok(ActionVersion {
-            action_id: ActionId::parse(&rows::col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e))?,
+            action_id: ActionId::parse(&rows::col::<String>(row, 0)?)
+                .map_err(|e| rows::corrupt("id", e))?,
             version: rows::col(row, 1)?,
             definition: rows::definition(&raw)?,
             created_at: steward_core::Millis(rows::col(row, 3)?),

@@ -17,9 +17,11 @@ pub(crate) struct Entry<'a> {
 
 pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> StoreResult<()> {
     let last: Option<(i64, String)> = tx
-        .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .optional()
         .map_err(unavailable)?;
     let (prev_seq, prev_hash) = last.unwrap_or((0, GENESIS_HASH.to_string()));

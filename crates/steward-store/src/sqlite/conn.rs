@@ -20,7 +20,10 @@ pub(crate) struct Pool {
 }
 
 pub(crate) fn unavailable(err: rusqlite::Error) -> StoreError {
-    StoreError::Unavailable { message: err.to_string(), source: Some(Box::new(err)) }
+    StoreError::Unavailable {
+        message: err.to_string(),
+        source: Some(Box::new(err)),
+    }
 }
 
 fn open_connection(path: &Path) -> StoreResult<Connection> {
@@ -29,12 +32,16 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags).map_err(unavailable)?;
-    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(unavailable)?;
     // WAL lets readers run during a write. synchronous=FULL fsyncs the WAL on every commit, so
     // a commit that returned survives a power cut, not just a process crash.
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(unavailable)?;
-    conn.pragma_update(None, "synchronous", "FULL").map_err(unavailable)?;
-    conn.pragma_update(None, "foreign_keys", "ON").map_err(unavailable)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(unavailable)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(unavailable)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(unavailable)?;
     Ok(conn)
 }
 
@@ -47,14 +54,28 @@ impl Pool {
             })?;
         }
         let writer = open_connection(path)?;
-        writer.execute_batch(super::schema::SCHEMA).map_err(unavailable)?;
-        Ok(Arc::new(Pool { path: path.to_path_buf(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) }))
+        writer
+            .execute_batch(super::schema::SCHEMA)
+            .map_err(unavailable)?;
+        Ok(Arc::new(Pool {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        }))
     }
 
     /// Runs `f` in one IMMEDIATE transaction and commits; nothing is committed if `f` fails.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        let mut conn = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let mut conn = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
         let value = f(&tx)?;
         tx.commit().map_err(unavailable)?;
         Ok(value)
@@ -79,8 +100,10 @@ impl Pool {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> StoreResult<T> + Send + 'static,
 ) -> StoreResult<T> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Unavailable {
-        message: format!("storage task failed: {e}"),
-        source: None,
-    })?
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Unavailable {
+            message: format!("storage task failed: {e}"),
+            source: None,
+        })?
 }

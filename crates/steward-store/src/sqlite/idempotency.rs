@@ -7,7 +7,13 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use serde_json::Value;
 use steward_core::{EnvironmentId, IdempotencyKey, Millis};
 
-pub(crate) fn begin(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey, fingerprint: &str, now: Millis) -> StoreResult<IdempotencyBegin> {
+pub(crate) fn begin(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+    fingerprint: &str,
+    now: Millis,
+) -> StoreResult<IdempotencyBegin> {
     let seen: Option<(String, String, Option<u16>, Option<String>)> = tx
         .query_row(
             "SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = ?1 AND key = ?2",
@@ -38,7 +44,13 @@ pub(crate) fn begin(tx: &Transaction<'_>, env: &EnvironmentId, key: &Idempotency
     })
 }
 
-pub(crate) fn finish(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey, status: u16, body: &Value) -> StoreResult<()> {
+pub(crate) fn finish(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+    status: u16,
+    body: &Value,
+) -> StoreResult<()> {
     tx.execute(
         "UPDATE idempotency SET state = 'done', response_status = ?1, response_body = ?2
          WHERE env_id = ?3 AND key = ?4 AND kind = 'generic'",
@@ -48,7 +60,11 @@ pub(crate) fn finish(tx: &Transaction<'_>, env: &EnvironmentId, key: &Idempotenc
     Ok(())
 }
 
-pub(crate) fn abandon(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()> {
+pub(crate) fn abandon(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+) -> StoreResult<()> {
     tx.execute(
         "DELETE FROM idempotency WHERE env_id = ?1 AND key = ?2 AND kind = 'generic' AND state = 'in_progress'",
         params![env.as_str(), key.as_str()],

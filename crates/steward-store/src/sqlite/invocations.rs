@@ -9,12 +9,23 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::{json, Value};
 use steward_core::{EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, Rejection};
 
-pub(crate) fn invocation(conn: &Connection, env: &EnvironmentId, id: &InvocationId) -> StoreResult<Option<InvocationRecord>> {
-    let sql = format!("SELECT {} FROM invocations WHERE env_id = ?1 AND id = ?2", rows::INVOCATION_COLUMNS);
+pub(crate) fn invocation(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &InvocationId,
+) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = ?1 AND id = ?2",
+        rows::INVOCATION_COLUMNS
+    );
     query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::invocation)
 }
 
-fn must_invocation(conn: &Connection, env: &EnvironmentId, id: &str) -> StoreResult<InvocationRecord> {
+fn must_invocation(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &str,
+) -> StoreResult<InvocationRecord> {
     let id = InvocationId::parse(id).map_err(|e| rows::corrupt("invocation id", e))?;
     invocation(conn, env, &id)?.ok_or(StoreError::NotFound { what: "invocation" })
 }
@@ -31,18 +42,32 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
             .optional()
             .map_err(unavailable)?;
         if let Some((fingerprint, state, invocation_id)) = seen {
-            return Ok(match (fingerprint == s.request_fingerprint, state.as_str(), invocation_id) {
-                (false, _, _) => SubmitOutcome::IdempotencyMismatch,
-                (true, "in_progress", _) => SubmitOutcome::InProgress,
-                (true, _, Some(id)) => SubmitOutcome::Replayed(must_invocation(tx, env, &id)?),
-                (true, _, None) => SubmitOutcome::IdempotencyMismatch,
-            });
+            return Ok(
+                match (
+                    fingerprint == s.request_fingerprint,
+                    state.as_str(),
+                    invocation_id,
+                ) {
+                    (false, _, _) => SubmitOutcome::IdempotencyMismatch,
+                    (true, "in_progress", _) => SubmitOutcome::InProgress,
+                    (true, _, Some(id)) => SubmitOutcome::Replayed(must_invocation(tx, env, &id)?),
+                    (true, _, None) => SubmitOutcome::IdempotencyMismatch,
+                },
+            );
         }
     }
     if let Some(prior) = &s.retry_of {
         match invocation(tx, env, prior)? {
             None => return Ok(SubmitOutcome::RetryOfNotFound),
-            Some(p) if !matches!(p.state, EffectState::Failed | EffectState::Rejected { reason: Rejection::Refused }) => {
+            Some(p)
+                if !matches!(
+                    p.state,
+                    EffectState::Failed
+                        | EffectState::Rejected {
+                            reason: Rejection::Refused
+                        }
+                ) =>
+            {
                 return Ok(SubmitOutcome::RetryOfNotFailed { state: p.state })
             }
             Some(_) => {}
@@ -62,7 +87,8 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
             let found = must_invocation(tx, env, &invocation_id)?;
             if found.input_fingerprint != s.input_fingerprint {
                 return Ok(SubmitOutcome::OperationKeyConflict {
-                    effect_id: EffectId::parse(&effect_id).map_err(|e| rows::corrupt("effect id", e))?,
+                    effect_id: EffectId::parse(&effect_id)
+                        .map_err(|e| rows::corrupt("effect id", e))?,
                     invocation_id: found.id,
                 });
             }
@@ -76,14 +102,31 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
     if let Some(key) = &s.idempotency_key {
         record_invoke_key(tx, s, key, &s.invocation_id, "in_progress")?;
     }
-    Ok(SubmitOutcome::Created(must_invocation(tx, env, s.invocation_id.as_str())?))
+    Ok(SubmitOutcome::Created(must_invocation(
+        tx,
+        env,
+        s.invocation_id.as_str(),
+    )?))
 }
 
-fn record_invoke_key(tx: &Transaction<'_>, s: &Submission, key: &IdempotencyKey, invocation: &InvocationId, state: &str) -> StoreResult<()> {
+fn record_invoke_key(
+    tx: &Transaction<'_>,
+    s: &Submission,
+    key: &IdempotencyKey,
+    invocation: &InvocationId,
+    state: &str,
+) -> StoreResult<()> {
     tx.execute(
         "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at)
          VALUES (?1, ?2, ?3, 'invoke', ?4, ?5, ?6)",
-        params![s.env_id.as_str(), key.as_str(), s.request_fingerprint, state, invocation.as_str(), s.now.0],
+        params![
+            s.env_id.as_str(),
+            key.as_str(),
+            s.request_fingerprint,
+            state,
+            invocation.as_str(),
+            s.now.0
+        ],
     )
     .map_err(unavailable)?;
     Ok(())
@@ -116,21 +159,34 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     .map_err(unavailable)?;
     let actor = Actor::key(&s.actor, s.now);
     insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
-    append(tx, &actor, Entry {
-        env: Some(s.env_id.as_str()),
-        kind: "invocation.created",
-        subject: s.invocation_id.as_str(),
-        before: None,
-        after: Some(json!({
-            "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-            "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-        })),
-    })
+    append(
+        tx,
+        &actor,
+        Entry {
+            env: Some(s.env_id.as_str()),
+            kind: "invocation.created",
+            subject: s.invocation_id.as_str(),
+            before: None,
+            after: Some(json!({
+                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+            })),
+        },
+    )
 }
 
-pub(crate) fn insert_evidence(tx: &Transaction<'_>, effect: &EffectId, e: &NewEvidence, actor: &Actor) -> StoreResult<u32> {
+pub(crate) fn insert_evidence(
+    tx: &Transaction<'_>,
+    effect: &EffectId,
+    e: &NewEvidence,
+    actor: &Actor,
+) -> StoreResult<u32> {
     let seq: u32 = tx
-        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = ?1", params![effect.as_str()], |r| r.get(0))
+        .query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = ?1",
+            params![effect.as_str()],
+            |r| r.get(0),
+        )
         .map_err(unavailable)?;
     tx.execute(
         "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -143,7 +199,11 @@ pub(crate) fn insert_evidence(tx: &Transaction<'_>, effect: &EffectId, e: &NewEv
     Ok(seq)
 }
 
-pub(crate) fn finish_invoke_request(tx: &Transaction<'_>, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()> {
+pub(crate) fn finish_invoke_request(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+) -> StoreResult<()> {
     tx.execute(
         "UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'",
         params![env.as_str(), key.as_str()],
@@ -152,9 +212,17 @@ pub(crate) fn finish_invoke_request(tx: &Transaction<'_>, env: &EnvironmentId, k
     Ok(())
 }
 
-fn current_state(tx: &Transaction<'_>, env: &EnvironmentId, effect: &EffectId) -> StoreResult<EffectState> {
+fn current_state(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+) -> StoreResult<EffectState> {
     let raw: Option<String> = tx
-        .query_row("SELECT state FROM effects WHERE env_id = ?1 AND id = ?2", params![env.as_str(), effect.as_str()], |r| r.get(0))
+        .query_row(
+            "SELECT state FROM effects WHERE env_id = ?1 AND id = ?2",
+            params![env.as_str(), effect.as_str()],
+            |r| r.get(0),
+        )
         .optional()
         .map_err(unavailable)?;
     rows::state(&raw.ok_or(StoreError::NotFound { what: "effect" })?)
@@ -163,12 +231,18 @@ fn current_state(tx: &Transaction<'_>, env: &EnvironmentId, effect: &EffectId) -
 pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResult<()> {
     let found = current_state(tx, &c.env_id, &c.effect_id)?;
     if found != c.from {
-        return Err(StoreError::StateConflict { expected: c.from, found });
+        return Err(StoreError::StateConflict {
+            expected: c.from,
+            found,
+        });
     }
     let now = c.actor.now.0;
     let to = c.to.name();
     let attempt_number = match &c.attempt {
-        Some(AttemptChange::Begin { number, deadline_at }) => {
+        Some(AttemptChange::Begin {
+            number,
+            deadline_at,
+        }) => {
             tx.execute(
                 "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status) VALUES (?1, ?2, ?3, ?4, 'dispatching')",
                 params![c.effect_id.as_str(), number, now, deadline_at.0],
@@ -176,7 +250,11 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             .map_err(unavailable)?;
             Some(*number)
         }
-        Some(AttemptChange::Finish { number, response_status, error }) => {
+        Some(AttemptChange::Finish {
+            number,
+            response_status,
+            error,
+        }) => {
             tx.execute(
                 "UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4
                  WHERE effect_id = ?5 AND number = ?6",
@@ -201,33 +279,53 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             completed_at = COALESCE(completed_at, ?5)
          WHERE effect_id = ?6",
         params![
-            to, c.response_status, c.response_body.as_ref().map(Value::to_string),
-            c.error.as_ref().map(Value::to_string), completed, c.effect_id.as_str()
+            to,
+            c.response_status,
+            c.response_body.as_ref().map(Value::to_string),
+            c.error.as_ref().map(Value::to_string),
+            completed,
+            c.effect_id.as_str()
         ],
     )
     .map_err(unavailable)?;
     if let Some(e) = &c.evidence {
         insert_evidence(tx, &c.effect_id, e, &c.actor)?;
     }
-    append(tx, &c.actor, Entry {
-        env: Some(c.env_id.as_str()),
-        kind: "effect.transition",
-        subject: c.effect_id.as_str(),
-        before: Some(json!({"state": c.from.name()})),
-        after: Some(json!({"state": to, "attempt": attempt_number, "responseStatus": c.response_status})),
-    })
+    append(
+        tx,
+        &c.actor,
+        Entry {
+            env: Some(c.env_id.as_str()),
+            kind: "effect.transition",
+            subject: c.effect_id.as_str(),
+            before: Some(json!({"state": c.from.name()})),
+            after: Some(
+                json!({"state": to, "attempt": attempt_number, "responseStatus": c.response_status}),
+            ),
+        },
+    )
 }
 
-pub(crate) fn append_evidence(tx: &Transaction<'_>, env: &EnvironmentId, effect: &EffectId, e: &NewEvidence, actor: &Actor) -> StoreResult<()> {
+pub(crate) fn append_evidence(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    e: &NewEvidence,
+    actor: &Actor,
+) -> StoreResult<()> {
     current_state(tx, env, effect)?;
     let seq = insert_evidence(tx, effect, e, actor)?;
-    append(tx, actor, Entry {
-        env: Some(env.as_str()),
-        kind: "effect.evidence",
-        subject: effect.as_str(),
-        before: None,
-        after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
-    })
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "effect.evidence",
+            subject: effect.as_str(),
+            before: None,
+            after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+        },
+    )
 }
 
 fn state_clause(states: &Option<Vec<EffectState>>) -> String {
@@ -242,23 +340,48 @@ fn state_clause(states: &Option<Vec<EffectState>>) -> String {
 }
 
 fn count(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> StoreResult<u64> {
-    conn.query_row(sql, params, |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(unavailable)
+    conn.query_row(sql, params, |r| r.get::<_, i64>(0))
+        .map(|n| n as u64)
+        .map_err(unavailable)
 }
 
-pub(crate) fn list_invocations(conn: &Connection, env: &EnvironmentId, f: &InvocationFilter) -> StoreResult<Page<InvocationRecord>> {
+pub(crate) fn list_invocations(
+    conn: &Connection,
+    env: &EnvironmentId,
+    f: &InvocationFilter,
+) -> StoreResult<Page<InvocationRecord>> {
     let action = f.action_id.as_ref().map(|a| a.as_str());
-    let filter = format!("env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}", state_clause(&f.states));
-    let total = count(conn, &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"), &[&env.as_str(), &action])?;
+    let filter = format!(
+        "env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}",
+        state_clause(&f.states)
+    );
+    let total = count(
+        conn,
+        &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"),
+        &[&env.as_str(), &action],
+    )?;
     let sql = format!(
         "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
         rows::INVOCATION_COLUMNS
     );
-    let items = query_all(conn, &sql, &[&env.as_str(), &action, &f.limit, &f.offset], rows::invocation)?;
+    let items = query_all(
+        conn,
+        &sql,
+        &[&env.as_str(), &action, &f.limit, &f.offset],
+        rows::invocation,
+    )?;
     Ok(Page { items, total })
 }
 
-pub(crate) fn effect(conn: &Connection, env: &EnvironmentId, id: &EffectId) -> StoreResult<Option<EffectDetail>> {
-    let sql = format!("SELECT {} FROM effects WHERE env_id = ?1 AND id = ?2", rows::EFFECT_COLUMNS);
+pub(crate) fn effect(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &EffectId,
+) -> StoreResult<Option<EffectDetail>> {
+    let sql = format!(
+        "SELECT {} FROM effects WHERE env_id = ?1 AND id = ?2",
+        rows::EFFECT_COLUMNS
+    );
     let Some(effect) = query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::effect)? else {
         return Ok(None);
     };
@@ -274,17 +397,37 @@ pub(crate) fn effect(conn: &Connection, env: &EnvironmentId, id: &EffectId) -> S
         &[&id.as_str()],
         rows::evidence,
     )?;
-    Ok(Some(EffectDetail { effect, attempts, evidence }))
+    Ok(Some(EffectDetail {
+        effect,
+        attempts,
+        evidence,
+    }))
 }
 
-pub(crate) fn list_effects(conn: &Connection, env: &EnvironmentId, f: &EffectFilter) -> StoreResult<Page<EffectRecord>> {
+pub(crate) fn list_effects(
+    conn: &Connection,
+    env: &EnvironmentId,
+    f: &EffectFilter,
+) -> StoreResult<Page<EffectRecord>> {
     let action = f.action_id.as_ref().map(|a| a.as_str());
-    let filter = format!("env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}", state_clause(&f.states));
-    let total = count(conn, &format!("SELECT COUNT(*) FROM effects WHERE {filter}"), &[&env.as_str(), &action])?;
+    let filter = format!(
+        "env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}",
+        state_clause(&f.states)
+    );
+    let total = count(
+        conn,
+        &format!("SELECT COUNT(*) FROM effects WHERE {filter}"),
+        &[&env.as_str(), &action],
+    )?;
     let sql = format!(
         "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
         rows::EFFECT_COLUMNS
     );
-    let items = query_all(conn, &sql, &[&env.as_str(), &action, &f.limit, &f.offset], rows::effect)?;
+    let items = query_all(
+        conn,
+        &sql,
+        &[&env.as_str(), &action, &f.limit, &f.offset],
+        rows::effect,
+    )?;
     Ok(Page { items, total })
 }

@@ -28,7 +28,9 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database file and applies the schema.
     pub fn open(path: &Path) -> StoreResult<Self> {
-        Ok(Self { pool: Pool::open(path)? })
+        Ok(Self {
+            pool: Pool::open(path)?,
+        })
     }
 
     async fn write<T: Send + 'static>(
@@ -50,9 +52,15 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn ensure_environment(&self, name: &str, new_id: &EnvironmentId, actor: &Actor) -> StoreResult<Environment> {
+    async fn ensure_environment(
+        &self,
+        name: &str,
+        new_id: &EnvironmentId,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
         let (name, new_id, actor) = (name.to_string(), new_id.clone(), actor.clone());
-        self.write(move |tx| admin::ensure_environment(tx, &name, &new_id, &actor)).await
+        self.write(move |tx| admin::ensure_environment(tx, &name, &new_id, &actor))
+            .await
     }
 
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
@@ -62,7 +70,8 @@ impl Store for SqliteStore {
 
     async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
         let (key, actor) = (key.clone(), actor.clone());
-        self.write(move |tx| admin::insert_key(tx, &key, &actor)).await
+        self.write(move |tx| admin::insert_key(tx, &key, &actor))
+            .await
     }
 
     async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
@@ -74,9 +83,15 @@ impl Store for SqliteStore {
         self.read(admin::list_keys).await
     }
 
-    async fn put_secret(&self, secret: &SecretRecord, expected_version: Option<u32>, actor: &Actor) -> StoreResult<SecretRecord> {
+    async fn put_secret(
+        &self,
+        secret: &SecretRecord,
+        expected_version: Option<u32>,
+        actor: &Actor,
+    ) -> StoreResult<SecretRecord> {
         let (secret, actor) = (secret.clone(), actor.clone());
-        self.write(move |tx| admin::put_secret(tx, &secret, expected_version, &actor)).await
+        self.write(move |tx| admin::put_secret(tx, &secret, expected_version, &actor))
+            .await
     }
 
     async fn secret(&self, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>> {
@@ -89,22 +104,41 @@ impl Store for SqliteStore {
         self.read(move |c| admin::list_secrets(c, &env)).await
     }
 
-    async fn delete_secret(&self, env: &EnvironmentId, name: &str, actor: &Actor) -> StoreResult<bool> {
+    async fn delete_secret(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
         let (env, name, actor) = (env.clone(), name.to_string(), actor.clone());
-        self.write(move |tx| admin::delete_secret(tx, &env, &name, &actor)).await
+        self.write(move |tx| admin::delete_secret(tx, &env, &name, &actor))
+            .await
     }
 
     async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()> {
         let (action, actor) = (action.clone(), actor.clone());
-        self.write(move |tx| admin::create_action(tx, &action, &actor)).await
+        self.write(move |tx| admin::create_action(tx, &action, &actor))
+            .await
     }
 
-    async fn update_action(&self, env: &EnvironmentId, id: &ActionId, expected_version: u32, definition: &ActionDefinition, actor: &Actor) -> StoreResult<ActionRecord> {
+    async fn update_action(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+        expected_version: u32,
+        definition: &ActionDefinition,
+        actor: &Actor,
+    ) -> StoreResult<ActionRecord> {
         let (env, id, def, actor) = (env.clone(), id.clone(), definition.clone(), actor.clone());
-        self.write(move |tx| admin::update_action(tx, &env, &id, expected_version, &def, &actor)).await
+        self.write(move |tx| admin::update_action(tx, &env, &id, expected_version, &def, &actor))
+            .await
     }
 
-    async fn action(&self, env: &EnvironmentId, reference: &str) -> StoreResult<Option<ActionRecord>> {
+    async fn action(
+        &self,
+        env: &EnvironmentId,
+        reference: &str,
+    ) -> StoreResult<Option<ActionRecord>> {
         let (env, reference) = (env.clone(), reference.to_string());
         self.read(move |c| admin::action(c, &env, &reference)).await
     }
@@ -114,69 +148,134 @@ impl Store for SqliteStore {
         self.read(move |c| admin::list_actions(c, &env)).await
     }
 
-    async fn delete_action(&self, env: &EnvironmentId, id: &ActionId, actor: &Actor) -> StoreResult<bool> {
+    async fn delete_action(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
         let (env, id, actor) = (env.clone(), id.clone(), actor.clone());
-        self.write(move |tx| admin::delete_action(tx, &env, &id, &actor)).await
+        self.write(move |tx| admin::delete_action(tx, &env, &id, &actor))
+            .await
     }
 
-    async fn action_versions(&self, env: &EnvironmentId, id: &ActionId) -> StoreResult<Vec<ActionVersion>> {
+    async fn action_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+    ) -> StoreResult<Vec<ActionVersion>> {
         let (env, id) = (env.clone(), id.clone());
-        self.read(move |c| admin::action_versions(c, &env, &id)).await
+        self.read(move |c| admin::action_versions(c, &env, &id))
+            .await
     }
 
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
         let submission = submission.clone();
-        self.write(move |tx| invocations::submit(tx, &submission)).await
+        self.write(move |tx| invocations::submit(tx, &submission))
+            .await
     }
 
-    async fn finish_invoke_request(&self, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()> {
+    async fn finish_invoke_request(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
         let (env, key) = (env.clone(), key.clone());
-        self.write(move |tx| invocations::finish_invoke_request(tx, &env, &key)).await
+        self.write(move |tx| invocations::finish_invoke_request(tx, &env, &key))
+            .await
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
         let change = change.clone();
-        self.write(move |tx| invocations::change_effect(tx, &change)).await
+        self.write(move |tx| invocations::change_effect(tx, &change))
+            .await
     }
 
-    async fn append_evidence(&self, env: &EnvironmentId, effect: &EffectId, evidence: &NewEvidence, actor: &Actor) -> StoreResult<()> {
-        let (env, effect, evidence, actor) = (env.clone(), effect.clone(), evidence.clone(), actor.clone());
-        self.write(move |tx| invocations::append_evidence(tx, &env, &effect, &evidence, &actor)).await
+    async fn append_evidence(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        evidence: &NewEvidence,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        let (env, effect, evidence, actor) =
+            (env.clone(), effect.clone(), evidence.clone(), actor.clone());
+        self.write(move |tx| invocations::append_evidence(tx, &env, &effect, &evidence, &actor))
+            .await
     }
 
-    async fn invocation(&self, env: &EnvironmentId, id: &InvocationId) -> StoreResult<Option<InvocationRecord>> {
+    async fn invocation(
+        &self,
+        env: &EnvironmentId,
+        id: &InvocationId,
+    ) -> StoreResult<Option<InvocationRecord>> {
         let (env, id) = (env.clone(), id.clone());
-        self.read(move |c| invocations::invocation(c, &env, &id)).await
+        self.read(move |c| invocations::invocation(c, &env, &id))
+            .await
     }
 
-    async fn list_invocations(&self, env: &EnvironmentId, filter: &InvocationFilter) -> StoreResult<Page<InvocationRecord>> {
+    async fn list_invocations(
+        &self,
+        env: &EnvironmentId,
+        filter: &InvocationFilter,
+    ) -> StoreResult<Page<InvocationRecord>> {
         let (env, filter) = (env.clone(), filter.clone());
-        self.read(move |c| invocations::list_invocations(c, &env, &filter)).await
+        self.read(move |c| invocations::list_invocations(c, &env, &filter))
+            .await
     }
 
-    async fn effect(&self, env: &EnvironmentId, id: &EffectId) -> StoreResult<Option<EffectDetail>> {
+    async fn effect(
+        &self,
+        env: &EnvironmentId,
+        id: &EffectId,
+    ) -> StoreResult<Option<EffectDetail>> {
         let (env, id) = (env.clone(), id.clone());
         self.read(move |c| invocations::effect(c, &env, &id)).await
     }
 
-    async fn list_effects(&self, env: &EnvironmentId, filter: &EffectFilter) -> StoreResult<Page<EffectRecord>> {
+    async fn list_effects(
+        &self,
+        env: &EnvironmentId,
+        filter: &EffectFilter,
+    ) -> StoreResult<Page<EffectRecord>> {
         let (env, filter) = (env.clone(), filter.clone());
-        self.read(move |c| invocations::list_effects(c, &env, &filter)).await
+        self.read(move |c| invocations::list_effects(c, &env, &filter))
+            .await
     }
 
-    async fn idempotency_begin(&self, env: &EnvironmentId, key: &IdempotencyKey, fingerprint: &str, now: Millis) -> StoreResult<IdempotencyBegin> {
+    async fn idempotency_begin(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: Millis,
+    ) -> StoreResult<IdempotencyBegin> {
         let (env, key, fingerprint) = (env.clone(), key.clone(), fingerprint.to_string());
-        self.write(move |tx| idempotency::begin(tx, &env, &key, &fingerprint, now)).await
+        self.write(move |tx| idempotency::begin(tx, &env, &key, &fingerprint, now))
+            .await
     }
 
-    async fn idempotency_finish(&self, env: &EnvironmentId, key: &IdempotencyKey, status: u16, body: &Value, _now: Millis) -> StoreResult<()> {
+    async fn idempotency_finish(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &Value,
+        _now: Millis,
+    ) -> StoreResult<()> {
         let (env, key, body) = (env.clone(), key.clone(), body.clone());
-        self.write(move |tx| idempotency::finish(tx, &env, &key, status, &body)).await
+        self.write(move |tx| idempotency::finish(tx, &env, &key, status, &body))
+            .await
     }
 
-    async fn idempotency_abandon(&self, env: &EnvironmentId, key: &IdempotencyKey) -> StoreResult<()> {
+    async fn idempotency_abandon(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
         let (env, key) = (env.clone(), key.clone());
-        self.write(move |tx| idempotency::abandon(tx, &env, &key)).await
+        self.write(move |tx| idempotency::abandon(tx, &env, &key))
+            .await
     }
 
     async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport> {

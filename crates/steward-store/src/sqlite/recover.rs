@@ -7,12 +7,23 @@ use crate::records::*;
 use rusqlite::{params, Transaction};
 use steward_core::{next, EffectEvent, EffectId, EffectState, EnvironmentId, Millis};
 
-fn effects_in(tx: &Transaction<'_>, state: EffectState) -> StoreResult<Vec<(EnvironmentId, EffectId, u32)>> {
+fn effects_in(
+    tx: &Transaction<'_>,
+    state: EffectState,
+) -> StoreResult<Vec<(EnvironmentId, EffectId, u32)>> {
     let mut stmt = tx
-        .prepare("SELECT env_id, id, attempt_count FROM effects WHERE state = ?1 ORDER BY created_at")
+        .prepare(
+            "SELECT env_id, id, attempt_count FROM effects WHERE state = ?1 ORDER BY created_at",
+        )
         .map_err(unavailable)?;
     let rows = stmt
-        .query_map(params![state.name()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?)))
+        .query_map(params![state.name()], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, u32>(2)?,
+            ))
+        })
         .map_err(unavailable)?;
     let mut out = Vec::new();
     for row in rows {
@@ -28,7 +39,8 @@ pub(crate) fn recover(tx: &Transaction<'_>, now: Millis) -> StoreResult<Recovery
     let mut report = RecoveryReport::default();
     let actor = Actor::system(now);
     for (env, id, attempts) in effects_in(tx, EffectState::Dispatching)? {
-        let (to, _) = next(EffectState::Dispatching, EffectEvent::Restarted).expect("dispatching takes Restarted");
+        let (to, _) = next(EffectState::Dispatching, EffectEvent::Restarted)
+            .expect("dispatching takes Restarted");
         let mut change = EffectChange::new(&env, &id, EffectState::Dispatching, to, actor.clone());
         change.attempt = Some(AttemptChange::Finish {
             number: attempts,
@@ -53,15 +65,23 @@ pub(crate) fn recover(tx: &Transaction<'_>, now: Millis) -> StoreResult<Recovery
             "Steward stopped after accepting this invocation and before recording any attempt: \
              nothing was sent. Settled failed; start a new invocation with retryOf to try again.",
         ));
-        change.error = Some(serde_json::json!({"code": "not_dispatched", "message": "Steward stopped before dispatch; nothing was sent"}));
+        change.error = Some(
+            serde_json::json!({"code": "not_dispatched", "message": "Steward stopped before dispatch; nothing was sent"}),
+        );
         change_effect(tx, &change)?;
         report.ready_to_failed.push(id);
     }
     let marked = tx
-        .execute("UPDATE idempotency SET state = 'done' WHERE state = 'in_progress' AND kind = 'invoke'", [])
+        .execute(
+            "UPDATE idempotency SET state = 'done' WHERE state = 'in_progress' AND kind = 'invoke'",
+            [],
+        )
         .map_err(unavailable)?;
     let dropped = tx
-        .execute("DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic'", [])
+        .execute(
+            "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic'",
+            [],
+        )
         .map_err(unavailable)?;
     report.requests_cleared = (marked + dropped) as u64;
     Ok(report)

@@ -11,11 +11,13 @@ pub(crate) fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError 
 }
 
 pub(crate) fn json_opt(raw: Option<String>, what: &str) -> StoreResult<Option<Value>> {
-    raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt(what, e))).transpose()
+    raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt(what, e)))
+        .transpose()
 }
 
 pub(crate) fn list_opt(raw: Option<String>, what: &str) -> StoreResult<Option<Vec<String>>> {
-    raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt(what, e))).transpose()
+    raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt(what, e)))
+        .transpose()
 }
 
 pub(crate) fn state(raw: &str) -> StoreResult<EffectState> {
@@ -27,7 +29,8 @@ fn id<T>(raw: String, parse: fn(&str) -> Result<T, IdError>) -> StoreResult<T> {
 }
 
 fn op_key(raw: Option<String>) -> StoreResult<Option<OperationKey>> {
-    raw.map(|k| OperationKey::parse(&k).map_err(|e| corrupt("operation key", e))).transpose()
+    raw.map(|k| OperationKey::parse(&k).map_err(|e| corrupt("operation key", e)))
+        .transpose()
 }
 
 /// Reads column `i` as T, mapping SQLite errors to `Corrupt`.
@@ -78,8 +81,10 @@ pub(crate) fn secret(row: &Row<'_>) -> StoreResult<SecretRecord> {
     })
 }
 
-pub(crate) const ACTION_COLUMNS: &str = "a.id, a.env_id, a.name, a.version, v.definition, a.created_at, a.updated_at";
-pub(crate) const ACTION_FROM: &str = "actions a JOIN action_versions v ON v.action_id = a.id AND v.version = a.version";
+pub(crate) const ACTION_COLUMNS: &str =
+    "a.id, a.env_id, a.name, a.version, v.definition, a.created_at, a.updated_at";
+pub(crate) const ACTION_FROM: &str =
+    "actions a JOIN action_versions v ON v.action_id = a.id AND v.version = a.version";
 
 pub(crate) fn definition(raw: &str) -> StoreResult<ActionDefinition> {
     serde_json::from_str(raw).map_err(|e| corrupt("action definition", e))
@@ -115,7 +120,9 @@ pub(crate) fn invocation(row: &Row<'_>) -> StoreResult<InvocationRecord> {
         input_fingerprint: col(row, 9)?,
         operation_key: op_key(col(row, 10)?)?,
         run_id: col(row, 11)?,
-        retry_of: col::<Option<String>>(row, 12)?.map(|r| id(r, InvocationId::parse)).transpose()?,
+        retry_of: col::<Option<String>>(row, 12)?
+            .map(|r| id(r, InvocationId::parse))
+            .transpose()?,
         response_status: col(row, 13)?,
         response_body: json_opt(col(row, 14)?, "response body")?,
         error: json_opt(col(row, 15)?, "error")?,
@@ -167,7 +174,9 @@ pub(crate) fn evidence(row: &Row<'_>) -> StoreResult<EvidenceRecord> {
         source: col(row, 3)?,
         message: col(row, 4)?,
         data: json_opt(col(row, 5)?, "evidence data")?,
-        actor: col::<Option<String>>(row, 6)?.map(|k| id(k, KeyId::parse)).transpose()?,
+        actor: col::<Option<String>>(row, 6)?
+            .map(|k| id(k, KeyId::parse))
+            .transpose()?,
     })
 }
 

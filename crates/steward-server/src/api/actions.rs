@@ -1,0 +1,221 @@
+//! `actions`: create, read, edit (each edit appends an immutable version), delete.
+
+use super::body::{self, only_known};
+use super::{idempotent, views};
+use crate::auth::Caller;
+use crate::envelope::ok;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
+use steward_core::{scopes, ActionDefinition, ActionId};
+use steward_store::{ActionRecord, Actor, StoreError};
+
+const FIELDS: [&str; 13] = [
+    "name",
+    "description",
+    "method",
+    "urlTemplate",
+    "headers",
+    "bodyTemplate",
+    "inputSchema",
+    "requiresApproval",
+    "enabled",
+    "adapter",
+    "impact",
+    "verify",
+    "governed",
+];
+
+/// Parses and checks a whole definition.
+fn definition(map: Map<String, Value>) -> ApiResult<ActionDefinition> {
+    let def: ActionDefinition = serde_json::from_value(Value::Object(map))
+        .map_err(|e| ApiError::validation("body", format!("is not a valid action ({e})")))?;
+    def.validate()
+        .map_err(|e| ApiError::validation(e.field, e.message))?;
+    if let Some(schema) = &def.input_schema {
+        crate::input_schema::check_schema(schema)?;
+    }
+    if def.is_governed() {
+        if let Some(url) = &def.url_template {
+            let host_part = url
+                .split("://")
+                .nth(1)
+                .unwrap_or("")
+                .split('/')
+                .next()
+                .unwrap_or("");
+            if !url.starts_with("https://") || host_part.contains("{{") {
+                return Err(ApiError::validation(
+                    "urlTemplate",
+                    "a governed action must call an https URL with a fixed host",
+                ));
+            }
+        }
+    }
+    Ok(def)
+}
+
+fn conflict_or(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Duplicate { .. } => {
+            ApiError::conflict("already_exists", "an action with this name already exists")
+        }
+        other => other.into(),
+    }
+}
+
+async fn find(state: &AppState, caller: &Caller, reference: &str) -> ApiResult<ActionRecord> {
+    state
+        .store
+        .action(&caller.env.id, reference)
+        .await?
+        .ok_or_else(|| ApiError::not_found("action"))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_WRITE)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &FIELDS)?;
+    let request = json!({"op": "action.create", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let def = definition(map)?;
+        let now = state.clock.now();
+        let record = ActionRecord {
+            id: ActionId::from_unique(&crate::clock::unique()),
+            env_id: caller.env.id.clone(),
+            name: def.name.clone(),
+            version: 1,
+            definition: def,
+            created_at: now,
+            updated_at: now,
+        };
+        state
+            .store
+            .create_action(&record, &Actor::key(&caller.key.id, now))
+            .await
+            .map_err(conflict_or)?;
+        Ok((StatusCode::CREATED, views::action(&record)))
+    })
+    .await
+}
+
+/// Applies PATCH semantics: a field left out is unchanged, null clears it, `governed: false`
+/// removes every declaration.
+fn patched(
+    current: &ActionDefinition,
+    patch: &Map<String, Value>,
+) -> ApiResult<Map<String, Value>> {
+    let Value::Object(mut merged) =
+        serde_json::to_value(current).map_err(|e| ApiError::internal("action encode", &e))?
+    else {
+        return Err(ApiError::validation("body", "cannot edit this action"));
+    };
+    for (field, value) in patch {
+        if value.is_null() {
+            merged.remove(field);
+        } else {
+            merged.insert(field.clone(), value.clone());
+        }
+    }
+    if patch.get("governed") == Some(&Value::Bool(false)) {
+        merged.remove("impact");
+        merged.remove("verify");
+    }
+    if merged.get("name").is_none() {
+        return Err(ApiError::validation("name", "cannot be cleared"));
+    }
+    Ok(merged)
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_WRITE)?;
+    let patch = body::object(&bytes)?;
+    only_known(&patch, &FIELDS)?;
+    let request = json!({"op": "action.update", "ref": reference, "body": patch});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let current = find(&state, &caller, &reference).await?;
+        let def = definition(patched(&current.definition, &patch)?)?;
+        if def == current.definition {
+            return Ok((StatusCode::OK, views::action(&current)));
+        }
+        let actor = Actor::key(&caller.key.id, state.clock.now());
+        let updated = state
+            .store
+            .update_action(&caller.env.id, &current.id, current.version, &def, &actor)
+            .await
+            .map_err(conflict_or)?;
+        Ok((StatusCode::OK, views::action(&updated)))
+    })
+    .await
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(reference): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    Ok(ok(views::action(&find(&state, &caller, &reference).await?)))
+}
+
+pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    let actions = state.store.list_actions(&caller.env.id).await?;
+    Ok(ok(Value::Array(
+        actions.iter().map(views::action).collect(),
+    )))
+}
+
+pub async fn versions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(reference): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    let id = match state.store.action(&caller.env.id, &reference).await? {
+        Some(action) => action.id,
+        None => ActionId::parse(&reference).map_err(|_| ApiError::not_found("action"))?,
+    };
+    let versions = state.store.action_versions(&caller.env.id, &id).await?;
+    if versions.is_empty() {
+        return Err(ApiError::not_found("action"));
+    }
+    Ok(ok(Value::Array(
+        versions.iter().map(views::action_version).collect(),
+    )))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_WRITE)?;
+    let request = json!({"op": "action.delete", "ref": reference});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let action = find(&state, &caller, &reference).await?;
+        let actor = Actor::key(&caller.key.id, state.clock.now());
+        state
+            .store
+            .delete_action(&caller.env.id, &action.id, &actor)
+            .await?;
+        Ok((StatusCode::OK, json!({"id": action.id, "deleted": true})))
+    })
+    .await
+}

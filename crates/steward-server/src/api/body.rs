@@ -1,0 +1,63 @@
+//! Request body and header parsing with errors that name the field.
+
+use crate::error::ApiError;
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::{Map, Value};
+use steward_core::IdempotencyKey;
+
+/// The largest JSON body accepted, in bytes: generous for an action definition or an input.
+pub const JSON_BODY_BYTES_MAX: usize = 1024 * 1024;
+
+/// Parses a JSON object body; an empty body is an empty object.
+pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {
+    if bytes.len() > JSON_BODY_BYTES_MAX {
+        return Err(ApiError::validation(
+            "body",
+            format!("must be at most {JSON_BODY_BYTES_MAX} bytes"),
+        ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::validation("body", "must be a JSON object")),
+        Err(e) => Err(ApiError::validation(
+            "body",
+            format!("is not valid JSON ({e})"),
+        )),
+    }
+}
+
+/// Refuses fields the endpoint does not know, naming the first one.
+pub fn only_known(map: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(unknown) => Err(ApiError::validation(
+            unknown.clone(),
+            "is not a known field",
+        )),
+        None => Ok(()),
+    }
+}
+
+pub fn optional_string(map: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {
+    match map.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::validation(field, "must be a string")),
+    }
+}
+
+/// The `Idempotency-Key` header, if any.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(raw) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = raw
+        .to_str()
+        .map_err(|_| ApiError::validation("Idempotency-Key", "must be printable ASCII"))?;
+    IdempotencyKey::parse(text)
+        .map(Some)
+        .map_err(|e| ApiError::validation("Idempotency-Key", e.to_string()))
+}

@@ -1,0 +1,97 @@
+//! `Idempotency-Key` for write endpoints other than invoke: the first answer is recorded; the same
+//! key with the same request replays it; a different request is refused; a concurrent one waits
+//! its turn with 409.
+
+use super::body::idempotency_key;
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use std::future::Future;
+use steward_core::fingerprint;
+use steward_store::IdempotencyBegin;
+
+pub const REPLAYED: &str = "idempotent-replayed";
+
+pub fn replayed(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+pub fn in_progress() -> ApiError {
+    ApiError::conflict(
+        "idempotency_request_in_progress",
+        "the original request with this Idempotency-Key is still running; call again with the same key for its result",
+    )
+}
+
+pub fn reused() -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used for a different request",
+    )
+}
+
+/// Runs `work` at most once per idempotency key. `request` identifies the request (method, path
+/// and body); only its fingerprint is stored.
+pub async fn run<F, Fut>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    request: Value,
+    work: F,
+) -> ApiResult<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ApiResult<(StatusCode, Value)>>,
+{
+    let envelope = |status: StatusCode, data: Value| {
+        (status, axum::Json(json!({"success": true, "data": data}))).into_response()
+    };
+    let Some(key) = idempotency_key(headers)? else {
+        return work().await.map(|(status, data)| envelope(status, data));
+    };
+    let env = &caller.env.id;
+    let now = state.clock.now();
+    match state
+        .store
+        .idempotency_begin(env, &key, &fingerprint(&request), now)
+        .await?
+    {
+        IdempotencyBegin::Begun => {}
+        IdempotencyBegin::Replay { status, body } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            return Ok(replayed((status, axum::Json(body)).into_response()));
+        }
+        IdempotencyBegin::InProgress => return Err(in_progress()),
+        IdempotencyBegin::Mismatch => return Err(reused()),
+    }
+    match work().await {
+        Ok((status, data)) => {
+            let body = json!({"success": true, "data": data});
+            state
+                .store
+                .idempotency_finish(env, &key, status.as_u16(), &body, now)
+                .await?;
+            Ok((status, axum::Json(body)).into_response())
+        }
+        Err(err) if err.status.is_client_error() => {
+            state
+                .store
+                .idempotency_finish(env, &key, err.status.as_u16(), &err.body(), now)
+                .await?;
+            Err(err)
+        }
+        Err(err) => {
+            if let Err(e) = state.store.idempotency_abandon(env, &key).await {
+                tracing::error!(error = %e, "could not release an idempotency key after a failed request");
+            }
+            Err(err)
+        }
+    }
+}

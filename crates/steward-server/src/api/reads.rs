@@ -1,0 +1,226 @@
+//! Reading invocations and effects, with the SDK's filters.
+
+use super::views;
+use crate::auth::Caller;
+use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use serde::Deserialize;
+use steward_core::{
+    scopes, ActionId, EffectId, EffectState, Grade, InvocationId, InvocationStatus,
+};
+
+#[derive(Debug, Deserialize, Default)]
+pub struct InvocationQuery {
+    action: Option<String>,
+    status: Option<String>,
+    limit: Option<u32>,
+    offset: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct EffectQuery {
+    action: Option<String>,
+    outcome: Option<String>,
+    stage: Option<String>,
+    grade: Option<String>,
+    unresolved: Option<String>,
+    limit: Option<u32>,
+    offset: Option<u32>,
+}
+
+fn page(limit: Option<u32>, offset: Option<u32>) -> (u32, u32) {
+    (
+        limit.unwrap_or(PAGE_LIMIT_DEFAULT).clamp(1, PAGE_LIMIT_MAX),
+        offset.unwrap_or(0),
+    )
+}
+
+/// Narrows a set of states by a wire value of one of their derived properties.
+fn narrow<T: serde::Serialize>(
+    states: Option<Vec<EffectState>>,
+    field: &str,
+    value: Option<&str>,
+    property: impl Fn(EffectState) -> T,
+) -> ApiResult<Option<Vec<EffectState>>> {
+    let Some(value) = value else {
+        return Ok(states);
+    };
+    let wire = |s: EffectState| {
+        serde_json::to_value(property(s))
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+    };
+    if !EffectState::ALL
+        .iter()
+        .any(|s| wire(*s).as_deref() == Some(value))
+    {
+        return Err(ApiError::validation(
+            field,
+            format!("`{value}` is not a known value"),
+        ));
+    }
+    let base = states.unwrap_or_else(|| EffectState::ALL.to_vec());
+    Ok(Some(
+        base.into_iter()
+            .filter(|s| wire(*s).as_deref() == Some(value))
+            .collect(),
+    ))
+}
+
+async fn action_filter(
+    state: &AppState,
+    caller: &Caller,
+    reference: Option<&str>,
+) -> ApiResult<Option<Option<ActionId>>> {
+    let Some(reference) = reference else {
+        return Ok(Some(None));
+    };
+    Ok(state
+        .store
+        .action(&caller.env.id, reference)
+        .await?
+        .map(|a| Some(a.id))
+        .or_else(|| ActionId::parse(reference).ok().map(Some)))
+}
+
+async fn invocations_page(
+    state: &AppState,
+    caller: &Caller,
+    action: Option<&str>,
+    q: &InvocationQuery,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    let (limit, offset) = page(q.limit, q.offset);
+    let states = match q.status.as_deref() {
+        None => None,
+        Some(s) => {
+            let status = InvocationStatus::parse(s).ok_or_else(|| {
+                ApiError::validation("status", format!("`{s}` is not a known status"))
+            })?;
+            Some(
+                EffectState::ALL
+                    .into_iter()
+                    .filter(|e| e.invocation_status() == status)
+                    .collect(),
+            )
+        }
+    };
+    let Some(action_id) = action_filter(state, caller, action).await? else {
+        return Ok(paged(vec![], 0, limit, offset));
+    };
+    let filter = steward_store::InvocationFilter {
+        action_id,
+        states,
+        limit,
+        offset,
+    };
+    let found = state
+        .store
+        .list_invocations(&caller.env.id, &filter)
+        .await?;
+    Ok(paged(
+        found.items.iter().map(views::invocation).collect(),
+        found.total,
+        limit,
+        offset,
+    ))
+}
+
+pub async fn list_invocations(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<InvocationQuery>,
+) -> ApiResult<Response> {
+    invocations_page(&state, &caller, q.action.as_deref(), &q).await
+}
+
+pub async fn invocations_for_action(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(reference): Path<String>,
+    Query(q): Query<InvocationQuery>,
+) -> ApiResult<Response> {
+    if state
+        .store
+        .action(&caller.env.id, &reference)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found("action"));
+    }
+    invocations_page(&state, &caller, Some(&reference), &q).await
+}
+
+pub async fn invocation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    let id = InvocationId::parse(&id).map_err(|_| ApiError::not_found("invocation"))?;
+    let found = state
+        .store
+        .invocation(&caller.env.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("invocation"))?;
+    Ok(ok(views::invocation(&found)))
+}
+
+pub async fn list_effects(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<EffectQuery>,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    let (limit, offset) = page(q.limit, q.offset);
+    let mut states = narrow(None, "outcome", q.outcome.as_deref(), EffectState::outcome)?;
+    states = narrow(states, "stage", q.stage.as_deref(), EffectState::stage)?;
+    states = narrow(states, "grade", q.grade.as_deref(), Grade::of)?;
+    states = match q.unresolved.as_deref() {
+        None => states,
+        Some(flag @ ("true" | "false")) => {
+            let want = flag == "true";
+            let base = states.unwrap_or_else(|| EffectState::ALL.to_vec());
+            Some(
+                base.into_iter()
+                    .filter(|s| s.is_unresolved() == want)
+                    .collect(),
+            )
+        }
+        Some(_) => return Err(ApiError::validation("unresolved", "must be true or false")),
+    };
+    let Some(action_id) = action_filter(&state, &caller, q.action.as_deref()).await? else {
+        return Ok(paged(vec![], 0, limit, offset));
+    };
+    let filter = steward_store::EffectFilter {
+        action_id,
+        states,
+        limit,
+        offset,
+    };
+    let found = state.store.list_effects(&caller.env.id, &filter).await?;
+    Ok(paged(
+        found.items.iter().map(views::effect).collect(),
+        found.total,
+        limit,
+        offset,
+    ))
+}
+
+pub async fn effect(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_READ)?;
+    let id = EffectId::parse(&id).map_err(|_| ApiError::not_found("effect"))?;
+    let found = state
+        .store
+        .effect(&caller.env.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("effect"))?;
+    Ok(ok(views::effect_detail(&found)))
+}

@@ -1,0 +1,228 @@
+//! `secrets`: a write-only vault. No endpoint returns a value.
+
+use super::body::{self, only_known, optional_string};
+use super::{idempotent, views};
+use crate::auth::Caller;
+use crate::envelope::ok;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
+use steward_core::{hosts_within, is_valid_secret_name, scopes, Placement};
+use steward_store::{Actor, SecretRecord, StoreError};
+
+/// A field that may be left out (keep), sent as null (clear), or given.
+enum Field<T> {
+    Absent,
+    Null,
+    Given(T),
+}
+
+fn string_list(
+    map: &Map<String, Value>,
+    field: &str,
+    check: impl Fn(&str) -> bool,
+) -> ApiResult<Field<Vec<String>>> {
+    match map.get(field) {
+        None => Ok(Field::Absent),
+        Some(Value::Null) => Ok(Field::Null),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for item in items {
+                match item.as_str().map(|s| s.trim().to_ascii_lowercase()) {
+                    Some(s) if check(&s) => out.push(s),
+                    _ => {
+                        return Err(ApiError::validation(
+                            field,
+                            format!("contains an invalid entry: {item}"),
+                        ))
+                    }
+                }
+            }
+            Ok(Field::Given(out))
+        }
+        Some(_) => Err(ApiError::validation(
+            field,
+            "must be a list of strings or null",
+        )),
+    }
+}
+
+fn valid_host(host: &str) -> bool {
+    let bare = host.strip_prefix('.').unwrap_or(host);
+    !bare.is_empty()
+        && bare
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+}
+
+fn check_name(name: &str) -> ApiResult<()> {
+    if is_valid_secret_name(name) {
+        Ok(())
+    } else {
+        Err(ApiError::validation("name", "must match ^[A-Z0-9_]+$"))
+    }
+}
+
+/// Applies a field to the stored restriction. A rotation may narrow a restriction, never widen it.
+fn narrowed(
+    field: &str,
+    change: Field<Vec<String>>,
+    existing: Option<&Option<Vec<String>>>,
+    within: impl Fn(Option<&[String]>, Option<&[String]>) -> bool,
+) -> ApiResult<Option<Vec<String>>> {
+    let proposed = match change {
+        Field::Absent => return Ok(existing.cloned().flatten()),
+        Field::Null => None,
+        Field::Given(list) => Some(list),
+    };
+    if let Some(current) = existing {
+        if !within(proposed.as_deref(), current.as_deref()) {
+            return Err(ApiError::validation(
+                field,
+                "a rotation cannot widen where a secret may go; delete the secret and create it again to widen it",
+            ));
+        }
+    }
+    Ok(proposed)
+}
+
+fn placements_within(narrow: Option<&[String]>, wide: Option<&[String]>) -> bool {
+    match (narrow, wide) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(n), Some(w)) => n.iter().all(|p| w.contains(p)),
+    }
+}
+
+pub async fn put(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::SECRETS_WRITE)?;
+    check_name(&name)?;
+    let map = body::object(&bytes)?;
+    only_known(
+        &map,
+        &["value", "description", "allowedHosts", "allowedPlacements"],
+    )?;
+    let value = match map.get("value") {
+        Some(Value::String(v)) if !v.is_empty() => v.clone(),
+        _ => {
+            return Err(ApiError::validation(
+                "value",
+                "is required and must be a non-empty string",
+            ))
+        }
+    };
+    let description = optional_string(&map, "description")?;
+    let hosts = string_list(&map, "allowedHosts", valid_host)?;
+    let placements = string_list(&map, "allowedPlacements", |p| Placement::parse(p).is_some())?;
+    let mut fingerprinted = map.clone();
+    fingerprinted.insert("value".into(), json!(state.vault.tag(&value)));
+    let request = json!({"op": "secret.put", "name": name, "body": fingerprinted});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let env = &caller.env.id;
+        let existing = state.store.secret(env, &name).await?;
+        let allowed_hosts = narrowed(
+            "allowedHosts",
+            hosts,
+            existing.as_ref().map(|e| &e.allowed_hosts),
+            hosts_within,
+        )?;
+        let allowed_placements = narrowed(
+            "allowedPlacements",
+            placements,
+            existing.as_ref().map(|e| &e.allowed_placements),
+            placements_within,
+        )?;
+        let (nonce, ciphertext) = state
+            .vault
+            .seal(env, &name, &value)
+            .map_err(|e| ApiError::internal("vault", &e))?;
+        let now = state.clock.now();
+        let record = SecretRecord {
+            env_id: env.clone(),
+            name: name.clone(),
+            nonce,
+            ciphertext,
+            description: description
+                .or_else(|| existing.as_ref().and_then(|e| e.description.clone())),
+            allowed_hosts,
+            allowed_placements,
+            version: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        let stored = state
+            .store
+            .put_secret(
+                &record,
+                existing.as_ref().map(|e| e.version),
+                &Actor::key(&caller.key.id, now),
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::VersionConflict { .. } => ApiError::conflict(
+                    "concurrent_modification",
+                    "the secret changed while this request ran; send it again",
+                ),
+                other => other.into(),
+            })?;
+        Ok((StatusCode::OK, views::secret(&stored)))
+    })
+    .await
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::SECRETS_READ)?;
+    check_name(&name)?;
+    let secret = state
+        .store
+        .secret(&caller.env.id, &name)
+        .await?
+        .ok_or_else(|| ApiError::not_found("secret"))?;
+    Ok(ok(views::secret(&secret)))
+}
+
+pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
+    caller.require(scopes::SECRETS_READ)?;
+    let secrets = state.store.list_secrets(&caller.env.id).await?;
+    Ok(ok(Value::Array(
+        secrets.iter().map(views::secret).collect(),
+    )))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::SECRETS_WRITE)?;
+    check_name(&name)?;
+    let request = json!({"op": "secret.delete", "name": name});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let actor = Actor::key(&caller.key.id, state.clock.now());
+        if state
+            .store
+            .delete_secret(&caller.env.id, &name, &actor)
+            .await?
+        {
+            Ok((StatusCode::OK, json!({"name": name, "deleted": true})))
+        } else {
+            Err(ApiError::not_found("secret"))
+        }
+    })
+    .await
+}

@@ -1,0 +1,145 @@
+//! How records look on the wire (camelCase JSON, the Anlyon v2 shapes).
+
+use serde_json::{json, Value};
+use steward_core::{ActionDefinition, EffectState, Grade};
+use steward_store::{
+    ActionRecord, ActionVersion, EffectDetail, EffectRecord, InvocationRecord, SecretRecord,
+};
+
+fn definition_fields(def: &ActionDefinition) -> Value {
+    json!({
+        "name": def.name,
+        "description": def.description,
+        "method": def.url_template.as_ref().map(|_| def.method()),
+        "urlTemplate": def.url_template,
+        "headers": def.headers,
+        "bodyTemplate": def.body_template,
+        "inputSchema": def.input_schema,
+        "requiresApproval": def.requires_approval,
+        "enabled": def.enabled,
+        "adapter": def.adapter,
+        "impact": def.impact,
+        "verify": def.verify,
+        "governed": def.is_governed(),
+    })
+}
+
+pub fn action(a: &ActionRecord) -> Value {
+    let mut v = definition_fields(&a.definition);
+    v["id"] = json!(a.id);
+    v["version"] = json!(a.version);
+    v["versionId"] = json!(format!("{}:v{}", a.id, a.version));
+    v["createdAt"] = json!(a.created_at.to_rfc3339());
+    v["updatedAt"] = json!(a.updated_at.to_rfc3339());
+    v
+}
+
+pub fn action_version(v: &ActionVersion) -> Value {
+    let mut out = definition_fields(&v.definition);
+    out["id"] = json!(format!("{}:v{}", v.action_id, v.version));
+    out["actionId"] = json!(v.action_id);
+    out["version"] = json!(v.version);
+    out["createdAt"] = json!(v.created_at.to_rfc3339());
+    out["createdBy"] = json!(v.created_by);
+    out
+}
+
+pub fn secret(s: &SecretRecord) -> Value {
+    json!({
+        "name": s.name,
+        "description": s.description,
+        "allowedHosts": s.allowed_hosts,
+        "allowedPlacements": s.allowed_placements,
+        "version": s.version,
+        "createdAt": s.created_at.to_rfc3339(),
+        "updatedAt": s.updated_at.to_rfc3339(),
+    })
+}
+
+pub fn invocation(i: &InvocationRecord) -> Value {
+    let status = i.state.invocation_status();
+    let mut v = json!({
+        "id": i.id,
+        "actionId": i.action_id,
+        "action": i.action_name,
+        "actionName": i.action_name,
+        "actionVersion": i.action_version,
+        "actionVersionId": format!("{}:v{}", i.action_id, i.action_version),
+        "status": status.as_str(),
+        "pendingApproval": i.state == EffectState::AwaitingApproval,
+        "approvalId": i.approval_id,
+        "input": i.input,
+        "operationKey": i.operation_key,
+        "runId": i.run_id,
+        "retryOf": i.retry_of,
+        "responseStatus": i.response_status,
+        "body": i.response_body,
+        "error": i.error,
+        "decision": i.decision,
+        "createdAt": i.created_at.to_rfc3339(),
+        "completedAt": i.completed_at.map(|t| t.to_rfc3339()),
+        "durationMs": i.completed_at.map(|t| t.0 - i.created_at.0),
+    });
+    if i.governed {
+        v["effectId"] = json!(i.effect_id);
+        v["grade"] = json!(Grade::of(i.state).as_str());
+        v["outcome"] = json!(i.state.outcome());
+        v["stage"] = json!(i.state.stage());
+        v["unresolved"] = json!(i.state.is_unresolved());
+    }
+    v
+}
+
+pub fn effect(e: &EffectRecord) -> Value {
+    json!({
+        "id": e.id,
+        "invocationId": e.invocation_id,
+        "actionId": e.action_id,
+        "action": e.action_name,
+        "operationKey": e.operation_key,
+        "outcome": e.state.outcome(),
+        "stage": e.state.stage(),
+        "grade": Grade::of(e.state).as_str(),
+        "unresolved": e.state.is_unresolved(),
+        "attemptCount": e.attempt_count,
+        "externalReference": e.external_reference,
+        "providerIdempotencyKey": e.provider_idempotency_key,
+        "createdAt": e.created_at.to_rfc3339(),
+        "updatedAt": e.updated_at.to_rfc3339(),
+    })
+}
+
+pub fn effect_detail(d: &EffectDetail) -> Value {
+    let mut v = effect(&d.effect);
+    v["attempts"] = d
+        .attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "number": a.number,
+                "status": a.status,
+                "startedAt": a.started_at.to_rfc3339(),
+                "deadlineAt": a.deadline_at.to_rfc3339(),
+                "finishedAt": a.finished_at.map(|t| t.to_rfc3339()),
+                "responseStatus": a.response_status,
+                "error": a.error,
+            })
+        })
+        .collect();
+    v["evidence"] = d
+        .evidence
+        .iter()
+        .map(|e| {
+            json!({
+                "seq": e.seq,
+                "at": e.at.to_rfc3339(),
+                "kind": e.kind,
+                "source": e.source,
+                "message": e.message,
+                "data": e.data,
+                "actorKeyId": e.actor,
+            })
+        })
+        .collect();
+    v
+}

@@ -1,0 +1,27 @@
+//! The one place that reads the wall clock and draws random ids. Everything else receives time
+//! and ids from here, so tests and the simulator can substitute their own.
+
+use steward_core::Millis;
+
+/// A source of "now".
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Millis;
+}
+
+/// The real wall clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(clippy::disallowed_methods)]
+    fn now(&self) -> Millis {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Millis(since.as_millis() as i64)
+    }
+}
+
+/// A fresh unique id suffix (a ULID, lower-cased by the id types).
+pub fn unique() -> String {
+    ulid::Ulid::new().to_string()
+}

@@ -1,0 +1,317 @@
+//! The dispatcher: takes a `Ready` effect to a settled or `unknown` state, exactly once.
+//!
+//! The write path, in order (docs/ARCHITECTURE.md numbers it the same way):
+//! 1. (invoke) the invocation and its effect are committed by `Store::submit`;
+//! 2. the request is prepared and checked (secrets, hosts, placements, outbound safety); a
+//!    refusal settles `failed` and nothing is sent;
+//! 3. the attempt is committed as `dispatching` (fsync'd) by `Store::change_effect`;
+//! 4. only then is the request sent, with a deadline;
+//! 5. the answer is classified honestly and committed; a crash before this step leaves the
+//!    effect `dispatching`, which start-up recovery turns into `unknown`.
+
+pub mod outbound;
+pub(crate) mod prepare;
+pub(crate) mod stripe;
+
+use crate::crash;
+use crate::error::ApiError;
+use crate::state::AppState;
+use prepare::{Blocked, Prepared, PreparedBody};
+use serde_json::{json, Value};
+use steward_core::{
+    classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, EffectEvent, EffectState,
+};
+use steward_store::{
+    Actor, AttemptChange, EffectChange, InvocationRecord, NewEvidence, StoreError,
+};
+
+/// The most response body kept per attempt, in bytes; the rest is cut (and says so).
+const RESPONSE_BODY_BYTES_MAX: usize = 256 * 1024;
+
+async fn definition_of(
+    state: &AppState,
+    inv: &InvocationRecord,
+) -> Result<ActionDefinition, ApiError> {
+    let versions = state
+        .store
+        .action_versions(&inv.env_id, &inv.action_id)
+        .await?;
+    versions
+        .into_iter()
+        .find(|v| v.version == inv.action_version)
+        .map(|v| v.definition)
+        .ok_or_else(|| ApiError::not_found("action version"))
+}
+
+/// Settles a `Ready` effect as failed without sending: the request must not leave.
+async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> Result<(), ApiError> {
+    let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
+    let mut change = EffectChange::new(
+        &inv.env_id,
+        &inv.effect_id,
+        EffectState::Ready,
+        to,
+        Actor::key(&inv.created_by, state.clock.now()),
+    );
+    change.evidence = Some(
+        NewEvidence::new(
+            "blocked",
+            "steward",
+            format!("not sent: {}", blocked.message),
+        )
+        .with_data(json!({"code": blocked.code})),
+    );
+    change.error = Some(json!({"code": blocked.code, "message": blocked.message}));
+    match state.store.change_effect(&change).await {
+        Ok(()) | Err(StoreError::StateConflict { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Drives one `Ready` effect through one attempt. Returns once the outcome is recorded (or, on
+/// a storage failure, with the error and nothing sent).
+pub async fn dispatch(
+    state: &AppState,
+    inv: &InvocationRecord,
+    effect_key: Option<&str>,
+) -> Result<(), ApiError> {
+    let def = definition_of(state, inv).await?;
+    let prepared = match prepare::prepare(state, inv, &def, effect_key).await {
+        Ok(p) => p,
+        Err(blocked) => return block(state, inv, blocked).await,
+    };
+    let host = match state.outbound.check(&prepared.url).await {
+        Ok(host) => host,
+        Err(e) => {
+            return block(
+                state,
+                inv,
+                Blocked::new("destination_refused", e.to_string()),
+            )
+            .await
+        }
+    };
+    if let Some(refusal) = prepared
+        .secrets
+        .iter()
+        .find_map(|s| s.allow_host(&host).err())
+    {
+        return block(state, inv, refusal).await;
+    }
+
+    // Step 3: the attempt is durable before any byte leaves.
+    let number = 1;
+    let now = state.clock.now();
+    let deadline = now.plus_ms(state.dispatch_timeout.as_millis() as i64);
+    let (to, _) =
+        next(EffectState::Ready, EffectEvent::BeginAttempt).expect("ready takes BeginAttempt");
+    let mut begin = EffectChange::new(
+        &inv.env_id,
+        &inv.effect_id,
+        EffectState::Ready,
+        to,
+        Actor::key(&inv.created_by, now),
+    );
+    begin.attempt = Some(AttemptChange::Begin {
+        number,
+        deadline_at: deadline,
+    });
+    begin.evidence = Some(NewEvidence::new(
+        "attempt",
+        "steward",
+        format!(
+            "attempt {number}: {} to {host}, deadline {} ms",
+            prepared.method,
+            state.dispatch_timeout.as_millis()
+        ),
+    ));
+    match state.store.change_effect(&begin).await {
+        Ok(()) => {}
+        Err(StoreError::StateConflict { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    crash::reach(CrashPoint::ServerAfterRecord);
+
+    // Step 4: send, with a deadline shorter than the SDK's own timeout.
+    let sent = send(state, &prepared).await;
+
+    // Step 5: classify and record.
+    record_answer(state, inv, number, sent, &prepared).await
+}
+
+/// What came back from one send.
+struct Answer {
+    report: AttemptReport,
+    status: Option<u16>,
+    body: Option<Value>,
+    external_reference: Option<String>,
+}
+
+async fn send(state: &AppState, prepared: &Prepared) -> Answer {
+    let mut request = state
+        .http
+        .request(prepared.method.clone(), &prepared.url)
+        .timeout(state.dispatch_timeout);
+    for (name, value) in &prepared.headers {
+        request = request.header(name, value);
+    }
+    request = match &prepared.body {
+        Some(PreparedBody::Json(v)) => request.json(v),
+        Some(PreparedBody::Form(f)) => request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(f.clone()),
+        None => request,
+    };
+    let transport_failure = |err: reqwest::Error| -> AttemptReport {
+        if err.is_connect() {
+            AttemptReport::NotConnected {
+                reason: describe(err),
+            }
+        } else if err.is_timeout() {
+            AttemptReport::TimedOut
+        } else {
+            AttemptReport::BrokenAfterSend {
+                reason: describe(err),
+            }
+        }
+    };
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            return Answer {
+                report: transport_failure(e),
+                status: None,
+                body: None,
+                external_reference: None,
+            }
+        }
+    };
+    crash::reach(CrashPoint::ServerAfterSend);
+    let status = response.status().as_u16();
+    let nothing_happened = response
+        .headers()
+        .get("stripe-should-retry")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+    let bytes = match response.bytes().await {
+        Ok(b) => b,
+        Err(e) => {
+            return Answer {
+                report: transport_failure(e),
+                status: Some(status),
+                body: None,
+                external_reference: None,
+            }
+        }
+    };
+    crash::reach(CrashPoint::ServerAfterResponse);
+    let body = parse_body(&bytes);
+    let (confirms, reference) = if prepared.stripe && (200..300).contains(&status) {
+        let is_refund = body.get("object").and_then(Value::as_str) == Some("refund");
+        let confirmed =
+            is_refund && body.get("status").and_then(Value::as_str) == Some("succeeded");
+        (
+            confirmed,
+            body.get("id").and_then(Value::as_str).map(str::to_string),
+        )
+    } else {
+        (false, None)
+    };
+    Answer {
+        report: AttemptReport::Answered {
+            status,
+            provider_says_nothing_happened: prepared.stripe && nothing_happened,
+            provider_record_confirms: confirms,
+        },
+        status: Some(status),
+        body: Some(body),
+        external_reference: reference,
+    }
+}
+
+/// A transport error's chain, without the URL (a template may put a secret in its query).
+fn describe(err: reqwest::Error) -> String {
+    let err = err.without_url();
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn parse_body(bytes: &[u8]) -> Value {
+    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
+        return v;
+    }
+    let cut = bytes.len().min(RESPONSE_BODY_BYTES_MAX);
+    let mut text = String::from_utf8_lossy(&bytes[..cut]).into_owned();
+    if bytes.len() > cut {
+        text.push_str(" [truncated]");
+    }
+    Value::String(text)
+}
+
+/// Scrubs every secret value out of a JSON value.
+fn scrub(value: &Value, secrets: &[String]) -> Value {
+    let text = redact(&value.to_string(), secrets);
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+async fn record_answer(
+    state: &AppState,
+    inv: &InvocationRecord,
+    number: u32,
+    answer: Answer,
+    prepared: &Prepared,
+) -> Result<(), ApiError> {
+    let classified = classify(&answer.report);
+    let (to, _) = next(EffectState::Dispatching, classified.event)
+        .expect("every classification is legal from dispatching");
+    let secrets = prepared.secret_values();
+    let reason = redact(&classified.reason, &secrets);
+    let mut change = EffectChange::new(
+        &inv.env_id,
+        &inv.effect_id,
+        EffectState::Dispatching,
+        to,
+        Actor::key(&inv.created_by, state.clock.now()),
+    );
+    let failed = !matches!(to, EffectState::Succeeded { .. });
+    change.attempt = Some(AttemptChange::Finish {
+        number,
+        response_status: answer.status,
+        error: failed.then(|| reason.clone()),
+    });
+    change.response_status = answer.status;
+    change.response_body = answer.body.as_ref().map(|b| scrub(b, &secrets));
+    change.external_reference = answer.external_reference;
+    if failed {
+        let code = match to {
+            EffectState::Unknown => "outcome_unknown",
+            _ if matches!(classified.event, EffectEvent::NotSent) => "not_sent",
+            _ => "provider_rejected",
+        };
+        change.error = Some(json!({"code": code, "message": reason}));
+    }
+    let kind = if answer.status.is_some() {
+        "response"
+    } else {
+        "transport"
+    };
+    change.evidence = Some(
+        NewEvidence::new(kind, "provider", reason)
+            .with_data(json!({"attempt": number, "status": answer.status})),
+    );
+    state
+        .store
+        .change_effect(&change)
+        .await
+        .map_err(ApiError::from)
+}
+
+/// The provider identity Steward sends for an effect: the same for every attempt, ever.
+pub fn provider_idempotency_key(effect: &steward_core::EffectId) -> String {
+    format!("steward-{effect}")
+}

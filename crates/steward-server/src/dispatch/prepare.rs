@@ -1,0 +1,164 @@
+//! Building the outgoing request from the recorded invocation and the exact action version it
+//! names. Anything that means "must not send" becomes [`Blocked`], before any attempt exists.
+
+use crate::state::AppState;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use steward_core::{
+    host_matches, render, secret_references, ActionDefinition, EnvironmentId, Placement,
+};
+use steward_store::InvocationRecord;
+
+/// A reason not to send, recorded as evidence and as the invocation's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Blocked {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// A decrypted secret with its destination policy. Its value goes only into the request.
+pub struct OpenedSecret {
+    pub name: String,
+    pub value: String,
+    allowed_hosts: Option<Vec<String>>,
+    allowed_placements: Option<Vec<String>>,
+}
+
+impl OpenedSecret {
+    pub fn allow(&self, placement: Placement) -> Result<(), Blocked> {
+        let name = match placement {
+            Placement::Url => "url",
+            Placement::Header => "header",
+            Placement::Body => "body",
+        };
+        match &self.allowed_placements {
+            Some(list) if !list.iter().any(|p| p == name) => Err(Blocked::new(
+                "secret_placement_not_allowed",
+                format!(
+                    "secret {} may not be placed in the request {name}",
+                    self.name
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn allow_host(&self, host: &str) -> Result<(), Blocked> {
+        match &self.allowed_hosts {
+            Some(list) if !list.iter().any(|p| host_matches(p, host)) => Err(Blocked::new(
+                "secret_host_not_allowed",
+                format!("secret {} may not be sent to {host}", self.name),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub enum PreparedBody {
+    Json(Value),
+    Form(String),
+}
+
+pub struct Prepared {
+    pub method: reqwest::Method,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<PreparedBody>,
+    pub secrets: Vec<OpenedSecret>,
+    /// Stripe semantics apply when reading the answer.
+    pub stripe: bool,
+}
+
+impl Prepared {
+    pub fn secret_values(&self) -> Vec<String> {
+        self.secrets.iter().map(|s| s.value.clone()).collect()
+    }
+}
+
+pub async fn open_secret(
+    state: &AppState,
+    env: &EnvironmentId,
+    name: &str,
+) -> Result<OpenedSecret, Blocked> {
+    let record = match state.store.secret(env, name).await {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            return Err(Blocked::new(
+                "secret_missing",
+                format!("secret {name} does not exist"),
+            ))
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "secret lookup failed before dispatch");
+            return Err(Blocked::new(
+                "storage_unavailable",
+                "the secret could not be read; nothing was sent",
+            ));
+        }
+    };
+    let value = state
+        .vault
+        .open(env, name, &record.nonce, &record.ciphertext)
+        .map_err(|_| {
+            Blocked::new(
+                "secret_unreadable",
+                format!("secret {name} could not be opened"),
+            )
+        })?;
+    Ok(OpenedSecret {
+        name: name.to_string(),
+        value,
+        allowed_hosts: record.allowed_hosts,
+        allowed_placements: record.allowed_placements,
+    })
+}
+
+pub async fn prepare(
+    state: &AppState,
+    inv: &InvocationRecord,
+    def: &ActionDefinition,
+    effect_key: Option<&str>,
+) -> Result<Prepared, Blocked> {
+    if let Some(adapter) = &def.adapter {
+        let credential = open_secret(state, &inv.env_id, &adapter.credential_secret).await?;
+        let key = effect_key
+            .ok_or_else(|| Blocked::new("adapter_misconfigured", "no provider idempotency key"))?;
+        return super::stripe::build(adapter, &inv.input, &inv.id, key, credential);
+    }
+    let references =
+        secret_references(def).map_err(|e| Blocked::new("template_invalid", e.to_string()))?;
+    let mut secrets = Vec::new();
+    let mut values = BTreeMap::new();
+    for (name, placement) in references {
+        let opened = match secrets.iter().position(|s: &OpenedSecret| s.name == name) {
+            Some(i) => &secrets[i],
+            None => {
+                secrets.push(open_secret(state, &inv.env_id, &name).await?);
+                secrets.last().expect("just pushed")
+            }
+        };
+        opened.allow(placement)?;
+        values.insert(name, opened.value.clone());
+    }
+    let rendered = render(def, &inv.input, &values)
+        .map_err(|e| Blocked::new("template_invalid", e.to_string()))?;
+    let method = reqwest::Method::from_bytes(rendered.method.as_bytes())
+        .map_err(|_| Blocked::new("template_invalid", "bad HTTP method"))?;
+    Ok(Prepared {
+        method,
+        url: rendered.url,
+        headers: rendered.headers,
+        body: rendered.body.map(PreparedBody::Json),
+        secrets,
+        stripe: false,
+    })
+}

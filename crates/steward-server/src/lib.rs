@@ -1,0 +1,31 @@
+//! # steward-server
+//!
+//! The HTTP face of Steward: the Anlyon v2 governed-execution contract under `/api/v2`, the
+//! write-only vault, the dispatcher with its adapters, and start-up recovery.
+//!
+//! [`serve`] opens the store in a data directory, runs recovery (every effect left
+//! `dispatching` by a crash becomes `unknown`; nothing is re-sent), and only then listens.
+//! [`app`] builds the router alone, for tests that drive it without a socket.
+//!
+//! The write path of one invoke is numbered in `dispatch/mod.rs` and in docs/ARCHITECTURE.md.
+
+mod api;
+mod auth;
+mod clock;
+mod crash;
+mod dispatch;
+mod envelope;
+mod error;
+mod input_schema;
+mod keys;
+mod serve;
+mod state;
+mod vault;
+
+pub use api::app;
+pub use clock::{unique, Clock, SystemClock};
+pub use dispatch::outbound::{http_client, OutboundPolicy};
+pub use keys::{generate_token, hash_token, KEY_PREFIX};
+pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
+pub use state::{AppState, DISPATCH_TIMEOUT_MS_DEFAULT};
+pub use vault::{Vault, MASTER_KEY_ENV, MASTER_KEY_FILE};

@@ -1,0 +1,73 @@
+//! Start-up and shutdown.
+
+use crate::clock::{Clock, SystemClock};
+use crate::dispatch::outbound::{http_client, OutboundPolicy};
+use crate::state::AppState;
+use crate::vault::Vault;
+use anyhow::Context;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use steward_store::{SqliteStore, Store};
+
+/// The embedded database's file name inside the data directory.
+pub const DATABASE_FILE: &str = "steward.db";
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub allow_insecure_destinations: bool,
+    pub dispatch_timeout: Duration,
+}
+
+/// Opens the embedded store of a data directory.
+pub fn open_store(data_dir: &Path) -> anyhow::Result<SqliteStore> {
+    SqliteStore::open(&data_dir.join(DATABASE_FILE))
+        .with_context(|| format!("cannot open the store in {}", data_dir.display()))
+}
+
+/// Recovers, listens, and serves until `shutdown` resolves. Prints `listening on http://ADDR`
+/// on stdout once ready (the port is the real one when `listen` asked for port 0).
+pub async fn serve(
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let store = open_store(&config.data_dir)?;
+    let vault = Vault::open_or_create(&config.data_dir)?;
+    let clock = Arc::new(SystemClock);
+    let report = store
+        .recover(clock.now())
+        .await
+        .context("start-up recovery failed")?;
+    if !report.dispatching_to_unknown.is_empty() || !report.ready_to_failed.is_empty() {
+        tracing::warn!(
+            unknown = report.dispatching_to_unknown.len(),
+            failed_not_sent = report.ready_to_failed.len(),
+            "recovered effects left in flight by the previous run; nothing was re-sent"
+        );
+    }
+    let outbound = OutboundPolicy {
+        allow_insecure: config.allow_insecure_destinations,
+    };
+    let state = AppState {
+        store: Arc::new(store),
+        vault,
+        clock,
+        http: http_client(outbound).context("cannot build the HTTP client")?,
+        outbound,
+        dispatch_timeout: config.dispatch_timeout,
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    println!("listening on http://{addr}");
+    tracing::info!(%addr, "steward is ready");
+    axum::serve(listener, crate::api::app(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! Shared server state, built once at start-up.
+
+use crate::clock::Clock;
+use crate::dispatch::outbound::OutboundPolicy;
+use crate::vault::Vault;
+use std::sync::Arc;
+use std::time::Duration;
+use steward_store::Store;
+
+/// How long one provider call may take before its attempt is `unknown`, in milliseconds. It is
+/// well under the official SDK's 30 s client timeout, so the caller hears the honest answer
+/// instead of timing out and guessing.
+pub const DISPATCH_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub vault: Vault,
+    pub clock: Arc<dyn Clock>,
+    pub http: reqwest::Client,
+    pub outbound: OutboundPolicy,
+    pub dispatch_timeout: Duration,
+}

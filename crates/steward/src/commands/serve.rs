@@ -1,0 +1,32 @@
+use crate::DataArgs;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+use steward_server::{serve, ServerConfig, DISPATCH_TIMEOUT_MS_DEFAULT};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    data: DataArgs,
+    /// The address to listen on.
+    #[arg(long, env = "STEWARD_LISTEN", default_value = "127.0.0.1:4000")]
+    listen: SocketAddr,
+    /// Allow http and loopback/private destinations (for local fixtures only).
+    #[arg(long, env = "STEWARD_ALLOW_INSECURE_DESTINATIONS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
+    allow_insecure_destinations: bool,
+    /// The provider call deadline in milliseconds; past it an attempt is `unknown`.
+    #[arg(long, env = "STEWARD_DISPATCH_TIMEOUT_MS", default_value_t = DISPATCH_TIMEOUT_MS_DEFAULT)]
+    dispatch_timeout_ms: u64,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::init_logging();
+    let config = ServerConfig {
+        data_dir: args.data.data,
+        listen: args.listen,
+        allow_insecure_destinations: args.allow_insecure_destinations,
+        dispatch_timeout: Duration::from_millis(args.dispatch_timeout_ms),
+    };
+    serve(config, super::shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}

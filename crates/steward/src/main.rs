@@ -1,0 +1,68 @@
+//! `steward`: the command line. Each subcommand is one file under `commands/`.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "steward",
+    version,
+    about = "A self-hosted governed execution runtime for AI agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the embedded store lives; shared by every command that reads or writes it.
+#[derive(clap::Args, Clone, Debug)]
+pub struct DataArgs {
+    /// The data directory (database, master key).
+    #[arg(long, env = "STEWARD_DATA", default_value = "./steward-data")]
+    data: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP API.
+    Serve(commands::serve::Args),
+    /// Create and list API keys.
+    #[command(subcommand)]
+    Keys(commands::keys::Command),
+    /// Check the audit log.
+    #[command(subcommand)]
+    Audit(commands::audit::Command),
+    /// Run the safe provider fixture (a Stripe-shaped refunds API that counts writes).
+    Fixture(commands::fixture::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => commands::serve::run(args).await,
+            Command::Keys(command) => commands::keys::run(command).await,
+            Command::Audit(command) => commands::audit::run(command).await,
+            Command::Fixture(args) => commands::fixture::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
