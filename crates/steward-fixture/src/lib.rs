@@ -119,6 +119,8 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let (listener, store) = bind(&config).await?;
     let addr = listener.local_addr()?;
+    // The same ready line as `steward serve`, so scripts can wait for it and learn the port.
+    println!("listening on http://{addr}");
     tracing::info!(%addr, "steward fixture listening");
     run(listener, store, shutdown).await
 }

@@ -279,6 +279,16 @@ pub async fn invoke_idempotency_keys(store: Arc<dyn Store>) {
         store.submit(&fresh("fp-b")).await.expect("submit"),
         SubmitOutcome::IdempotencyMismatch
     ));
+    // Abandoning is for generic requests: it must not free an invoke's key (a resend would
+    // then record a second invocation of the same request).
+    store
+        .idempotency_abandon(&env.id, &key)
+        .await
+        .expect("idempotency_abandon");
+    assert!(matches!(
+        store.submit(&fresh("fp-a")).await.expect("submit"),
+        SubmitOutcome::InProgress
+    ));
 
     // Answered: a resend gets the invocation as it stands now.
     store
@@ -1039,6 +1049,31 @@ pub async fn actions_are_versioned(store: Arc<dyn Store>) {
         .expect("live");
     assert_eq!(current.version, 3);
     assert_eq!(current.definition, v3);
+    // Renaming onto another live action's name is a Duplicate and changes nothing.
+    let neighbour = env.create_action(template_definition("neighbour")).await;
+    let mut renamed = v3.clone();
+    renamed.name = "neighbour".into();
+    assert!(matches!(
+        store
+            .update_action(&env.id, &action.id, 3, &renamed, &env.actor(3_600))
+            .await,
+        Err(StoreError::Duplicate { .. })
+    ));
+    assert_eq!(
+        store
+            .action(&env.id, action.id.as_str())
+            .await
+            .expect("action"),
+        Some(current.clone())
+    );
+    assert_eq!(
+        store
+            .action(&env.id, "neighbour")
+            .await
+            .expect("action")
+            .map(|a| a.id),
+        Some(neighbour.id)
+    );
 
     let versions = store
         .action_versions(&env.id, &action.id)
