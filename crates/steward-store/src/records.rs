@@ -237,6 +237,9 @@ pub enum SubmitOutcome {
     RetryOfNotFound,
     /// `retryOf` names an invocation that is not settled `failed`.
     RetryOfNotFailed { state: EffectState },
+    /// The failed invocation already has a retry, with another input: one retry per failure,
+    /// so that two concurrent retries cannot become two writes.
+    RetryOfTaken { invocation_id: InvocationId },
 }
 
 /// The attempt part of an effect change.

@@ -48,15 +48,9 @@ pub async fn run_all(store: Arc<dyn Store>) {
     keys_are_unique_by_hash(store.clone()).await;
     environments_are_walls(store.clone()).await;
     list_filters_and_paging(store.clone()).await;
+    writes_naming_an_unknown_environment_are_not_duplicates(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
-}
-
-/// Sub-tests that currently fail on the SQLite backend (see the `#[ignore]` reasons below). They
-/// are part of the contract, so a new backend should pass them too; they are kept out of
-/// [`run_all`] only until the SQLite backend is fixed.
-pub async fn run_known_sqlite_failures(store: Arc<dyn Store>) {
-    writes_naming_an_unknown_environment_are_not_duplicates(store).await;
 }
 
 /// 64 concurrent submissions of one (environment, action, operation key) with the same input
@@ -871,6 +865,20 @@ pub async fn retry_of_requires_a_settled_failure(store: Arc<dyn Store>) {
         EffectState::Failed,
         "the failed one stays failed"
     );
+
+    // One retry per failure: the same retry again is that retry; another input is refused, so
+    // two concurrent retries can never become two writes.
+    match store.submit(&retry(&failed.id)).await.expect("submit") {
+        SubmitOutcome::Existing(found) => assert_eq!(found.id, retried.id),
+        other => panic!("expected the existing retry, got {other:?}"),
+    }
+    let mut different = retry(&failed.id);
+    different.input = json!({"charge": "other"});
+    different.input_fingerprint = steward_core::fingerprint(&different.input);
+    assert!(matches!(
+        store.submit(&different).await.expect("submit"),
+        SubmitOutcome::RetryOfTaken { .. }
+    ));
 
     // A failed invocation of another environment does not exist here.
     let other = Env::new(&store, "retry-other").await;
@@ -2359,8 +2367,7 @@ async fn sqlite_committed_changes_survive_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "BUG: sqlite/admin.rs is_unique_violation maps every SQLITE_CONSTRAINT (foreign key included) to Duplicate"]
 async fn sqlite_writes_naming_an_unknown_environment_are_not_duplicates() {
     let (_dir, store) = sqlite_store();
-    run_known_sqlite_failures(store).await;
+    writes_naming_an_unknown_environment_are_not_duplicates(store).await;
 }

@@ -193,6 +193,13 @@ pub async fn invoke(
                 "names no invocation in this environment",
             ))
         }
+        SubmitOutcome::RetryOfTaken { invocation_id } => {
+            return Err(ApiError::conflict(
+                "retry_already_exists",
+                "this failed invocation already has a retry with another input",
+            )
+            .with_details(json!({"invocationId": invocation_id})))
+        }
         SubmitOutcome::RetryOfNotFailed { state: prior } => {
             return Err(ApiError::conflict(
                 "retry_of_not_failed",

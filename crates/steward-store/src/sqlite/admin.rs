@@ -9,8 +9,28 @@ use rusqlite::{params, Connection, ErrorCode, Transaction};
 use serde_json::json;
 use steward_core::{ActionDefinition, ActionId, EnvironmentId};
 
-fn is_unique_violation(err: &rusqlite::Error) -> bool {
-    matches!(err, rusqlite::Error::SqliteFailure(e, _) if e.code == ErrorCode::ConstraintViolation)
+/// SQLite's extended result codes for the constraints Steward relies on.
+const SQLITE_CONSTRAINT_FOREIGNKEY: i32 = 787;
+const SQLITE_CONSTRAINT_PRIMARYKEY: i32 = 1555;
+const SQLITE_CONSTRAINT_UNIQUE: i32 = 2067;
+
+/// Maps a failed insert or update: a uniqueness rule is `Duplicate`, a missing parent row
+/// (an environment that does not exist) is `NotFound`, anything else is `Unavailable`.
+pub(crate) fn constraint(err: rusqlite::Error, what: &'static str) -> StoreError {
+    match &err {
+        rusqlite::Error::SqliteFailure(e, _) if e.code == ErrorCode::ConstraintViolation => {
+            match e.extended_code {
+                SQLITE_CONSTRAINT_UNIQUE | SQLITE_CONSTRAINT_PRIMARYKEY => {
+                    StoreError::Duplicate { what }
+                }
+                SQLITE_CONSTRAINT_FOREIGNKEY => StoreError::NotFound {
+                    what: "environment",
+                },
+                _ => unavailable(err),
+            }
+        }
+        _ => unavailable(err),
+    }
 }
 
 pub(crate) fn ensure_environment(
@@ -68,7 +88,7 @@ pub(crate) fn insert_key(
         "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![key.id.as_str(), key.env_id.as_str(), key.name, scopes, key.token_hash, key.created_at.0],
     )
-    .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate { what: "key" } } else { unavailable(e) })?;
+    .map_err(|e| constraint(e, "key"))?;
     append(
         tx,
         actor,
@@ -147,7 +167,7 @@ pub(crate) fn put_secret(
            allowed_placements = excluded.allowed_placements, version = excluded.version, updated_at = excluded.updated_at",
         params![s.env_id.as_str(), s.name, s.nonce, s.ciphertext, s.description, hosts, placements, version, created_at.0, actor.now.0],
     )
-    .map_err(unavailable)?;
+    .map_err(|e| constraint(e, "secret"))?;
     let stored = secret(tx, &s.env_id, &s.name)?.ok_or(StoreError::NotFound { what: "secret" })?;
     append(
         tx,
@@ -231,7 +251,7 @@ pub(crate) fn create_action(
         "INSERT INTO actions (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
         params![a.id.as_str(), a.env_id.as_str(), a.name, actor.now.0],
     )
-    .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate { what: "action" } } else { unavailable(e) })?;
+    .map_err(|e| constraint(e, "action"))?;
     insert_version(tx, &a.id, 1, &a.definition, actor)?;
     append(
         tx,
@@ -284,7 +304,7 @@ pub(crate) fn update_action(
         "UPDATE actions SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
         params![version, def.name, actor.now.0, id.as_str(), expected],
     )
-    .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate { what: "action" } } else { unavailable(e) })?;
+    .map_err(|e| constraint(e, "action"))?;
     insert_version(tx, id, version, def, actor)?;
     append(
         tx,

@@ -72,6 +72,26 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
             }
             Some(_) => {}
         }
+        let earlier: Option<(String, String)> = tx
+            .query_row(
+                "SELECT id, input_fingerprint FROM invocations WHERE env_id = ?1 AND retry_of = ?2",
+                params![env.as_str(), prior.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some((id, fingerprint)) = earlier {
+            let found = must_invocation(tx, env, &id)?;
+            if fingerprint != s.input_fingerprint || found.action_id != s.action.id {
+                return Ok(SubmitOutcome::RetryOfTaken {
+                    invocation_id: found.id,
+                });
+            }
+            if let Some(key) = &s.idempotency_key {
+                record_invoke_key(tx, s, key, &found.id, "done")?;
+            }
+            return Ok(SubmitOutcome::Existing(found));
+        }
     }
     if let Some(op) = &s.operation_key {
         let existing: Option<(String, String)> = tx
@@ -255,12 +275,18 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             response_status,
             error,
         }) => {
-            tx.execute(
+            let closed = tx.execute(
                 "UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4
                  WHERE effect_id = ?5 AND number = ?6",
                 params![now, to, response_status, error, c.effect_id.as_str(), number],
             )
             .map_err(unavailable)?;
+            if closed != 1 {
+                return Err(StoreError::Corrupt(format!(
+                    "attempt {number} of {} does not exist",
+                    c.effect_id
+                )));
+            }
             None
         }
         None => None,

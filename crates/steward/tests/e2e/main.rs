@@ -1,0 +1,12 @@
+//! End-to-end tests: real `steward serve` processes on loopback, the provider fixture counting
+//! committed writes, SIGKILL for crashes. One test binary, one module per concern.
+
+mod harness;
+
+mod audit;
+mod crash;
+mod exactly_once;
+mod isolation;
+mod outcomes;
+mod secrets;
+mod storage_failure;

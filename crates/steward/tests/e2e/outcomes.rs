@@ -1,0 +1,187 @@
+//! Honest outcomes: every fixture fault maps to the right status and grade, and the fixture's
+//! write count proves nothing was repeated.
+
+use crate::harness::*;
+use steward_fixture::{FaultMode, FaultPlan};
+
+async fn invoke_with(w: &World, fault: Option<FaultPlan>, n: u32) -> (serde_json::Value, u64) {
+    let before = w.fixture.write_count();
+    if let Some(f) = fault {
+        w.fixture.set_faults(f);
+    }
+    let reply = w
+        .agent
+        .invoke("refund", refund_input(n), Some(&format!("op-{n}")), None)
+        .await;
+    assert_eq!(
+        reply.status, 200,
+        "invoke answers 200 with the recorded invocation: {:?}",
+        reply.body
+    );
+    // Nothing is ever sent twice: wait a moment to catch a stray retry.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    (reply.data().clone(), w.fixture.write_count() - before)
+}
+
+#[tokio::test]
+async fn each_fault_gives_the_honest_status_grade_and_write_count() {
+    // A 400 ms dispatch deadline makes the hold case a Steward-side timeout.
+    let w = world(&["--dispatch-timeout-ms", "400"]).await;
+    let cases = [
+        (None, "succeeded", "confirmed", 1),
+        (
+            Some(FaultPlan::new(FaultMode::Reject)),
+            "failed",
+            "failed",
+            0,
+        ),
+        (
+            Some(FaultPlan::new(FaultMode::ErrorBeforeCommit)),
+            "failed",
+            "failed",
+            0,
+        ),
+        (
+            Some(FaultPlan::new(FaultMode::DropAfterCommit)),
+            "unknown",
+            "unknown",
+            1,
+        ),
+        (
+            Some(FaultPlan::new(FaultMode::ErrorAfterCommit)),
+            "unknown",
+            "unknown",
+            1,
+        ),
+        (
+            Some(FaultPlan::new(FaultMode::HoldAfterCommit).hold_ms(1200)),
+            "unknown",
+            "unknown",
+            1,
+        ),
+    ];
+    for (n, (fault, status, grade, writes)) in cases.into_iter().enumerate() {
+        let label = format!("{fault:?}");
+        let (inv, written) = invoke_with(&w, fault, 100 + n as u32).await;
+        assert_eq!(inv["status"], status, "{label}: {inv}");
+        assert_eq!(inv["grade"], grade, "{label}: {inv}");
+        assert_eq!(written, writes, "{label}: provider writes");
+        if status == "unknown" {
+            assert_eq!(inv["unresolved"], true, "{label}");
+            assert_eq!(inv["error"]["code"], "outcome_unknown", "{label}");
+        }
+    }
+    // Unknown effects are a visible queue.
+    let unresolved = w.agent.get("/actions/effects?unresolved=true").await;
+    assert_eq!(
+        unresolved.body["pagination"]["total"], 3,
+        "{:?}",
+        unresolved.body
+    );
+}
+
+#[tokio::test]
+async fn a_provider_that_is_not_listening_is_failed_and_never_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--allow-insecure-destinations"]);
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    // Bind and drop a listener so the port is (almost certainly) closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    refund_action(&operator, &format!("http://127.0.0.1:{port}"), "refund").await;
+    let reply = operator.invoke("refund", refund_input(1), None, None).await;
+    assert_eq!(reply.data()["status"], "failed", "{:?}", reply.body);
+    assert_eq!(reply.data()["error"]["code"], "not_sent");
+}
+
+#[tokio::test]
+async fn without_the_insecure_option_a_loopback_destination_is_refused_before_sending() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture().await;
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    refund_action(&operator, &fixture.base_url(), "refund").await;
+    let reply = operator.invoke("refund", refund_input(1), None, None).await;
+    assert_eq!(reply.data()["status"], "failed", "{:?}", reply.body);
+    assert_eq!(reply.data()["error"]["code"], "destination_refused");
+    let effect = operator
+        .get(&format!(
+            "/actions/effects/{}",
+            reply.data()["effectId"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        effect.data()["attempts"].as_array().unwrap().len(),
+        0,
+        "no attempt was recorded"
+    );
+    assert_eq!(fixture.write_count(), 0);
+}
+
+#[tokio::test]
+async fn a_secret_is_only_sent_to_its_allowed_hosts() {
+    let w = world(&[]).await;
+    // Narrow the key to another host: the fixture's 127.0.0.1 is no longer allowed.
+    let narrowed = w
+        .operator
+        .call(
+            "PUT",
+            "/secrets/STRIPE_TEST_KEY",
+            Some(serde_json::json!({"value": STRIPE_SECRET, "allowedHosts": []})),
+            None,
+        )
+        .await;
+    assert_eq!(narrowed.status, 200, "{:?}", narrowed.body);
+    let reply = w.agent.invoke("refund", refund_input(9), None, None).await;
+    assert_eq!(reply.data()["status"], "failed");
+    assert_eq!(reply.data()["error"]["code"], "secret_host_not_allowed");
+    assert_eq!(w.fixture.write_count(), 0);
+    // And a rotation can never widen it back.
+    let widened = w
+        .operator
+        .call(
+            "PUT",
+            "/secrets/STRIPE_TEST_KEY",
+            Some(serde_json::json!({"value": STRIPE_SECRET, "allowedHosts": ["127.0.0.1"]})),
+            None,
+        )
+        .await;
+    assert_eq!(widened.status, 400);
+    assert_eq!(widened.body["error"]["details"]["field"], "allowedHosts");
+}
+
+#[tokio::test]
+async fn validation_errors_name_the_field_and_record_nothing() {
+    let w = world(&[]).await;
+    let reply = w
+        .agent
+        .invoke(
+            "refund",
+            serde_json::json!({"paymentIntent": "pi_1"}),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.code(), "VALIDATION_ERROR");
+    assert_eq!(reply.body["error"]["details"]["field"], "input.amount");
+    let listed = w.agent.get("/actions/invocations").await;
+    assert_eq!(listed.body["pagination"]["total"], 0);
+    let bad_json = w
+        .agent
+        .call(
+            "POST",
+            "/actions/refund/invoke",
+            Some(serde_json::json!([1])),
+            None,
+        )
+        .await;
+    assert_eq!(bad_json.status, 400);
+    assert!(
+        bad_json.request_id.is_some(),
+        "every response has x-request-id"
+    );
+}
