@@ -125,6 +125,24 @@ impl Vault {
     }
 }
 
+impl Vault {
+    /// A keyed tag of a value, for comparing requests without storing anything guessable about
+    /// a secret value.
+    pub fn tag(&self, value: &str) -> String {
+        let nonce = [0u8; NONCE_BYTES];
+        match self.cipher.encrypt(
+            Nonce::from_slice(&nonce),
+            Payload {
+                msg: b"tag",
+                aad: value.as_bytes(),
+            },
+        ) {
+            Ok(bytes) => hex::encode(bytes),
+            Err(_) => String::new(),
+        }
+    }
+}
+
 #[cfg(unix)]
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     use std::io::Write;
@@ -179,24 +197,6 @@ mod tests {
                 .permissions()
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
-        }
-    }
-}
-
-impl Vault {
-    /// A keyed tag of a value, for comparing requests without storing anything guessable about
-    /// a secret value.
-    pub fn tag(&self, value: &str) -> String {
-        let nonce = [0u8; NONCE_BYTES];
-        match self.cipher.encrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: b"tag",
-                aad: value.as_bytes(),
-            },
-        ) {
-            Ok(bytes) => hex::encode(bytes),
-            Err(_) => String::new(),
         }
     }
 }
