@@ -728,19 +728,40 @@ def test_an_approval_gated_action_parks_and_sends_nothing(steward: Steward, oper
     assert inv["id"] in ids(operator.actions.invocations(status="pending_approval", limit=LISTING))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (contract gap): POST /api/v2/actions/{ref}/invoke on a requires_approval action answers "
-    "202 with pendingApproval=true but approvalId=null, and /api/v2/approvals/{id} does not exist; "
-    "the SDK's documented flow approvals.wait_for_decision(data['approvalId']) cannot work"))
-def test_a_gated_invocation_names_its_approval(operator: anlyon.Client,
-                                               refund_action: dict[str, Any]) -> None:
+def test_a_gated_invocation_is_observed_then_approved_once(
+        steward: Steward, operator: anlyon.Client, agent: anlyon.Client,
+        refund_action: dict[str, Any]) -> None:
     name = "sdk-gated-approval"
     operator.actions.create(name=name, adapter=dict(refund_action["adapter"]), requires_approval=True)
-    inv = operator.actions.invoke(name, refund_input()).data
-    assert inv["pendingApproval"] is True
+    before = steward.fixture_writes()
+    payload = refund_input()
+    key = f"gated-{uuid.uuid4()}"
+    inv = agent.actions.invoke(name, payload, operation_key=key).data
+    assert inv["status"] == "pending_approval" and inv["pendingApproval"] is True
     assert isinstance(inv["approvalId"], str) and inv["approvalId"].startswith("apr_"), inv
-    approval = operator.approvals.get(inv["approvalId"]).data
-    assert approval["status"] == "pending"
+    # Resubmitting observes the same approval instead of creating another.
+    again = agent.actions.invoke(name, payload, operation_key=key).data
+    assert again["id"] == inv["id"] and again["approvalId"] == inv["approvalId"]
+    pending = operator.approvals.list(status="pending").data
+    assert [a["id"] for a in pending].count(inv["approvalId"]) == 1
+    assert steward.fixture_writes() == before, "nothing runs while parked"
+
+    decided = operator.approvals.approve(inv["approvalId"], note="looks right").data
+    assert decided["status"] == "approved"
+    assert agent.approvals.wait_for_decision(inv["approvalId"], timeout_seconds=10)["status"] == "approved"
+    assert agent.actions.invocation(inv["id"]).data["status"] == "succeeded"
+    assert steward.fixture_writes() == before + 1
+
+
+def test_a_key_never_decides_what_it_requested(
+        operator: anlyon.Client, agent: anlyon.Client) -> None:
+    asked = operator.approvals.request(title="Rotate the key?", payload={"why": "test"}).data
+    with pytest.raises(anlyon.AnlyonError) as own:
+        operator.approvals.approve(asked["id"])
+    assert own.value.status == 403 and own.value.code == "self_decision_forbidden"
+    with pytest.raises(anlyon.AnlyonError) as agent_decides:
+        agent.approvals.deny(asked["id"])
+    assert agent_decides.value.status == 403
 
 
 # -- a request still running -------------------------------------------------------------------

@@ -20,6 +20,9 @@ pub enum CrashPoint {
     ServerAfterSend,
     /// Server: the provider's response is received, not saved.
     ServerAfterResponse,
+    /// Server: an approval's decision is committed, the released invocation not yet attempted.
+    /// (Not in DESIGN.md's list; Steward's own tests use it.)
+    ServerAfterApproval,
 }
 
 impl CrashPoint {
@@ -34,6 +37,9 @@ impl CrashPoint {
         CrashPoint::ServerAfterResponse,
     ];
 
+    /// Points beyond DESIGN.md's list, used by Steward's own tests.
+    pub const EXTRA: [CrashPoint; 1] = [CrashPoint::ServerAfterApproval];
+
     pub fn name(self) -> &'static str {
         match self {
             CrashPoint::BeforeDispatch => "before_dispatch",
@@ -44,11 +50,15 @@ impl CrashPoint {
             CrashPoint::ServerAfterRecord => "server_after_record",
             CrashPoint::ServerAfterSend => "server_after_send",
             CrashPoint::ServerAfterResponse => "server_after_response",
+            CrashPoint::ServerAfterApproval => "server_after_approval",
         }
     }
 
     pub fn parse(name: &str) -> Option<CrashPoint> {
-        Self::ALL.into_iter().find(|p| p.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain(Self::EXTRA)
+            .find(|p| p.name() == name)
     }
 
     /// True for the points inside the Steward server rather than the client application.
@@ -58,6 +68,7 @@ impl CrashPoint {
             CrashPoint::ServerAfterRecord
                 | CrashPoint::ServerAfterSend
                 | CrashPoint::ServerAfterResponse
+                | CrashPoint::ServerAfterApproval
         )
     }
 }
@@ -71,7 +82,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for point in CrashPoint::ALL {
+        for point in CrashPoint::ALL.into_iter().chain(CrashPoint::EXTRA) {
             assert_eq!(CrashPoint::parse(point.name()), Some(point));
         }
         assert_eq!(CrashPoint::parse("nowhere"), None);

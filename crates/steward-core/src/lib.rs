@@ -29,6 +29,7 @@
 //! scopes and roles, and timestamps ([`Millis`]).
 
 mod action;
+mod approval;
 mod canonical;
 mod classify;
 mod crash;
@@ -41,6 +42,7 @@ mod template;
 mod time;
 
 pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, ADAPTER_TYPES};
+pub use approval::{cast, ApprovalStatus, Ballot, Decision, Tally, Verdict};
 pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};
 pub use crash::{CrashPoint, CRASH_AT_ENV};

@@ -59,7 +59,10 @@ pub async fn serve(
         http: http_client(outbound).context("cannot build the HTTP client")?,
         outbound,
         dispatch_timeout: config.dispatch_timeout,
+        approval_events: Arc::new(tokio::sync::Notify::new()),
     };
+    resume_approved(&state, &report.approved_to_dispatch).await;
+    tokio::spawn(expire_approvals(state.clone()));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -70,4 +73,48 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())
+}
+
+/// How often pending approvals are checked for expiry, in milliseconds.
+const EXPIRY_SWEEP_MS: u64 = 1_000;
+
+/// Expires approvals whose time ran out, and wakes their long polls.
+async fn expire_approvals(state: AppState) {
+    let mut tick = tokio::time::interval(Duration::from_millis(EXPIRY_SWEEP_MS));
+    loop {
+        tick.tick().await;
+        match state.store.expire_approvals(state.clock.now()).await {
+            Ok(expired) if !expired.is_empty() => {
+                tracing::info!(count = expired.len(), "approvals expired");
+                state.approval_events.notify_waiters();
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "approval expiry sweep failed; retrying"),
+        }
+    }
+}
+
+/// Dispatches, once, the invocations an approval released before the previous run stopped.
+async fn resume_approved(
+    state: &AppState,
+    invocations: &[(steward_core::EnvironmentId, steward_core::InvocationId)],
+) {
+    for (env, id) in invocations {
+        let found = state.store.invocation(env, id).await;
+        match found {
+            Ok(Some(inv)) => {
+                tracing::info!(invocation = %id, "dispatching approved work left by the previous run");
+                let state = state.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = crate::dispatch::dispatch(&state, &inv).await {
+                        tracing::error!(invocation = %inv.id, error = ?e.message, "approved dispatch failed");
+                    }
+                });
+            }
+            Ok(None) => tracing::error!(invocation = %id, "approved invocation vanished"),
+            Err(e) => {
+                tracing::error!(invocation = %id, error = %e, "cannot read approved invocation")
+            }
+        }
+    }
 }

@@ -20,4 +20,6 @@ pub struct AppState {
     pub http: reqwest::Client,
     pub outbound: OutboundPolicy,
     pub dispatch_timeout: Duration,
+    /// Woken whenever an approval is decided or expires, so long polls answer at once.
+    pub approval_events: Arc<tokio::sync::Notify>,
 }

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steward_core::{
-    ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId,
-    KeyId, Millis, OperationKey,
+    ActionDefinition, ActionId, ApprovalId, ApprovalStatus, Decision, EffectId, EffectState,
+    EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis, OperationKey,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -210,9 +210,83 @@ pub struct Submission {
     pub retry_of: Option<InvocationId>,
     pub initial: EffectState,
     pub provider_idempotency_key: Option<String>,
+    /// For a gated invocation (`initial` is `AwaitingApproval`): the approval to create with it.
+    pub approval: Option<NewApproval>,
     pub evidence: NewEvidence,
     pub actor: KeyId,
     pub now: Millis,
+}
+
+/// An approval request to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewApproval {
+    pub id: ApprovalId,
+    pub title: String,
+    pub description: Option<String>,
+    pub payload: Value,
+    pub required_approvals: u32,
+    pub expires_at: Option<Millis>,
+    pub run_id: Option<String>,
+}
+
+/// One key's decision on an approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionRecord {
+    pub key: KeyId,
+    pub decision: Decision,
+    pub note: Option<String>,
+    pub at: Millis,
+}
+
+/// A human decision request, with the decisions cast so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRecord {
+    pub id: ApprovalId,
+    pub env_id: EnvironmentId,
+    pub status: ApprovalStatus,
+    pub title: String,
+    pub description: Option<String>,
+    pub payload: Value,
+    /// For a gated invocation: what the approver is shown and what dispatch will use.
+    pub invocation_id: Option<InvocationId>,
+    pub effect_id: Option<EffectId>,
+    pub action_id: Option<ActionId>,
+    pub action_version: Option<u32>,
+    pub input_fingerprint: Option<String>,
+    pub requested_by: KeyId,
+    pub required_approvals: u32,
+    pub decision_origin: Option<String>,
+    pub decided_at: Option<Millis>,
+    pub expires_at: Option<Millis>,
+    pub run_id: Option<String>,
+    pub created_at: Millis,
+    pub decisions: Vec<DecisionRecord>,
+}
+
+/// What casting a decision did.
+#[derive(Debug, Clone)]
+pub enum DecideOutcome {
+    /// Recorded; `ready` is the parked invocation when this decision released it for dispatch
+    /// (exactly one decision ever gets it).
+    Recorded {
+        approval: ApprovalRecord,
+        ready: Option<InvocationRecord>,
+    },
+    /// Nothing changed (already settled, or this key already decided): the approval as it stands.
+    Unchanged(ApprovalRecord),
+    /// The approval had run out; it is now expired and the decision was not counted.
+    Expired(ApprovalRecord),
+    /// The deciding key requested this approval.
+    SelfDecision,
+}
+
+/// Filters for the approval inbox.
+#[derive(Debug, Clone, Default)]
+pub struct ApprovalFilter {
+    pub status: Option<ApprovalStatus>,
+    pub origins: Option<Vec<String>>,
+    pub limit: u32,
+    pub offset: u32,
 }
 
 /// What recording an invoke request found.
@@ -344,4 +418,7 @@ pub struct RecoveryReport {
     pub ready_to_failed: Vec<EffectId>,
     /// In-flight request markers cleared.
     pub requests_cleared: u64,
+    /// Effects released by an approval but not yet attempted: still `ready`, to be dispatched
+    /// once (the approver's decision stands across a restart).
+    pub approved_to_dispatch: Vec<(EnvironmentId, InvocationId)>,
 }

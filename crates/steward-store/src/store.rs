@@ -7,7 +7,8 @@ use crate::records::*;
 use async_trait::async_trait;
 use serde_json::Value;
 use steward_core::{
-    ActionDefinition, ActionId, EffectId, EnvironmentId, IdempotencyKey, InvocationId, Millis,
+    ActionDefinition, ActionId, ApprovalId, Decision, EffectId, EnvironmentId, IdempotencyKey,
+    InvocationId, KeyId, Millis,
 };
 
 #[async_trait]
@@ -130,6 +131,42 @@ pub trait Store: Send + Sync + 'static {
         filter: &EffectFilter,
     ) -> StoreResult<Page<EffectRecord>>;
 
+    // --- approvals -------------------------------------------------------------------------
+
+    /// Creates a custom approval request (gated invocations create theirs in `submit`).
+    async fn create_approval(
+        &self,
+        env: &EnvironmentId,
+        approval: &NewApproval,
+        requested_by: &KeyId,
+        now: Millis,
+    ) -> StoreResult<ApprovalRecord>;
+    async fn approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+    ) -> StoreResult<Option<ApprovalRecord>>;
+    async fn list_approvals(
+        &self,
+        env: &EnvironmentId,
+        filter: &ApprovalFilter,
+    ) -> StoreResult<Page<ApprovalRecord>>;
+    /// Casts one key's decision in one transaction: the tally, the approval's status and, when
+    /// the approval settles, the parked effect's transition. Concurrent approvals of one request
+    /// serialize here, so exactly one of them gets `ready`. Once it returns, a restart finds an
+    /// approved effect `ready` and dispatches it once (see `recover`).
+    async fn decide_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        key: &KeyId,
+        decision: Decision,
+        note: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<DecideOutcome>;
+    /// Expires every pending approval whose expiry has passed; their effects never run.
+    async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>>;
+
     // --- generic request idempotency -------------------------------------------------------
 
     async fn idempotency_begin(
@@ -158,8 +195,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Start-up recovery, run before the server accepts requests: every effect left
     /// `dispatching` becomes `unknown` with evidence saying why (nothing is re-sent); every
-    /// effect left `ready` with no attempt becomes `failed` as provably never sent; in-flight
-    /// request markers are cleared.
+    /// effect left `ready` with no attempt becomes `failed` as provably never sent, unless an
+    /// approval released it (those are listed for dispatch); in-flight request markers are
+    /// cleared.
     async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport>;
 
     /// Audit events with `seq > after`, oldest first.

@@ -2230,6 +2230,7 @@ impl Env {
             retry_of: None,
             initial: EffectState::Ready,
             provider_idempotency_key: None,
+            approval: None,
             evidence: NewEvidence::new("submitted", "steward", "invocation accepted"),
             actor: self.key.clone(),
             now: T0,

@@ -12,10 +12,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 use steward_core::{
-    check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
-    OperationKey,
+    check_input, fingerprint, scopes, ApprovalId, EffectId, EffectState, IdempotencyKey,
+    InvocationId, OperationKey,
 };
-use steward_store::{ActionRecord, InvocationRecord, NewEvidence, Submission, SubmitOutcome};
+use steward_store::{
+    ActionRecord, InvocationRecord, NewApproval, NewEvidence, Submission, SubmitOutcome,
+};
 
 const FIELDS: [&str; 8] = [
     "input",
@@ -145,6 +147,20 @@ pub async fn invoke(
         .adapter
         .as_ref()
         .map(|_| provider_idempotency_key(&effect_id));
+    let approval = action.definition.requires_approval.then(|| NewApproval {
+        id: ApprovalId::from_unique(&crate::clock::unique()),
+        title: format!("Approve {}", action.name),
+        description: action.definition.description.clone(),
+        payload: json!({
+            "action": action.name,
+            "actionVersion": action.version,
+            "input": request.input,
+            "operationKey": request.operation_key,
+        }),
+        required_approvals: 1,
+        expires_at: None,
+        run_id: request.run_id.clone(),
+    });
     let initial = if action.definition.requires_approval {
         EffectState::AwaitingApproval
     } else {
@@ -166,7 +182,8 @@ pub async fn invoke(
         run_id: request.run_id,
         retry_of: request.retry_of,
         initial,
-        provider_idempotency_key: provider_key.clone(),
+        provider_idempotency_key: provider_key,
+        approval,
         evidence: NewEvidence::new("accepted", "steward", "invocation accepted and recorded"),
         actor: caller.key.id.clone(),
         now: state.clock.now(),
@@ -211,13 +228,14 @@ pub async fn invoke(
         }
     };
 
-    // The dispatch runs in its own task: a client that disconnects must not cancel it halfway.
+    // Dispatch and the request's completion run in their own task: a client that disconnects
+    // must not cancel either halfway.
     let task_state = state.clone();
     let task_inv = created.clone();
     let finish_key = request.idempotency_key;
     let outcome = tokio::spawn(async move {
         let result = match task_inv.state {
-            EffectState::Ready => dispatch::dispatch(&task_state, &task_inv, provider_key.as_deref()).await,
+            EffectState::Ready => dispatch::dispatch(&task_state, &task_inv).await,
             _ => Ok(()),
         };
         if let Some(key) = finish_key {

@@ -1,6 +1,7 @@
 //! The HTTP API under `/api/v2`, built by [`app`] so tests can drive it without a socket.
 
 mod actions;
+mod approvals;
 mod body;
 mod idempotent;
 mod identity;
@@ -25,6 +26,10 @@ pub fn app(state: AppState) -> Router {
     let v2 = Router::new()
         .route("/auth/identity", get(identity::identity))
         .route("/environment", get(identity::environment))
+        .route("/approvals", get(approvals::list).post(approvals::request))
+        .route("/approvals/{id}", get(approvals::get))
+        .route("/approvals/{id}/approve", post(approvals::approve))
+        .route("/approvals/{id}/deny", post(approvals::deny))
         .route("/secrets", get(secrets::list))
         .route(
             "/secrets/{name}",

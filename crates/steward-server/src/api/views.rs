@@ -3,7 +3,8 @@
 use serde_json::{json, Value};
 use steward_core::{ActionDefinition, EffectState, Grade};
 use steward_store::{
-    ActionRecord, ActionVersion, EffectDetail, EffectRecord, InvocationRecord, SecretRecord,
+    ActionRecord, ActionVersion, ApprovalRecord, EffectDetail, EffectRecord, InvocationRecord,
+    SecretRecord,
 };
 
 fn definition_fields(def: &ActionDefinition) -> Value {
@@ -142,4 +143,32 @@ pub fn effect_detail(d: &EffectDetail) -> Value {
         })
         .collect();
     v
+}
+
+pub fn approval(a: &ApprovalRecord) -> Value {
+    json!({
+        "id": a.id,
+        "status": a.status.as_str(),
+        "title": a.title,
+        "description": a.description,
+        "payload": a.payload,
+        "invocationId": a.invocation_id,
+        "effectId": a.effect_id,
+        "actionId": a.action_id,
+        "actionVersion": a.action_version,
+        "inputFingerprint": a.input_fingerprint,
+        "requestedBy": a.requested_by,
+        "requiredApprovals": a.required_approvals,
+        "decisions": a.decisions.iter().map(|d| json!({
+            "keyId": d.key,
+            "decision": d.decision,
+            "note": d.note,
+            "at": d.at.to_rfc3339(),
+        })).collect::<Vec<_>>(),
+        "decisionOrigin": a.decision_origin,
+        "decidedAt": a.decided_at.map(|t| t.to_rfc3339()),
+        "expiresAt": a.expires_at.map(|t| t.to_rfc3339()),
+        "runId": a.run_id,
+        "createdAt": a.created_at.to_rfc3339(),
+    })
 }

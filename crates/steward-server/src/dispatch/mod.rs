@@ -68,14 +68,25 @@ async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> Re
     }
 }
 
+/// Runs [`dispatch`] in its own task and waits for it: a caller that goes away (a client that
+/// disconnects) must not cancel a dispatch halfway.
+pub async fn dispatch_in_task(state: &AppState, inv: InvocationRecord) -> Result<(), ApiError> {
+    let state = state.clone();
+    tokio::spawn(async move { dispatch(&state, &inv).await })
+        .await
+        .map_err(|e| ApiError::internal("dispatch task", &e))?
+}
+
 /// Drives one `Ready` effect through one attempt. Returns once the outcome is recorded (or, on
 /// a storage failure, with the error and nothing sent).
-pub async fn dispatch(
-    state: &AppState,
-    inv: &InvocationRecord,
-    effect_key: Option<&str>,
-) -> Result<(), ApiError> {
+pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> Result<(), ApiError> {
     let def = definition_of(state, inv).await?;
+    let effect = state
+        .store
+        .effect(&inv.env_id, &inv.effect_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("effect"))?;
+    let effect_key = effect.effect.provider_idempotency_key.as_deref();
     let prepared = match prepare::prepare(state, inv, &def, effect_key).await {
         Ok(p) => p,
         Err(blocked) => return block(state, inv, blocked).await,

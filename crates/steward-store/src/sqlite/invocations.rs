@@ -158,12 +158,13 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     let op = s.operation_key.as_ref().map(|k| k.as_str());
     tx.execute(
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
-            input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
             s.invocation_id.as_str(), s.env_id.as_str(), s.action.id.as_str(), s.action.name, s.action.version,
             s.effect_id.as_str(), governed, state, s.input.to_string(), s.input_fingerprint, op, s.run_id,
-            s.retry_of.as_ref().map(|r| r.as_str()), s.actor.as_str(), s.now.0
+            s.retry_of.as_ref().map(|r| r.as_str()), s.actor.as_str(), s.now.0,
+            s.approval.as_ref().map(|a| a.id.as_str())
         ],
     )
     .map_err(unavailable)?;
@@ -177,6 +178,16 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
         ],
     )
     .map_err(unavailable)?;
+    if let Some(approval) = &s.approval {
+        let binding = super::approvals::Binding {
+            invocation: &s.invocation_id,
+            effect: &s.effect_id,
+            action: &s.action.id,
+            version: s.action.version,
+            input_fingerprint: &s.input_fingerprint,
+        };
+        super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now)?;
+    }
     let actor = Actor::key(&s.actor, s.now);
     insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
     append(

@@ -1,6 +1,7 @@
 //! The embedded store: SQLite on disk, WAL, `synchronous=FULL`.
 
 mod admin;
+mod approvals;
 mod audit_log;
 mod conn;
 mod idempotency;
@@ -241,6 +242,59 @@ impl Store for SqliteStore {
         let (env, filter) = (env.clone(), filter.clone());
         self.read(move |c| invocations::list_effects(c, &env, &filter))
             .await
+    }
+
+    async fn create_approval(
+        &self,
+        env: &EnvironmentId,
+        approval: &NewApproval,
+        requested_by: &KeyId,
+        now: Millis,
+    ) -> StoreResult<ApprovalRecord> {
+        let (env, approval, by) = (env.clone(), approval.clone(), requested_by.clone());
+        self.write(move |tx| approvals::create(tx, &env, &approval, &by, now))
+            .await
+    }
+
+    async fn approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |c| approvals::approval(c, &env, &id)).await
+    }
+
+    async fn list_approvals(
+        &self,
+        env: &EnvironmentId,
+        filter: &ApprovalFilter,
+    ) -> StoreResult<Page<ApprovalRecord>> {
+        let (env, filter) = (env.clone(), filter.clone());
+        self.read(move |c| approvals::list(c, &env, &filter)).await
+    }
+
+    async fn decide_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        key: &KeyId,
+        decision: Decision,
+        note: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<DecideOutcome> {
+        let (env, id, key, note) = (
+            env.clone(),
+            id.clone(),
+            key.clone(),
+            note.map(str::to_string),
+        );
+        self.write(move |tx| approvals::decide(tx, &env, &id, &key, decision, note.as_deref(), now))
+            .await
+    }
+
+    async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
+        self.write(move |tx| approvals::expire_due(tx, now)).await
     }
 
     async fn idempotency_begin(

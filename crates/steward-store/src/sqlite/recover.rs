@@ -57,6 +57,19 @@ pub(crate) fn recover(tx: &Transaction<'_>, now: Millis) -> StoreResult<Recovery
         report.dispatching_to_unknown.push(id);
     }
     for (env, id, _) in effects_in(tx, EffectState::Ready)? {
+        if super::approvals::approved_for(tx, &id)? {
+            let invocation: String = tx
+                .query_row(
+                    "SELECT invocation_id FROM effects WHERE id = ?1",
+                    params![id.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(unavailable)?;
+            let invocation = steward_core::InvocationId::parse(&invocation)
+                .map_err(|e| super::rows::corrupt("invocation id", e))?;
+            report.approved_to_dispatch.push((env, invocation));
+            continue;
+        }
         let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
         let mut change = EffectChange::new(&env, &id, EffectState::Ready, to, actor.clone());
         change.evidence = Some(NewEvidence::new(

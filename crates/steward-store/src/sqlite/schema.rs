@@ -138,3 +138,36 @@ CREATE TABLE IF NOT EXISTS audit (
     hash TEXT NOT NULL
 );
 "#;
+
+pub const APPROVAL_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    status TEXT NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT,
+    payload TEXT NOT NULL,
+    invocation_id TEXT,
+    effect_id TEXT,
+    action_id TEXT,
+    action_version INTEGER,
+    input_fingerprint TEXT,
+    requested_by TEXT NOT NULL,
+    required_approvals INTEGER NOT NULL,
+    decision_origin TEXT,
+    decided_at INTEGER,
+    expires_at INTEGER,
+    run_id TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_env_created ON approvals(env_id, created_at);
+CREATE INDEX IF NOT EXISTS approvals_pending_expiry ON approvals(expires_at) WHERE status = 'pending';
+CREATE TABLE IF NOT EXISTS approval_decisions (
+    approval_id TEXT NOT NULL REFERENCES approvals(id),
+    key_id TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    note TEXT,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (approval_id, key_id)
+);
+"#;

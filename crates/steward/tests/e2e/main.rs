@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod approvals;
 mod audit;
 mod crash;
 mod exactly_once;

@@ -1,0 +1,269 @@
+//! `approvals`: the inbox, custom requests, long-poll reads, and decisions. Approving a gated
+//! invocation dispatches it exactly once; denying or expiry means it never runs.
+
+use super::body::{self, only_known, optional_string};
+use super::{idempotent, views};
+use crate::auth::Caller;
+use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision};
+use steward_store::{ApprovalFilter, ApprovalRecord, DecideOutcome, NewApproval};
+
+/// The longest a read may wait for a decision, in seconds; the SDK asks for at most this.
+pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
+/// The longest expiry a custom request may ask for, in seconds (30 days).
+pub const APPROVAL_EXPIRY_S_MAX: i64 = 30 * 24 * 3600;
+
+fn parse_id(id: &str) -> ApiResult<ApprovalId> {
+    ApprovalId::parse(id).map_err(|_| ApiError::not_found("approval"))
+}
+
+async fn find(state: &AppState, caller: &Caller, id: &ApprovalId) -> ApiResult<ApprovalRecord> {
+    state
+        .store
+        .approval(&caller.env.id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("approval"))
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct WaitQuery {
+    #[serde(rename = "waitSeconds")]
+    wait_seconds: Option<u64>,
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> ApiResult<Response> {
+    caller.require(scopes::APPROVALS_READ)?;
+    let id = parse_id(&id)?;
+    let wait = Duration::from_secs(q.wait_seconds.unwrap_or(0).min(LONG_POLL_WAIT_S_MAX));
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        // Register for the wake-up before reading, so a decision between the read and the wait
+        // is not missed.
+        let notified = state.approval_events.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let approval = find(&state, &caller, &id).await?;
+        if approval.status != ApprovalStatus::Pending || tokio::time::Instant::now() >= deadline {
+            return Ok(ok(views::approval(&approval)));
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ListQuery {
+    status: Option<String>,
+    #[serde(rename = "decisionOrigin")]
+    decision_origin: Option<String>,
+    limit: Option<u32>,
+    offset: Option<u32>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
+    caller.require(scopes::APPROVALS_READ)?;
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            ApprovalStatus::parse(s).ok_or_else(|| {
+                ApiError::validation("status", format!("`{s}` is not a known status"))
+            })
+        })
+        .transpose()?;
+    let origins = match q.decision_origin.as_deref() {
+        None => None,
+        Some("automated") => Some(vec![
+            "policy".to_string(),
+            "system".to_string(),
+            "assistant".to_string(),
+        ]),
+        Some(o @ ("human" | "policy" | "system" | "assistant")) => Some(vec![o.to_string()]),
+        Some(other) => {
+            return Err(ApiError::validation(
+                "decisionOrigin",
+                format!("`{other}` is not a known origin"),
+            ))
+        }
+    };
+    let limit = q
+        .limit
+        .unwrap_or(PAGE_LIMIT_DEFAULT)
+        .clamp(1, PAGE_LIMIT_MAX);
+    let offset = q.offset.unwrap_or(0);
+    let page = state
+        .store
+        .list_approvals(
+            &caller.env.id,
+            &ApprovalFilter {
+                status,
+                origins,
+                limit,
+                offset,
+            },
+        )
+        .await?;
+    Ok(paged(
+        page.items.iter().map(views::approval).collect(),
+        page.total,
+        limit,
+        offset,
+    ))
+}
+
+pub async fn request(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::APPROVALS_REQUEST)?;
+    let map = body::object(&bytes)?;
+    only_known(
+        &map,
+        &[
+            "title",
+            "description",
+            "payload",
+            "expiresInSeconds",
+            "runId",
+            "parentSpanId",
+        ],
+    )?;
+    let title = match optional_string(&map, "title")? {
+        Some(t) if !t.trim().is_empty() => t,
+        _ => return Err(ApiError::validation("title", "is required")),
+    };
+    let payload = match map.get("payload") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(ApiError::validation("payload", "must be a JSON object")),
+    };
+    let expires_in = match map.get("expiresInSeconds") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64() {
+            Some(s) if (1..=APPROVAL_EXPIRY_S_MAX).contains(&s) => Some(s),
+            _ => {
+                return Err(ApiError::validation(
+                    "expiresInSeconds",
+                    format!("must be an integer from 1 to {APPROVAL_EXPIRY_S_MAX}"),
+                ))
+            }
+        },
+    };
+    let description = optional_string(&map, "description")?;
+    let run_id = optional_string(&map, "runId")?;
+    let request = json!({"op": "approval.request", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let now = state.clock.now();
+        let new = NewApproval {
+            id: ApprovalId::from_unique(&crate::clock::unique()),
+            title,
+            description,
+            payload,
+            required_approvals: 1,
+            expires_at: expires_in.map(|s| now.plus_ms(s * 1000)),
+            run_id,
+        };
+        let created = state
+            .store
+            .create_approval(&caller.env.id, &new, &caller.key.id, now)
+            .await?;
+        Ok((StatusCode::CREATED, views::approval(&created)))
+    })
+    .await
+}
+
+pub async fn approve(
+    state: State<AppState>,
+    caller: Caller,
+    id: Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    decide(state, caller, id, headers, bytes, Decision::Approve).await
+}
+
+pub async fn deny(
+    state: State<AppState>,
+    caller: Caller,
+    id: Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    decide(state, caller, id, headers, bytes, Decision::Deny).await
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+    decision: Decision,
+) -> ApiResult<Response> {
+    caller.require(scopes::APPROVALS_DECIDE)?;
+    let id = parse_id(&id)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &["note"])?;
+    let note = optional_string(&map, "note")?;
+    let request = json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let now = state.clock.now();
+        let outcome = state
+            .store
+            .decide_approval(
+                &caller.env.id,
+                &id,
+                &caller.key.id,
+                decision,
+                note.as_deref(),
+                now,
+            )
+            .await?;
+        let approval = match outcome {
+            DecideOutcome::SelfDecision => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "self_decision_forbidden",
+                    "a key never decides an approval it requested",
+                ))
+            }
+            DecideOutcome::Unchanged(approval) => approval,
+            DecideOutcome::Expired(approval) => {
+                state.approval_events.notify_waiters();
+                approval
+            }
+            DecideOutcome::Recorded { ready, .. } => {
+                state.approval_events.notify_waiters();
+                if let Some(invocation) = ready {
+                    crate::crash::reach(steward_core::CrashPoint::ServerAfterApproval);
+                    crate::dispatch::dispatch_in_task(&state, invocation).await?;
+                }
+                find(&state, &caller, &id).await?
+            }
+        };
+        Ok((StatusCode::OK, views::approval(&approval)))
+    })
+    .await
+}

@@ -1,0 +1,346 @@
+//! Approvals: requests, decisions, expiry. A decision and the parked effect's transition commit
+//! together, so an approval can release its invocation exactly once.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::invocations::{change_effect, invocation};
+use super::rows::{self, col, query_all, query_one};
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use rusqlite::{params, Connection, Row, Transaction};
+use serde_json::json;
+use steward_core::*;
+
+const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
+
+fn parse<T>(raw: String, f: fn(&str) -> Result<T, IdError>) -> StoreResult<T> {
+    f(&raw).map_err(|e| rows::corrupt("id", e))
+}
+
+fn decode(row: &Row<'_>) -> StoreResult<ApprovalRecord> {
+    let status: String = col(row, 2)?;
+    let payload: String = col(row, 5)?;
+    Ok(ApprovalRecord {
+        id: parse(col(row, 0)?, ApprovalId::parse)?,
+        env_id: parse(col(row, 1)?, EnvironmentId::parse)?,
+        status: ApprovalStatus::parse(&status)
+            .ok_or_else(|| rows::corrupt("approval status", &status))?,
+        title: col(row, 3)?,
+        description: col(row, 4)?,
+        payload: serde_json::from_str(&payload).map_err(|e| rows::corrupt("payload", e))?,
+        invocation_id: col::<Option<String>>(row, 6)?
+            .map(|v| parse(v, InvocationId::parse))
+            .transpose()?,
+        effect_id: col::<Option<String>>(row, 7)?
+            .map(|v| parse(v, EffectId::parse))
+            .transpose()?,
+        action_id: col::<Option<String>>(row, 8)?
+            .map(|v| parse(v, ActionId::parse))
+            .transpose()?,
+        action_version: col(row, 9)?,
+        input_fingerprint: col(row, 10)?,
+        requested_by: parse(col(row, 11)?, KeyId::parse)?,
+        required_approvals: col(row, 12)?,
+        decision_origin: col(row, 13)?,
+        decided_at: col::<Option<i64>>(row, 14)?.map(Millis),
+        expires_at: col::<Option<i64>>(row, 15)?.map(Millis),
+        run_id: col(row, 16)?,
+        created_at: Millis(col(row, 17)?),
+        decisions: Vec::new(),
+    })
+}
+
+fn with_decisions(conn: &Connection, mut a: ApprovalRecord) -> StoreResult<ApprovalRecord> {
+    a.decisions = query_all(
+        conn,
+        "SELECT key_id, decision, note, at FROM approval_decisions WHERE approval_id = ?1 ORDER BY at, key_id",
+        &[&a.id.as_str()],
+        |row| {
+            let decision: String = col(row, 1)?;
+            Ok(DecisionRecord {
+                key: parse(col(row, 0)?, KeyId::parse)?,
+                decision: match decision.as_str() {
+                    "approve" => Decision::Approve,
+                    "deny" => Decision::Deny,
+                    other => return Err(rows::corrupt("decision", other)),
+                },
+                note: col(row, 2)?,
+                at: Millis(col(row, 3)?),
+            })
+        },
+    )?;
+    Ok(a)
+}
+
+pub(crate) fn approval(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &ApprovalId,
+) -> StoreResult<Option<ApprovalRecord>> {
+    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE env_id = ?1 AND id = ?2");
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], decode)?
+        .map(|a| with_decisions(conn, a))
+        .transpose()
+}
+
+/// What a gated invocation's approval is bound to: what the approver sees is what runs.
+pub(crate) struct Binding<'a> {
+    pub invocation: &'a InvocationId,
+    pub effect: &'a EffectId,
+    pub action: &'a ActionId,
+    pub version: u32,
+    pub input_fingerprint: &'a str,
+}
+
+pub(crate) fn insert(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    a: &NewApproval,
+    requested_by: &KeyId,
+    binding: Option<Binding<'_>>,
+    now: Millis,
+) -> StoreResult<()> {
+    tx.execute(
+        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, NULL, ?13, ?14, ?15)"),
+        params![
+            a.id.as_str(), env.as_str(), a.title, a.description, a.payload.to_string(),
+            binding.as_ref().map(|b| b.invocation.as_str()), binding.as_ref().map(|b| b.effect.as_str()),
+            binding.as_ref().map(|b| b.action.as_str()), binding.as_ref().map(|b| b.version),
+            binding.as_ref().map(|b| b.input_fingerprint), requested_by.as_str(), a.required_approvals.max(1),
+            a.expires_at.map(|t| t.0), a.run_id, now.0
+        ],
+    )
+    .map_err(|e| super::admin::constraint(e, "approval"))?;
+    append(
+        tx,
+        &Actor::key(requested_by, now),
+        Entry {
+            env: Some(env.as_str()),
+            kind: "approval.requested",
+            subject: a.id.as_str(),
+            before: None,
+            after: Some(
+                json!({"title": a.title, "requiredApprovals": a.required_approvals.max(1), "invocationId": binding.as_ref().map(|b| b.invocation.as_str())}),
+            ),
+        },
+    )
+}
+
+pub(crate) fn create(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    a: &NewApproval,
+    requested_by: &KeyId,
+    now: Millis,
+) -> StoreResult<ApprovalRecord> {
+    insert(tx, env, a, requested_by, None, now)?;
+    approval(tx, env, &a.id)?.ok_or(StoreError::NotFound { what: "approval" })
+}
+
+pub(crate) fn list(
+    conn: &Connection,
+    env: &EnvironmentId,
+    f: &ApprovalFilter,
+) -> StoreResult<Page<ApprovalRecord>> {
+    let status = f.status.map(|s| s.as_str());
+    let origin_clause = match &f.origins {
+        None => String::new(),
+        Some(list) if list.is_empty() => " AND 0".into(),
+        Some(list) => {
+            let quoted: Vec<String> = list
+                .iter()
+                .filter(|o| o.bytes().all(|b| b.is_ascii_lowercase()))
+                .map(|o| format!("'{o}'"))
+                .collect();
+            format!(" AND decision_origin IN ({})", quoted.join(","))
+        }
+    };
+    let filter = format!("env_id = ?1 AND (?2 IS NULL OR status = ?2){origin_clause}");
+    let total: i64 = conn
+        .query_row(
+            &format!("SELECT COUNT(*) FROM approvals WHERE {filter}"),
+            params![env.as_str(), status],
+            |r| r.get(0),
+        )
+        .map_err(unavailable)?;
+    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4");
+    let items = query_all(
+        conn,
+        &sql,
+        &[&env.as_str(), &status, &f.limit, &f.offset],
+        decode,
+    )?
+    .into_iter()
+    .map(|a| with_decisions(conn, a))
+    .collect::<StoreResult<Vec<_>>>()?;
+    Ok(Page {
+        items,
+        total: total as u64,
+    })
+}
+
+/// Moves a parked effect with `event`, recording why.
+fn move_effect(
+    tx: &Transaction<'_>,
+    a: &ApprovalRecord,
+    event: EffectEvent,
+    message: String,
+    actor: &Actor,
+) -> StoreResult<()> {
+    let Some(effect) = &a.effect_id else {
+        return Ok(());
+    };
+    let (to, _) = next(EffectState::AwaitingApproval, event)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut change = EffectChange::new(
+        &a.env_id,
+        effect,
+        EffectState::AwaitingApproval,
+        to,
+        actor.clone(),
+    );
+    change.evidence = Some(
+        NewEvidence::new("approval", "approval", message).with_data(json!({"approvalId": a.id})),
+    );
+    if to != EffectState::Ready {
+        change.error = Some(
+            json!({"code": format!("approval_{}", to.invocation_status().as_str()), "message": "the approval was not granted; nothing was sent"}),
+        );
+    }
+    change_effect(tx, &change)
+}
+
+fn settle(
+    tx: &Transaction<'_>,
+    a: &ApprovalRecord,
+    status: ApprovalStatus,
+    origin: &str,
+    actor: &Actor,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE approvals SET status = ?1, decision_origin = ?2, decided_at = ?3 WHERE id = ?4 AND status = 'pending'",
+        params![status.as_str(), origin, actor.now.0, a.id.as_str()],
+    )
+    .map_err(unavailable)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(a.env_id.as_str()),
+            kind: "approval.settled",
+            subject: a.id.as_str(),
+            before: Some(json!({"status": "pending"})),
+            after: Some(json!({"status": status.as_str(), "origin": origin})),
+        },
+    )
+}
+
+fn expire_one(tx: &Transaction<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult<()> {
+    let actor = Actor::system(now);
+    settle(tx, a, ApprovalStatus::Expired, "system", &actor)?;
+    move_effect(
+        tx,
+        a,
+        EffectEvent::Expire,
+        "the approval expired before anyone decided; nothing was sent".into(),
+        &actor,
+    )
+}
+
+pub(crate) fn decide(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &ApprovalId,
+    key: &KeyId,
+    decision: Decision,
+    note: Option<&str>,
+    now: Millis,
+) -> StoreResult<DecideOutcome> {
+    let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    let tally = Tally {
+        status: a.status,
+        approvals: a
+            .decisions
+            .iter()
+            .filter(|d| d.decision == Decision::Approve)
+            .count() as u32,
+        required: a.required_approvals,
+        expired: a.expires_at.is_some_and(|t| t <= now),
+    };
+    let ballot = Ballot {
+        decision,
+        is_requester: &a.requested_by == key,
+        already_voted: a.decisions.iter().any(|d| &d.key == key),
+    };
+    let (status, event) = match cast(tally, ballot) {
+        Verdict::SelfDecision => return Ok(DecideOutcome::SelfDecision),
+        Verdict::AlreadySettled | Verdict::AlreadyVoted => return Ok(DecideOutcome::Unchanged(a)),
+        Verdict::Expires => {
+            expire_one(tx, &a, now)?;
+            return Ok(DecideOutcome::Expired(
+                approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?,
+            ));
+        }
+        Verdict::Recorded { status, effect } => (status, effect),
+    };
+    let word = match decision {
+        Decision::Approve => "approve",
+        Decision::Deny => "deny",
+    };
+    tx.execute(
+        "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id.as_str(), key.as_str(), word, note, now.0],
+    )
+    .map_err(unavailable)?;
+    let actor = Actor::key(key, now);
+    append(
+        tx,
+        &actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "approval.decision",
+            subject: id.as_str(),
+            before: None,
+            after: Some(json!({"decision": word, "note": note})),
+        },
+    )?;
+    let mut ready = None;
+    if status != ApprovalStatus::Pending {
+        settle(tx, &a, status, "human", &actor)?;
+    }
+    if let Some(event) = event {
+        move_effect(tx, &a, event, format!("{word}d by {key}"), &actor)?;
+        if event == EffectEvent::Approve {
+            if let Some(inv) = &a.invocation_id {
+                ready = invocation(tx, env, inv)?;
+            }
+        }
+    }
+    let approval = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    Ok(DecideOutcome::Recorded { approval, ready })
+}
+
+pub(crate) fn expire_due(tx: &Transaction<'_>, now: Millis) -> StoreResult<Vec<ApprovalId>> {
+    let due = query_all(
+        tx,
+        &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1"),
+        &[&now.0],
+        decode,
+    )?;
+    for a in &due {
+        expire_one(tx, a, now)?;
+    }
+    Ok(due.into_iter().map(|a| a.id).collect())
+}
+
+/// True when an approved approval released this effect.
+pub(crate) fn approved_for(tx: &Transaction<'_>, effect: &EffectId) -> StoreResult<bool> {
+    let n: i64 = tx
+        .query_row(
+            "SELECT COUNT(*) FROM approvals WHERE effect_id = ?1 AND status = 'approved'",
+            params![effect.as_str()],
+            |r| r.get(0),
+        )
+        .map_err(unavailable)?;
+    Ok(n > 0)
+}
