@@ -270,7 +270,7 @@ pub enum DecideOutcome {
     /// (exactly one decision ever gets it).
     Recorded {
         approval: ApprovalRecord,
-        ready: Option<InvocationRecord>,
+        ready: Option<Box<InvocationRecord>>,
     },
     /// Nothing changed (already settled, or this key already decided): the approval as it stands.
     Unchanged(ApprovalRecord),

@@ -312,7 +312,7 @@ pub(crate) fn decide(
         move_effect(tx, &a, event, format!("{word}d by {key}"), &actor)?;
         if event == EffectEvent::Approve {
             if let Some(inv) = &a.invocation_id {
-                ready = invocation(tx, env, inv)?;
+                ready = invocation(tx, env, inv)?.map(Box::new);
             }
         }
     }
