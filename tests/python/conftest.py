@@ -235,7 +235,10 @@ def steward() -> Any:
             server = Proc(
                 "steward serve",
                 [binary, "serve", "--data", str(data_dir), "--listen", f"{LOOPBACK}:0",
-                 "--allow-insecure-destinations"],
+                 "--allow-insecure-destinations",
+                 # Fault tests assert on `unknown` lists; the background reconciler would settle
+                 # them underneath. The Rust end-to-end tests cover it.
+                 "--reconcile-interval-ms", "0"],
                 tmp_path / "server.stderr.log",
             )
             procs.append(server)

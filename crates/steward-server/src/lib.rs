@@ -18,6 +18,8 @@ mod envelope;
 mod error;
 mod input_schema;
 mod keys;
+mod metrics;
+mod reconcile;
 mod serve;
 mod state;
 mod vault;
@@ -27,5 +29,7 @@ pub use clock::{unique, Clock, SystemClock};
 pub use dispatch::outbound::{http_client, OutboundPolicy};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
 pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
-pub use state::{AppState, DISPATCH_TIMEOUT_MS_DEFAULT};
+pub use state::{
+    AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
+};
 pub use vault::{Vault, MASTER_KEY_ENV, MASTER_KEY_FILE};

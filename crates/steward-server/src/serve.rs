@@ -21,6 +21,10 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub allow_insecure_destinations: bool,
     pub dispatch_timeout: Duration,
+    /// See [`AppState::absence_grace`].
+    pub absence_grace: Duration,
+    /// The background reconciler's tick; `None` turns it off.
+    pub reconcile_interval: Option<Duration>,
 }
 
 /// Opens the embedded store of a data directory.
@@ -60,9 +64,14 @@ pub async fn serve(
         outbound,
         dispatch_timeout: config.dispatch_timeout,
         approval_events: Arc::new(tokio::sync::Notify::new()),
+        absence_grace: config.absence_grace,
+        metrics: Arc::new(crate::metrics::Metrics::default()),
     };
     resume_approved(&state, &report.approved_to_dispatch).await;
     tokio::spawn(expire_approvals(state.clone()));
+    if let Some(interval) = config.reconcile_interval {
+        tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -22,4 +22,14 @@ pub struct AppState {
     pub dispatch_timeout: Duration,
     /// Woken whenever an approval is decided or expires, so long polls answer at once.
     pub approval_events: Arc<tokio::sync::Notify>,
+    /// How long after an attempt's deadline a provider may still land it; until then "not
+    /// found" is not proof of absence.
+    pub absence_grace: Duration,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
+
+/// Thirty seconds: a provider that lost its client usually finishes or abandons a request
+/// within seconds; this leaves a wide margin before "not found" becomes conclusive.
+pub const ABSENCE_GRACE_MS_DEFAULT: u64 = 30_000;
+/// How often the background reconciler looks for due unknown effects, in milliseconds.
+pub const RECONCILE_INTERVAL_MS_DEFAULT: u64 = 1_000;

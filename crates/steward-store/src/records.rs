@@ -422,3 +422,13 @@ pub struct RecoveryReport {
     /// once (the approver's decision stands across a restart).
     pub approved_to_dispatch: Vec<(EnvironmentId, InvocationId)>,
 }
+
+/// An unknown effect due for a background reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcileDue {
+    pub env_id: EnvironmentId,
+    pub effect_id: EffectId,
+    pub invocation_id: InvocationId,
+    /// Background lookups already made.
+    pub count: u32,
+}

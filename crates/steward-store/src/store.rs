@@ -113,6 +113,18 @@ pub trait Store: Send + Sync + 'static {
         actor: &Actor,
     ) -> StoreResult<()>;
 
+    /// Unknown effects whose next read-only reconcile is due (`reconcile_after` unset or passed),
+    /// oldest first, at most `limit`.
+    async fn due_for_reconcile(&self, now: Millis, limit: u32) -> StoreResult<Vec<ReconcileDue>>;
+    /// Sets when the background reconciler may look at an unknown effect again and counts the
+    /// lookup. `None` means never automatically (no read-only lookup exists for it).
+    async fn schedule_reconcile(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        next_at: Option<Millis>,
+    ) -> StoreResult<()>;
+
     async fn invocation(
         &self,
         env: &EnvironmentId,

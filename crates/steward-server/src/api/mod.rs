@@ -7,6 +7,7 @@ mod idempotent;
 mod identity;
 mod invoke;
 mod reads;
+mod recovery;
 mod secrets;
 pub(crate) mod views;
 
@@ -40,6 +41,17 @@ pub fn app(state: AppState) -> Router {
         .route("/actions/invocations/{id}", get(reads::invocation))
         .route("/actions/effects", get(reads::list_effects))
         .route("/actions/effects/{id}", get(reads::effect))
+        .route("/actions/effects/{id}/reconcile", post(recovery::reconcile))
+        .route(
+            "/actions/effects/{id}/resolve",
+            post(recovery::resolve_effect),
+        )
+        .route("/actions/effects/{id}/notes", post(recovery::note))
+        .route("/actions/effects/{id}/replay", post(recovery::replay))
+        .route(
+            "/actions/invocations/{id}/resolve",
+            post(recovery::resolve_invocation),
+        )
         .route(
             "/actions/{reference}",
             get(actions::get)
@@ -57,6 +69,7 @@ pub fn app(state: AppState) -> Router {
             "/healthz",
             get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
         )
+        .route("/metrics", get(metrics))
         .nest("/api/v2", v2)
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
@@ -96,4 +109,15 @@ async fn request_context(request: Request, next: Next) -> Response {
         "request"
     );
     response
+}
+
+async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
 }

@@ -28,7 +28,7 @@ use steward_store::{
 /// The most response body kept per attempt, in bytes; the rest is cut (and says so).
 const RESPONSE_BODY_BYTES_MAX: usize = 256 * 1024;
 
-async fn definition_of(
+pub(crate) async fn definition_of(
     state: &AppState,
     inv: &InvocationRecord,
 ) -> Result<ActionDefinition, ApiError> {
@@ -80,23 +80,84 @@ pub async fn dispatch_in_task(state: &AppState, inv: InvocationRecord) -> Result
 /// Drives one `Ready` effect through one attempt. Returns once the outcome is recorded (or, on
 /// a storage failure, with the error and nothing sent).
 pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> Result<(), ApiError> {
+    attempt(state, inv, Start::First).await
+}
+
+/// Repeats a lost write under the same provider identity (the same provider idempotency key):
+/// a new attempt of the same effect, never a new effect. Only from `unknown`.
+pub async fn replay(state: &AppState, inv: &InvocationRecord) -> Result<(), ApiError> {
+    attempt(state, inv, Start::Replay).await
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    First,
+    Replay,
+}
+
+/// Refuses to send: a first attempt settles `failed`; a replay leaves the effect `unknown`.
+async fn refuse(
+    state: &AppState,
+    inv: &InvocationRecord,
+    start: Start,
+    blocked: Blocked,
+) -> Result<(), ApiError> {
+    match start {
+        Start::First => block(state, inv, blocked).await,
+        Start::Replay => {
+            let note = NewEvidence::new(
+                "replay",
+                "steward",
+                format!("replay not sent: {}", blocked.message),
+            );
+            state
+                .store
+                .append_evidence(
+                    &inv.env_id,
+                    &inv.effect_id,
+                    &note,
+                    &Actor::system(state.clock.now()),
+                )
+                .await?;
+            Err(ApiError::conflict(
+                "replay_blocked",
+                format!("the replay was not sent: {}", blocked.message),
+            ))
+        }
+    }
+}
+
+async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Result<(), ApiError> {
     let def = definition_of(state, inv).await?;
     let effect = state
         .store
         .effect(&inv.env_id, &inv.effect_id)
         .await?
         .ok_or_else(|| ApiError::not_found("effect"))?;
+    let (from, event, number) = match start {
+        Start::First => (EffectState::Ready, EffectEvent::BeginAttempt, 1),
+        Start::Replay => (
+            EffectState::Unknown,
+            EffectEvent::Replay,
+            effect.effect.attempt_count + 1,
+        ),
+    };
+    if effect.effect.state != from {
+        // Someone else moved it first (another replica, another request): nothing to do here.
+        return Ok(());
+    }
     let effect_key = effect.effect.provider_idempotency_key.as_deref();
     let prepared = match prepare::prepare(state, inv, &def, effect_key).await {
         Ok(p) => p,
-        Err(blocked) => return block(state, inv, blocked).await,
+        Err(blocked) => return refuse(state, inv, start, blocked).await,
     };
     let host = match state.outbound.check(&prepared.url).await {
         Ok(host) => host,
         Err(e) => {
-            return block(
+            return refuse(
                 state,
                 inv,
+                start,
                 Blocked::new("destination_refused", e.to_string()),
             )
             .await
@@ -107,19 +168,18 @@ pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> Result<(), Ap
         .iter()
         .find_map(|s| s.allow_host(&host).err())
     {
-        return block(state, inv, refusal).await;
+        return refuse(state, inv, start, refusal).await;
     }
 
-    // Step 3: the attempt is durable before any byte leaves.
-    let number = 1;
+    // Step 4 of the write path: the attempt is durable before any byte leaves.
     let now = state.clock.now();
     let deadline = now.plus_ms(state.dispatch_timeout.as_millis() as i64);
     let (to, _) =
-        next(EffectState::Ready, EffectEvent::BeginAttempt).expect("ready takes BeginAttempt");
+        next(from, event).map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
     let mut begin = EffectChange::new(
         &inv.env_id,
         &inv.effect_id,
-        EffectState::Ready,
+        from,
         to,
         Actor::key(&inv.created_by, now),
     );
@@ -127,13 +187,21 @@ pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> Result<(), Ap
         number,
         deadline_at: deadline,
     });
+    let what = if start == Start::Replay {
+        "replay"
+    } else {
+        "attempt"
+    };
     begin.evidence = Some(NewEvidence::new(
         "attempt",
         "steward",
         format!(
-            "attempt {number}: {} to {host}, deadline {} ms",
+            "{what} {number}: {} to {host}, deadline {} ms{}",
             prepared.method,
-            state.dispatch_timeout.as_millis()
+            state.dispatch_timeout.as_millis(),
+            effect_key
+                .map(|k| format!(", provider idempotency key {k}"))
+                .unwrap_or_default()
         ),
     ));
     match state.store.change_effect(&begin).await {
@@ -143,11 +211,41 @@ pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> Result<(), Ap
     }
     crash::reach(CrashPoint::ServerAfterRecord);
 
-    // Step 4: send, with a deadline shorter than the SDK's own timeout.
-    let sent = send(state, &prepared).await;
+    // Step 5: send, with a deadline shorter than the SDK's own timeout.
+    let mut sent = send(state, &prepared).await;
+    if let (
+        Some(verify),
+        AttemptReport::Answered {
+            status: 200..=299, ..
+        },
+    ) = (&def.verify, &sent.report)
+    {
+        sent.verified = Some(read_back(state, inv, &def, verify, sent.body.as_ref()).await);
+    }
 
-    // Step 5: classify and record.
+    // Step 6: classify and record.
     record_answer(state, inv, number, sent, &prepared).await
+}
+
+/// Runs the action's `verify` read-back after a 2xx.
+async fn read_back(
+    state: &AppState,
+    inv: &InvocationRecord,
+    def: &ActionDefinition,
+    verify: &Value,
+    body: Option<&Value>,
+) -> Result<(), String> {
+    let spec = crate::reconcile::verify::parse(verify)
+        .map_err(|(field, message)| format!("{field} {message}"))?;
+    let response = body.cloned().unwrap_or(Value::Null);
+    crate::reconcile::verify::read_back(
+        state,
+        inv,
+        &spec,
+        def.url_template.as_deref().unwrap_or_default(),
+        &response,
+    )
+    .await
 }
 
 /// What came back from one send.
@@ -156,6 +254,8 @@ struct Answer {
     status: Option<u16>,
     body: Option<Value>,
     external_reference: Option<String>,
+    /// The `verify` read-back after a 2xx, when the action declares one.
+    verified: Option<Result<(), String>>,
 }
 
 async fn send(state: &AppState, prepared: &Prepared) -> Answer {
@@ -194,6 +294,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
                 status: None,
                 body: None,
                 external_reference: None,
+                verified: None,
             }
         }
     };
@@ -211,6 +312,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
                 status: Some(status),
                 body: None,
                 external_reference: None,
+                verified: None,
             }
         }
     };
@@ -236,6 +338,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
         status: Some(status),
         body: Some(body),
         external_reference: reference,
+        verified: None,
     }
 }
 
@@ -277,11 +380,29 @@ async fn record_answer(
     answer: Answer,
     prepared: &Prepared,
 ) -> Result<(), ApiError> {
-    let classified = classify(&answer.report);
+    let mut report = answer.report.clone();
+    if let (
+        AttemptReport::Answered {
+            provider_record_confirms,
+            ..
+        },
+        Some(Ok(())),
+    ) = (&mut report, &answer.verified)
+    {
+        *provider_record_confirms = true;
+    }
+    let classified = classify(&report);
     let (to, _) = next(EffectState::Dispatching, classified.event)
         .expect("every classification is legal from dispatching");
     let secrets = prepared.secret_values();
-    let reason = redact(&classified.reason, &secrets);
+    let mut reason = classified.reason.clone();
+    match &answer.verified {
+        Some(Ok(())) => reason.push_str("; the read-back matched"),
+        Some(Err(why)) => reason.push_str(&format!("; the read-back did not confirm it: {why}")),
+        None => {}
+    }
+    let reason = redact(&reason, &secrets);
+    state.metrics.attempt(to.name());
     let mut change = EffectChange::new(
         &inv.env_id,
         &inv.effect_id,

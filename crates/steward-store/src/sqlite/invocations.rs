@@ -468,3 +468,53 @@ pub(crate) fn list_effects(
     )?;
     Ok(Page { items, total })
 }
+
+pub(crate) fn due_for_reconcile(
+    conn: &Connection,
+    now: steward_core::Millis,
+    limit: u32,
+) -> StoreResult<Vec<ReconcileDue>> {
+    query_all(
+        conn,
+        "SELECT env_id, id, invocation_id, reconcile_count FROM effects
+         WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= ?1)
+         ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT ?2",
+        &[&now.0, &limit],
+        |row| {
+            let corrupt = |e| rows::corrupt("id", e);
+            Ok(ReconcileDue {
+                env_id: EnvironmentId::parse(&rows::col::<String>(row, 0)?).map_err(corrupt)?,
+                effect_id: EffectId::parse(&rows::col::<String>(row, 1)?).map_err(corrupt)?,
+                invocation_id: InvocationId::parse(&rows::col::<String>(row, 2)?)
+                    .map_err(corrupt)?,
+                count: rows::col(row, 3)?,
+            })
+        },
+    )
+}
+
+/// `reconcile_after` for "never automatically".
+const RECONCILE_NEVER: i64 = i64::MAX;
+
+pub(crate) fn schedule_reconcile(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    next_at: Option<steward_core::Millis>,
+) -> StoreResult<()> {
+    let changed = tx
+        .execute(
+            "UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1
+             WHERE env_id = ?2 AND id = ?3",
+            params![
+                next_at.map(|t| t.0).unwrap_or(RECONCILE_NEVER),
+                env.as_str(),
+                effect.as_str()
+            ],
+        )
+        .map_err(unavailable)?;
+    if changed == 0 {
+        return Err(StoreError::NotFound { what: "effect" });
+    }
+    Ok(())
+}

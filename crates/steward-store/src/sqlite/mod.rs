@@ -205,6 +205,22 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn due_for_reconcile(&self, now: Millis, limit: u32) -> StoreResult<Vec<ReconcileDue>> {
+        self.read(move |c| invocations::due_for_reconcile(c, now, limit))
+            .await
+    }
+
+    async fn schedule_reconcile(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        next_at: Option<Millis>,
+    ) -> StoreResult<()> {
+        let (env, effect) = (env.clone(), effect.clone());
+        self.write(move |tx| invocations::schedule_reconcile(tx, &env, &effect, next_at))
+            .await
+    }
+
     async fn invocation(
         &self,
         env: &EnvironmentId,

@@ -86,11 +86,14 @@ CREATE TABLE IF NOT EXISTS effects (
     provider_idempotency_key TEXT,
     created_by TEXT NOT NULL,
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    reconcile_after INTEGER,
+    reconcile_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS effects_operation_key
     ON effects(env_id, action_id, operation_key) WHERE operation_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS effects_state ON effects(state);
+CREATE INDEX IF NOT EXISTS effects_reconcile_due ON effects(reconcile_after) WHERE state = 'unknown';
 CREATE TABLE IF NOT EXISTS attempts (
     effect_id TEXT NOT NULL,
     number INTEGER NOT NULL,

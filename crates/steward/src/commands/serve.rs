@@ -2,7 +2,10 @@ use crate::DataArgs;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
-use steward_server::{serve, ServerConfig, DISPATCH_TIMEOUT_MS_DEFAULT};
+use steward_server::{
+    serve, ServerConfig, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
+    RECONCILE_INTERVAL_MS_DEFAULT,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,6 +20,12 @@ pub struct Args {
     /// The provider call deadline in milliseconds; past it an attempt is `unknown`.
     #[arg(long, env = "STEWARD_DISPATCH_TIMEOUT_MS", default_value_t = DISPATCH_TIMEOUT_MS_DEFAULT)]
     dispatch_timeout_ms: u64,
+    /// How long after an attempt's deadline "not found at the provider" stays inconclusive.
+    #[arg(long, env = "STEWARD_ABSENCE_GRACE_MS", default_value_t = ABSENCE_GRACE_MS_DEFAULT)]
+    absence_grace_ms: u64,
+    /// The background reconciler's tick in milliseconds; 0 turns it off.
+    #[arg(long, env = "STEWARD_RECONCILE_INTERVAL_MS", default_value_t = RECONCILE_INTERVAL_MS_DEFAULT)]
+    reconcile_interval_ms: u64,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -26,6 +35,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         listen: args.listen,
         allow_insecure_destinations: args.allow_insecure_destinations,
         dispatch_timeout: Duration::from_millis(args.dispatch_timeout_ms),
+        absence_grace: Duration::from_millis(args.absence_grace_ms),
+        reconcile_interval: (args.reconcile_interval_ms > 0)
+            .then(|| Duration::from_millis(args.reconcile_interval_ms)),
     };
     serve(config, super::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

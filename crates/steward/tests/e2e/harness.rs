@@ -62,6 +62,12 @@ impl Server {
             .arg(data)
             .args(["--listen", "127.0.0.1:0"])
             .args(&args)
+            // Tests see `unknown` as it is; the ones about the reconciler turn it on.
+            .args(if args.iter().any(|a| a == "--reconcile-interval-ms") {
+                vec![]
+            } else {
+                vec!["--reconcile-interval-ms", "0"]
+            })
             .env_remove("STEWARD_CRASH_AT")
             .env("STEWARD_LOG", "info")
             .stdout(Stdio::piped())

@@ -9,5 +9,6 @@ mod crash;
 mod exactly_once;
 mod isolation;
 mod outcomes;
+mod recovery;
 mod secrets;
 mod storage_failure;

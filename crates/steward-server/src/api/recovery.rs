@@ -1,0 +1,302 @@
+//! Settling what Steward could not: reconcile (read-only), manual resolution, notes, replay.
+
+use super::body::{self, only_known, optional_string};
+use super::{idempotent, views};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::reconcile::reconcile as reconcile_effect;
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
+use steward_core::{next, scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
+use steward_store::{Actor, EffectChange, EffectDetail, NewEvidence, StoreError};
+
+/// Stripe keeps an idempotency key for 24 hours; after that the same key could create a second
+/// refund, so a replay is refused.
+pub const PROVIDER_IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3600 * 1000;
+/// A replay must start at least this long before the window closes, so that it cannot land
+/// after the provider has forgotten the key (one dispatch deadline plus a wide margin).
+pub const REPLAY_WINDOW_MARGIN_MS: i64 = 3600 * 1000;
+
+fn effect_id(id: &str) -> ApiResult<EffectId> {
+    EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
+}
+
+async fn detail(state: &AppState, caller: &Caller, id: &EffectId) -> ApiResult<EffectDetail> {
+    state
+        .store
+        .effect(&caller.env.id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("effect"))
+}
+
+pub async fn reconcile(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_INVOKE)?;
+    let id = effect_id(&id)?;
+    let request = json!({"op": "effect.reconcile", "id": id, "at": state.clock.now().0});
+    // Reconcile is read-only and safe to repeat, so a resend runs it again rather than replaying.
+    let _ = headers;
+    let _ = request;
+    detail(&state, &caller, &id).await?;
+    reconcile_effect(
+        &state,
+        &caller.env.id,
+        &id,
+        "api",
+        Actor::key(&caller.key.id, state.clock.now()),
+    )
+    .await?;
+    Ok(crate::envelope::ok(views::effect_detail(
+        &detail(&state, &caller, &id).await?,
+    )))
+}
+
+/// Manual resolutions come from a different key than the one that invoked.
+fn refuse_own(caller: &Caller, invoker: &steward_core::KeyId) -> ApiResult<()> {
+    if &caller.key.id == invoker {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "self_resolution_forbidden",
+            "a key never resolves an invocation it made; resolve it with another key",
+        ));
+    }
+    Ok(())
+}
+
+fn outcome(map: &Map<String, Value>) -> ApiResult<ManualOutcome> {
+    match optional_string(map, "outcome")?.as_deref() {
+        Some("succeeded") => Ok(ManualOutcome::Succeeded),
+        Some("failed") => Ok(ManualOutcome::Failed),
+        _ => Err(ApiError::validation(
+            "outcome",
+            "must be succeeded or failed",
+        )),
+    }
+}
+
+fn required_text(map: &Map<String, Value>, field: &str) -> ApiResult<String> {
+    match optional_string(map, field)? {
+        Some(t) if !t.trim().is_empty() => Ok(t),
+        _ => Err(ApiError::validation(field, "is required")),
+    }
+}
+
+/// Settles an unknown effect by hand, with its evidence.
+async fn resolve_by_hand(
+    state: &AppState,
+    caller: &Caller,
+    d: &EffectDetail,
+    outcome: ManualOutcome,
+    evidence: NewEvidence,
+    reference: Option<String>,
+) -> ApiResult<()> {
+    refuse_own(caller, &d.effect.created_by)?;
+    if d.effect.state != EffectState::Unknown {
+        return Err(ApiError::conflict(
+            "effect_not_unknown",
+            format!(
+                "only an unknown effect is resolved by hand; this one is {}",
+                d.effect.state.invocation_status().as_str()
+            ),
+        ));
+    }
+    let (to, _) = next(EffectState::Unknown, EffectEvent::Resolve { outcome })
+        .map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
+    let mut change = EffectChange::new(
+        &caller.env.id,
+        &d.effect.id,
+        EffectState::Unknown,
+        to,
+        Actor::key(&caller.key.id, state.clock.now()),
+    );
+    change.evidence = Some(evidence);
+    change.external_reference = reference;
+    if to == EffectState::Failed {
+        change.error = Some(
+            json!({"code": "resolved_failed", "message": "resolved by hand: the write did not happen"}),
+        );
+    }
+    state
+        .store
+        .change_effect(&change)
+        .await
+        .map_err(|e| match e {
+            StoreError::StateConflict { .. } => ApiError::conflict(
+                "effect_not_unknown",
+                "the effect was settled by someone else first",
+            ),
+            other => other.into(),
+        })
+}
+
+pub async fn resolve_effect(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_RESOLVE)?;
+    let id = effect_id(&id)?;
+    let map = body::object(&bytes)?;
+    only_known(
+        &map,
+        &[
+            "outcome",
+            "reason",
+            "partialEffect",
+            "actualImpact",
+            "externalReference",
+        ],
+    )?;
+    let outcome = outcome(&map)?;
+    let reason = required_text(&map, "reason")?;
+    let partial = optional_string(&map, "partialEffect")?;
+    if partial
+        .as_deref()
+        .is_some_and(|p| !matches!(p, "none" | "possible" | "confirmed"))
+    {
+        return Err(ApiError::validation(
+            "partialEffect",
+            "must be none, possible or confirmed",
+        ));
+    }
+    let actual_impact = match map.get("actualImpact") {
+        None | Some(Value::Null) => Value::Null,
+        Some(v @ Value::Array(_)) => v.clone(),
+        Some(_) => return Err(ApiError::validation("actualImpact", "must be a list")),
+    };
+    let reference = optional_string(&map, "externalReference")?;
+    let request = json!({"op": "effect.resolve", "id": id, "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let d = detail(&state, &caller, &id).await?;
+        let evidence = NewEvidence::new("manual_resolution", "manual", format!("resolved {} by hand: {reason}", match outcome {
+            ManualOutcome::Succeeded => "succeeded",
+            ManualOutcome::Failed => "failed",
+        }))
+        .with_data(json!({"label": "manual", "reason": reason, "partialEffect": partial, "actualImpact": actual_impact, "externalReference": reference}));
+        resolve_by_hand(&state, &caller, &d, outcome, evidence, reference.clone()).await?;
+        Ok((StatusCode::OK, views::effect_detail(&detail(&state, &caller, &id).await?)))
+    })
+    .await
+}
+
+pub async fn resolve_invocation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_RESOLVE)?;
+    let id = InvocationId::parse(&id).map_err(|_| ApiError::not_found("invocation"))?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &["outcome", "evidence", "externalReference"])?;
+    let outcome = outcome(&map)?;
+    let text = required_text(&map, "evidence")?;
+    let reference = optional_string(&map, "externalReference")?;
+    let request = json!({"op": "invocation.resolve", "id": id, "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let inv = state
+            .store
+            .invocation(&caller.env.id, &id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("invocation"))?;
+        let d = detail(&state, &caller, &inv.effect_id).await?;
+        let evidence = NewEvidence::new(
+            "manual_resolution",
+            "manual",
+            format!("resolved by hand: {text}"),
+        )
+        .with_data(json!({"label": "manual", "evidence": text, "externalReference": reference}));
+        resolve_by_hand(&state, &caller, &d, outcome, evidence, reference.clone()).await?;
+        let inv = state
+            .store
+            .invocation(&caller.env.id, &id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("invocation"))?;
+        Ok((StatusCode::OK, views::invocation(&inv)))
+    })
+    .await
+}
+
+pub async fn note(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_RESOLVE)?;
+    let id = effect_id(&id)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &["note"])?;
+    let text = required_text(&map, "note")?;
+    let request = json!({"op": "effect.note", "id": id, "note": text});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        detail(&state, &caller, &id).await?;
+        let evidence = NewEvidence::new("note", "manual", text.clone());
+        state
+            .store
+            .append_evidence(
+                &caller.env.id,
+                &id,
+                &evidence,
+                &Actor::key(&caller.key.id, state.clock.now()),
+            )
+            .await?;
+        Ok((
+            StatusCode::OK,
+            views::effect_detail(&detail(&state, &caller, &id).await?),
+        ))
+    })
+    .await
+}
+
+pub async fn replay(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_RESOLVE)?;
+    let id = effect_id(&id)?;
+    let d = detail(&state, &caller, &id).await?;
+    let request = json!({"op": "effect.replay", "id": id, "attempts": d.effect.attempt_count});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        if d.effect.state != EffectState::Unknown {
+            return Err(ApiError::conflict(
+                "effect_not_unknown",
+                format!("only an unknown effect is replayed; this one is {}", d.effect.state.invocation_status().as_str()),
+            ));
+        }
+        if d.effect.provider_idempotency_key.is_none() {
+            return Err(ApiError::conflict(
+                "replay_not_supported",
+                "this action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead",
+            ));
+        }
+        let first = d.attempts.first().map(|a| a.started_at).unwrap_or(d.effect.created_at);
+        if state.clock.now().0 >= first.0 + PROVIDER_IDEMPOTENCY_WINDOW_MS - REPLAY_WINDOW_MARGIN_MS {
+            return Err(ApiError::conflict(
+                "replay_window_closed",
+                "the provider keeps idempotency keys for 24 hours; this effect's window has closed, so a replay could create a second write",
+            ));
+        }
+        let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
+        let task_state = state.clone();
+        tokio::spawn(async move { crate::dispatch::replay(&task_state, &inv).await })
+            .await
+            .map_err(|e| ApiError::internal("replay task", &e))??;
+        Ok((StatusCode::OK, views::effect_detail(&detail(&state, &caller, &id).await?)))
+    })
+    .await
+}
