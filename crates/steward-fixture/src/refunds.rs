@@ -131,19 +131,33 @@ pub(crate) async fn require_test_key(req: Request, next: Next) -> Response {
     }
 }
 
+/// Bearer auth, or Basic auth with the key as the user name (as Stripe accepts `-u sk_test_...:`).
 fn is_test_key(authorization: &str) -> bool {
     let Some((scheme, token)) = authorization.trim().split_once(' ') else {
         return false;
     };
     let token = token.trim();
-    let rest = token
+    let key = if scheme.eq_ignore_ascii_case("bearer") {
+        token.to_string()
+    } else if scheme.eq_ignore_ascii_case("basic") {
+        match base64::engine::general_purpose::STANDARD.decode(token) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes)
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            Err(_) => return false,
+        }
+    } else {
+        return false;
+    };
+    let rest = key
         .strip_prefix("sk_test_")
-        .or_else(|| token.strip_prefix("rk_test_"));
-    scheme.eq_ignore_ascii_case("bearer")
-        && rest.is_some_and(|r| {
-            !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        })
+        .or_else(|| key.strip_prefix("rk_test_"));
+    rest.is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
 }
+
+use base64::Engine as _;
 
 fn random_alnum(n: usize) -> String {
     rand::thread_rng()

@@ -30,8 +30,9 @@ const FIELDS: [&str; 13] = [
     "governed",
 ];
 
-/// Parses and checks a whole definition.
-fn definition(map: Map<String, Value>) -> ApiResult<ActionDefinition> {
+/// Parses and checks a whole definition. `allow_http`: the server allows insecure destinations
+/// (local fixtures), so a governed action may call plain http.
+fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult<ActionDefinition> {
     let def: ActionDefinition = serde_json::from_value(Value::Object(map))
         .map_err(|e| ApiError::validation("body", format!("is not a valid action ({e})")))?;
     def.validate()
@@ -48,7 +49,8 @@ fn definition(map: Map<String, Value>) -> ApiResult<ActionDefinition> {
                 .split('/')
                 .next()
                 .unwrap_or("");
-            if !url.starts_with("https://") || host_part.contains("{{") {
+            let secure = url.starts_with("https://") || (allow_http && url.starts_with("http://"));
+            if !secure || host_part.contains("{{") {
                 return Err(ApiError::validation(
                     "urlTemplate",
                     "a governed action must call an https URL with a fixed host",
@@ -87,7 +89,7 @@ pub async fn create(
     only_known(&map, &FIELDS)?;
     let request = json!({"op": "action.create", "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let def = definition(map)?;
+        let def = definition(map, state.outbound.allow_insecure)?;
         let now = state.clock.now();
         let record = ActionRecord {
             id: ActionId::from_unique(&crate::clock::unique()),
@@ -149,7 +151,10 @@ pub async fn update(
     let request = json!({"op": "action.update", "ref": reference, "body": patch});
     idempotent::run(&state, &caller, &headers, request, || async {
         let current = find(&state, &caller, &reference).await?;
-        let def = definition(patched(&current.definition, &patch)?)?;
+        let def = definition(
+            patched(&current.definition, &patch)?,
+            state.outbound.allow_insecure,
+        )?;
         if def == current.definition {
             return Ok((StatusCode::OK, views::action(&current)));
         }

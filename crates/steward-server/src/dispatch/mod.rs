@@ -235,7 +235,7 @@ async fn read_back(
     verify: &Value,
     body: Option<&Value>,
 ) -> Result<(), String> {
-    let spec = crate::reconcile::verify::parse(verify)
+    let spec = crate::reconcile::verify::parse(verify, state.outbound.allow_insecure)
         .map_err(|(field, message)| format!("{field} {message}"))?;
     let response = body.cloned().unwrap_or(Value::Null);
     crate::reconcile::verify::read_back(

@@ -70,7 +70,11 @@ async fn find(
     if let (Some(adapter), Some(key)) = (&def.adapter, &detail.effect.provider_idempotency_key) {
         return Some(lookup::stripe_refund(state, inv, adapter, key).await);
     }
-    let spec = match def.verify.as_ref().map(verify::parse) {
+    let spec = match def
+        .verify
+        .as_ref()
+        .map(|v| verify::parse(v, state.outbound.allow_insecure))
+    {
         Some(Ok(spec)) => spec,
         Some(Err((field, message))) => {
             return Some(Finding::Inconclusive {

@@ -27,13 +27,14 @@ pub struct Check {
 }
 
 /// Parses a `verify` declaration; the error names the field.
-pub fn parse(verify: &Value) -> Result<VerifySpec, (String, String)> {
+/// Plain `http` is accepted only when the server allows insecure destinations (local fixtures).
+pub fn parse(verify: &Value, allow_http: bool) -> Result<VerifySpec, (String, String)> {
     let field = |f: &str| format!("verify.{f}");
     let url = verify
         .get("url")
         .and_then(Value::as_str)
         .ok_or((field("url"), "is required".into()))?;
-    if !url.starts_with("https://") {
+    if !(url.starts_with("https://") || (allow_http && url.starts_with("http://"))) {
         return Err((field("url"), "must be an https URL".into()));
     }
     let status = verify
@@ -254,14 +255,17 @@ mod tests {
 
     #[test]
     fn matches_paths_stars_templates_and_absence() {
-        let spec = parse(&json!({
-            "url": "https://api.example.com/x/{{response.id}}", "status": 200,
-            "match": [
-                {"path": "data.status", "equals": "sent"},
-                {"path": "labels.*.name", "equals": "{{input.label}}"},
-                {"path": "labels.*.name", "equals": "removed", "absent": true}
-            ]
-        }))
+        let spec = parse(
+            &json!({
+                "url": "https://api.example.com/x/{{response.id}}", "status": 200,
+                "match": [
+                    {"path": "data.status", "equals": "sent"},
+                    {"path": "labels.*.name", "equals": "{{input.label}}"},
+                    {"path": "labels.*.name", "equals": "removed", "absent": true}
+                ]
+            }),
+            false,
+        )
         .unwrap();
         let body = json!({"data": {"status": "sent"}, "labels": [{"name": "a"}, {"name": "b"}]});
         assert!(matches(&spec, &body, &json!({"label": "b"}), &json!({})).is_ok());
@@ -273,17 +277,23 @@ mod tests {
 
     #[test]
     fn parse_names_the_field() {
-        assert_eq!(parse(&json!({"status": 200})).unwrap_err().0, "verify.url");
         assert_eq!(
-            parse(&json!({"url": "http://x", "status": 200}))
+            parse(&json!({"status": 200}), false).unwrap_err().0,
+            "verify.url"
+        );
+        assert_eq!(
+            parse(&json!({"url": "http://x", "status": 200}), false)
                 .unwrap_err()
                 .0,
             "verify.url"
         );
         assert_eq!(
-            parse(&json!({"url": "https://x", "status": 200, "match": [{"equals": 1}]}))
-                .unwrap_err()
-                .0,
+            parse(
+                &json!({"url": "https://x", "status": 200, "match": [{"equals": 1}]}),
+                false
+            )
+            .unwrap_err()
+            .0,
             "verify.match.0.path"
         );
     }

@@ -367,3 +367,70 @@ async fn retry_of_is_accepted_only_after_a_settled_failure() {
     assert_eq!(retry.data()["retryOf"], failed.data()["id"]);
     assert_eq!(w.fixture.write_count(), 2);
 }
+
+#[tokio::test]
+async fn a_verify_read_back_grades_confirmed_and_a_mismatch_only_acknowledged() {
+    let w = world(&["--dispatch-timeout-ms", "2000"]).await;
+    let base = w.fixture.base_url();
+    let authority = base.trim_start_matches("http://");
+    // The fixture, like Stripe, takes the key as the Basic user name: the read-back can carry it.
+    let create = w
+        .operator
+        .post(
+            "/actions",
+            json!({
+                "name": "refund-verified",
+                "method": "POST",
+                "urlTemplate": format!("{base}/v1/refunds"),
+                "headers": {"Authorization": "Bearer {{secret:STRIPE_TEST_KEY}}"},
+                "bodyTemplate": {"payment_intent": "{{input.pi}}", "amount": "{{input.amount}}"},
+                "verify": {
+                    "url": format!("http://{{{{secret:STRIPE_TEST_KEY}}}}:@{authority}/v1/refunds/{{{{response.id}}}}"),
+                    "status": 200,
+                    "match": [{"path": "status", "equals": "succeeded"}, {"path": "amount", "equals": "{{input.amount}}"}]
+                }
+            }),
+        )
+        .await;
+    assert_eq!(create.status, 201, "{:?}", create.body);
+    let inv = w
+        .agent
+        .invoke(
+            "refund-verified",
+            json!({"pi": "pi_v", "amount": 700}),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(inv.data()["status"], "succeeded", "{:?}", inv.body);
+    assert_eq!(
+        inv.data()["grade"],
+        "confirmed",
+        "the read-back matched: {:?}",
+        inv.body
+    );
+
+    // Without a matching read-back a 2xx is only acknowledged.
+    let lax = w
+        .operator
+        .call("PATCH", "/actions/refund-verified", Some(json!({"verify": {
+            "url": format!("http://{{{{secret:STRIPE_TEST_KEY}}}}:@{authority}/v1/refunds/{{{{response.id}}}}"),
+            "status": 200,
+            "match": [{"path": "amount", "equals": 1}]
+        }})), None)
+        .await;
+    assert_eq!(lax.status, 200, "{:?}", lax.body);
+    let inv = w
+        .agent
+        .invoke(
+            "refund-verified",
+            json!({"pi": "pi_w", "amount": 800}),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(inv.data()["grade"], "acknowledged", "{:?}", inv.body);
+    assert_eq!(w.fixture.write_count(), 2);
+    let echoed = inv.body.to_string();
+    assert!(!echoed.contains(STRIPE_SECRET), "no secret in the answer");
+}
