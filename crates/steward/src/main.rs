@@ -36,6 +36,11 @@ enum Command {
     Audit(commands::audit::Command),
     /// Run the safe provider fixture (a Stripe-shaped refunds API that counts writes).
     Fixture(commands::fixture::Args),
+    /// Kill a worker (or the server) in every crash window, restart it, and count provider writes.
+    Chaos(commands::chaos::Args),
+    /// The bundled refund worker (what `steward chaos` drives by default).
+    #[command(hide = true)]
+    RefundWorker(steward_refund_worker::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -56,6 +61,8 @@ fn main() -> std::process::ExitCode {
             Command::Keys(command) => commands::keys::run(command).await,
             Command::Audit(command) => commands::audit::run(command).await,
             Command::Fixture(args) => commands::fixture::run(args).await,
+            Command::Chaos(args) => commands::chaos::run(args).await,
+            Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }
     });
     match result {

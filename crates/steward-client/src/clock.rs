@@ -1,0 +1,16 @@
+//! The one place that reads the wall clock and draws operation ids.
+
+use steward_core::Millis;
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now() -> Millis {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Millis(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A fresh unique suffix for an operation id (a ULID, lower-cased).
+pub(crate) fn unique() -> String {
+    ulid::Ulid::new().to_string().to_ascii_lowercase()
+}
