@@ -84,6 +84,19 @@ impl ActionDefinition {
         self.method.as_deref().unwrap_or("POST")
     }
 
+    /// The definition with its `impact` declaration in normal form (the unit filled in, a
+    /// currency lower-cased). Call after [`ActionDefinition::validate`].
+    pub fn normalized(mut self) -> Self {
+        if let Some(Ok(declaration)) = self
+            .impact
+            .as_ref()
+            .map(crate::impact::ImpactDeclaration::parse)
+        {
+            self.impact = Some(declaration.to_value());
+        }
+        self
+    }
+
     /// Checks the definition as a whole; the error names the offending field.
     pub fn validate(&self) -> Result<(), FieldError> {
         validate_name(&self.name)?;
@@ -102,6 +115,9 @@ impl ActionDefinition {
             }
             (Some(url), None) => validate_template_action(self, url)?,
             (None, Some(adapter)) => validate_adapter(self, adapter)?,
+        }
+        if let Some(impact) = &self.impact {
+            crate::impact::ImpactDeclaration::parse(impact)?;
         }
         if let Some(schema) = &self.input_schema {
             if !schema.is_object() {

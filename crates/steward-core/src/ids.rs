@@ -93,6 +93,12 @@ define_id!(
 define_id!(
     /// A human decision request.
     ApprovalId, "apr_", "approval");
+define_id!(
+    /// An approval policy: a rule deciding require_approval, auto_approve or auto_deny.
+    PolicyId, "pol_", "policy");
+define_id!(
+    /// A shared impact limit on one dimension.
+    LimitId, "lim_", "impact limit");
 
 /// A caller-chosen stable identity for one business operation. At most one effect per
 /// `(environment, action, operation key)`, ever.

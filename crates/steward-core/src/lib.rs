@@ -27,6 +27,10 @@
 //! The other modules are small: typed ids ([`EffectId`], ...), canonical JSON fingerprints
 //! ([`fingerprint`]), action definitions and their templates, secret host policy and redaction,
 //! scopes and roles, and timestamps ([`Millis`]).
+//!
+//! Governance lives in two public modules: [`policy`] (approval policies: matching, ordering,
+//! CEL conditions, the decision for one request) and [`impact`] (impact declarations, amount
+//! expressions, limits and the arithmetic of reserving against them).
 
 mod action;
 mod approval;
@@ -35,7 +39,9 @@ mod classify;
 mod crash;
 mod effect;
 mod ids;
+pub mod impact;
 mod invocation;
+pub mod policy;
 mod scope;
 mod secret;
 mod template;
@@ -52,7 +58,7 @@ pub use effect::{
 };
 pub use ids::{
     ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
-    InvocationId, KeyId, OperationKey, CLIENT_KEY_LEN_MAX,
+    InvocationId, KeyId, LimitId, OperationKey, PolicyId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
 pub use scope::{scopes, Role, PRIVILEGED};

@@ -1,8 +1,16 @@
-//! Arms the server's crash points from `STEWARD_CRASH_AT`. Reaching an armed point aborts the
-//! process at once (no destructors, like SIGKILL). Unarmed, a check is one atomic load.
+//! Crash points. In a real process, `STEWARD_CRASH_AT=<point>` aborts it at that point (no
+//! destructors, like SIGKILL); unarmed, a check is one atomic load. In-process simulations pass a
+//! [`CrashHook`] instead: the dispatch stops right there and leaves the durable state exactly as
+//! a process death would.
 
-use std::sync::OnceLock;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::http::StatusCode;
+use std::sync::{Arc, OnceLock};
 use steward_core::{CrashPoint, CRASH_AT_ENV};
+
+/// Decides, per crash point reached, whether the simulated process dies there.
+pub type CrashHook = Arc<dyn Fn(CrashPoint) -> bool + Send + Sync>;
 
 fn armed() -> Option<CrashPoint> {
     static ARMED: OnceLock<Option<CrashPoint>> = OnceLock::new();
@@ -13,9 +21,19 @@ fn armed() -> Option<CrashPoint> {
     })
 }
 
-pub fn reach(point: CrashPoint) {
+/// Passes `point`: aborts the process when it is armed; returns an error when a simulation's
+/// hook decides to crash here.
+pub fn reach(state: &AppState, point: CrashPoint) -> Result<(), ApiError> {
     if armed() == Some(point) {
         eprintln!("steward: crash point {} reached; aborting", point.name());
         std::process::abort();
+    }
+    match &state.crash_hook {
+        Some(hook) if hook(point) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SIMULATED_CRASH",
+            format!("simulated crash at {}", point.name()),
+        )),
+        _ => Ok(()),
     }
 }

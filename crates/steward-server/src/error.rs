@@ -106,6 +106,10 @@ impl From<StoreError> for ApiError {
                     "another request changed this record first; read it again",
                 )
             }
+            StoreError::Halted => ApiError::conflict(
+                "environment_halted",
+                "this environment is halted; nothing was sent",
+            ),
             StoreError::Corrupt(_) => ApiError::internal("corrupt record", &err),
         }
     }

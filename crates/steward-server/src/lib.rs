@@ -26,8 +26,10 @@ mod vault;
 
 pub use api::app;
 pub use clock::{unique, Clock, SystemClock};
+pub use crash::CrashHook;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
+pub use metrics::Metrics;
 pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use steward_store::{SqliteStore, Store};
+use steward_store::{PostgresStore, SqliteStore, Store};
 
 /// The embedded database's file name inside the data directory.
 pub const DATABASE_FILE: &str = "steward.db";
@@ -18,6 +18,9 @@ pub const DATABASE_FILE: &str = "steward.db";
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
+    /// A PostgreSQL connection string to use instead of the embedded store in `data_dir` (which
+    /// still holds the vault's master key).
+    pub database: Option<String>,
     pub listen: SocketAddr,
     pub allow_insecure_destinations: bool,
     pub dispatch_timeout: Duration,
@@ -27,10 +30,21 @@ pub struct ServerConfig {
     pub reconcile_interval: Option<Duration>,
 }
 
-/// Opens the embedded store of a data directory.
-pub fn open_store(data_dir: &Path) -> anyhow::Result<SqliteStore> {
-    SqliteStore::open(&data_dir.join(DATABASE_FILE))
-        .with_context(|| format!("cannot open the store in {}", data_dir.display()))
+/// Opens the store: the PostgreSQL database at `database` when given (applying its schema
+/// migrations), else the embedded store of the data directory.
+pub async fn open_store(data_dir: &Path, database: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
+    match database {
+        // The connection string may hold a password: it is not repeated in the error.
+        Some(url) => Ok(Arc::new(
+            PostgresStore::connect(url)
+                .await
+                .context("cannot open the PostgreSQL store")?,
+        )),
+        None => Ok(Arc::new(
+            SqliteStore::open(&data_dir.join(DATABASE_FILE))
+                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
+        )),
+    }
 }
 
 /// Recovers, listens, and serves until `shutdown` resolves. Prints `listening on http://ADDR`
@@ -39,7 +53,7 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let store = open_store(&config.data_dir)?;
+    let store = open_store(&config.data_dir, config.database.as_deref()).await?;
     let vault = Vault::open_or_create(&config.data_dir)?;
     let clock = Arc::new(SystemClock);
     let report = store
@@ -57,7 +71,7 @@ pub async fn serve(
         allow_insecure: config.allow_insecure_destinations,
     };
     let state = AppState {
-        store: Arc::new(store),
+        store,
         vault,
         clock,
         http: http_client(outbound).context("cannot build the HTTP client")?,
@@ -66,6 +80,7 @@ pub async fn serve(
         approval_events: Arc::new(tokio::sync::Notify::new()),
         absence_grace: config.absence_grace,
         metrics: Arc::new(crate::metrics::Metrics::default()),
+        crash_hook: None,
     };
     resume_approved(&state, &report.approved_to_dispatch).await;
     tokio::spawn(expire_approvals(state.clone()));

@@ -26,6 +26,8 @@ pub struct AppState {
     /// found" is not proof of absence.
     pub absence_grace: Duration,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// In-process simulations only: crash (stop the dispatch) where this says so.
+    pub crash_hook: Option<crate::crash::CrashHook>,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

@@ -26,6 +26,10 @@ pub enum StoreError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// The environment is halted (the kill switch): no attempt was recorded, nothing may be
+    /// sent. Returned by `change_effect` for `AttemptChange::Begin`.
+    #[error("the environment is halted")]
+    Halted,
     /// Stored data could not be decoded: a bug or corruption, never user input.
     #[error("corrupt record: {0}")]
     Corrupt(String),

@@ -4,7 +4,9 @@
 //! contract in its doc: what is durable once it returns, and what recovery relies on.
 //!
 //! The embedded default is [`SqliteStore`]: one file on disk in WAL mode with
-//! `synchronous=FULL`, so a commit is fsync'd before the call returns.
+//! `synchronous=FULL`, so a commit is fsync'd before the call returns. Past one machine,
+//! [`PostgresStore`] keeps the same semantics in one PostgreSQL database shared by several
+//! replicas (`PostgresStore::connect("postgres://steward@db/steward").await?`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), steward_store::StoreError> {
@@ -21,12 +23,18 @@
 
 mod audit;
 mod error;
+mod governance;
+mod postgres;
 mod records;
 mod sqlite;
 mod store;
 
 pub use audit::{event_hash, verify_chain, ChainError, GENESIS_HASH};
 pub use error::{StoreError, StoreResult};
+pub use governance::{
+    ImpactRequest, LimitRecord, LimitStatus, PolicyRecord, PolicyVersion, ReserveOutcome,
+};
+pub use postgres::PostgresStore;
 pub use records::*;
 pub use sqlite::SqliteStore;
 pub use store::Store;

@@ -212,6 +212,9 @@ pub struct Submission {
     pub provider_idempotency_key: Option<String>,
     /// For a gated invocation (`initial` is `AwaitingApproval`): the approval to create with it.
     pub approval: Option<NewApproval>,
+    /// The policy decision that shaped `initial` (recorded on the invocation, never rewritten).
+    /// `initial` may be `Rejected { Denied }` only with a decision: a policy denied it.
+    pub decision: Option<Value>,
     pub evidence: NewEvidence,
     pub actor: KeyId,
     pub now: Millis,

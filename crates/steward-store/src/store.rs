@@ -3,12 +3,14 @@
 //! of it was committed. Every state change appends its audit event in the same transaction.
 
 use crate::error::StoreResult;
+use crate::governance::*;
 use crate::records::*;
 use async_trait::async_trait;
 use serde_json::Value;
+use steward_core::policy::PolicySpec;
 use steward_core::{
     ActionDefinition, ActionId, ApprovalId, Decision, EffectId, EnvironmentId, IdempotencyKey,
-    InvocationId, KeyId, Millis,
+    InvocationId, KeyId, LimitId, Millis, PolicyId,
 };
 
 #[async_trait]
@@ -102,6 +104,10 @@ pub trait Store: Send + Sync + 'static {
     /// with it. With `AttemptChange::Begin` this is write path step 2: once it returns, the
     /// attempt is durable, and a restart will find the effect `dispatching` and make it
     /// `unknown` rather than send again.
+    ///
+    /// In the same transaction it settles the effect's impact reservations for the new state
+    /// (`steward_core::impact::reservation_after`), and it refuses `AttemptChange::Begin` with
+    /// `Halted` while the environment is halted (nothing is recorded).
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()>;
 
     /// Appends evidence without changing state (a note, an inconclusive lookup).
@@ -202,6 +208,110 @@ pub trait Store: Send + Sync + 'static {
         env: &EnvironmentId,
         key: &IdempotencyKey,
     ) -> StoreResult<()>;
+
+    // --- approval policies -----------------------------------------------------------------
+
+    /// Creates the policy at version 1 (its first immutable version, with `change_note`).
+    /// `Duplicate` if a live policy in the environment has that name.
+    async fn create_policy(
+        &self,
+        policy: &PolicyRecord,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<()>;
+    /// Appends version `expected_version + 1` holding `spec`; `VersionConflict` if another edit
+    /// came first, `NotFound` if the policy is deleted or in another environment, `Duplicate`
+    /// if the new name is taken. Earlier versions never change.
+    async fn update_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        expected_version: u32,
+        spec: &PolicySpec,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<PolicyRecord>;
+    /// Deletes a live policy: it stops applying at once, and a tombstone version is appended.
+    /// Its versions stay readable (`policy_versions`). `false` if there was no live policy.
+    async fn delete_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<bool>;
+    /// A live policy at its current version.
+    async fn policy(&self, env: &EnvironmentId, id: &PolicyId)
+        -> StoreResult<Option<PolicyRecord>>;
+    /// Every live policy of the environment (enabled or not), oldest first.
+    async fn list_policies(&self, env: &EnvironmentId) -> StoreResult<Vec<PolicyRecord>>;
+    /// Every version of a policy, live or deleted, oldest first (empty if no such policy in
+    /// this environment).
+    async fn policy_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Vec<PolicyVersion>>;
+
+    // --- impact limits ---------------------------------------------------------------------
+
+    async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()>;
+    /// Renames a limit or changes its amount (`None` keeps the field). Lowering it releases no
+    /// reservation, consumption or exposure. Works on archived limits too.
+    async fn update_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        name: Option<&str>,
+        amount: Option<i64>,
+        actor: &Actor,
+    ) -> StoreResult<LimitRecord>;
+    /// Archives a limit: new effects no longer reserve against it; existing reservations still
+    /// settle. `false` if it was already archived or does not exist.
+    async fn archive_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        actor: &Actor,
+    ) -> StoreResult<bool>;
+    /// A limit with its usage (consumed, reserved, exposure) in the window containing `now`.
+    async fn limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        now: Millis,
+    ) -> StoreResult<Option<LimitStatus>>;
+    async fn list_limits(
+        &self,
+        env: &EnvironmentId,
+        include_archived: bool,
+        now: Millis,
+    ) -> StoreResult<Vec<LimitStatus>>;
+    /// Reserves, in one transaction, every live limit of the environment that applies to one of
+    /// the effect's quantities (`LimitSpec::applies`), in the window containing `actor.now`; or,
+    /// when any of them lacks room or the quantity is missing, reserves nothing and answers
+    /// `Refused`. Concurrent reservations serialize: their sum never passes a limit. Idempotent
+    /// per effect: an effect that already holds reservations gets `AlreadyReserved`. Once
+    /// `Reserved` returns, the reservations are durable; `change_effect` settles them (success
+    /// consumes, failure or rejection releases, unknown keeps them as exposure), and recovery's
+    /// `ready -> failed` releases those of an effect that never got its attempt.
+    async fn reserve_impact(&self, request: &ImpactRequest) -> StoreResult<ReserveOutcome>;
+
+    // --- the kill switch -------------------------------------------------------------------
+
+    /// Halts (`halted = true`, with `reason`) or resumes the environment. While it is halted,
+    /// `change_effect` refuses every `AttemptChange::Begin` with `Halted` in the same
+    /// transaction that would record the attempt, so nothing committed after the halt is sent.
+    async fn set_halted(
+        &self,
+        env: &EnvironmentId,
+        halted: bool,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Environment>;
+    /// Every invocation of the environment whose effect is `ready` (allowed, never attempted),
+    /// oldest first: the work a halt parked.
+    async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>>;
 
     // --- recovery and audit ----------------------------------------------------------------
 

@@ -8,8 +8,10 @@
 //! log are global), and they are written so that earlier sub-tests do not disturb them as long
 //! as nothing else writes to the store while the suite runs.
 //!
-//! At the bottom, every sub-test is also its own `#[tokio::test]` against a fresh SQLite file. A
-//! PostgreSQL backend calls the same functions with its own store.
+//! At the bottom, every sub-test is also its own `#[tokio::test]` against a fresh SQLite file and
+//! against a fresh PostgreSQL database (`STEWARD_TEST_DATABASE_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/postgres`; each test creates `steward_test_<unique>` there
+//! and drops it afterwards). An unreachable PostgreSQL fails those tests: it is never skipped.
 
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
@@ -17,16 +19,20 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
+use steward_core::impact::{LimitSpec, Quantity, Refusal, Usage};
+use steward_core::policy::PolicySpec;
 use steward_core::{
     fingerprint, ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey,
     InvocationId, KeyId, Millis, OperationKey,
 };
+use steward_core::{LimitId, PolicyId, Rejection};
 use steward_store::{
     event_hash, verify_chain, ActionRecord, Actor, ApiKeyRecord, AttemptChange, ChainError,
     EffectChange, EffectDetail, EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord,
-    NewEvidence, RecoveryReport, SecretRecord, SqliteStore, Store, StoreError, Submission,
-    SubmitOutcome, GENESIS_HASH,
+    NewEvidence, PostgresStore, RecoveryReport, SecretRecord, SqliteStore, Store, StoreError,
+    Submission, SubmitOutcome, GENESIS_HASH,
 };
+use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -49,6 +55,10 @@ pub async fn run_all(store: Arc<dyn Store>) {
     environments_are_walls(store.clone()).await;
     list_filters_and_paging(store.clone()).await;
     writes_naming_an_unknown_environment_are_not_duplicates(store.clone()).await;
+    policies_are_versioned_and_walled(store.clone()).await;
+    limit_reservations_never_exceed_a_limit(store.clone()).await;
+    a_halted_environment_records_no_attempt(store.clone()).await;
+    a_policy_decision_is_recorded_with_the_invocation(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -2050,6 +2060,557 @@ where
 }
 
 // ------------------------------------------------------------------------------------------
+// Governance: approval policies, impact limits and reservations, the kill switch
+// ------------------------------------------------------------------------------------------
+
+fn policy_spec(name: &str, effect: &str) -> PolicySpec {
+    let body =
+        json!({"name": name, "matchKind": "action", "matchActionName": "refund", "effect": effect});
+    PolicySpec::from_create(body.as_object().expect("object")).expect("valid policy")
+}
+
+fn policy_record(env: &Env, spec: PolicySpec) -> PolicyRecord {
+    PolicyRecord {
+        id: PolicyId::from_unique(&unique("pol")),
+        env_id: env.id.clone(),
+        version: 1,
+        spec,
+        created_at: T0,
+        updated_at: T0,
+    }
+}
+
+fn limit_record(env: &Env, body: Value) -> LimitRecord {
+    LimitRecord {
+        id: LimitId::from_unique(&unique("lim")),
+        env_id: env.id.clone(),
+        spec: LimitSpec::from_create(body.as_object().expect("object")).expect("valid limit"),
+        archived_at: None,
+        created_at: T0,
+        updated_at: T0,
+    }
+}
+
+fn mutation(amount: Option<i64>) -> Quantity {
+    Quantity {
+        dimension: "resource_mutations".into(),
+        unit: "resource_mutations".into(),
+        amount,
+    }
+}
+
+fn impact_request(
+    env: &Env,
+    effect: &EffectId,
+    quantities: Vec<Quantity>,
+    at: i64,
+) -> ImpactRequest {
+    ImpactRequest {
+        env_id: env.id.clone(),
+        effect_id: effect.clone(),
+        action_name: "refund".into(),
+        quantities,
+        actor: env.actor(at),
+    }
+}
+
+async fn usage_of(env: &Env, id: &LimitId, at: i64) -> Usage {
+    env.store
+        .limit(&env.id, id, Millis(at))
+        .await
+        .expect("limit")
+        .expect("limit exists")
+        .usage
+}
+
+/// Policies: a live name is unique per environment; every edit appends an immutable version
+/// (compare-and-set on the version); deletion appends a tombstone and keeps every version
+/// readable; another environment sees and changes nothing.
+pub async fn policies_are_versioned_and_walled(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "policies").await;
+    let other = Env::new(&store, "policies-other").await;
+    let record = policy_record(&env, policy_spec("no refunds", "require_approval"));
+    store
+        .create_policy(&record, Some("first"), &env.actor(T0.0))
+        .await
+        .expect("create_policy");
+    let twin = policy_record(&env, policy_spec("no refunds", "auto_approve"));
+    assert!(matches!(
+        store.create_policy(&twin, None, &env.actor(T0.0)).await,
+        Err(StoreError::Duplicate { .. })
+    ));
+    // The same name in another environment is independent.
+    store
+        .create_policy(
+            &policy_record(&other, policy_spec("no refunds", "auto_approve")),
+            None,
+            &other.actor(T0.0),
+        )
+        .await
+        .expect("same name elsewhere");
+
+    let stored = store
+        .policy(&env.id, &record.id)
+        .await
+        .expect("policy")
+        .expect("exists");
+    assert_eq!(stored, record);
+    let mut edited = record.spec.clone();
+    edited.priority = 7;
+    let updated = store
+        .update_policy(
+            &env.id,
+            &record.id,
+            1,
+            &edited,
+            Some("raise"),
+            &env.actor(2_000),
+        )
+        .await
+        .expect("update_policy");
+    assert_eq!((updated.version, updated.spec.priority), (2, 7));
+    assert_eq!(updated.updated_at, Millis(2_000));
+    match store
+        .update_policy(&env.id, &record.id, 1, &edited, None, &env.actor(2_100))
+        .await
+    {
+        Err(StoreError::VersionConflict {
+            expected: 1,
+            found: 2,
+        }) => {}
+        other => panic!("a stale edit must conflict, got {other:?}"),
+    }
+
+    // Walls.
+    assert_eq!(
+        store.policy(&other.id, &record.id).await.expect("read"),
+        None
+    );
+    assert!(matches!(
+        store
+            .update_policy(&other.id, &record.id, 2, &edited, None, &other.actor(2_200))
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(!store
+        .delete_policy(&other.id, &record.id, None, &other.actor(2_200))
+        .await
+        .expect("delete"));
+    assert!(store
+        .policy_versions(&other.id, &record.id)
+        .await
+        .expect("versions")
+        .is_empty());
+    let theirs = store.list_policies(&other.id).await.expect("list");
+    assert!(theirs.iter().all(|p| p.id != record.id));
+    assert_eq!(store.list_policies(&env.id).await.expect("list").len(), 1);
+
+    // Deletion: gone from the live set, every version kept, a tombstone last.
+    assert!(store
+        .delete_policy(&env.id, &record.id, Some("retire"), &env.actor(3_000))
+        .await
+        .expect("delete"));
+    assert!(!store
+        .delete_policy(&env.id, &record.id, None, &env.actor(3_001))
+        .await
+        .expect("again"));
+    assert_eq!(store.policy(&env.id, &record.id).await.expect("read"), None);
+    assert!(store.list_policies(&env.id).await.expect("list").is_empty());
+    let versions = store
+        .policy_versions(&env.id, &record.id)
+        .await
+        .expect("versions");
+    let summary: Vec<(u32, bool, Option<&str>)> = versions
+        .iter()
+        .map(|v| (v.version, v.is_tombstone(), v.change_note.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (1, false, Some("first")),
+            (2, false, Some("raise")),
+            (3, true, Some("retire"))
+        ]
+    );
+    assert_eq!(versions[0].spec.as_ref(), Some(&record.spec));
+    assert_eq!(versions[2].created_by, Some(env.key.clone()));
+    // The name is free again once the policy is deleted.
+    store
+        .create_policy(
+            &policy_record(&env, policy_spec("no refunds", "auto_deny")),
+            None,
+            &env.actor(4_000),
+        )
+        .await
+        .expect("a deleted policy's name can be reused");
+}
+
+/// Reservations: concurrent reservations never pass a limit; reserving is idempotent per
+/// effect; settlement in `change_effect` consumes on success, releases on failure and keeps
+/// exposure while unknown; windows reset usage; archived limits stop applying; a missing
+/// quantity is refused.
+pub async fn limit_reservations_never_exceed_a_limit(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "limits").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let limit = limit_record(
+        &env,
+        json!({"name": "ten", "dimension": "resource_mutations", "period": "total", "amount": 10}),
+    );
+    store
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    let mut effects = Vec::new();
+    for i in 0..40 {
+        let sub = env.submission(&action, json!({"n": i}));
+        expect_created(store.submit(&sub).await.expect("submit"));
+        effects.push(sub.effect_id);
+    }
+    let tasks: Vec<_> = effects
+        .iter()
+        .map(|effect| {
+            let store = store.clone();
+            let request = impact_request(&env, effect, vec![mutation(Some(1))], T0.0);
+            tokio::spawn(async move {
+                (
+                    request.effect_id.clone(),
+                    store.reserve_impact(&request).await,
+                )
+            })
+        })
+        .collect();
+    let mut granted = Vec::new();
+    let mut refused = 0;
+    for task in tasks {
+        let (effect, outcome) = task.await.expect("reserve task");
+        match outcome.expect("reserve_impact") {
+            ReserveOutcome::Reserved(held) => {
+                assert_eq!(held, vec![(limit.id.clone(), 1)]);
+                granted.push(effect);
+            }
+            ReserveOutcome::Refused {
+                limit_id, refusal, ..
+            } => {
+                assert_eq!(limit_id, limit.id);
+                assert_eq!(
+                    refusal,
+                    Refusal::Exhausted {
+                        requested: 1,
+                        available: 0
+                    }
+                );
+                refused += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        (granted.len(), refused),
+        (10, 30),
+        "exactly the limit is granted"
+    );
+    assert_eq!(
+        usage_of(&env, &limit.id, T0.0).await,
+        Usage {
+            consumed: 0,
+            reserved: 10,
+            exposure: 0
+        }
+    );
+    assert_eq!(
+        store
+            .reserve_impact(&impact_request(
+                &env,
+                &granted[0],
+                vec![mutation(Some(1))],
+                T0.0
+            ))
+            .await
+            .expect("again"),
+        ReserveOutcome::AlreadyReserved
+    );
+
+    // Settlement: 4 succeed, 3 become unknown, 3 fail without an attempt.
+    for effect in &granted[..7] {
+        env.begin_attempt(effect, 2_000).await;
+    }
+    for effect in &granted[..4] {
+        env.finish_attempt(effect, EffectState::Succeeded { confirmed: true }, 2_100)
+            .await;
+    }
+    for effect in &granted[4..7] {
+        env.finish_attempt(effect, EffectState::Unknown, 2_100)
+            .await;
+    }
+    for effect in &granted[7..] {
+        store
+            .change_effect(&env.change(effect, EffectState::Ready, EffectState::Failed, 2_200))
+            .await
+            .expect("Ready -> Failed");
+    }
+    let usage = usage_of(&env, &limit.id, 2_300).await;
+    assert_eq!(
+        usage,
+        Usage {
+            consumed: 4,
+            reserved: 0,
+            exposure: 3
+        }
+    );
+    assert_eq!(usage.available(10), 3);
+    // An unknown effect found at the provider consumes its exposure.
+    store
+        .change_effect(&env.change(
+            &granted[4],
+            EffectState::Unknown,
+            EffectState::Succeeded { confirmed: true },
+            2_400,
+        ))
+        .await
+        .expect("Unknown -> Succeeded");
+    assert_eq!(
+        usage_of(&env, &limit.id, 2_500).await,
+        Usage {
+            consumed: 5,
+            reserved: 0,
+            exposure: 2
+        }
+    );
+    let listed = store
+        .list_limits(&env.id, false, Millis(2_500))
+        .await
+        .expect("list_limits");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].available(), 3);
+
+    // A missing quantity is refused while a limit applies.
+    let sub = env.submission(&action, json!({"n": "missing"}));
+    expect_created(store.submit(&sub).await.expect("submit"));
+    match store
+        .reserve_impact(&impact_request(
+            &env,
+            &sub.effect_id,
+            vec![mutation(None)],
+            2_600,
+        ))
+        .await
+        .expect("reserve")
+    {
+        ReserveOutcome::Refused {
+            refusal: Refusal::MissingQuantity,
+            ..
+        } => {}
+        other => panic!("a missing quantity must be refused, got {other:?}"),
+    }
+
+    // Lowering keeps what is held; archiving stops new reservations but keeps the numbers.
+    let lowered = store
+        .update_limit(&env.id, &limit.id, Some("two"), Some(2), &env.actor(2_700))
+        .await
+        .expect("update_limit");
+    assert_eq!(
+        (lowered.spec.name.as_str(), lowered.spec.amount),
+        ("two", 2)
+    );
+    assert!(store
+        .archive_limit(&env.id, &limit.id, &env.actor(2_800))
+        .await
+        .expect("archive"));
+    assert!(!store
+        .archive_limit(&env.id, &limit.id, &env.actor(2_801))
+        .await
+        .expect("archive again"));
+    assert_eq!(
+        store
+            .reserve_impact(&impact_request(
+                &env,
+                &sub.effect_id,
+                vec![mutation(None)],
+                2_900
+            ))
+            .await
+            .expect("reserve"),
+        ReserveOutcome::Reserved(Vec::new()),
+        "an archived limit no longer applies"
+    );
+    assert!(store
+        .list_limits(&env.id, false, Millis(3_000))
+        .await
+        .expect("list")
+        .is_empty());
+    let archived = store
+        .list_limits(&env.id, true, Millis(3_000))
+        .await
+        .expect("list");
+    assert_eq!(
+        archived[0].usage,
+        Usage {
+            consumed: 5,
+            reserved: 0,
+            exposure: 2
+        }
+    );
+
+    // A daily limit counts each UTC day on its own; other environments never see it.
+    let daily = limit_record(
+        &env,
+        json!({"name": "daily", "dimension": "resource_mutations", "period": "day", "amount": 1}),
+    );
+    store
+        .create_limit(&daily, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    let day = 86_400_000;
+    let mut outcomes = Vec::new();
+    for at in [day + 10, day + 20, 2 * day + 10] {
+        let sub = env.submission(&action, json!({"at": at}));
+        expect_created(store.submit(&sub).await.expect("submit"));
+        let outcome = store
+            .reserve_impact(&impact_request(
+                &env,
+                &sub.effect_id,
+                vec![mutation(Some(1))],
+                at,
+            ))
+            .await
+            .expect("reserve");
+        outcomes.push(matches!(outcome, ReserveOutcome::Reserved(ref held) if !held.is_empty()));
+    }
+    assert_eq!(outcomes, vec![true, false, true]);
+    let other = Env::new(&store, "limits-other").await;
+    assert_eq!(
+        store
+            .limit(&other.id, &daily.id, Millis(day))
+            .await
+            .expect("read"),
+        None
+    );
+    assert!(store
+        .list_limits(&other.id, true, Millis(day))
+        .await
+        .expect("list")
+        .is_empty());
+}
+
+/// The kill switch: while halted, `change_effect` records no attempt (`Halted`), other
+/// transitions still commit, and the ready work is listed for release on resume.
+pub async fn a_halted_environment_records_no_attempt(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "halt").await;
+    let other = Env::new(&store, "halt-other").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let theirs = other.create_action(refund_definition("refund")).await;
+    let parked = env.submission(&action, json!({"n": 1}));
+    let dropped = env.submission(&action, json!({"n": 2}));
+    let elsewhere = other.submission(&theirs, json!({"n": 3}));
+    for sub in [&parked, &dropped, &elsewhere] {
+        expect_created(store.submit(sub).await.expect("submit"));
+    }
+    let halted = store
+        .set_halted(&env.id, true, Some("incident"), &env.actor(2_000))
+        .await
+        .expect("halt");
+    assert!(halted.halted);
+    assert_eq!(halted.halt_reason.as_deref(), Some("incident"));
+    let mut begin = env.change(
+        &parked.effect_id,
+        EffectState::Ready,
+        EffectState::Dispatching,
+        2_100,
+    );
+    begin.attempt = Some(AttemptChange::Begin {
+        number: 1,
+        deadline_at: Millis(40_000),
+    });
+    assert!(matches!(
+        store.change_effect(&begin).await,
+        Err(StoreError::Halted)
+    ));
+    let detail = env.effect(&parked.effect_id).await;
+    assert_eq!(
+        detail.effect.state,
+        EffectState::Ready,
+        "nothing was recorded"
+    );
+    assert!(detail.attempts.is_empty());
+    // Settling without sending is still allowed; the other environment is not halted.
+    store
+        .change_effect(&env.change(
+            &dropped.effect_id,
+            EffectState::Ready,
+            EffectState::Failed,
+            2_200,
+        ))
+        .await
+        .expect("a refusal commits while halted");
+    other.begin_attempt(&elsewhere.effect_id, 2_300).await;
+    let ready: Vec<InvocationId> = store
+        .ready_invocations(&env.id)
+        .await
+        .expect("ready")
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(ready, vec![parked.invocation_id.clone()]);
+
+    let resumed = store
+        .set_halted(&env.id, false, None, &env.actor(3_000))
+        .await
+        .expect("resume");
+    assert!(!resumed.halted);
+    assert_eq!(resumed.halt_reason, None);
+    assert!(
+        !store
+            .environment(&env.id)
+            .await
+            .expect("env")
+            .expect("exists")
+            .halted
+    );
+    store
+        .change_effect(&begin)
+        .await
+        .expect("the attempt is recorded after resume");
+    assert!(store
+        .ready_invocations(&env.id)
+        .await
+        .expect("ready")
+        .is_empty());
+}
+
+/// A policy decision is recorded with the invocation it shaped, and a denied invocation is
+/// created settled (never dispatched).
+pub async fn a_policy_decision_is_recorded_with_the_invocation(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "decision").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut sub = env.submission(&action, json!({"amount": 5}));
+    let decision = json!({"source": "policy", "code": "POLICY_DENIED", "effect": "denied",
+                          "policy": {"id": "pol_x", "name": "no", "version": 1}});
+    sub.initial = EffectState::Rejected {
+        reason: Rejection::Denied,
+    };
+    sub.decision = Some(decision.clone());
+    let created = expect_created(store.submit(&sub).await.expect("submit"));
+    assert_eq!(created.decision, Some(decision.clone()));
+    assert_eq!(
+        created.state,
+        EffectState::Rejected {
+            reason: Rejection::Denied
+        }
+    );
+    assert_eq!(
+        created.completed_at,
+        Some(T0),
+        "a denied invocation is complete at once"
+    );
+    assert_eq!(env.invocation(&created.id).await.decision, Some(decision));
+    assert!(store
+        .ready_invocations(&env.id)
+        .await
+        .expect("ready")
+        .is_empty());
+}
+
+// ------------------------------------------------------------------------------------------
 // Helpers
 // ------------------------------------------------------------------------------------------
 
@@ -2231,6 +2792,7 @@ impl Env {
             initial: EffectState::Ready,
             provider_idempotency_key: None,
             approval: None,
+            decision: None,
             evidence: NewEvidence::new("submitted", "steward", "invocation accepted"),
             actor: self.key.clone(),
             now: T0,
@@ -2308,7 +2870,9 @@ fn sqlite_store() -> (tempfile::TempDir, Arc<dyn Store>) {
     (dir, Arc::new(store))
 }
 
-macro_rules! sqlite_conformance {
+/// Every sub-test as its own `#[tokio::test]`, once per backend: `sqlite::NAME` on a fresh file,
+/// `postgres::NAME` on a fresh database.
+macro_rules! conformance_tests {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(
@@ -2319,10 +2883,19 @@ macro_rules! sqlite_conformance {
                 }
             )*
         }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let database = super::TestDatabase::create().await;
+                    super::$name(database.store().await).await;
+                }
+            )*
+        }
     };
 }
 
-sqlite_conformance!(
+conformance_tests!(
     operation_key_is_unique_under_concurrency,
     operation_key_with_other_input_conflicts,
     invoke_idempotency_keys,
@@ -2337,6 +2910,10 @@ sqlite_conformance!(
     keys_are_unique_by_hash,
     environments_are_walls,
     list_filters_and_paging,
+    policies_are_versioned_and_walled,
+    limit_reservations_never_exceed_a_limit,
+    a_halted_environment_records_no_attempt,
+    a_policy_decision_is_recorded_with_the_invocation,
     audit_chain_verifies_and_detects_tampering,
 );
 
@@ -2371,4 +2948,185 @@ async fn sqlite_committed_changes_survive_a_restart() {
 async fn sqlite_writes_naming_an_unknown_environment_are_not_duplicates() {
     let (_dir, store) = sqlite_store();
     writes_naming_an_unknown_environment_are_not_duplicates(store).await;
+}
+
+// ------------------------------------------------------------------------------------------
+// The PostgreSQL backend
+// ------------------------------------------------------------------------------------------
+
+/// The server the PostgreSQL tests create their databases on, unless `STEWARD_TEST_DATABASE_URL`
+/// names another (CI and developers run one on loopback with trust auth).
+const TEST_DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A database of its own for one test, dropped when the test ends, passed or panicked.
+struct TestDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl TestDatabase {
+    async fn create() -> TestDatabase {
+        let admin_url = std::env::var("STEWARD_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| TEST_DATABASE_URL_DEFAULT.to_string());
+        let name = unique("steward_test").replace('-', "_");
+        let admin = admin_client(&admin_url).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
+        let url = with_database(&admin_url, &name);
+        TestDatabase {
+            admin_url,
+            name,
+            url,
+        }
+    }
+
+    /// A new store handle (its own connection pool) on this database.
+    async fn store(&self) -> Arc<dyn Store> {
+        Arc::new(
+            PostgresStore::connect(&self.url)
+                .await
+                .unwrap_or_else(|e| panic!("cannot open the store on {}: {e}", self.name)),
+        )
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        // Drop has no runtime to await on: a thread with its own runs the DROP, even while a
+        // failed test unwinds. FORCE ends the store's connections that are still open.
+        let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let admin = admin_client(&admin_url).await;
+                admin
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
+            panic!("cannot drop test database {}: {dropped:?}", self.name);
+        }
+    }
+}
+
+/// A connection to the admin database, or a test failure that says how to get one.
+async fn admin_client(admin_url: &str) -> tokio_postgres::Client {
+    match tokio_postgres::connect(admin_url, tokio_postgres::NoTls).await {
+        Ok((client, connection)) => {
+            tokio::spawn(connection);
+            client
+        }
+        Err(e) => panic!(
+            "PostgreSQL is unreachable at {admin_url} ({e}). The PostgreSQL conformance tests \
+             need a server that lets them create databases: start one, or point \
+             STEWARD_TEST_DATABASE_URL at one."
+        ),
+    }
+}
+
+/// `url` with its database replaced by `name` (URL or `key=value` form).
+fn with_database(url: &str, name: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return format!("{url} dbname={name}");
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let query = rest[authority_end..]
+        .find('?')
+        .map_or("", |i| &rest[authority_end + i..]);
+    format!("{}/{name}{query}", &url[..scheme_end + 3 + authority_end])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_run_all_on_one_store() {
+    let database = TestDatabase::create().await;
+    run_all(database.store().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_operation_key_unique_across_handles() {
+    let database = TestDatabase::create().await;
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        stores.push(database.store().await);
+    }
+    operation_key_unique_across_handles(stores).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_committed_changes_survive_a_restart() {
+    let database = TestDatabase::create().await;
+    committed_changes_survive_a_restart(|| database.store()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_writes_naming_an_unknown_environment_are_not_duplicates() {
+    let database = TestDatabase::create().await;
+    writes_naming_an_unknown_environment_are_not_duplicates(database.store().await).await;
+}
+
+/// Replicas starting together on an empty database: each connects, the schema is applied once,
+/// and connecting again is a no-op.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_connects_migrate_once() {
+    let database = TestDatabase::create().await;
+    let mut connects = Vec::new();
+    for _ in 0..4 {
+        let url = database.url.clone();
+        connects.push(tokio::spawn(
+            async move { PostgresStore::connect(&url).await },
+        ));
+    }
+    for connect in connects {
+        connect
+            .await
+            .expect("connect task")
+            .expect("concurrent connect");
+    }
+    let store = database.store().await;
+    let env = Env::new(&store, "migrated").await;
+    env.create_action(refund_definition("refund")).await;
+    let client = admin_client(&database.url).await;
+    let applied: Vec<i64> = client
+        .query(
+            "SELECT version FROM steward_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .expect("migrations table")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let expected: Vec<i64> = (1..=applied.len() as i64).collect();
+    assert!(!applied.is_empty());
+    assert_eq!(applied, expected, "each migration applied exactly once");
+}
+
+#[test]
+fn test_database_urls_name_the_new_database() {
+    for (given, expected) in [
+        (
+            "postgres://postgres@127.0.0.1:5432/postgres",
+            "postgres://postgres@127.0.0.1:5432/db1",
+        ),
+        ("postgres://root@localhost", "postgres://root@localhost/db1"),
+        (
+            "postgresql://u:p@h/postgres?sslmode=disable",
+            "postgresql://u:p@h/db1?sslmode=disable",
+        ),
+        (
+            "host=127.0.0.1 user=postgres",
+            "host=127.0.0.1 user=postgres dbname=db1",
+        ),
+    ] {
+        assert_eq!(with_database(given, "db1"), expected);
+    }
 }

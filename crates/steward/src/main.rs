@@ -22,6 +22,10 @@ pub struct DataArgs {
     /// The data directory (database, master key).
     #[arg(long, env = "STEWARD_DATA", default_value = "./steward-data")]
     data: PathBuf,
+    /// Use this PostgreSQL database (postgres://user@host:port/db) instead of the embedded
+    /// store; the master key still lives in the data directory (or STEWARD_MASTER_KEY).
+    #[arg(long, env = "STEWARD_DATABASE_URL")]
+    database: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -37,6 +37,7 @@ fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult<ActionDefi
         .map_err(|e| ApiError::validation("body", format!("is not a valid action ({e})")))?;
     def.validate()
         .map_err(|e| ApiError::validation(e.field, e.message))?;
+    let def = def.normalized();
     if let Some(schema) = &def.input_schema {
         crate::input_schema::check_schema(schema)?;
     }
@@ -138,6 +139,16 @@ fn patched(
     Ok(merged)
 }
 
+/// Changing what a governed action declares (`impact`, `verify`, `governed`) is governance, not
+/// editing: it needs `actions:govern` as well as `actions:write`.
+fn changes_declarations(current: &ActionDefinition, next: &ActionDefinition) -> bool {
+    current.is_governed()
+        && (current.impact != next.impact
+            || current.verify != next.verify
+            || current.governed != next.governed
+            || current.is_governed() != next.is_governed())
+}
+
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -157,6 +168,9 @@ pub async fn update(
         )?;
         if def == current.definition {
             return Ok((StatusCode::OK, views::action(&current)));
+        }
+        if changes_declarations(&current.definition, &def) {
+            caller.require(scopes::ACTIONS_GOVERN)?;
         }
         let actor = Actor::key(&caller.key.id, state.clock.now());
         let updated = state

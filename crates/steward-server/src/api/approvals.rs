@@ -257,7 +257,7 @@ async fn decide(
             DecideOutcome::Recorded { ready, .. } => {
                 state.approval_events.notify_waiters();
                 if let Some(invocation) = ready {
-                    crate::crash::reach(steward_core::CrashPoint::ServerAfterApproval);
+                    crate::crash::reach(&state, steward_core::CrashPoint::ServerAfterApproval)?;
                     crate::dispatch::dispatch_in_task(&state, *invocation).await?;
                 }
                 find(&state, &caller, &id).await?

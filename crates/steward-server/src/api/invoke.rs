@@ -12,12 +12,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 use steward_core::{
-    check_input, fingerprint, scopes, ApprovalId, EffectId, EffectState, IdempotencyKey,
-    InvocationId, OperationKey,
+    check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
+    OperationKey,
 };
-use steward_store::{
-    ActionRecord, InvocationRecord, NewApproval, NewEvidence, Submission, SubmitOutcome,
-};
+use steward_store::{ActionRecord, InvocationRecord, Submission, SubmitOutcome};
 
 const FIELDS: [&str; 8] = [
     "input",
@@ -147,25 +145,15 @@ pub async fn invoke(
         .adapter
         .as_ref()
         .map(|_| provider_idempotency_key(&effect_id));
-    let approval = action.definition.requires_approval.then(|| NewApproval {
-        id: ApprovalId::from_unique(&crate::clock::unique()),
-        title: format!("Approve {}", action.name),
-        description: action.definition.description.clone(),
-        payload: json!({
-            "action": action.name,
-            "actionVersion": action.version,
-            "input": request.input,
-            "operationKey": request.operation_key,
-        }),
-        required_approvals: 1,
-        expires_at: None,
-        run_id: request.run_id.clone(),
-    });
-    let initial = if action.definition.requires_approval {
-        EffectState::AwaitingApproval
-    } else {
-        EffectState::Ready
-    };
+    let gate = super::gate::gate(
+        &state,
+        &caller,
+        &action,
+        &request.input,
+        request.operation_key.as_ref(),
+        request.run_id.as_ref(),
+    )
+    .await?;
     let submission = Submission {
         env_id: caller.env.id.clone(),
         invocation_id: InvocationId::from_unique(&crate::clock::unique()),
@@ -181,10 +169,11 @@ pub async fn invoke(
         idempotency_key: request.idempotency_key.clone(),
         run_id: request.run_id,
         retry_of: request.retry_of,
-        initial,
+        initial: gate.initial,
         provider_idempotency_key: provider_key,
-        approval,
-        evidence: NewEvidence::new("accepted", "steward", "invocation accepted and recorded"),
+        approval: gate.approval,
+        decision: gate.decision,
+        evidence: gate.evidence,
         actor: caller.key.id.clone(),
         now: state.clock.now(),
     };

@@ -3,9 +3,13 @@
 mod actions;
 mod approvals;
 mod body;
+mod environment;
+mod gate;
 mod idempotent;
 mod identity;
 mod invoke;
+mod limits;
+mod policies;
 mod reads;
 mod recovery;
 mod secrets;
@@ -27,6 +31,31 @@ pub fn app(state: AppState) -> Router {
     let v2 = Router::new()
         .route("/auth/identity", get(identity::identity))
         .route("/environment", get(identity::environment))
+        .route("/environment/halt", post(environment::halt))
+        .route("/environment/resume", post(environment::resume))
+        .route(
+            "/approval-policies",
+            get(policies::list).post(policies::create),
+        )
+        .route("/approval-policies/evaluate", post(policies::evaluate))
+        .route(
+            "/approval-policies/{id}",
+            get(policies::get)
+                .patch(policies::update)
+                .delete(policies::delete),
+        )
+        .route("/approval-policies/{id}/versions", get(policies::versions))
+        .route(
+            "/approval-policies/{id}/versions/{version}",
+            get(policies::version),
+        )
+        .route("/impact-limits", get(limits::list).post(limits::create))
+        .route(
+            "/impact-limits/{id}",
+            get(limits::get)
+                .patch(limits::update)
+                .delete(limits::archive),
+        )
         .route("/approvals", get(approvals::list).post(approvals::request))
         .route("/approvals/{id}", get(approvals::get))
         .route("/approvals/{id}/approve", post(approvals::approve))

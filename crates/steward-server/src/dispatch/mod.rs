@@ -4,13 +4,18 @@
 //! 1. (invoke) the invocation and its effect are committed by `Store::submit`;
 //! 2. the request is prepared and checked (secrets, hosts, placements, outbound safety); a
 //!    refusal settles `failed` and nothing is sent;
-//! 3. the attempt is committed as `dispatching` (fsync'd) by `Store::change_effect`;
+//! 3. every applicable impact limit is reserved in one transaction (`reserve.rs`), or the
+//!    effect is refused (`refused`) and nothing is sent;
+//!    then the attempt is committed as `dispatching` (fsync'd) by `Store::change_effect`,
+//!    which refuses while the environment is halted (`park.rs`: the effect stays `ready`);
 //! 4. only then is the request sent, with a deadline;
 //! 5. the answer is classified honestly and committed; a crash before this step leaves the
 //!    effect `dispatching`, which start-up recovery turns into `unknown`.
 
 pub mod outbound;
+pub(crate) mod park;
 pub(crate) mod prepare;
+pub(crate) mod reserve;
 pub(crate) mod stripe;
 
 use crate::crash;
@@ -171,6 +176,13 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         return refuse(state, inv, start, refusal).await;
     }
 
+    // Step 4a: every applicable impact limit is reserved, or the effect is refused unsent.
+    if start == Start::First
+        && reserve::reserve(state, inv, &def).await? == reserve::Reservation::Refused
+    {
+        return Ok(());
+    }
+
     // Step 4 of the write path: the attempt is durable before any byte leaves.
     let now = state.clock.now();
     let deadline = now.plus_ms(state.dispatch_timeout.as_millis() as i64);
@@ -207,12 +219,14 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
     match state.store.change_effect(&begin).await {
         Ok(()) => {}
         Err(StoreError::StateConflict { .. }) => return Ok(()),
+        // The kill switch: no attempt was recorded; the effect stays ready until resume.
+        Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
         Err(e) => return Err(e.into()),
     }
-    crash::reach(CrashPoint::ServerAfterRecord);
+    crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
     // Step 5: send, with a deadline shorter than the SDK's own timeout.
-    let mut sent = send(state, &prepared).await;
+    let mut sent = send(state, &prepared).await?;
     if let (
         Some(verify),
         AttemptReport::Answered {
@@ -258,7 +272,7 @@ struct Answer {
     verified: Option<Result<(), String>>,
 }
 
-async fn send(state: &AppState, prepared: &Prepared) -> Answer {
+async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError> {
     let mut request = state
         .http
         .request(prepared.method.clone(), &prepared.url)
@@ -289,16 +303,16 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
-            return Answer {
+            return Ok(Answer {
                 report: transport_failure(e),
                 status: None,
                 body: None,
                 external_reference: None,
                 verified: None,
-            }
+            })
         }
     };
-    crash::reach(CrashPoint::ServerAfterSend);
+    crash::reach(state, CrashPoint::ServerAfterSend)?;
     let status = response.status().as_u16();
     let nothing_happened = response
         .headers()
@@ -307,16 +321,16 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
     let bytes = match response.bytes().await {
         Ok(b) => b,
         Err(e) => {
-            return Answer {
+            return Ok(Answer {
                 report: transport_failure(e),
                 status: Some(status),
                 body: None,
                 external_reference: None,
                 verified: None,
-            }
+            })
         }
     };
-    crash::reach(CrashPoint::ServerAfterResponse);
+    crash::reach(state, CrashPoint::ServerAfterResponse)?;
     let body = parse_body(&bytes);
     let (confirms, reference) = if prepared.stripe && (200..300).contains(&status) {
         let is_refund = body.get("object").and_then(Value::as_str) == Some("refund");
@@ -329,7 +343,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
     } else {
         (false, None)
     };
-    Answer {
+    Ok(Answer {
         report: AttemptReport::Answered {
             status,
             provider_says_nothing_happened: prepared.stripe && nothing_happened,
@@ -339,7 +353,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> Answer {
         body: Some(body),
         external_reference: reference,
         verified: None,
-    }
+    })
 }
 
 /// A transport error's chain, without the URL (a template may put a secret in its query).

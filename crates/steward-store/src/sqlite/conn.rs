@@ -60,6 +60,9 @@ impl Pool {
         writer
             .execute_batch(super::schema::APPROVAL_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::GOVERNANCE_SCHEMA)
+            .map_err(unavailable)?;
         Ok(Arc::new(Pool {
             path: path.to_path_buf(),
             writer: Mutex::new(writer),

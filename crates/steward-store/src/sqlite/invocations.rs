@@ -156,15 +156,17 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     let governed = s.action.definition.is_governed();
     let state = s.initial.name();
     let op = s.operation_key.as_ref().map(|k| k.as_str());
+    let completed = s.initial.is_terminal().then_some(s.now.0);
     tx.execute(
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
-            input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
+            decision, completed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         params![
             s.invocation_id.as_str(), s.env_id.as_str(), s.action.id.as_str(), s.action.name, s.action.version,
             s.effect_id.as_str(), governed, state, s.input.to_string(), s.input_fingerprint, op, s.run_id,
             s.retry_of.as_ref().map(|r| r.as_str()), s.actor.as_str(), s.now.0,
-            s.approval.as_ref().map(|a| a.id.as_str())
+            s.approval.as_ref().map(|a| a.id.as_str()), s.decision.as_ref().map(Value::to_string), completed
         ],
     )
     .map_err(unavailable)?;
@@ -201,6 +203,7 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
             after: Some(json!({
                 "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
                 "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                "decision": s.decision,
             })),
         },
     )
@@ -267,6 +270,13 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             found,
         });
     }
+    // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
+    // halted. Checked in this transaction, so an attempt committed after a halt cannot exist.
+    if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
+        && super::admin::is_halted(tx, &c.env_id)?
+    {
+        return Err(StoreError::Halted);
+    }
     let now = c.actor.now.0;
     let to = c.to.name();
     let attempt_number = match &c.attempt {
@@ -309,6 +319,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         params![to, now, attempt_number, c.external_reference, c.effect_id.as_str()],
     )
     .map_err(unavailable)?;
+    super::limits::settle(tx, &c.env_id, &c.effect_id, c.to, &c.actor)?;
     let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
     tx.execute(
         "UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status),

@@ -6,11 +6,14 @@ mod audit_log;
 mod conn;
 mod idempotency;
 mod invocations;
+mod limits;
+mod policies;
 mod recover;
 mod rows;
 mod schema;
 
 use crate::error::StoreResult;
+use crate::governance::*;
 use crate::records::*;
 use crate::store::Store;
 use async_trait::async_trait;
@@ -346,6 +349,169 @@ impl Store for SqliteStore {
         let (env, key) = (env.clone(), key.clone());
         self.write(move |tx| idempotency::abandon(tx, &env, &key))
             .await
+    }
+
+    async fn create_policy(
+        &self,
+        policy: &PolicyRecord,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        let (policy, note, actor) = (
+            policy.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| policies::create(tx, &policy, note.as_deref(), &actor))
+            .await
+    }
+
+    async fn update_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        expected_version: u32,
+        spec: &policy::PolicySpec,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<PolicyRecord> {
+        let (env, id, spec, note, actor) = (
+            env.clone(),
+            id.clone(),
+            spec.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| {
+            policies::update(
+                tx,
+                &env,
+                &id,
+                expected_version,
+                &spec,
+                note.as_deref(),
+                &actor,
+            )
+        })
+        .await
+    }
+
+    async fn delete_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        let (env, id, note, actor) = (
+            env.clone(),
+            id.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| policies::delete(tx, &env, &id, note.as_deref(), &actor))
+            .await
+    }
+
+    async fn policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Option<PolicyRecord>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |c| policies::policy(c, &env, &id)).await
+    }
+
+    async fn list_policies(&self, env: &EnvironmentId) -> StoreResult<Vec<PolicyRecord>> {
+        let env = env.clone();
+        self.read(move |c| policies::list(c, &env)).await
+    }
+
+    async fn policy_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Vec<PolicyVersion>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |c| policies::versions(c, &env, &id)).await
+    }
+
+    async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
+        let (limit, actor) = (limit.clone(), actor.clone());
+        self.write(move |tx| limits::create(tx, &limit, &actor))
+            .await
+    }
+
+    async fn update_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        name: Option<&str>,
+        amount: Option<i64>,
+        actor: &Actor,
+    ) -> StoreResult<LimitRecord> {
+        let (env, id, name, actor) = (
+            env.clone(),
+            id.clone(),
+            name.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| limits::update(tx, &env, &id, name.as_deref(), amount, &actor))
+            .await
+    }
+
+    async fn archive_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        let (env, id, actor) = (env.clone(), id.clone(), actor.clone());
+        self.write(move |tx| limits::archive(tx, &env, &id, &actor))
+            .await
+    }
+
+    async fn limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        now: Millis,
+    ) -> StoreResult<Option<LimitStatus>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |c| limits::limit(c, &env, &id, now)).await
+    }
+
+    async fn list_limits(
+        &self,
+        env: &EnvironmentId,
+        include_archived: bool,
+        now: Millis,
+    ) -> StoreResult<Vec<LimitStatus>> {
+        let env = env.clone();
+        self.read(move |c| limits::list(c, &env, include_archived, now))
+            .await
+    }
+
+    async fn reserve_impact(&self, request: &ImpactRequest) -> StoreResult<ReserveOutcome> {
+        let request = request.clone();
+        self.write(move |tx| limits::reserve(tx, &request)).await
+    }
+
+    async fn set_halted(
+        &self,
+        env: &EnvironmentId,
+        halted: bool,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        let (env, reason, actor) = (env.clone(), reason.map(str::to_string), actor.clone());
+        self.write(move |tx| admin::set_halted(tx, &env, halted, reason.as_deref(), &actor))
+            .await
+    }
+
+    async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
+        let env = env.clone();
+        self.read(move |c| admin::ready_invocations(c, &env)).await
     }
 
     async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport> {

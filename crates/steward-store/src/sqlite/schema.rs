@@ -174,3 +174,55 @@ CREATE TABLE IF NOT EXISTS approval_decisions (
     PRIMARY KEY (approval_id, key_id)
 );
 "#;
+
+/// Governance: approval policies with immutable versions, impact limits, and the reservations
+/// effects hold against limits.
+pub const GOVERNANCE_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS policies (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    deleted_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS policies_live_name ON policies(env_id, name) WHERE deleted_at IS NULL;
+CREATE TABLE IF NOT EXISTS policy_versions (
+    policy_id TEXT NOT NULL REFERENCES policies(id),
+    version INTEGER NOT NULL,
+    spec TEXT,
+    change_note TEXT,
+    created_at INTEGER NOT NULL,
+    created_by TEXT,
+    PRIMARY KEY (policy_id, version)
+);
+CREATE TABLE IF NOT EXISTS impact_limits (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    dimension TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    currency TEXT,
+    period TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    action_name TEXT,
+    archived_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS impact_limits_env ON impact_limits(env_id, created_at);
+CREATE TABLE IF NOT EXISTS impact_reservations (
+    limit_id TEXT NOT NULL REFERENCES impact_limits(id),
+    effect_id TEXT NOT NULL,
+    env_id TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    window_start INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (limit_id, effect_id)
+);
+CREATE INDEX IF NOT EXISTS impact_reservations_effect ON impact_reservations(effect_id);
+CREATE INDEX IF NOT EXISTS impact_reservations_window ON impact_reservations(limit_id, window_start, state);
+"#;

@@ -3,7 +3,7 @@
 use crate::DataArgs;
 use std::process::ExitCode;
 use steward_server::open_store;
-use steward_store::{verify_chain, Store, GENESIS_HASH};
+use steward_store::{verify_chain, GENESIS_HASH};
 
 /// Events read per page while verifying.
 const AUDIT_PAGE_EVENTS: u32 = 5_000;
@@ -19,7 +19,7 @@ pub enum Command {
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     let Command::Verify { data } = command;
-    let store = open_store(&data.data)?;
+    let store = open_store(&data.data, data.database.as_deref()).await?;
     let (mut seq, mut hash) = (0_i64, GENESIS_HASH.to_string());
     loop {
         let page = store.audit_events(seq, AUDIT_PAGE_EVENTS).await?;

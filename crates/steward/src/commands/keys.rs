@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use std::process::ExitCode;
 use steward_core::{EnvironmentId, KeyId, Role};
 use steward_server::{generate_token, hash_token, open_store, Clock, SystemClock};
-use steward_store::{Actor, ApiKeyRecord, Store};
+use steward_store::{Actor, ApiKeyRecord};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -64,7 +64,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .scopes(),
                 (None, None) => Role::Agent.scopes(),
             };
-            let store = open_store(&data.data)?;
+            let store = open_store(&data.data, data.database.as_deref()).await?;
             let now = SystemClock.now();
             let actor = Actor::system(now);
             let environment = store
@@ -89,7 +89,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::List { data } => {
-            let store = open_store(&data.data)?;
+            let store = open_store(&data.data, data.database.as_deref()).await?;
             for key in store.list_keys().await? {
                 let env = store
                     .environment(&key.env_id)

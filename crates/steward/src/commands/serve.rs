@@ -32,6 +32,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::init_logging();
     let config = ServerConfig {
         data_dir: args.data.data,
+        database: args.data.database,
         listen: args.listen,
         allow_insecure_destinations: args.allow_insecure_destinations,
         dispatch_timeout: Duration::from_millis(args.dispatch_timeout_ms),

@@ -154,8 +154,13 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Creates a key in the server's store (its `--database`, when it was given one).
     pub fn keys(&self, env: &str, role: &str) -> String {
-        create_key(&self.data, env, &["--role", role])
+        let mut extra = vec!["--role", role];
+        if let Some(i) = self.args.iter().position(|a| a == "--database") {
+            extra.extend(["--database", self.args[i + 1].as_str()]);
+        }
+        create_key(&self.data, env, &extra)
     }
 }
 

@@ -1,0 +1,88 @@
+//! The kill switch: `environment/halt` and `environment/resume` (scope `environments:halt`).
+//!
+//! While halted, invokes answer 409 `environment_halted` before anything is recorded, and the
+//! store refuses to record any attempt, so nothing is sent whatever path reaches the dispatcher
+//! (an approval decided meanwhile, start-up recovery, a race with the halt). Approvals can still
+//! be decided; approved work stays `ready` ("parked"). Resume dispatches each parked effect once.
+
+use super::body::{self, only_known, optional_string};
+use super::idempotent;
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+use steward_core::scopes;
+use steward_store::{Actor, Environment};
+
+/// The longest halt reason kept, in bytes.
+pub const HALT_REASON_LEN_MAX: usize = 1_000;
+
+fn view(env: &Environment) -> Value {
+    json!({
+        "id": env.id,
+        "name": env.name,
+        "halted": env.halted,
+        "haltReason": env.halt_reason,
+    })
+}
+
+pub async fn halt(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ENVIRONMENTS_HALT)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &["reason"])?;
+    let reason = optional_string(&map, "reason")?;
+    if reason
+        .as_ref()
+        .is_some_and(|r| r.len() > HALT_REASON_LEN_MAX)
+    {
+        return Err(ApiError::validation(
+            "reason",
+            format!("must be at most {HALT_REASON_LEN_MAX} bytes"),
+        ));
+    }
+    let request = json!({"op": "environment.halt", "reason": reason});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let actor = Actor::key(&caller.key.id, state.clock.now());
+        let env = state
+            .store
+            .set_halted(&caller.env.id, true, reason.as_deref(), &actor)
+            .await?;
+        tracing::warn!(environment = %env.id, "environment halted");
+        Ok((StatusCode::OK, view(&env)))
+    })
+    .await
+}
+
+pub async fn resume(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ENVIRONMENTS_HALT)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &[])?;
+    let request = json!({"op": "environment.resume"});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let actor = Actor::key(&caller.key.id, state.clock.now());
+        let env = state
+            .store
+            .set_halted(&caller.env.id, false, None, &actor)
+            .await?;
+        let released = crate::dispatch::park::release(&state, &env.id).await?;
+        tracing::info!(environment = %env.id, released, "environment resumed");
+        let mut answer = view(&env);
+        answer["released"] = json!(released);
+        Ok((StatusCode::OK, answer))
+    })
+    .await
+}

@@ -1,0 +1,152 @@
+//! What governance says about one invocation before it is recorded: the environment's approval
+//! policies, then the action's own `requiresApproval`.
+//!
+//! Precedence (docs/DECISIONS.md): the first matching policy decides. `auto_deny` records the
+//! invocation already denied (never dispatched); `require_approval` parks it with the policy's
+//! `requiredApprovals`; `auto_approve` lets it run, and lifts the action's own
+//! `requiresApproval` only when the policy names that action (a broad auto-approve never
+//! un-gates an action that asks for a human). With no matching policy, `requiresApproval` parks.
+
+use crate::auth::Caller;
+use crate::error::ApiResult;
+use crate::state::AppState;
+use serde_json::{json, Value};
+use steward_core::impact::money_amount;
+use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
+use steward_core::{ApprovalId, EffectState, OperationKey, Rejection};
+use steward_store::{ActionRecord, NewApproval, NewEvidence};
+
+/// How an invocation starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Gate {
+    pub initial: EffectState,
+    pub approval: Option<NewApproval>,
+    pub decision: Option<Value>,
+    pub evidence: NewEvidence,
+}
+
+/// The decision as recorded on the invocation. It names the policy version that decided, so a
+/// later edit or deletion of the policy never rewrites it.
+pub(crate) fn decision_json(d: &PolicyDecision) -> Value {
+    json!({
+        "source": "policy",
+        "code": d.effect.decision_code(),
+        "effect": d.effect.decision_effect(),
+        "explanation": d.explanation,
+        "policy": {"id": d.policy.id, "name": d.policy.name, "version": d.policy.version},
+    })
+}
+
+/// The policy decision for an invocation of `action` with `input` by `caller`, if any policy
+/// applies.
+pub(crate) async fn policy_decision(
+    state: &AppState,
+    caller: &Caller,
+    action: &ActionRecord,
+    input: &Value,
+) -> ApiResult<Option<(PolicyDecision, PolicyScope)>> {
+    let records = state.store.list_policies(&caller.env.id).await?;
+    let policies: Vec<_> = records.iter().map(|r| r.policy()).collect();
+    let facts = Facts {
+        kind: RequestKind::Action,
+        action_name: Some(&action.name),
+        agent_id: Some(caller.key.id.as_str()),
+        user_id: None,
+        tags: &[],
+        amount: money_amount(&action.definition, input).map(|a| a as f64),
+        input,
+    };
+    Ok(decide(&policies, &facts).map(|d| {
+        let scope = records
+            .iter()
+            .find(|r| r.id == d.policy.id)
+            .map(|r| r.spec.scope())
+            .unwrap_or(PolicyScope::AllRequests);
+        (d, scope)
+    }))
+}
+
+fn approval(
+    action: &ActionRecord,
+    input: &Value,
+    operation_key: Option<&OperationKey>,
+    run_id: Option<&String>,
+    required: u32,
+) -> NewApproval {
+    NewApproval {
+        id: ApprovalId::from_unique(&crate::clock::unique()),
+        title: format!("Approve {}", action.name),
+        description: action.definition.description.clone(),
+        payload: json!({
+            "action": action.name,
+            "actionVersion": action.version,
+            "input": input,
+            "operationKey": operation_key,
+        }),
+        required_approvals: required,
+        expires_at: None,
+        run_id: run_id.cloned(),
+    }
+}
+
+pub(crate) async fn gate(
+    state: &AppState,
+    caller: &Caller,
+    action: &ActionRecord,
+    input: &Value,
+    operation_key: Option<&OperationKey>,
+    run_id: Option<&String>,
+) -> ApiResult<Gate> {
+    let accepted = NewEvidence::new("accepted", "steward", "invocation accepted and recorded");
+    let own_gate = action.definition.requires_approval;
+    let parked = |required: u32, decision: Option<Value>, evidence: NewEvidence| Gate {
+        initial: EffectState::AwaitingApproval,
+        approval: Some(approval(action, input, operation_key, run_id, required)),
+        decision,
+        evidence,
+    };
+    let Some((d, scope)) = policy_decision(state, caller, action, input).await? else {
+        return Ok(if own_gate {
+            parked(1, None, accepted)
+        } else {
+            Gate {
+                initial: EffectState::Ready,
+                approval: None,
+                decision: None,
+                evidence: accepted,
+            }
+        });
+    };
+    let recorded = decision_json(&d);
+    let evidence = |kind: &str| {
+        NewEvidence::new(kind, "policy", d.explanation.clone()).with_data(json!({
+            "policyId": d.policy.id, "policyVersion": d.policy.version, "effect": d.effect.as_str(),
+        }))
+    };
+    Ok(match d.effect {
+        PolicyEffect::AutoDeny => Gate {
+            initial: EffectState::Rejected {
+                reason: Rejection::Denied,
+            },
+            approval: None,
+            decision: Some(recorded),
+            evidence: evidence("denied"),
+        },
+        PolicyEffect::RequireApproval => {
+            parked(d.required_approvals, Some(recorded), evidence("accepted"))
+        }
+        PolicyEffect::AutoApprove if own_gate && scope != PolicyScope::SpecificAction => {
+            let note = format!(
+                "{}; a broad auto_approve does not lift the action's own requiresApproval",
+                d.explanation
+            );
+            parked(1, None, NewEvidence::new("accepted", "policy", note))
+        }
+        PolicyEffect::AutoApprove => Gate {
+            initial: EffectState::Ready,
+            approval: None,
+            decision: Some(recorded),
+            evidence: evidence("accepted"),
+        },
+    })
+}

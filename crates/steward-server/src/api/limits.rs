@@ -1,0 +1,198 @@
+//! `impact-limits`: shared caps on money, resource mutations or a declared unit. Reading needs
+//! `impact-limits:read`; creating, changing and archiving need `impact-limits:write`, which no
+//! default role holds. Every listing shows, for the current window, what was consumed, what is
+//! reserved, the unknown exposure, and what is available.
+
+use super::body::{self, only_known, optional_string};
+use super::idempotent;
+use crate::auth::Caller;
+use crate::envelope::ok;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use steward_core::impact::{check_limit_amount, check_limit_name, LimitSpec, LIMIT_FIELDS};
+use steward_core::{scopes, LimitId};
+use steward_store::{Actor, LimitRecord, LimitStatus};
+
+fn record_view(l: &LimitRecord) -> Value {
+    json!({
+        "id": l.id,
+        "name": l.spec.name,
+        "dimension": l.spec.dimension,
+        "unit": l.spec.unit,
+        "currency": l.spec.currency,
+        "period": l.spec.period.as_str(),
+        "amount": l.spec.amount,
+        "actionName": l.spec.action_name,
+        "resourcePrefix": null,
+        "archived": l.archived_at.is_some(),
+        "archivedAt": l.archived_at.map(|t| t.to_rfc3339()),
+        "createdAt": l.created_at.to_rfc3339(),
+        "updatedAt": l.updated_at.to_rfc3339(),
+    })
+}
+
+pub(crate) fn view(s: &LimitStatus) -> Value {
+    let mut v = record_view(&s.limit);
+    v["windowStart"] = json!(s.window_start.to_rfc3339());
+    v["consumed"] = json!(s.usage.consumed);
+    v["reserved"] = json!(s.usage.reserved);
+    v["unknownExposure"] = json!(s.usage.exposure);
+    v["available"] = json!(s.available());
+    v
+}
+
+fn parse_id(id: &str) -> ApiResult<LimitId> {
+    LimitId::parse(id).map_err(|_| ApiError::not_found("impact limit"))
+}
+
+async fn find(state: &AppState, caller: &Caller, id: &LimitId) -> ApiResult<LimitStatus> {
+    state
+        .store
+        .limit(&caller.env.id, id, state.clock.now())
+        .await?
+        .ok_or_else(|| ApiError::not_found("impact limit"))
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ListQuery {
+    #[serde(rename = "includeArchived")]
+    include_archived: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
+    caller.require(scopes::IMPACT_LIMITS_READ)?;
+    let include_archived = match q.include_archived.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return Err(ApiError::validation(
+                "includeArchived",
+                "must be true or false",
+            ))
+        }
+    };
+    let limits = state
+        .store
+        .list_limits(&caller.env.id, include_archived, state.clock.now())
+        .await?;
+    Ok(ok(Value::Array(limits.iter().map(view).collect())))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::IMPACT_LIMITS_READ)?;
+    let id = parse_id(&id)?;
+    Ok(ok(view(&find(&state, &caller, &id).await?)))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::IMPACT_LIMITS_WRITE)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &LIMIT_FIELDS)?;
+    let request = json!({"op": "impact_limit.create", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let spec =
+            LimitSpec::from_create(&map).map_err(|e| ApiError::validation(e.field, e.message))?;
+        if let Some(name) = &spec.action_name {
+            if state.store.action(&caller.env.id, name).await?.is_none() {
+                return Err(ApiError::validation(
+                    "actionName",
+                    format!("names no action called `{name}` in this environment"),
+                ));
+            }
+        }
+        let now = state.clock.now();
+        let record = LimitRecord {
+            id: LimitId::from_unique(&crate::clock::unique()),
+            env_id: caller.env.id.clone(),
+            spec,
+            archived_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        state
+            .store
+            .create_limit(&record, &Actor::key(&caller.key.id, now))
+            .await?;
+        Ok((
+            StatusCode::CREATED,
+            view(&find(&state, &caller, &record.id).await?),
+        ))
+    })
+    .await
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::IMPACT_LIMITS_WRITE)?;
+    let id = parse_id(&id)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, &["name", "amount"])?;
+    let name = optional_string(&map, "name")?
+        .map(|n| check_limit_name(&n))
+        .transpose()
+        .map_err(|e| ApiError::validation(e.field, e.message))?;
+    let amount = match map.get("amount") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(check_limit_amount(v).map_err(|e| ApiError::validation(e.field, e.message))?)
+        }
+    };
+    let request = json!({"op": "impact_limit.update", "id": id, "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let actor = Actor::key(&caller.key.id, state.clock.now());
+        state
+            .store
+            .update_limit(&caller.env.id, &id, name.as_deref(), amount, &actor)
+            .await?;
+        Ok((StatusCode::OK, view(&find(&state, &caller, &id).await?)))
+    })
+    .await
+}
+
+/// Archives a limit: it stops applying to new effects; existing reservations still settle.
+pub async fn archive(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::IMPACT_LIMITS_WRITE)?;
+    let id = parse_id(&id)?;
+    let request = json!({"op": "impact_limit.archive", "id": id});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let current = find(&state, &caller, &id).await?;
+        if current.limit.archived_at.is_none() {
+            let actor = Actor::key(&caller.key.id, state.clock.now());
+            state
+                .store
+                .archive_limit(&caller.env.id, &id, &actor)
+                .await?;
+        }
+        Ok((StatusCode::OK, view(&find(&state, &caller, &id).await?)))
+    })
+    .await
+}

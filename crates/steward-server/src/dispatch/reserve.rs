@@ -1,0 +1,74 @@
+//! Write path step 4a: just before the attempt is recorded, reserve every applicable impact limit
+//! for the effect in one transaction, or refuse it (`ready -> rejected(refused)`, grade
+//! `refused`, evidence saying which limit and why). A refused effect sends nothing.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use serde_json::json;
+use steward_core::impact::{quantities, Refusal};
+use steward_core::{next, ActionDefinition, EffectEvent, EffectState};
+use steward_store::{
+    Actor, EffectChange, ImpactRequest, InvocationRecord, NewEvidence, ReserveOutcome, StoreError,
+};
+
+/// What the dispatcher does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reservation {
+    /// Every applicable limit holds a reservation (or none applies): record the attempt.
+    Go,
+    /// A limit refused; the effect is settled `refused` and nothing may be sent.
+    Refused,
+}
+
+pub(crate) async fn reserve(
+    state: &AppState,
+    inv: &InvocationRecord,
+    def: &ActionDefinition,
+) -> Result<Reservation, ApiError> {
+    let actor = Actor::key(&inv.created_by, state.clock.now());
+    let request = ImpactRequest {
+        env_id: inv.env_id.clone(),
+        effect_id: inv.effect_id.clone(),
+        action_name: inv.action_name.clone(),
+        quantities: quantities(def, &inv.input),
+        actor: actor.clone(),
+    };
+    let (limit_id, limit_name, refusal) = match state.store.reserve_impact(&request).await? {
+        ReserveOutcome::Reserved(_) | ReserveOutcome::AlreadyReserved => {
+            return Ok(Reservation::Go)
+        }
+        ReserveOutcome::Refused {
+            limit_id,
+            limit_name,
+            refusal,
+        } => (limit_id, limit_name, refusal),
+    };
+    let (code, message) = match refusal {
+        Refusal::MissingQuantity => (
+            "impact_quantity_missing",
+            format!(
+                "not sent: limit \"{limit_name}\" applies and the input does not hold the declared quantity"
+            ),
+        ),
+        Refusal::Exhausted {
+            requested,
+            available,
+        } => (
+            "impact_limit_exhausted",
+            format!(
+                "not sent: limit \"{limit_name}\" has {available} available and this effect needs {requested}"
+            ),
+        ),
+    };
+    let (to, _) = next(EffectState::Ready, EffectEvent::Refuse).expect("ready takes Refuse");
+    let mut change = EffectChange::new(&inv.env_id, &inv.effect_id, EffectState::Ready, to, actor);
+    change.evidence = Some(
+        NewEvidence::new("refused", "steward", message.clone())
+            .with_data(json!({"code": code, "limitId": limit_id})),
+    );
+    change.error = Some(json!({"code": code, "message": message, "limitId": limit_id}));
+    match state.store.change_effect(&change).await {
+        Ok(()) | Err(StoreError::StateConflict { .. }) => Ok(Reservation::Refused),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,7 @@
+//! In-process tests: the real router, dispatcher and store, with an injectable clock and crash
+//! hook, against the real provider fixture.
+
+mod harness;
+
+mod replay_window;
+mod simulation;

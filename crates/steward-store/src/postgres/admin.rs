@@ -1,0 +1,445 @@
+//! Environments, keys, secrets and actions.
+
+use super::audit_log::{append, Entry};
+use super::conn::Tx;
+use super::rows;
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use serde_json::json;
+use steward_core::{ActionDefinition, ActionId, EnvironmentId, KeyId};
+
+pub(crate) async fn ensure_environment(
+    tx: &Tx<'_>,
+    name: &str,
+    new_id: &EnvironmentId,
+    actor: &Actor,
+) -> StoreResult<Environment> {
+    let sql = format!(
+        "SELECT {} FROM environments WHERE name = $1",
+        rows::ENVIRONMENT_COLUMNS
+    );
+    if let Some(env) = tx.one(&sql, &[&name], rows::environment).await? {
+        return Ok(env);
+    }
+    tx.execute(
+        "INSERT INTO environments (id, name, halted, created_at) VALUES ($1, $2, FALSE, $3)",
+        &[&new_id.as_str(), &name, &actor.now.0],
+    )
+    .await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(new_id.as_str()),
+            kind: "environment.created",
+            subject: new_id.as_str(),
+            before: None,
+            after: Some(json!({"name": name})),
+        },
+    )
+    .await?;
+    tx.one(&sql, &[&name], rows::environment)
+        .await?
+        .ok_or(StoreError::NotFound {
+            what: "environment",
+        })
+}
+
+pub(crate) async fn environment(
+    tx: &Tx<'_>,
+    id: &EnvironmentId,
+) -> StoreResult<Option<Environment>> {
+    let sql = format!(
+        "SELECT {} FROM environments WHERE id = $1",
+        rows::ENVIRONMENT_COLUMNS
+    );
+    tx.one(&sql, &[&id.as_str()], rows::environment).await
+}
+
+pub(crate) async fn insert_key(tx: &Tx<'_>, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
+    let scopes = serde_json::to_string(&key.scopes).map_err(|e| rows::corrupt("scopes", e))?;
+    tx.execute_unique(
+        "key",
+        "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        &[&key.id.as_str(), &key.env_id.as_str(), &key.name, &scopes, &key.token_hash, &key.created_at.0],
+    )
+    .await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(key.env_id.as_str()),
+            kind: "key.created",
+            subject: key.id.as_str(),
+            before: None,
+            after: Some(json!({"name": key.name, "scopes": key.scopes})),
+        },
+    )
+    .await
+}
+
+pub(crate) async fn key_by_hash(tx: &Tx<'_>, hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
+    let sql = format!(
+        "SELECT {} FROM api_keys WHERE token_hash = $1",
+        rows::KEY_COLUMNS
+    );
+    tx.one(&sql, &[&hash], rows::api_key).await
+}
+
+pub(crate) async fn list_keys(tx: &Tx<'_>) -> StoreResult<Vec<ApiKeyRecord>> {
+    let sql = format!(
+        "SELECT {} FROM api_keys ORDER BY created_at, id",
+        rows::KEY_COLUMNS
+    );
+    tx.all(&sql, &[], rows::api_key).await
+}
+
+/// What the audit log may say about a secret: metadata only, never the value or ciphertext.
+fn secret_audit(s: &SecretRecord) -> serde_json::Value {
+    json!({
+        "name": s.name,
+        "version": s.version,
+        "description": s.description,
+        "allowedHosts": s.allowed_hosts,
+        "allowedPlacements": s.allowed_placements,
+    })
+}
+
+pub(crate) async fn secret(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    name: &str,
+) -> StoreResult<Option<SecretRecord>> {
+    let sql = format!(
+        "SELECT {} FROM secrets WHERE env_id = $1 AND name = $2",
+        rows::SECRET_COLUMNS
+    );
+    tx.one(&sql, &[&env.as_str(), &name], rows::secret).await
+}
+
+/// Creates (`expected_version` is `None`) or rotates (a compare-and-set on the version).
+pub(crate) async fn put_secret(
+    tx: &Tx<'_>,
+    s: &SecretRecord,
+    expected_version: Option<u32>,
+    actor: &Actor,
+) -> StoreResult<SecretRecord> {
+    let existing = secret(tx, &s.env_id, &s.name).await?;
+    let found = existing.as_ref().map(|e| e.version);
+    if found != expected_version {
+        return Err(StoreError::VersionConflict {
+            expected: expected_version.unwrap_or(0),
+            found: found.unwrap_or(0),
+        });
+    }
+    let hosts = s.allowed_hosts.as_ref().map(|h| json!(h).to_string());
+    let placements = s.allowed_placements.as_ref().map(|p| json!(p).to_string());
+    let changed = match found {
+        None => {
+            tx.execute_unique(
+                "secret",
+                "INSERT INTO secrets (env_id, name, nonce, ciphertext, description, allowed_hosts, allowed_placements, version, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8)",
+                &[&s.env_id.as_str(), &s.name, &s.nonce, &s.ciphertext, &s.description, &hosts, &placements, &actor.now.0],
+            )
+            .await?
+        }
+        Some(version) => {
+            tx.execute(
+                "UPDATE secrets SET nonce = $1, ciphertext = $2, description = $3, allowed_hosts = $4,
+                    allowed_placements = $5, version = $6, updated_at = $7
+                 WHERE env_id = $8 AND name = $9 AND version = $10",
+                &[&s.nonce, &s.ciphertext, &s.description, &hosts, &placements, &(i64::from(version) + 1), &actor.now.0, &s.env_id.as_str(), &s.name, &i64::from(version)],
+            )
+            .await?
+        }
+    };
+    assert_eq!(
+        changed, 1,
+        "secret {} in {}: the version checked under the write lock moved",
+        s.name, s.env_id
+    );
+    let stored = secret(tx, &s.env_id, &s.name)
+        .await?
+        .ok_or(StoreError::NotFound { what: "secret" })?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(s.env_id.as_str()),
+            kind: if existing.is_some() {
+                "secret.rotated"
+            } else {
+                "secret.created"
+            },
+            subject: &s.name,
+            before: existing.as_ref().map(secret_audit),
+            after: Some(secret_audit(&stored)),
+        },
+    )
+    .await?;
+    Ok(stored)
+}
+
+pub(crate) async fn list_secrets(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+) -> StoreResult<Vec<SecretRecord>> {
+    let sql = format!(
+        "SELECT {} FROM secrets WHERE env_id = $1 ORDER BY name",
+        rows::SECRET_COLUMNS
+    );
+    tx.all(&sql, &[&env.as_str()], rows::secret).await
+}
+
+pub(crate) async fn delete_secret(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    name: &str,
+    actor: &Actor,
+) -> StoreResult<bool> {
+    let Some(existing) = secret(tx, env, name).await? else {
+        return Ok(false);
+    };
+    tx.execute(
+        "DELETE FROM secrets WHERE env_id = $1 AND name = $2",
+        &[&env.as_str(), &name],
+    )
+    .await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "secret.deleted",
+            subject: name,
+            before: Some(secret_audit(&existing)),
+            after: None,
+        },
+    )
+    .await?;
+    Ok(true)
+}
+
+async fn insert_version(
+    tx: &Tx<'_>,
+    id: &ActionId,
+    version: u32,
+    def: &ActionDefinition,
+    actor: &Actor,
+) -> StoreResult<()> {
+    let raw = serde_json::to_string(def).map_err(|e| rows::corrupt("action definition", e))?;
+    tx.execute(
+        "INSERT INTO action_versions (action_id, version, definition, created_at, created_by) VALUES ($1, $2, $3, $4, $5)",
+        &[&id.as_str(), &i64::from(version), &raw, &actor.now.0, &actor.key.as_ref().map(KeyId::as_str)],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn create_action(tx: &Tx<'_>, a: &ActionRecord, actor: &Actor) -> StoreResult<()> {
+    tx.execute_unique(
+        "action",
+        "INSERT INTO actions (id, env_id, name, version, created_at, updated_at) VALUES ($1, $2, $3, 1, $4, $4)",
+        &[&a.id.as_str(), &a.env_id.as_str(), &a.name, &actor.now.0],
+    )
+    .await?;
+    insert_version(tx, &a.id, 1, &a.definition, actor).await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(a.env_id.as_str()),
+            kind: "action.created",
+            subject: a.id.as_str(),
+            before: None,
+            after: Some(json!({"version": 1, "definition": a.definition})),
+        },
+    )
+    .await
+}
+
+pub(crate) async fn action(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    reference: &str,
+) -> StoreResult<Option<ActionRecord>> {
+    let column = if reference.starts_with(ActionId::PREFIX) {
+        "a.id"
+    } else {
+        "a.name"
+    };
+    let sql = format!(
+        "SELECT {} FROM {} WHERE a.env_id = $1 AND {column} = $2 AND a.deleted_at IS NULL",
+        rows::ACTION_COLUMNS,
+        rows::ACTION_FROM
+    );
+    tx.one(&sql, &[&env.as_str(), &reference], rows::action)
+        .await
+}
+
+/// Appends version `expected + 1`: a compare-and-set on the version.
+pub(crate) async fn update_action(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &ActionId,
+    expected: u32,
+    def: &ActionDefinition,
+    actor: &Actor,
+) -> StoreResult<ActionRecord> {
+    let current = action(tx, env, id.as_str())
+        .await?
+        .ok_or(StoreError::NotFound { what: "action" })?;
+    if current.version != expected {
+        return Err(StoreError::VersionConflict {
+            expected,
+            found: current.version,
+        });
+    }
+    let version = expected + 1;
+    let changed = tx
+        .execute_unique(
+            "action",
+            "UPDATE actions SET version = $1, name = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+            &[&i64::from(version), &def.name, &actor.now.0, &id.as_str(), &i64::from(expected)],
+        )
+        .await?;
+    assert_eq!(
+        changed, 1,
+        "action {id}: version {expected} checked under the write lock moved"
+    );
+    insert_version(tx, id, version, def, actor).await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "action.updated",
+            subject: id.as_str(),
+            before: Some(json!({"version": expected, "definition": current.definition})),
+            after: Some(json!({"version": version, "definition": def})),
+        },
+    )
+    .await?;
+    action(tx, env, id.as_str())
+        .await?
+        .ok_or(StoreError::NotFound { what: "action" })
+}
+
+pub(crate) async fn list_actions(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+) -> StoreResult<Vec<ActionRecord>> {
+    let sql = format!(
+        "SELECT {} FROM {} WHERE a.env_id = $1 AND a.deleted_at IS NULL ORDER BY a.created_at, a.id",
+        rows::ACTION_COLUMNS,
+        rows::ACTION_FROM
+    );
+    tx.all(&sql, &[&env.as_str()], rows::action).await
+}
+
+pub(crate) async fn delete_action(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &ActionId,
+    actor: &Actor,
+) -> StoreResult<bool> {
+    let changed = tx
+        .execute(
+            "UPDATE actions SET deleted_at = $1 WHERE env_id = $2 AND id = $3 AND deleted_at IS NULL",
+            &[&actor.now.0, &env.as_str(), &id.as_str()],
+        )
+        .await?;
+    if changed > 0 {
+        append(
+            tx,
+            actor,
+            Entry {
+                env: Some(env.as_str()),
+                kind: "action.deleted",
+                subject: id.as_str(),
+                before: None,
+                after: None,
+            },
+        )
+        .await?;
+    }
+    Ok(changed > 0)
+}
+
+pub(crate) async fn action_versions(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &ActionId,
+) -> StoreResult<Vec<ActionVersion>> {
+    let sql = "SELECT v.action_id, v.version, v.definition, v.created_at, v.created_by
+               FROM action_versions v JOIN actions a ON a.id = v.action_id
+               WHERE a.env_id = $1 AND a.id = $2 ORDER BY v.version";
+    tx.all(sql, &[&env.as_str(), &id.as_str()], |row| {
+        Ok(ActionVersion {
+            action_id: rows::id(row, 0, ActionId::parse)?,
+            version: rows::int(row, 1)?,
+            definition: rows::definition(row, 2)?,
+            created_at: rows::millis(row, 3)?,
+            created_by: rows::id_opt(row, 4, KeyId::parse)?,
+        })
+    })
+    .await
+}
+
+/// Halts (`halted = true`, with a reason) or resumes an environment: the kill switch.
+pub(crate) async fn set_halted(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    halted: bool,
+    reason: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<Environment> {
+    let before = environment(tx, env).await?.ok_or(StoreError::NotFound {
+        what: "environment",
+    })?;
+    let reason = if halted { reason } else { None };
+    tx.execute(
+        "UPDATE environments SET halted = $1, halt_reason = $2 WHERE id = $3",
+        &[&halted, &reason, &env.as_str()],
+    )
+    .await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: if halted {
+                "environment.halted"
+            } else {
+                "environment.resumed"
+            },
+            subject: env.as_str(),
+            before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
+            after: Some(json!({"halted": halted, "reason": reason})),
+        },
+    )
+    .await?;
+    environment(tx, env).await?.ok_or(StoreError::NotFound {
+        what: "environment",
+    })
+}
+
+/// True while the environment is halted. Read inside the transaction that records an attempt,
+/// behind the write lock, so no attempt committed after a halt can be sent.
+pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<bool> {
+    Ok(environment(tx, env).await?.is_some_and(|e| e.halted))
+}
+
+/// Every invocation in the environment whose effect is `ready` (allowed to run, not attempted):
+/// the work a halt parked, dispatched once on resume.
+pub(crate) async fn ready_invocations(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+) -> StoreResult<Vec<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = $1 AND state = 'ready' ORDER BY created_at, id",
+        rows::INVOCATION_COLUMNS
+    );
+    tx.all(&sql, &[&env.as_str()], rows::invocation).await
+}

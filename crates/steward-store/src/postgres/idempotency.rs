@@ -1,0 +1,83 @@
+//! `Idempotency-Key` records for writes other than invoke.
+
+use super::conn::Tx;
+use super::rows::{col, int_opt};
+use crate::error::StoreResult;
+use crate::records::IdempotencyBegin;
+use serde_json::Value;
+use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+
+/// Runs behind the write lock: of concurrent first sends of one key, one begins and the others
+/// find it in progress. The primary key on `(env_id, key)` is the second check.
+pub(crate) async fn begin(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+    fingerprint: &str,
+    now: Millis,
+) -> StoreResult<IdempotencyBegin> {
+    let seen = tx
+        .query_first(
+            "SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = $1 AND key = $2",
+            &[&env.as_str(), &key.as_str()],
+        )
+        .await?;
+    let Some(row) = seen else {
+        tx.execute(
+            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at) VALUES ($1, $2, $3, 'generic', 'in_progress', $4)",
+            &[&env.as_str(), &key.as_str(), &fingerprint, &now.0],
+        )
+        .await?;
+        return Ok(IdempotencyBegin::Begun);
+    };
+    let stored: &str = col(&row, 0)?;
+    if stored != fingerprint {
+        return Ok(IdempotencyBegin::Mismatch);
+    }
+    let state: &str = col(&row, 1)?;
+    let status: Option<u16> = int_opt(&row, 2)?;
+    let body: Option<&str> = col(&row, 3)?;
+    Ok(match (state, status, body) {
+        ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
+            status,
+            body: serde_json::from_str(body).unwrap_or(Value::Null),
+        },
+        ("in_progress", _, _) => IdempotencyBegin::InProgress,
+        // A key first used for an invoke, now sent with another endpoint's request.
+        _ => IdempotencyBegin::Mismatch,
+    })
+}
+
+pub(crate) async fn finish(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+    status: u16,
+    body: &Value,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE idempotency SET state = 'done', response_status = $1, response_body = $2
+         WHERE env_id = $3 AND key = $4 AND kind = 'generic'",
+        &[
+            &i64::from(status),
+            &body.to_string(),
+            &env.as_str(),
+            &key.as_str(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn abandon(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+) -> StoreResult<()> {
+    tx.execute(
+        "DELETE FROM idempotency WHERE env_id = $1 AND key = $2 AND kind = 'generic' AND state = 'in_progress'",
+        &[&env.as_str(), &key.as_str()],
+    )
+    .await?;
+    Ok(())
+}

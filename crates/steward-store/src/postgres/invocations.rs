@@ -1,0 +1,568 @@
+//! Invocations and effects: the invoke write path's records.
+
+use super::audit_log::{append, Entry};
+use super::conn::Tx;
+use super::rows::{self, col};
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use serde_json::{json, Value};
+use steward_core::{
+    EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, Millis, Rejection,
+};
+
+pub(crate) async fn invocation(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &InvocationId,
+) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = $1 AND id = $2",
+        rows::INVOCATION_COLUMNS
+    );
+    tx.one(&sql, &[&env.as_str(), &id.as_str()], rows::invocation)
+        .await
+}
+
+async fn must_invocation(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &str,
+) -> StoreResult<InvocationRecord> {
+    let id = InvocationId::parse(id).map_err(|e| rows::corrupt("invocation id", e))?;
+    invocation(tx, env, &id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "invocation" })
+}
+
+/// Records an invoke request. Runs behind the write lock, so each check below sees every
+/// submission committed before it and no other submission can commit in between: the unique
+/// indexes on the operation key, the retried invocation and the idempotency key are the second
+/// check, never the first.
+pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
+    let env = &s.env_id;
+    if let Some(key) = &s.idempotency_key {
+        let seen = tx
+            .query_first(
+                "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = $1 AND key = $2",
+                &[&env.as_str(), &key.as_str()],
+            )
+            .await?;
+        if let Some(row) = seen {
+            let fingerprint: &str = col(&row, 0)?;
+            let state: &str = col(&row, 1)?;
+            let invocation_id: Option<&str> = col(&row, 2)?;
+            return Ok(
+                match (fingerprint == s.request_fingerprint, state, invocation_id) {
+                    (false, _, _) => SubmitOutcome::IdempotencyMismatch,
+                    (true, "in_progress", _) => SubmitOutcome::InProgress,
+                    (true, _, Some(id)) => {
+                        SubmitOutcome::Replayed(must_invocation(tx, env, id).await?)
+                    }
+                    (true, _, None) => SubmitOutcome::IdempotencyMismatch,
+                },
+            );
+        }
+    }
+    if let Some(prior) = &s.retry_of {
+        match invocation(tx, env, prior).await? {
+            None => return Ok(SubmitOutcome::RetryOfNotFound),
+            Some(p)
+                if !matches!(
+                    p.state,
+                    EffectState::Failed
+                        | EffectState::Rejected {
+                            reason: Rejection::Refused
+                        }
+                ) =>
+            {
+                return Ok(SubmitOutcome::RetryOfNotFailed { state: p.state })
+            }
+            Some(_) => {}
+        }
+        let earlier = tx
+            .query_first(
+                "SELECT id, input_fingerprint FROM invocations WHERE env_id = $1 AND retry_of = $2",
+                &[&env.as_str(), &prior.as_str()],
+            )
+            .await?;
+        if let Some(row) = earlier {
+            let found = must_invocation(tx, env, col(&row, 0)?).await?;
+            let fingerprint: &str = col(&row, 1)?;
+            if fingerprint != s.input_fingerprint || found.action_id != s.action.id {
+                return Ok(SubmitOutcome::RetryOfTaken {
+                    invocation_id: found.id,
+                });
+            }
+            if let Some(key) = &s.idempotency_key {
+                record_invoke_key(tx, s, key, &found.id, "done").await?;
+            }
+            return Ok(SubmitOutcome::Existing(found));
+        }
+    }
+    if let Some(op) = &s.operation_key {
+        let existing = tx
+            .query_first(
+                "SELECT id, invocation_id FROM effects
+                 WHERE env_id = $1 AND action_id = $2 AND operation_key = $3",
+                &[&env.as_str(), &s.action.id.as_str(), &op.as_str()],
+            )
+            .await?;
+        if let Some(row) = existing {
+            let found = must_invocation(tx, env, col(&row, 1)?).await?;
+            if found.input_fingerprint != s.input_fingerprint {
+                return Ok(SubmitOutcome::OperationKeyConflict {
+                    effect_id: rows::id(&row, 0, EffectId::parse)?,
+                    invocation_id: found.id,
+                });
+            }
+            if let Some(key) = &s.idempotency_key {
+                record_invoke_key(tx, s, key, &found.id, "done").await?;
+            }
+            return Ok(SubmitOutcome::Existing(found));
+        }
+    }
+    insert_new(tx, s).await?;
+    if let Some(key) = &s.idempotency_key {
+        record_invoke_key(tx, s, key, &s.invocation_id, "in_progress").await?;
+    }
+    Ok(SubmitOutcome::Created(
+        must_invocation(tx, env, s.invocation_id.as_str()).await?,
+    ))
+}
+
+async fn record_invoke_key(
+    tx: &Tx<'_>,
+    s: &Submission,
+    key: &IdempotencyKey,
+    invocation: &InvocationId,
+    state: &str,
+) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at)
+         VALUES ($1, $2, $3, 'invoke', $4, $5, $6)",
+        &[
+            &s.env_id.as_str(),
+            &key.as_str(),
+            &s.request_fingerprint,
+            &state,
+            &invocation.as_str(),
+            &s.now.0,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
+    let governed = s.action.definition.is_governed();
+    let state = s.initial.name();
+    let op = s.operation_key.as_ref().map(|k| k.as_str());
+    let completed = s.initial.is_terminal().then_some(s.now.0);
+    tx.execute(
+        "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
+            input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
+            decision, completed_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+        &[
+            &s.invocation_id.as_str(), &s.env_id.as_str(), &s.action.id.as_str(), &s.action.name,
+            &i64::from(s.action.version), &s.effect_id.as_str(), &governed, &state, &s.input.to_string(),
+            &s.input_fingerprint, &op, &s.run_id, &s.retry_of.as_ref().map(|r| r.as_str()),
+            &s.actor.as_str(), &s.now.0, &s.approval.as_ref().map(|a| a.id.as_str()),
+            &s.decision.as_ref().map(Value::to_string), &completed,
+        ],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
+            provider_idempotency_key, created_by, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
+        &[
+            &s.effect_id.as_str(), &s.env_id.as_str(), &s.invocation_id.as_str(), &s.action.id.as_str(),
+            &s.action.name, &op, &governed, &state, &s.provider_idempotency_key, &s.actor.as_str(), &s.now.0,
+        ],
+    )
+    .await?;
+    if let Some(approval) = &s.approval {
+        let binding = super::approvals::Binding {
+            invocation: &s.invocation_id,
+            effect: &s.effect_id,
+            action: &s.action.id,
+            version: s.action.version,
+            input_fingerprint: &s.input_fingerprint,
+        };
+        super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now).await?;
+    }
+    let actor = Actor::key(&s.actor, s.now);
+    insert_evidence(tx, &s.effect_id, &s.evidence, &actor).await?;
+    append(
+        tx,
+        &actor,
+        Entry {
+            env: Some(s.env_id.as_str()),
+            kind: "invocation.created",
+            subject: s.invocation_id.as_str(),
+            before: None,
+            after: Some(json!({
+                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                "decision": s.decision,
+            })),
+        },
+    )
+    .await
+}
+
+pub(crate) async fn insert_evidence(
+    tx: &Tx<'_>,
+    effect: &EffectId,
+    e: &NewEvidence,
+    actor: &Actor,
+) -> StoreResult<u32> {
+    let next = tx
+        .count(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = $1",
+            &[&effect.as_str()],
+        )
+        .await?;
+    tx.execute(
+        "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            &effect.as_str(), &next, &actor.now.0, &e.kind, &e.source, &e.message,
+            &e.data.as_ref().map(Value::to_string), &actor.key.as_ref().map(|k| k.as_str()),
+        ],
+    )
+    .await?;
+    u32::try_from(next).map_err(|_| rows::corrupt("evidence seq", next))
+}
+
+pub(crate) async fn finish_invoke_request(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE idempotency SET state = 'done' WHERE env_id = $1 AND key = $2 AND kind = 'invoke'",
+        &[&env.as_str(), &key.as_str()],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn current_state(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+) -> StoreResult<EffectState> {
+    let row = tx
+        .query_first(
+            "SELECT state FROM effects WHERE env_id = $1 AND id = $2",
+            &[&env.as_str(), &effect.as_str()],
+        )
+        .await?
+        .ok_or(StoreError::NotFound { what: "effect" })?;
+    rows::state(col(&row, 0)?)
+}
+
+/// Moves the effect with a compare-and-set on its state: `UPDATE ... WHERE state = from`, and
+/// `StateConflict` with the state found when no row moved.
+pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<()> {
+    let now = c.actor.now.0;
+    let to = c.to.name();
+    let attempt_number = match &c.attempt {
+        Some(AttemptChange::Begin { number, .. }) => Some(*number),
+        _ => None,
+    };
+    let moved = tx
+        .execute(
+            "UPDATE effects SET state = $1, updated_at = $2, attempt_count = COALESCE($3, attempt_count),
+                external_reference = COALESCE($4, external_reference)
+             WHERE env_id = $5 AND id = $6 AND state = $7",
+            &[
+                &to, &now, &attempt_number.map(i64::from), &c.external_reference,
+                &c.env_id.as_str(), &c.effect_id.as_str(), &c.from.name(),
+            ],
+        )
+        .await?;
+    if moved == 0 {
+        let found = current_state(tx, &c.env_id, &c.effect_id).await?;
+        return Err(StoreError::StateConflict {
+            expected: c.from,
+            found,
+        });
+    }
+    // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
+    // halted. Read behind the write lock, so an attempt committed after a halt cannot exist;
+    // the error rolls back the move above.
+    if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
+        && super::admin::is_halted(tx, &c.env_id).await?
+    {
+        return Err(StoreError::Halted);
+    }
+    match &c.attempt {
+        Some(AttemptChange::Begin {
+            number,
+            deadline_at,
+        }) => {
+            tx.execute(
+                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status) VALUES ($1, $2, $3, $4, 'dispatching')",
+                &[&c.effect_id.as_str(), &i64::from(*number), &now, &deadline_at.0],
+            )
+            .await?;
+        }
+        Some(AttemptChange::Finish {
+            number,
+            response_status,
+            error,
+        }) => {
+            let closed = tx
+                .execute(
+                    "UPDATE attempts SET finished_at = $1, status = $2, response_status = $3, error = $4
+                     WHERE effect_id = $5 AND number = $6",
+                    &[
+                        &now, &to, &response_status.map(i64::from), error,
+                        &c.effect_id.as_str(), &i64::from(*number),
+                    ],
+                )
+                .await?;
+            if closed != 1 {
+                return Err(StoreError::Corrupt(format!(
+                    "attempt {number} of {} does not exist",
+                    c.effect_id
+                )));
+            }
+        }
+        None => {}
+    }
+    super::limits::settle(tx, &c.env_id, &c.effect_id, c.to, &c.actor).await?;
+    let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
+    tx.execute(
+        "UPDATE invocations SET state = $1, response_status = COALESCE($2, response_status),
+            response_body = COALESCE($3, response_body), error = COALESCE($4, error),
+            completed_at = COALESCE(completed_at, $5)
+         WHERE effect_id = $6",
+        &[
+            &to,
+            &c.response_status.map(i64::from),
+            &c.response_body.as_ref().map(Value::to_string),
+            &c.error.as_ref().map(Value::to_string),
+            &completed,
+            &c.effect_id.as_str(),
+        ],
+    )
+    .await?;
+    if let Some(e) = &c.evidence {
+        insert_evidence(tx, &c.effect_id, e, &c.actor).await?;
+    }
+    append(
+        tx,
+        &c.actor,
+        Entry {
+            env: Some(c.env_id.as_str()),
+            kind: "effect.transition",
+            subject: c.effect_id.as_str(),
+            before: Some(json!({"state": c.from.name()})),
+            after: Some(
+                json!({"state": to, "attempt": attempt_number, "responseStatus": c.response_status}),
+            ),
+        },
+    )
+    .await
+}
+
+pub(crate) async fn append_evidence(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    e: &NewEvidence,
+    actor: &Actor,
+) -> StoreResult<()> {
+    current_state(tx, env, effect).await?;
+    let seq = insert_evidence(tx, effect, e, actor).await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "effect.evidence",
+            subject: effect.as_str(),
+            before: None,
+            after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+        },
+    )
+    .await
+}
+
+/// The state filter as a text array parameter: `None` matches every state, an empty list none.
+fn state_names(states: &Option<Vec<EffectState>>) -> Option<Vec<&'static str>> {
+    states
+        .as_ref()
+        .map(|list| list.iter().map(|s| s.name()).collect())
+}
+
+pub(crate) async fn list_invocations(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    f: &InvocationFilter,
+) -> StoreResult<Page<InvocationRecord>> {
+    let action = f.action_id.as_ref().map(|a| a.as_str());
+    let states = state_names(&f.states);
+    let filter = "env_id = $1 AND ($2::text IS NULL OR action_id = $2)
+                  AND ($3::text[] IS NULL OR state = ANY($3))";
+    let total = tx
+        .count(
+            &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"),
+            &[&env.as_str(), &action, &states],
+        )
+        .await?;
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+        rows::INVOCATION_COLUMNS
+    );
+    let items = tx
+        .all(
+            &sql,
+            &[
+                &env.as_str(),
+                &action,
+                &states,
+                &i64::from(f.limit),
+                &i64::from(f.offset),
+            ],
+            rows::invocation,
+        )
+        .await?;
+    Ok(Page {
+        items,
+        total: total as u64,
+    })
+}
+
+pub(crate) async fn effect(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &EffectId,
+) -> StoreResult<Option<EffectDetail>> {
+    let sql = format!(
+        "SELECT {} FROM effects WHERE env_id = $1 AND id = $2",
+        rows::EFFECT_COLUMNS
+    );
+    let Some(effect) = tx
+        .one(&sql, &[&env.as_str(), &id.as_str()], rows::effect)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let attempts = tx
+        .all(
+            &format!(
+                "SELECT {} FROM attempts WHERE effect_id = $1 ORDER BY number",
+                rows::ATTEMPT_COLUMNS
+            ),
+            &[&id.as_str()],
+            rows::attempt,
+        )
+        .await?;
+    let evidence = tx
+        .all(
+            &format!(
+                "SELECT {} FROM evidence WHERE effect_id = $1 ORDER BY seq",
+                rows::EVIDENCE_COLUMNS
+            ),
+            &[&id.as_str()],
+            rows::evidence,
+        )
+        .await?;
+    Ok(Some(EffectDetail {
+        effect,
+        attempts,
+        evidence,
+    }))
+}
+
+pub(crate) async fn list_effects(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    f: &EffectFilter,
+) -> StoreResult<Page<EffectRecord>> {
+    let action = f.action_id.as_ref().map(|a| a.as_str());
+    let states = state_names(&f.states);
+    let filter = "env_id = $1 AND governed AND ($2::text IS NULL OR action_id = $2)
+                  AND ($3::text[] IS NULL OR state = ANY($3))";
+    let total = tx
+        .count(
+            &format!("SELECT COUNT(*) FROM effects WHERE {filter}"),
+            &[&env.as_str(), &action, &states],
+        )
+        .await?;
+    let sql = format!(
+        "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+        rows::EFFECT_COLUMNS
+    );
+    let items = tx
+        .all(
+            &sql,
+            &[
+                &env.as_str(),
+                &action,
+                &states,
+                &i64::from(f.limit),
+                &i64::from(f.offset),
+            ],
+            rows::effect,
+        )
+        .await?;
+    Ok(Page {
+        items,
+        total: total as u64,
+    })
+}
+
+fn reconcile_due(row: &tokio_postgres::Row) -> StoreResult<ReconcileDue> {
+    Ok(ReconcileDue {
+        env_id: rows::id(row, 0, EnvironmentId::parse)?,
+        effect_id: rows::id(row, 1, EffectId::parse)?,
+        invocation_id: rows::id(row, 2, InvocationId::parse)?,
+        count: rows::int(row, 3)?,
+    })
+}
+
+pub(crate) async fn due_for_reconcile(
+    tx: &Tx<'_>,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<ReconcileDue>> {
+    tx.all(
+        "SELECT env_id, id, invocation_id, reconcile_count FROM effects
+         WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= $1)
+         ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT $2",
+        &[&now.0, &i64::from(limit)],
+        reconcile_due,
+    )
+    .await
+}
+
+/// `reconcile_after` for "never automatically".
+const RECONCILE_NEVER: i64 = i64::MAX;
+
+pub(crate) async fn schedule_reconcile(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    next_at: Option<Millis>,
+) -> StoreResult<()> {
+    let changed = tx
+        .execute(
+            "UPDATE effects SET reconcile_after = $1, reconcile_count = reconcile_count + 1
+             WHERE env_id = $2 AND id = $3",
+            &[
+                &next_at.map_or(RECONCILE_NEVER, |t| t.0),
+                &env.as_str(),
+                &effect.as_str(),
+            ],
+        )
+        .await?;
+    if changed == 0 {
+        return Err(StoreError::NotFound { what: "effect" });
+    }
+    Ok(())
+}

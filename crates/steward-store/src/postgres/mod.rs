@@ -1,0 +1,524 @@
+//! The shared store: PostgreSQL, for several Steward replicas on one database.
+//!
+//! Semantics are the embedded store's, method for method, and every rule is held by the
+//! database, never by process memory: unique indexes (one effect per operation key, one live
+//! action per name, one retry per failed invocation), compare-and-set updates on an effect's
+//! state and on versions, and one transaction-scoped advisory lock that orders writes across
+//! every connection and replica (see `conn`), which also keeps the audit hash chain one line.
+//! Constraint violations map to the same [`StoreError`](crate::StoreError) variants as SQLite's:
+//! a unique violation (23505) is `Duplicate`, a foreign key violation (23503) is
+//! `NotFound { what: "environment" }`, a connection or I/O failure is `Unavailable`, a row that
+//! does not decode is `Corrupt`.
+//!
+//! Durability: a method returns `Ok` only after PostgreSQL acknowledged the `COMMIT`, and with
+//! `synchronous_commit` on (the default, checked on connect) PostgreSQL acknowledges a commit only
+//! once its write-ahead log record is flushed to disk: that flush is the fsync the crash contract
+//! of [`Store`] promises. Where `synchronous_commit` is `remote_write`, `remote_apply` or `on`
+//! with synchronous standbys, the commit also waited for them.
+
+mod admin;
+mod approvals;
+mod audit_log;
+pub(crate) mod conn;
+mod idempotency;
+mod invocations;
+mod limits;
+mod policies;
+mod recover;
+mod rows;
+mod schema;
+
+use crate::error::{StoreError, StoreResult};
+use crate::governance::*;
+use crate::records::*;
+use crate::store::Store;
+use async_trait::async_trait;
+use conn::{in_transaction, Mode};
+use deadpool_postgres::Pool;
+use serde_json::Value;
+use steward_core::*;
+
+/// The PostgreSQL store. Cheap to clone; clones share the connection pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("pool", &self.pool.status())
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:port/database`, or a `key=value` connection
+    /// string), checks that commits are durable, and brings the schema up to date. Safe to call
+    /// from several replicas at once: migrations are applied exactly once. No TLS: run it on
+    /// loopback or a trusted network.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let store = Self {
+            pool: conn::pool(url)?,
+        };
+        store.check_durable_commits().await?;
+        in_transaction!(store, Mode::Write, |tx| schema::migrate(&tx))?;
+        Ok(store)
+    }
+
+    /// Refuses a server that acknowledges commits before they are on disk.
+    async fn check_durable_commits(&self) -> StoreResult<()> {
+        let client = conn::client(&self.pool).await?;
+        let row = client
+            .query_one("SHOW synchronous_commit", &[])
+            .await
+            .map_err(conn::unavailable)?;
+        let setting: &str = rows::col(&row, 0)?;
+        if setting == "off" {
+            return Err(StoreError::Unavailable {
+                message: "PostgreSQL has synchronous_commit=off: a commit could be lost after it \
+                          returned, which breaks the store's crash contract; set it to on"
+                    .into(),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn ensure_environment(
+        &self,
+        name: &str,
+        new_id: &EnvironmentId,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        in_transaction!(self, Mode::Write, |tx| admin::ensure_environment(
+            &tx, name, new_id, actor
+        ))
+    }
+
+    async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
+        in_transaction!(self, Mode::Read, |tx| admin::environment(&tx, id))
+    }
+
+    async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| admin::insert_key(&tx, key, actor))
+    }
+
+    async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::key_by_hash(&tx, token_hash))
+    }
+
+    async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::list_keys(&tx))
+    }
+
+    async fn put_secret(
+        &self,
+        secret: &SecretRecord,
+        expected_version: Option<u32>,
+        actor: &Actor,
+    ) -> StoreResult<SecretRecord> {
+        in_transaction!(self, Mode::Write, |tx| admin::put_secret(
+            &tx,
+            secret,
+            expected_version,
+            actor
+        ))
+    }
+
+    async fn secret(&self, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::secret(&tx, env, name))
+    }
+
+    async fn list_secrets(&self, env: &EnvironmentId) -> StoreResult<Vec<SecretRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::list_secrets(&tx, env))
+    }
+
+    async fn delete_secret(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| admin::delete_secret(
+            &tx, env, name, actor
+        ))
+    }
+
+    async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| admin::create_action(
+            &tx, action, actor
+        ))
+    }
+
+    async fn update_action(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+        expected_version: u32,
+        definition: &ActionDefinition,
+        actor: &Actor,
+    ) -> StoreResult<ActionRecord> {
+        in_transaction!(self, Mode::Write, |tx| admin::update_action(
+            &tx,
+            env,
+            id,
+            expected_version,
+            definition,
+            actor
+        ))
+    }
+
+    async fn action(
+        &self,
+        env: &EnvironmentId,
+        reference: &str,
+    ) -> StoreResult<Option<ActionRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::action(&tx, env, reference))
+    }
+
+    async fn list_actions(&self, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::list_actions(&tx, env))
+    }
+
+    async fn delete_action(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| admin::delete_action(
+            &tx, env, id, actor
+        ))
+    }
+
+    async fn action_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &ActionId,
+    ) -> StoreResult<Vec<ActionVersion>> {
+        in_transaction!(self, Mode::Read, |tx| admin::action_versions(&tx, env, id))
+    }
+
+    async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
+        in_transaction!(self, Mode::Write, |tx| invocations::submit(&tx, submission))
+    }
+
+    async fn finish_invoke_request(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| invocations::finish_invoke_request(
+            &tx, env, key
+        ))
+    }
+
+    async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| invocations::change_effect(
+            &tx, change
+        ))
+    }
+
+    async fn append_evidence(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        evidence: &NewEvidence,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| invocations::append_evidence(
+            &tx, env, effect, evidence, actor
+        ))
+    }
+
+    async fn due_for_reconcile(&self, now: Millis, limit: u32) -> StoreResult<Vec<ReconcileDue>> {
+        in_transaction!(self, Mode::Read, |tx| invocations::due_for_reconcile(
+            &tx, now, limit
+        ))
+    }
+
+    async fn schedule_reconcile(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        next_at: Option<Millis>,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| invocations::schedule_reconcile(
+            &tx, env, effect, next_at
+        ))
+    }
+
+    async fn invocation(
+        &self,
+        env: &EnvironmentId,
+        id: &InvocationId,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| invocations::invocation(&tx, env, id))
+    }
+
+    async fn list_invocations(
+        &self,
+        env: &EnvironmentId,
+        filter: &InvocationFilter,
+    ) -> StoreResult<Page<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| invocations::list_invocations(
+            &tx, env, filter
+        ))
+    }
+
+    async fn effect(
+        &self,
+        env: &EnvironmentId,
+        id: &EffectId,
+    ) -> StoreResult<Option<EffectDetail>> {
+        in_transaction!(self, Mode::Read, |tx| invocations::effect(&tx, env, id))
+    }
+
+    async fn list_effects(
+        &self,
+        env: &EnvironmentId,
+        filter: &EffectFilter,
+    ) -> StoreResult<Page<EffectRecord>> {
+        in_transaction!(self, Mode::Read, |tx| invocations::list_effects(
+            &tx, env, filter
+        ))
+    }
+
+    async fn create_approval(
+        &self,
+        env: &EnvironmentId,
+        approval: &NewApproval,
+        requested_by: &KeyId,
+        now: Millis,
+    ) -> StoreResult<ApprovalRecord> {
+        in_transaction!(self, Mode::Write, |tx| approvals::create(
+            &tx,
+            env,
+            approval,
+            requested_by,
+            now
+        ))
+    }
+
+    async fn approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        in_transaction!(self, Mode::Read, |tx| approvals::approval(&tx, env, id))
+    }
+
+    async fn list_approvals(
+        &self,
+        env: &EnvironmentId,
+        filter: &ApprovalFilter,
+    ) -> StoreResult<Page<ApprovalRecord>> {
+        in_transaction!(self, Mode::Read, |tx| approvals::list(&tx, env, filter))
+    }
+
+    async fn decide_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        key: &KeyId,
+        decision: Decision,
+        note: Option<&str>,
+        now: Millis,
+    ) -> StoreResult<DecideOutcome> {
+        in_transaction!(self, Mode::Write, |tx| approvals::decide(
+            &tx, env, id, key, decision, note, now
+        ))
+    }
+
+    async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
+        in_transaction!(self, Mode::Write, |tx| approvals::expire_due(&tx, now))
+    }
+
+    async fn idempotency_begin(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: Millis,
+    ) -> StoreResult<IdempotencyBegin> {
+        in_transaction!(self, Mode::Write, |tx| idempotency::begin(
+            &tx,
+            env,
+            key,
+            fingerprint,
+            now
+        ))
+    }
+
+    async fn idempotency_finish(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &Value,
+        _now: Millis,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| idempotency::finish(
+            &tx, env, key, status, body
+        ))
+    }
+
+    async fn idempotency_abandon(
+        &self,
+        env: &EnvironmentId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| idempotency::abandon(&tx, env, key))
+    }
+
+    async fn create_policy(
+        &self,
+        policy: &PolicyRecord,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| policies::create(
+            &tx,
+            policy,
+            change_note,
+            actor
+        ))
+    }
+
+    async fn update_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        expected_version: u32,
+        spec: &policy::PolicySpec,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<PolicyRecord> {
+        in_transaction!(self, Mode::Write, |tx| policies::update(
+            &tx,
+            env,
+            id,
+            expected_version,
+            spec,
+            change_note,
+            actor
+        ))
+    }
+
+    async fn delete_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| policies::delete(
+            &tx,
+            env,
+            id,
+            change_note,
+            actor
+        ))
+    }
+
+    async fn policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Option<PolicyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| policies::policy(&tx, env, id))
+    }
+
+    async fn list_policies(&self, env: &EnvironmentId) -> StoreResult<Vec<PolicyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| policies::list(&tx, env))
+    }
+
+    async fn policy_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Vec<PolicyVersion>> {
+        in_transaction!(self, Mode::Read, |tx| policies::versions(&tx, env, id))
+    }
+
+    async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| limits::create(&tx, limit, actor))
+    }
+
+    async fn update_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        name: Option<&str>,
+        amount: Option<i64>,
+        actor: &Actor,
+    ) -> StoreResult<LimitRecord> {
+        in_transaction!(self, Mode::Write, |tx| limits::update(
+            &tx, env, id, name, amount, actor
+        ))
+    }
+
+    async fn archive_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| limits::archive(&tx, env, id, actor))
+    }
+
+    async fn limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        now: Millis,
+    ) -> StoreResult<Option<LimitStatus>> {
+        in_transaction!(self, Mode::Read, |tx| limits::limit(&tx, env, id, now))
+    }
+
+    async fn list_limits(
+        &self,
+        env: &EnvironmentId,
+        include_archived: bool,
+        now: Millis,
+    ) -> StoreResult<Vec<LimitStatus>> {
+        in_transaction!(self, Mode::Read, |tx| limits::list(
+            &tx,
+            env,
+            include_archived,
+            now
+        ))
+    }
+
+    async fn reserve_impact(&self, request: &ImpactRequest) -> StoreResult<ReserveOutcome> {
+        in_transaction!(self, Mode::Write, |tx| limits::reserve(&tx, request))
+    }
+
+    async fn set_halted(
+        &self,
+        env: &EnvironmentId,
+        halted: bool,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        in_transaction!(self, Mode::Write, |tx| admin::set_halted(
+            &tx, env, halted, reason, actor
+        ))
+    }
+
+    async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::ready_invocations(&tx, env))
+    }
+
+    async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport> {
+        in_transaction!(self, Mode::Write, |tx| recover::recover(&tx, now))
+    }
+
+    async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
+        in_transaction!(self, Mode::Read, |tx| audit_log::events(&tx, after, limit))
+    }
+}

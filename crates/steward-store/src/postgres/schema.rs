@@ -1,0 +1,302 @@
+//! The PostgreSQL schema, as numbered migrations applied on connect.
+//!
+//! The same tables, columns, unique indexes and foreign keys as the embedded store's schema, in
+//! PostgreSQL's types: times are `BIGINT` milliseconds, flags `BOOLEAN`, JSON documents `TEXT`
+//! (kept byte for byte, as the audit hashes and fingerprints were computed over them), sealed
+//! values `BYTEA`. Identifiers and names that lists are ordered by use the `"C"` collation, so
+//! they sort byte-wise as SQLite's `BINARY` does, whatever the database's locale.
+//!
+//! Migrations run in one transaction behind the write lock, so replicas starting together apply
+//! each one exactly once, and running writers never see a half-migrated schema. A migration is
+//! never edited once released: changes are new entries at the end of [`MIGRATIONS`].
+
+use super::conn::{Tx, WRITE_LOCK_SQL};
+use crate::error::{StoreError, StoreResult};
+
+/// `(version, name, SQL)`, applied in order.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", INITIAL), (2, "governance", GOVERNANCE)];
+
+const INITIAL: &str = r#"
+CREATE TABLE environments (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    name TEXT COLLATE "C" NOT NULL UNIQUE,
+    halted BOOLEAN NOT NULL DEFAULT FALSE,
+    halt_reason TEXT,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE api_keys (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    token_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE secrets (
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    name TEXT COLLATE "C" NOT NULL,
+    nonce BYTEA NOT NULL,
+    ciphertext BYTEA NOT NULL,
+    description TEXT,
+    allowed_hosts TEXT,
+    allowed_placements TEXT,
+    version BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (env_id, name)
+);
+CREATE TABLE actions (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    name TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    deleted_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX actions_live_name ON actions(env_id, name) WHERE deleted_at IS NULL;
+CREATE TABLE action_versions (
+    action_id TEXT COLLATE "C" NOT NULL REFERENCES actions(id),
+    version BIGINT NOT NULL,
+    definition TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    created_by TEXT,
+    PRIMARY KEY (action_id, version)
+);
+CREATE TABLE invocations (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL,
+    action_id TEXT COLLATE "C" NOT NULL,
+    action_name TEXT NOT NULL,
+    action_version BIGINT NOT NULL,
+    effect_id TEXT COLLATE "C" NOT NULL,
+    governed BOOLEAN NOT NULL,
+    state TEXT NOT NULL,
+    input TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    operation_key TEXT COLLATE "C",
+    run_id TEXT,
+    retry_of TEXT COLLATE "C",
+    response_status BIGINT,
+    response_body TEXT,
+    error TEXT,
+    decision TEXT,
+    approval_id TEXT,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    completed_at BIGINT
+);
+CREATE INDEX invocations_env_created ON invocations(env_id, created_at);
+CREATE INDEX invocations_effect ON invocations(effect_id);
+CREATE UNIQUE INDEX invocations_retry_of ON invocations(env_id, retry_of) WHERE retry_of IS NOT NULL;
+CREATE TABLE effects (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL,
+    invocation_id TEXT COLLATE "C" NOT NULL,
+    action_id TEXT COLLATE "C" NOT NULL,
+    action_name TEXT NOT NULL,
+    operation_key TEXT COLLATE "C",
+    governed BOOLEAN NOT NULL,
+    state TEXT NOT NULL,
+    attempt_count BIGINT NOT NULL DEFAULT 0,
+    external_reference TEXT,
+    provider_idempotency_key TEXT,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    reconcile_after BIGINT,
+    reconcile_count BIGINT NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX effects_operation_key
+    ON effects(env_id, action_id, operation_key) WHERE operation_key IS NOT NULL;
+CREATE INDEX effects_state ON effects(state);
+CREATE INDEX effects_env_created ON effects(env_id, created_at);
+CREATE INDEX effects_reconcile_due ON effects(reconcile_after) WHERE state = 'unknown';
+CREATE TABLE attempts (
+    effect_id TEXT COLLATE "C" NOT NULL,
+    number BIGINT NOT NULL,
+    started_at BIGINT NOT NULL,
+    deadline_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    status TEXT NOT NULL,
+    response_status BIGINT,
+    error TEXT,
+    PRIMARY KEY (effect_id, number)
+);
+CREATE TABLE evidence (
+    effect_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    at BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message TEXT NOT NULL,
+    data TEXT,
+    actor TEXT,
+    PRIMARY KEY (effect_id, seq)
+);
+CREATE TABLE idempotency (
+    env_id TEXT COLLATE "C" NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    fingerprint TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    invocation_id TEXT,
+    response_status BIGINT,
+    response_body TEXT,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (env_id, key)
+);
+CREATE INDEX idempotency_in_progress ON idempotency(state) WHERE state = 'in_progress';
+CREATE TABLE audit (
+    seq BIGINT PRIMARY KEY,
+    at BIGINT NOT NULL,
+    env_id TEXT,
+    actor TEXT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE TABLE approvals (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    status TEXT NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT,
+    payload TEXT NOT NULL,
+    invocation_id TEXT COLLATE "C",
+    effect_id TEXT COLLATE "C",
+    action_id TEXT COLLATE "C",
+    action_version BIGINT,
+    input_fingerprint TEXT,
+    requested_by TEXT NOT NULL,
+    required_approvals BIGINT NOT NULL,
+    decision_origin TEXT,
+    decided_at BIGINT,
+    expires_at BIGINT,
+    run_id TEXT,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX approvals_env_created ON approvals(env_id, created_at);
+CREATE INDEX approvals_effect ON approvals(effect_id) WHERE effect_id IS NOT NULL;
+CREATE INDEX approvals_pending_expiry ON approvals(expires_at) WHERE status = 'pending';
+CREATE TABLE approval_decisions (
+    approval_id TEXT COLLATE "C" NOT NULL REFERENCES approvals(id),
+    key_id TEXT COLLATE "C" NOT NULL,
+    decision TEXT NOT NULL,
+    note TEXT,
+    at BIGINT NOT NULL,
+    PRIMARY KEY (approval_id, key_id)
+);
+"#;
+
+/// Approval policies with immutable versions, impact limits, and the reservations effects hold
+/// against limits.
+const GOVERNANCE: &str = r#"
+CREATE TABLE policies (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    name TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    deleted_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX policies_live_name ON policies(env_id, name) WHERE deleted_at IS NULL;
+CREATE TABLE policy_versions (
+    policy_id TEXT COLLATE "C" NOT NULL REFERENCES policies(id),
+    version BIGINT NOT NULL,
+    spec TEXT,
+    change_note TEXT,
+    created_at BIGINT NOT NULL,
+    created_by TEXT,
+    PRIMARY KEY (policy_id, version)
+);
+CREATE TABLE impact_limits (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    name TEXT NOT NULL,
+    dimension TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    currency TEXT,
+    period TEXT NOT NULL,
+    amount BIGINT NOT NULL,
+    action_name TEXT,
+    archived_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX impact_limits_env ON impact_limits(env_id, created_at);
+CREATE TABLE impact_reservations (
+    limit_id TEXT COLLATE "C" NOT NULL REFERENCES impact_limits(id),
+    effect_id TEXT COLLATE "C" NOT NULL,
+    env_id TEXT COLLATE "C" NOT NULL,
+    amount BIGINT NOT NULL,
+    window_start BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (limit_id, effect_id)
+);
+CREATE INDEX impact_reservations_effect ON impact_reservations(effect_id);
+CREATE INDEX impact_reservations_window ON impact_reservations(limit_id, window_start, state);
+"#;
+
+/// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
+/// Steward, whose schema this one does not know.
+pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
+    // Also taken by `begin(Write)`; taken here so this function is safe on its own.
+    tx.execute(WRITE_LOCK_SQL, &[]).await?;
+    tx.batch(
+        "CREATE TABLE IF NOT EXISTS steward_migrations (
+            version BIGINT PRIMARY KEY,
+            name TEXT NOT NULL,
+            applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )",
+    )
+    .await?;
+    let row = tx
+        .query_first(
+            "SELECT COALESCE(MAX(version), 0) FROM steward_migrations",
+            &[],
+        )
+        .await?;
+    let applied: i64 = match row {
+        Some(row) => super::rows::col(&row, 0)?,
+        None => 0,
+    };
+    let known = MIGRATIONS.last().map_or(0, |(version, _, _)| *version);
+    if applied > known {
+        return Err(StoreError::Unavailable {
+            message: format!(
+                "the database schema is at version {applied}, newer than this Steward knows \
+                 ({known}); upgrade Steward"
+            ),
+            source: None,
+        });
+    }
+    for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v > applied) {
+        tracing::info!(version, name, "applying PostgreSQL schema migration");
+        tx.batch(sql).await?;
+        tx.execute(
+            "INSERT INTO steward_migrations (version, name) VALUES ($1, $2)",
+            &[version, name],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    #[test]
+    fn migrations_are_numbered_one_by_one() {
+        for (i, (version, _, _)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version, i as i64 + 1, "migration {i} is misnumbered");
+        }
+    }
+}

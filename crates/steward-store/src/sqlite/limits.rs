@@ -1,0 +1,328 @@
+//! Impact limits and reservations. Reserving every applicable limit for an effect is one
+//! IMMEDIATE transaction: SQLite's single writer serialises concurrent reservations, so their
+//! sum never passes a limit. Settlement runs inside `change_effect`'s transaction.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::rows::{self, col, query_all, query_one};
+use crate::error::{StoreError, StoreResult};
+use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
+use crate::records::Actor;
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use serde_json::json;
+use std::collections::BTreeMap;
+use steward_core::impact::{check, reservation_after, LimitSpec, Period, ReservationState, Usage};
+use steward_core::{EffectId, EffectState, EnvironmentId, LimitId, Millis};
+
+const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
+
+fn decode(row: &Row<'_>) -> StoreResult<LimitRecord> {
+    let period: String = col(row, 6)?;
+    Ok(LimitRecord {
+        id: LimitId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e))?,
+        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
+            .map_err(|e| rows::corrupt("id", e))?,
+        spec: LimitSpec {
+            name: col(row, 2)?,
+            dimension: col(row, 3)?,
+            unit: col(row, 4)?,
+            currency: col(row, 5)?,
+            period: Period::parse(&period).ok_or_else(|| rows::corrupt("period", &period))?,
+            amount: col(row, 7)?,
+            action_name: col(row, 8)?,
+        },
+        archived_at: col::<Option<i64>>(row, 9)?.map(Millis),
+        created_at: Millis(col(row, 10)?),
+        updated_at: Millis(col(row, 11)?),
+    })
+}
+
+fn audit_view(l: &LimitRecord) -> serde_json::Value {
+    json!({
+        "name": l.spec.name, "dimension": l.spec.dimension, "unit": l.spec.unit,
+        "period": l.spec.period.as_str(), "amount": l.spec.amount, "actionName": l.spec.action_name,
+        "archived": l.archived_at.is_some(),
+    })
+}
+
+fn record(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &LimitId,
+) -> StoreResult<Option<LimitRecord>> {
+    let sql = format!("SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND id = ?2");
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], decode)
+}
+
+/// A limit's usage in one window.
+fn usage(conn: &Connection, limit: &LimitId, window: Millis) -> StoreResult<Usage> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT state, COALESCE(SUM(amount), 0) FROM impact_reservations
+             WHERE limit_id = ?1 AND window_start = ?2 GROUP BY state",
+        )
+        .map_err(unavailable)?;
+    let mut rows = stmt
+        .query(params![limit.as_str(), window.0])
+        .map_err(unavailable)?;
+    let mut usage = Usage::default();
+    while let Some(row) = rows.next().map_err(unavailable)? {
+        let state: String = row.get(0).map_err(unavailable)?;
+        let sum: i64 = row.get(1).map_err(unavailable)?;
+        match ReservationState::parse(&state) {
+            Some(ReservationState::Consumed) => usage.consumed = sum,
+            Some(ReservationState::Reserved) => usage.reserved = sum,
+            Some(ReservationState::Exposure) => usage.exposure = sum,
+            Some(ReservationState::Released) => {}
+            None => return Err(rows::corrupt("reservation state", state)),
+        }
+    }
+    Ok(usage)
+}
+
+fn status(conn: &Connection, limit: LimitRecord, now: Millis) -> StoreResult<LimitStatus> {
+    let window_start = limit.spec.period.window_start(now);
+    let usage = usage(conn, &limit.id, window_start)?;
+    Ok(LimitStatus {
+        limit,
+        window_start,
+        usage,
+    })
+}
+
+pub(crate) fn create(tx: &Transaction<'_>, l: &LimitRecord, actor: &Actor) -> StoreResult<()> {
+    let s = &l.spec;
+    tx.execute(
+        &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?10)"),
+        params![
+            l.id.as_str(), l.env_id.as_str(), s.name, s.dimension, s.unit, s.currency,
+            s.period.as_str(), s.amount, s.action_name, actor.now.0
+        ],
+    )
+    .map_err(|e| super::admin::constraint(e, "impact limit"))?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(l.env_id.as_str()),
+            kind: "impact_limit.created",
+            subject: l.id.as_str(),
+            before: None,
+            after: Some(audit_view(l)),
+        },
+    )
+}
+
+pub(crate) fn limit(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &LimitId,
+    now: Millis,
+) -> StoreResult<Option<LimitStatus>> {
+    record(conn, env, id)?
+        .map(|l| status(conn, l, now))
+        .transpose()
+}
+
+pub(crate) fn list(
+    conn: &Connection,
+    env: &EnvironmentId,
+    include_archived: bool,
+    now: Millis,
+) -> StoreResult<Vec<LimitStatus>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND (?2 OR archived_at IS NULL) ORDER BY created_at, id"
+    );
+    query_all(conn, &sql, &[&env.as_str(), &include_archived], decode)?
+        .into_iter()
+        .map(|l| status(conn, l, now))
+        .collect()
+}
+
+pub(crate) fn update(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &LimitId,
+    name: Option<&str>,
+    amount: Option<i64>,
+    actor: &Actor,
+) -> StoreResult<LimitRecord> {
+    let before = record(tx, env, id)?.ok_or(StoreError::NotFound {
+        what: "impact limit",
+    })?;
+    tx.execute(
+        "UPDATE impact_limits SET name = COALESCE(?1, name), amount = COALESCE(?2, amount), updated_at = ?3
+         WHERE env_id = ?4 AND id = ?5",
+        params![name, amount, actor.now.0, env.as_str(), id.as_str()],
+    )
+    .map_err(unavailable)?;
+    let after = record(tx, env, id)?.ok_or(StoreError::NotFound {
+        what: "impact limit",
+    })?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "impact_limit.updated",
+            subject: id.as_str(),
+            before: Some(audit_view(&before)),
+            after: Some(audit_view(&after)),
+        },
+    )?;
+    Ok(after)
+}
+
+pub(crate) fn archive(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &LimitId,
+    actor: &Actor,
+) -> StoreResult<bool> {
+    let changed = tx
+        .execute(
+            "UPDATE impact_limits SET archived_at = ?1, updated_at = ?1 WHERE env_id = ?2 AND id = ?3 AND archived_at IS NULL",
+            params![actor.now.0, env.as_str(), id.as_str()],
+        )
+        .map_err(unavailable)?;
+    if changed > 0 {
+        append(
+            tx,
+            actor,
+            Entry {
+                env: Some(env.as_str()),
+                kind: "impact_limit.archived",
+                subject: id.as_str(),
+                before: None,
+                after: Some(json!({"archived": true})),
+            },
+        )?;
+    }
+    Ok(changed > 0)
+}
+
+pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
+    let held: Option<i64> = tx
+        .query_row(
+            "SELECT 1 FROM impact_reservations WHERE effect_id = ?1 LIMIT 1",
+            params![r.effect_id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    if held.is_some() {
+        return Ok(ReserveOutcome::AlreadyReserved);
+    }
+    let now = r.actor.now;
+    let limits = list(tx, &r.env_id, false, now)?;
+    // Per limit: its status and what this effect asks of it so far (a limit may cap more than
+    // one of the effect's quantities only if they share a unit; their sum must fit).
+    let mut asked: BTreeMap<LimitId, (LimitStatus, i64)> = BTreeMap::new();
+    for quantity in &r.quantities {
+        for status in limits
+            .iter()
+            .filter(|s| s.limit.spec.applies(&r.action_name, quantity))
+        {
+            let entry = asked
+                .entry(status.limit.id.clone())
+                .or_insert_with(|| (status.clone(), 0));
+            let mut usage = entry.0.usage;
+            usage.reserved = usage.reserved.saturating_add(entry.1);
+            match check(status.limit.spec.amount, usage, quantity) {
+                Ok(amount) => entry.1 += amount,
+                Err(refusal) => {
+                    append(
+                        tx,
+                        &r.actor,
+                        Entry {
+                            env: Some(r.env_id.as_str()),
+                            kind: "impact.refused",
+                            subject: r.effect_id.as_str(),
+                            before: None,
+                            after: Some(json!({
+                                "limitId": status.limit.id, "refusal": format!("{refusal:?}"),
+                                "available": usage.available(status.limit.spec.amount),
+                            })),
+                        },
+                    )?;
+                    return Ok(ReserveOutcome::Refused {
+                        limit_id: status.limit.id.clone(),
+                        limit_name: status.limit.spec.name.clone(),
+                        refusal,
+                    });
+                }
+            }
+        }
+    }
+    let mut reserved = Vec::new();
+    for (id, (status, amount)) in asked {
+        tx.execute(
+            "INSERT INTO impact_reservations (limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'reserved', ?6, ?6)",
+            params![id.as_str(), r.effect_id.as_str(), r.env_id.as_str(), amount, status.window_start.0, now.0],
+        )
+        .map_err(unavailable)?;
+        reserved.push((id, amount));
+    }
+    if !reserved.is_empty() {
+        append(
+            tx,
+            &r.actor,
+            Entry {
+                env: Some(r.env_id.as_str()),
+                kind: "impact.reserved",
+                subject: r.effect_id.as_str(),
+                before: None,
+                after: Some(json!({"reservations": reserved
+                    .iter()
+                    .map(|(id, amount)| json!({"limitId": id, "amount": amount}))
+                    .collect::<Vec<_>>()})),
+            },
+        )?;
+    }
+    Ok(ReserveOutcome::Reserved(reserved))
+}
+
+/// Settles an effect's reservations for its move to `to`, inside the move's transaction:
+/// success consumes, failure or rejection releases, unknown keeps them as exposure.
+pub(crate) fn settle(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    to: EffectState,
+    actor: &Actor,
+) -> StoreResult<()> {
+    let Some(after) = reservation_after(to) else {
+        return Ok(());
+    };
+    let open: &[ReservationState] = match after {
+        ReservationState::Exposure => &[ReservationState::Reserved],
+        ReservationState::Consumed | ReservationState::Released => {
+            &[ReservationState::Reserved, ReservationState::Exposure]
+        }
+        ReservationState::Reserved => &[],
+    };
+    let mut changed = 0;
+    for from in open {
+        changed += tx
+            .execute(
+                "UPDATE impact_reservations SET state = ?1, updated_at = ?2 WHERE effect_id = ?3 AND state = ?4",
+                params![after.as_str(), actor.now.0, effect.as_str(), from.as_str()],
+            )
+            .map_err(unavailable)?;
+    }
+    if changed > 0 {
+        append(
+            tx,
+            actor,
+            Entry {
+                env: Some(env.as_str()),
+                kind: "impact.settled",
+                subject: effect.as_str(),
+                before: None,
+                after: Some(json!({"reservations": after.as_str(), "count": changed})),
+            },
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Approval policies: live rows plus immutable versions. An edit appends a version; deletion
+//! marks the policy deleted and appends a tombstone version, so every decision that names a
+//! policy version can still be read back.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::rows::{self, col, query_all, query_one};
+use crate::error::{StoreError, StoreResult};
+use crate::governance::{PolicyRecord, PolicyVersion};
+use crate::records::Actor;
+use rusqlite::{params, Connection, Row, Transaction};
+use serde_json::json;
+use steward_core::policy::PolicySpec;
+use steward_core::{EnvironmentId, KeyId, Millis, PolicyId};
+
+const COLUMNS: &str = "p.id, p.env_id, p.version, v.spec, p.created_at, p.updated_at";
+const FROM: &str =
+    "policies p JOIN policy_versions v ON v.policy_id = p.id AND v.version = p.version";
+
+fn spec(raw: &str) -> StoreResult<PolicySpec> {
+    serde_json::from_str(raw).map_err(|e| rows::corrupt("policy spec", e))
+}
+
+fn decode(row: &Row<'_>) -> StoreResult<PolicyRecord> {
+    let raw: String = col(row, 3)?;
+    Ok(PolicyRecord {
+        id: PolicyId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e))?,
+        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
+            .map_err(|e| rows::corrupt("id", e))?,
+        version: col(row, 2)?,
+        spec: spec(&raw)?,
+        created_at: Millis(col(row, 4)?),
+        updated_at: Millis(col(row, 5)?),
+    })
+}
+
+/// What the audit log says about a policy version.
+fn audit_view(version: u32, spec: &PolicySpec, note: Option<&str>) -> serde_json::Value {
+    json!({"version": version, "spec": spec, "changeNote": note})
+}
+
+fn insert_version(
+    tx: &Transaction<'_>,
+    id: &PolicyId,
+    version: u32,
+    spec: Option<&PolicySpec>,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<()> {
+    let raw = spec
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| rows::corrupt("policy spec", e))?;
+    tx.execute(
+        "INSERT INTO policy_versions (policy_id, version, spec, change_note, created_at, created_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            id.as_str(),
+            version,
+            raw,
+            note,
+            actor.now.0,
+            actor.key.as_ref().map(|k| k.to_string())
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+pub(crate) fn create(
+    tx: &Transaction<'_>,
+    p: &PolicyRecord,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
+        params![p.id.as_str(), p.env_id.as_str(), p.spec.name, actor.now.0],
+    )
+    .map_err(|e| super::admin::constraint(e, "policy"))?;
+    insert_version(tx, &p.id, 1, Some(&p.spec), note, actor)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(p.env_id.as_str()),
+            kind: "policy.created",
+            subject: p.id.as_str(),
+            before: None,
+            after: Some(audit_view(1, &p.spec, note)),
+        },
+    )
+}
+
+pub(crate) fn policy(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &PolicyId,
+) -> StoreResult<Option<PolicyRecord>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {FROM} WHERE p.env_id = ?1 AND p.id = ?2 AND p.deleted_at IS NULL"
+    );
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], decode)
+}
+
+pub(crate) fn list(conn: &Connection, env: &EnvironmentId) -> StoreResult<Vec<PolicyRecord>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {FROM} WHERE p.env_id = ?1 AND p.deleted_at IS NULL ORDER BY p.created_at, p.id"
+    );
+    query_all(conn, &sql, &[&env.as_str()], decode)
+}
+
+pub(crate) fn update(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &PolicyId,
+    expected: u32,
+    new_spec: &PolicySpec,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<PolicyRecord> {
+    let current = policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })?;
+    if current.version != expected {
+        return Err(StoreError::VersionConflict {
+            expected,
+            found: current.version,
+        });
+    }
+    let version = expected + 1;
+    tx.execute(
+        "UPDATE policies SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
+        params![version, new_spec.name, actor.now.0, id.as_str(), expected],
+    )
+    .map_err(|e| super::admin::constraint(e, "policy"))?;
+    insert_version(tx, id, version, Some(new_spec), note, actor)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "policy.updated",
+            subject: id.as_str(),
+            before: Some(audit_view(expected, &current.spec, None)),
+            after: Some(audit_view(version, new_spec, note)),
+        },
+    )?;
+    policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })
+}
+
+pub(crate) fn delete(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &PolicyId,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<bool> {
+    let Some(current) = policy(tx, env, id)? else {
+        return Ok(false);
+    };
+    let tombstone = current.version + 1;
+    tx.execute(
+        "UPDATE policies SET deleted_at = ?1, version = ?2, updated_at = ?1 WHERE id = ?3 AND deleted_at IS NULL",
+        params![actor.now.0, tombstone, id.as_str()],
+    )
+    .map_err(unavailable)?;
+    insert_version(tx, id, tombstone, None, note, actor)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "policy.deleted",
+            subject: id.as_str(),
+            before: Some(audit_view(current.version, &current.spec, None)),
+            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
+        },
+    )?;
+    Ok(true)
+}
+
+pub(crate) fn versions(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &PolicyId,
+) -> StoreResult<Vec<PolicyVersion>> {
+    let sql = "SELECT v.policy_id, v.version, v.spec, v.change_note, v.created_at, v.created_by
+               FROM policy_versions v JOIN policies p ON p.id = v.policy_id
+               WHERE p.env_id = ?1 AND p.id = ?2 ORDER BY v.version";
+    query_all(conn, sql, &[&env.as_str(), &id.as_str()], |row| {
+        Ok(PolicyVersion {
+            policy_id: PolicyId::parse(&col::<String>(row, 0)?)
+                .map_err(|e| rows::corrupt("id", e))?,
+            version: col(row, 1)?,
+            spec: col::<Option<String>>(row, 2)?
+                .map(|raw| spec(&raw))
+                .transpose()?,
+            change_note: col(row, 3)?,
+            created_at: Millis(col(row, 4)?),
+            created_by: col::<Option<String>>(row, 5)?
+                .map(|k| KeyId::parse(&k).map_err(|e| rows::corrupt("id", e)))
+                .transpose()?,
+        })
+    })
+}
