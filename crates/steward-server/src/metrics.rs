@@ -1,43 +1,175 @@
-//! Counters for `/metrics` (Prometheus text format).
+//! `/metrics` in Prometheus text format: counters and fixed-bucket histograms kept in memory per
+//! process, plus gauges read from the store at scrape time.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Duration;
+
+/// Histogram bucket bounds in seconds: from a fast fsync (0.1 ms) to the dispatch deadline.
+const BUCKETS_S: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5, 10.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS_S.len()],
+    count: u64,
+    sum_s: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        for (i, bound) in BUCKETS_S.iter().enumerate() {
+            if seconds <= *bound {
+                self.counts[i] += 1;
+            }
+        }
+        self.count += 1;
+        self.sum_s += seconds;
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    counters: BTreeMap<(&'static str, String), u64>,
+    histograms: BTreeMap<(&'static str, String), Histogram>,
+}
 
 #[derive(Default)]
 pub struct Metrics {
-    counters: Mutex<BTreeMap<(&'static str, String), u64>>,
+    inner: Mutex<Inner>,
 }
 
 impl Metrics {
-    fn add(&self, name: &'static str, label: String) {
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        *counters.entry((name, label)).or_default() += 1;
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn count(&self, name: &'static str, label: String) {
+        self.with(|m| *m.counters.entry((name, label)).or_default() += 1);
+    }
+
+    fn observe(&self, name: &'static str, label: String, took: Duration) {
+        self.with(|m| {
+            m.histograms
+                .entry((name, label))
+                .or_default()
+                .observe(took.as_secs_f64())
+        });
     }
 
     /// One reconcile result: found, absent, inconclusive, no_lookup.
     pub fn reconcile(&self, result: &str) {
-        self.add("steward_reconcile_total", format!("result=\"{result}\""));
+        self.count("steward_reconcile_total", format!("result=\"{result}\""));
     }
 
     /// One finished dispatch attempt, by the state it led to.
     pub fn attempt(&self, outcome: &str) {
-        self.add(
+        self.count(
             "steward_dispatch_attempts_total",
             format!("outcome=\"{outcome}\""),
         );
     }
 
-    pub fn render(&self) -> String {
-        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+    /// One invoke answered, by the invocation's status in the answer.
+    pub fn invocation(&self, status: &str) {
+        self.count("steward_invocations_total", format!("status=\"{status}\""));
+    }
+
+    /// The provider call of one attempt, from the first byte sent to the answer read.
+    pub fn dispatch_latency(&self, took: Duration) {
+        self.observe("steward_dispatch_duration_seconds", String::new(), took);
+    }
+
+    /// One durable store write on the request path (`submit`, `change_effect`), fsync included.
+    pub fn store_commit(&self, operation: &str, took: Duration) {
+        self.observe(
+            "steward_store_commit_duration_seconds",
+            format!("operation=\"{operation}\""),
+            took,
+        );
+    }
+
+    /// The text exposition, with `gauges` (name, help, value) read at scrape time.
+    pub fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
         let mut out = String::new();
-        let mut last = "";
-        for ((name, label), value) in counters.iter() {
-            if *name != last {
-                out.push_str(&format!("# TYPE {name} counter\n"));
-                last = name;
-            }
-            out.push_str(&format!("{name}{{{label}}} {value}\n"));
+        for (name, help, value) in gauges {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+            ));
         }
+        self.with(|m| {
+            let mut last = "";
+            for ((name, label), value) in &m.counters {
+                if *name != last {
+                    out.push_str(&format!("# TYPE {name} counter\n"));
+                    last = name;
+                }
+                out.push_str(&format!("{name}{{{label}}} {value}\n"));
+            }
+            let mut last = "";
+            for ((name, label), h) in &m.histograms {
+                if *name != last {
+                    out.push_str(&format!("# TYPE {name} histogram\n"));
+                    last = name;
+                }
+                let sep = if label.is_empty() { "" } else { "," };
+                for (bound, count) in BUCKETS_S.iter().zip(h.counts) {
+                    out.push_str(&format!(
+                        "{name}_bucket{{{label}{sep}le=\"{bound}\"}} {count}\n"
+                    ));
+                }
+                out.push_str(&format!(
+                    "{name}_bucket{{{label}{sep}le=\"+Inf\"}} {}\n",
+                    h.count
+                ));
+                let braces = if label.is_empty() {
+                    String::new()
+                } else {
+                    format!("{{{label}}}")
+                };
+                out.push_str(&format!(
+                    "{name}_sum{braces} {}\n{name}_count{braces} {}\n",
+                    h.sum_s, h.count
+                ));
+            }
+        });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_histograms_and_gauges() {
+        let m = Metrics::default();
+        m.invocation("succeeded");
+        m.invocation("succeeded");
+        m.dispatch_latency(Duration::from_millis(3));
+        m.store_commit("submit", Duration::from_micros(200));
+        let text = m.render(&[(
+            "steward_unknown_effects",
+            "effects whose outcome is unknown",
+            2,
+        )]);
+        assert!(
+            text.contains("steward_invocations_total{status=\"succeeded\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("steward_dispatch_duration_seconds_bucket{le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("steward_dispatch_duration_seconds_bucket{le=\"0.001\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("steward_store_commit_duration_seconds_count{operation=\"submit\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("steward_unknown_effects 2"), "{text}");
     }
 }

@@ -177,7 +177,10 @@ pub async fn invoke(
         actor: caller.key.id.clone(),
         now: state.clock.now(),
     };
-    let created = match state.store.submit(&submission).await? {
+    let started = std::time::Instant::now();
+    let submitted = state.store.submit(&submission).await?;
+    state.metrics.store_commit("submit", started.elapsed());
+    let created = match submitted {
         SubmitOutcome::Created(inv) => inv,
         SubmitOutcome::Existing(inv) => return Ok(answer(&inv, false)),
         SubmitOutcome::Replayed(inv) => return Ok(answer(&inv, true)),
@@ -242,5 +245,8 @@ pub async fn invoke(
         .invocation(&created.env_id, &created.id)
         .await?
         .ok_or_else(|| ApiError::not_found("invocation"))?;
+    state
+        .metrics
+        .invocation(current.state.invocation_status().as_str());
     Ok(answer(&current, false))
 }

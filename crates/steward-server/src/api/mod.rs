@@ -141,12 +141,13 @@ async fn request_context(request: Request, next: Next) -> Response {
 }
 
 async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    let gauges = [];
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        state.metrics.render(),
+        state.metrics.render(&gauges),
     )
         .into_response()
 }

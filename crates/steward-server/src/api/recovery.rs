@@ -33,27 +33,17 @@ async fn detail(state: &AppState, caller: &Caller, id: &EffectId) -> ApiResult<E
         .ok_or_else(|| ApiError::not_found("effect"))
 }
 
+/// Read-only and safe to repeat, so a resend simply looks again: it takes no idempotency record.
 pub async fn reconcile(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_INVOKE)?;
     let id = effect_id(&id)?;
-    let request = json!({"op": "effect.reconcile", "id": id, "at": state.clock.now().0});
-    // Reconcile is read-only and safe to repeat, so a resend runs it again rather than replaying.
-    let _ = headers;
-    let _ = request;
     detail(&state, &caller, &id).await?;
-    reconcile_effect(
-        &state,
-        &caller.env.id,
-        &id,
-        "api",
-        Actor::key(&caller.key.id, state.clock.now()),
-    )
-    .await?;
+    let actor = Actor::key(&caller.key.id, state.clock.now());
+    reconcile_effect(&state, &caller.env.id, &id, "api", actor).await?;
     Ok(crate::envelope::ok(views::effect_detail(
         &detail(&state, &caller, &id).await?,
     )))

@@ -216,7 +216,12 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
                 .unwrap_or_default()
         ),
     ));
-    match state.store.change_effect(&begin).await {
+    let started = std::time::Instant::now();
+    let begun = state.store.change_effect(&begin).await;
+    state
+        .metrics
+        .store_commit("begin_attempt", started.elapsed());
+    match begun {
         Ok(()) => {}
         Err(StoreError::StateConflict { .. }) => return Ok(()),
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
@@ -226,7 +231,9 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
     // Step 5: send, with a deadline shorter than the SDK's own timeout.
+    let started = std::time::Instant::now();
     let mut sent = send(state, &prepared).await?;
+    state.metrics.dispatch_latency(started.elapsed());
     if let (
         Some(verify),
         AttemptReport::Answered {
@@ -450,11 +457,12 @@ async fn record_answer(
         NewEvidence::new(kind, "provider", reason)
             .with_data(json!({"attempt": number, "status": answer.status})),
     );
+    let started = std::time::Instant::now();
+    let recorded = state.store.change_effect(&change).await;
     state
-        .store
-        .change_effect(&change)
-        .await
-        .map_err(ApiError::from)
+        .metrics
+        .store_commit("record_answer", started.elapsed());
+    recorded.map_err(ApiError::from)
 }
 
 /// The provider identity Steward sends for an effect: the same for every attempt, ever.

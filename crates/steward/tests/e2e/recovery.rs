@@ -57,6 +57,26 @@ async fn the_background_reconciler_settles_lost_answers_as_confirmed() {
     }
     assert_eq!(w.fixture.write_count(), 2);
 
+    // Counters are per process: read them before the restart below.
+    let metrics = reqwest::get(format!("{}/metrics", w.server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "steward_reconcile_total{result=\"found\"}",
+        "steward_invocations_total{status=\"unknown\"}",
+        "steward_dispatch_attempts_total{outcome=\"unknown\"}",
+        "steward_dispatch_duration_seconds_count",
+        "steward_store_commit_duration_seconds_bucket{operation=\"submit\",le=\"+Inf\"}",
+    ] {
+        assert!(
+            metrics.contains(series),
+            "{series} missing from:\n{metrics}"
+        );
+    }
+
     // A server SIGKILL while the provider holds a committed write.
     w.fixture
         .set_faults(FaultPlan::new(FaultMode::HoldAfterCommit).hold_ms(3_000));
@@ -92,16 +112,6 @@ async fn the_background_reconciler_settles_lost_answers_as_confirmed() {
         w.fixture.write_count(),
         3,
         "one write per effect, never a repeat"
-    );
-    let metrics = reqwest::get(format!("{}/metrics", w.server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("steward_reconcile_total{result=\"found\"}"),
-        "{metrics}"
     );
 }
 
