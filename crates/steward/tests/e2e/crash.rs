@@ -16,7 +16,12 @@ async fn effect_of(api: &Api, invocation: &serde_json::Value) -> serde_json::Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_while_the_provider_holds_a_committed_write_ends_unknown_and_never_repeats() {
-    let mut w = world(&[]).await;
+    sigkill_during_a_held_write_ends_unknown(&mut world(&[]).await).await;
+}
+
+/// SIGKILL while the provider holds a committed write, restart: the effect is `unknown` with
+/// evidence, a re-invoke returns it, and the provider has one write. Shared with PostgreSQL.
+pub(crate) async fn sigkill_during_a_held_write_ends_unknown(w: &mut World) {
     w.fixture
         .set_faults(FaultPlan::new(FaultMode::HoldAfterCommit).hold_ms(5_000));
     let agent = w.agent.clone();

@@ -5,7 +5,12 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_concurrent_invokes_of_one_operation_key_write_once() {
-    let w = world(&[]).await;
+    sixty_four_concurrent_invokes_write_once(&world(&[]).await).await;
+}
+
+/// 64 concurrent invokes of one operation key, each with its own idempotency key: one
+/// invocation, one effect, one provider write. Shared with the PostgreSQL tests.
+pub(crate) async fn sixty_four_concurrent_invokes_write_once(w: &World) {
     let mut tasks = Vec::new();
     for i in 0..64 {
         let agent = w.agent.clone();

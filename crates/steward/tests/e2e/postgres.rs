@@ -6,8 +6,7 @@
 use crate::harness::*;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use steward_fixture::{FaultMode, FaultPlan};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const TEST_DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -114,34 +113,7 @@ async fn sixty_four_concurrent_invokes_of_one_operation_key_write_once_on_postgr
         !w.server.data.join(steward_server::DATABASE_FILE).exists(),
         "with --database the embedded store is not used"
     );
-    let mut tasks = Vec::new();
-    for i in 0..64 {
-        let agent = w.agent.clone();
-        tasks.push(tokio::spawn(async move {
-            agent
-                .invoke(
-                    "refund",
-                    refund_input(1),
-                    Some("order-1"),
-                    Some(&format!("idem-{i}")),
-                )
-                .await
-        }));
-    }
-    let mut invocations = std::collections::BTreeSet::new();
-    for task in tasks {
-        let reply = task.await.unwrap();
-        assert_eq!(reply.status, 200, "{:?}", reply.body);
-        invocations.insert(reply.data()["id"].as_str().unwrap().to_string());
-    }
-    assert_eq!(
-        invocations.len(),
-        1,
-        "all 64 answers must name one invocation: {invocations:?}"
-    );
-    assert_eq!(w.fixture.write_count(), 1, "exactly one provider write");
-    let effects = w.agent.get("/actions/effects?action=refund").await;
-    assert_eq!(effects.body["pagination"]["total"], 1, "{:?}", effects.body);
+    crate::exactly_once::sixty_four_concurrent_invokes_write_once(&w).await;
     let (ok, text) = audit_verify(&w, &database.url);
     assert!(ok, "the audit chain in PostgreSQL verifies: {text}");
 }
@@ -150,45 +122,5 @@ async fn sixty_four_concurrent_invokes_of_one_operation_key_write_once_on_postgr
 async fn sigkill_while_the_provider_holds_a_committed_write_ends_unknown_on_postgres() {
     let database = TestDatabase::create().await;
     let mut w = world(&["--database", &database.url]).await;
-    w.fixture
-        .set_faults(FaultPlan::new(FaultMode::HoldAfterCommit).hold_ms(5_000));
-    let agent = w.agent.clone();
-    let pending = tokio::spawn(async move {
-        agent
-            .invoke("refund", refund_input(1), Some("order-1"), None)
-            .await
-    });
-    let fixture = &w.fixture;
-    assert!(
-        eventually(Duration::from_secs(10), || fixture.write_count() == 1).await,
-        "the provider committed"
-    );
-    w.server.kill();
-    drop(pending);
-    w.server.restart();
-    let agent = Api::new(&w.server, &w.server.keys("test", "agent"));
-
-    let invocations = agent.get("/actions/invocations").await;
-    let inv = invocations.data()[0].clone();
-    assert_eq!(inv["status"], "unknown", "{inv}");
-    let effect_id = inv["effectId"].as_str().expect("governed invocation");
-    let effect = agent.get(&format!("/actions/effects/{effect_id}")).await;
-    let evidence = effect.data()["evidence"].as_array().expect("evidence");
-    assert_eq!(
-        evidence.last().expect("evidence")["kind"],
-        "restart",
-        "recovery on the restarted server said why: {:?}",
-        effect.body
-    );
-
-    // Re-invoking the same operation returns that effect, and sends nothing.
-    let again = agent
-        .invoke("refund", refund_input(1), Some("order-1"), None)
-        .await;
-    assert_eq!(again.data()["id"], inv["id"]);
-    assert_eq!(again.data()["status"], "unknown");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(w.fixture.write_count(), 1, "exactly one provider write");
-    let (ok, text) = audit_verify(&w, &database.url);
-    assert!(ok, "{text}");
+    crate::crash::sigkill_during_a_held_write_ends_unknown(&mut w).await;
 }
