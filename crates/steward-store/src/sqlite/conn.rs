@@ -1,22 +1,107 @@
-//! Connections: one writer behind a mutex (SQLite has one writer at a time anyway) and a small
-//! pool of readers, which WAL lets run alongside the writer. All work runs on tokio's blocking
-//! pool so the async runtime never waits on disk.
+//! Connections: one writer thread with group commit (SQLite has one writer at a time anyway) and
+//! a small pool of readers, which WAL lets run alongside the writer. All work runs off the async
+//! runtime so it never waits on disk.
+//!
+//! Group commit: write transactions queue for the writer thread, which takes every queued one (up
+//! to [`GROUP_COMMIT_JOBS_MAX`]), runs each inside its own SAVEPOINT of one IMMEDIATE transaction,
+//! and commits them together: one fsync for the batch. A transaction that fails is rolled back to
+//! its savepoint alone. If SQLite aborts the whole transaction (an I/O error, a full disk) or the
+//! commit fails, every transaction of the batch fails: none of them was committed. A caller hears
+//! `Ok` only after the commit that made its transaction durable.
 
 use crate::error::{StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::any::Any;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 /// How long a connection waits for another process's write lock (the CLI writing keys while the
 /// server runs) before giving up, in milliseconds.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Readers kept open for reuse; more are opened on demand and dropped after use.
 const READERS_KEPT_MAX: usize = 8;
+/// The most transactions one commit carries: enough to absorb a burst from many connections,
+/// few enough that the first in line does not wait long for the rest.
+pub(crate) const GROUP_COMMIT_JOBS_MAX: usize = 128;
+
+type JobResult = StoreResult<Box<dyn Any + Send>>;
+type Job = Box<dyn FnOnce(&Transaction<'_>) -> JobResult + Send>;
+
+struct Queued {
+    job: Job,
+    reply: mpsc::SyncSender<JobResult>,
+}
 
 pub(crate) struct Pool {
     path: PathBuf,
-    writer: Mutex<Connection>,
+    jobs: Mutex<mpsc::Sender<Queued>>,
     readers: Mutex<Vec<Connection>>,
+}
+
+/// The same failure for every transaction of a batch that was not committed.
+fn batch_failed(message: &str, n: usize) -> Vec<JobResult> {
+    (0..n)
+        .map(|_| {
+            Err(StoreError::Unavailable {
+                message: message.to_string(),
+                source: None,
+            })
+        })
+        .collect()
+}
+
+/// Runs one batch in one transaction; returns each job's result, in order.
+fn commit_batch(conn: &mut Connection, jobs: Vec<Job>) -> Vec<JobResult> {
+    let n = jobs.len();
+    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => return batch_failed(&e.to_string(), n),
+    };
+    let mut results = Vec::with_capacity(n);
+    for job in jobs {
+        if let Err(e) = tx.execute_batch("SAVEPOINT job") {
+            return batch_failed(&e.to_string(), n);
+        }
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&tx)))
+            .unwrap_or_else(|_| Err(StoreError::Corrupt("a storage transaction panicked".into())));
+        if tx.is_autocommit() {
+            // SQLite rolled the whole transaction back: nothing of this batch will be committed.
+            let why = outcome.err().map(|e| e.to_string()).unwrap_or_default();
+            return batch_failed(&format!("the transaction was rolled back: {why}"), n);
+        }
+        let end = if outcome.is_ok() {
+            "RELEASE job"
+        } else {
+            "ROLLBACK TO job; RELEASE job"
+        };
+        if let Err(e) = tx.execute_batch(end) {
+            return batch_failed(&e.to_string(), n);
+        }
+        results.push(outcome);
+    }
+    match tx.commit() {
+        Ok(()) => results,
+        Err(e) => batch_failed(&e.to_string(), n),
+    }
+}
+
+/// The writer thread: takes every queued transaction, commits them together, answers each.
+fn writer_loop(mut conn: Connection, queue: mpsc::Receiver<Queued>) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < GROUP_COMMIT_JOBS_MAX {
+            match queue.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let (jobs, replies): (Vec<Job>, Vec<_>) =
+            batch.into_iter().map(|q| (q.job, q.reply)).unzip();
+        for (result, reply) in commit_batch(&mut conn, jobs).into_iter().zip(replies) {
+            // A caller that went away no longer needs its answer; its transaction stands.
+            let _ = reply.send(result);
+        }
+    }
 }
 
 pub(crate) fn unavailable(err: rusqlite::Error) -> StoreError {
@@ -63,28 +148,42 @@ impl Pool {
         writer
             .execute_batch(super::schema::GOVERNANCE_SCHEMA)
             .map_err(unavailable)?;
+        let (jobs, queue) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("steward-sqlite-writer".into())
+            .spawn(move || writer_loop(writer, queue))
+            .map_err(|e| StoreError::Unavailable {
+                message: format!("cannot start the writer thread: {e}"),
+                source: Some(Box::new(e)),
+            })?;
         Ok(Arc::new(Pool {
             path: path.to_path_buf(),
-            writer: Mutex::new(writer),
+            jobs: Mutex::new(jobs),
             readers: Mutex::new(Vec::new()),
         }))
     }
 
-    /// Runs `f` in one IMMEDIATE transaction and commits; nothing is committed if `f` fails.
-    pub(crate) fn write<T>(
+    /// Runs `f` as one transaction (in a group commit, see the module doc) and returns once it
+    /// is committed; nothing of it is committed if `f` fails.
+    pub(crate) fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>,
+        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let mut conn = self
-            .writer
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>));
+        let stopped = || StoreError::Unavailable {
+            message: "the storage writer stopped".into(),
+            source: None,
+        };
+        self.jobs
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
-        let value = f(&tx)?;
-        tx.commit().map_err(unavailable)?;
-        Ok(value)
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Queued { job, reply })
+            .map_err(|_| stopped())?;
+        let value = answer.recv().map_err(|_| stopped())??;
+        value.downcast::<T>().map(|v| *v).map_err(|_| {
+            StoreError::Corrupt("a storage transaction answered the wrong type".into())
+        })
     }
 
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
@@ -112,4 +211,74 @@ pub(crate) async fn blocking<T: Send + 'static>(
             message: format!("storage task failed: {e}"),
             source: None,
         })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(value: i64, fail: bool) -> Job {
+        Box::new(move |tx| {
+            tx.execute("INSERT INTO t (v) VALUES (?1)", [value])
+                .map_err(unavailable)?;
+            if fail {
+                return Err(StoreError::NotFound { what: "test" });
+            }
+            Ok(Box::new(value) as Box<dyn Any + Send>)
+        })
+    }
+
+    #[test]
+    fn a_failing_transaction_rolls_back_alone_and_the_batch_commits_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_connection(&dir.path().join("t.db")).unwrap();
+        conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
+        let results = commit_batch(&mut conn, vec![job(1, false), job(2, true), job(3, false)]);
+        assert!(results[0].is_ok() && results[2].is_ok());
+        assert!(matches!(results[1], Err(StoreError::NotFound { .. })));
+        let stored: Vec<i64> = conn
+            .prepare("SELECT v FROM t ORDER BY v")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            stored,
+            vec![1, 3],
+            "the failed transaction left nothing behind"
+        );
+    }
+
+    #[test]
+    fn concurrent_writers_all_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::open(&dir.path().join("steward.db")).unwrap();
+        pool.write(|tx| {
+            tx.execute_batch("CREATE TABLE t (v INTEGER)")
+                .map_err(unavailable)
+        })
+        .unwrap();
+        let threads: Vec<_> = (0..32)
+            .map(|i| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    pool.write(move |tx| {
+                        tx.execute("INSERT INTO t (v) VALUES (?1)", [i])
+                            .map_err(unavailable)
+                    })
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap().unwrap(), 1);
+        }
+        let n: i64 = pool
+            .read(|c| {
+                c.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+                    .map_err(unavailable)
+            })
+            .unwrap();
+        assert_eq!(n, 32);
+    }
 }
