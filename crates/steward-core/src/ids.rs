@@ -99,6 +99,11 @@ define_id!(
 define_id!(
     /// A shared impact limit on one dimension.
     LimitId, "lim_", "impact limit");
+define_id!(
+    /// One running Steward server process (a replica), chosen fresh at each start. In-flight
+    /// work records the replica that owns it, so that another replica can take it over once the
+    /// owner's lease (its heartbeat) has expired.
+    ReplicaId, "rep_", "replica");
 
 /// A caller-chosen stable identity for one business operation. At most one effect per
 /// `(environment, action, operation key)`, ever.

@@ -58,7 +58,7 @@ pub use effect::{
 };
 pub use ids::{
     ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
-    InvocationId, KeyId, LimitId, OperationKey, PolicyId, CLIENT_KEY_LEN_MAX,
+    InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
 pub use scope::{scopes, Role, PRIVILEGED};

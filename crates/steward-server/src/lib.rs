@@ -4,7 +4,9 @@
 //! write-only vault, the dispatcher with its adapters, and start-up recovery.
 //!
 //! [`serve`] opens the store in a data directory, runs recovery (every effect left
-//! `dispatching` by a crash becomes `unknown`; nothing is re-sent), and only then listens.
+//! `dispatching` by a crash becomes `unknown`; nothing is re-sent), and only then listens. On a
+//! shared PostgreSQL store each `serve` is one replica of several: it heartbeats, and takes over
+//! the in-flight work of replicas whose lease expired (`replica.rs`).
 //! [`app`] builds the router alone, for tests that drive it without a socket.
 //!
 //! The write path of one invoke is numbered in `dispatch/mod.rs` and in docs/ARCHITECTURE.md.
@@ -20,6 +22,7 @@ mod input_schema;
 mod keys;
 mod metrics;
 mod reconcile;
+mod replica;
 mod serve;
 mod state;
 mod vault;
@@ -30,6 +33,10 @@ pub use crash::CrashHook;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
 pub use metrics::Metrics;
+pub use replica::{
+    heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,
+    REPLICA_LEASE_MS_MIN,
+};
 pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,

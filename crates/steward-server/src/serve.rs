@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use steward_store::{PostgresStore, SqliteStore, Store};
+use steward_store::{PostgresStore, SqliteStore, Store, Sweep};
 
 /// The embedded database's file name inside the data directory.
 pub const DATABASE_FILE: &str = "steward.db";
@@ -28,6 +28,9 @@ pub struct ServerConfig {
     pub absence_grace: Duration,
     /// The background reconciler's tick; `None` turns it off.
     pub reconcile_interval: Option<Duration>,
+    /// With `database`: how long a replica may go without a heartbeat before the others take
+    /// over its in-flight work (`replica::REPLICA_LEASE_MS_DEFAULT`).
+    pub lease: Duration,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -49,24 +52,41 @@ pub async fn open_store(data_dir: &Path, database: Option<&str>) -> anyhow::Resu
 
 /// Recovers, listens, and serves until `shutdown` resolves. Prints `listening on http://ADDR`
 /// on stdout once ready (the port is the real one when `listen` asked for port 0).
+///
+/// With the embedded store, the data directory's lock file is taken first (a second `serve`
+/// fails), and start-up recovery takes over everything the previous process left in flight.
+/// With `database`, this process is one replica of several: it registers, takes over only the
+/// work of replicas whose lease expired, then heartbeats and sweeps in the background
+/// (`replica.rs`).
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let shared = config.database.is_some();
+    // Held until `serve` returns; the operating system releases it however the process ends.
+    let _lock = if shared {
+        None
+    } else {
+        Some(crate::replica::lock_data_dir(&config.data_dir)?)
+    };
     let store = open_store(&config.data_dir, config.database.as_deref()).await?;
     let vault = Vault::open_or_create(&config.data_dir)?;
     let clock = Arc::new(SystemClock);
+    let replica = crate::replica::new_id();
+    let sweep = if shared {
+        store
+            .heartbeat(&replica, clock.now())
+            .await
+            .context("cannot register this replica")?;
+        Sweep::lease(&replica, clock.now(), config.lease.as_millis() as i64)
+    } else {
+        Sweep::sole(&replica, clock.now())
+    };
     let report = store
-        .recover(clock.now())
+        .recover(&sweep)
         .await
         .context("start-up recovery failed")?;
-    if !report.dispatching_to_unknown.is_empty() || !report.ready_to_failed.is_empty() {
-        tracing::warn!(
-            unknown = report.dispatching_to_unknown.len(),
-            failed_not_sent = report.ready_to_failed.len(),
-            "recovered effects left in flight by the previous run; nothing was re-sent"
-        );
-    }
+    tracing::info!(%replica, shared, "replica registered");
     let outbound = OutboundPolicy {
         allow_insecure: config.allow_insecure_destinations,
     };
@@ -81,8 +101,19 @@ pub async fn serve(
         absence_grace: config.absence_grace,
         metrics: Arc::new(crate::metrics::Metrics::default()),
         crash_hook: None,
+        replica,
     };
-    resume_approved(&state, &report.approved_to_dispatch).await;
+    crate::replica::took_over(&state, &report);
+    if shared {
+        tokio::spawn(crate::replica::heartbeat(state.clone(), config.lease));
+        tokio::spawn(crate::replica::sweep(state.clone(), config.lease));
+    }
+    if let Some(events) = state.store.approval_events() {
+        tokio::spawn(crate::replica::forward_approval_events(
+            state.clone(),
+            events,
+        ));
+    }
     tokio::spawn(expire_approvals(state.clone()));
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
@@ -114,31 +145,6 @@ async fn expire_approvals(state: AppState) {
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "approval expiry sweep failed; retrying"),
-        }
-    }
-}
-
-/// Dispatches, once, the invocations an approval released before the previous run stopped.
-async fn resume_approved(
-    state: &AppState,
-    invocations: &[(steward_core::EnvironmentId, steward_core::InvocationId)],
-) {
-    for (env, id) in invocations {
-        let found = state.store.invocation(env, id).await;
-        match found {
-            Ok(Some(inv)) => {
-                tracing::info!(invocation = %id, "dispatching approved work left by the previous run");
-                let state = state.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = crate::dispatch::dispatch(&state, &inv).await {
-                        tracing::error!(invocation = %inv.id, error = ?e.message, "approved dispatch failed");
-                    }
-                });
-            }
-            Ok(None) => tracing::error!(invocation = %id, "approved invocation vanished"),
-            Err(e) => {
-                tracing::error!(invocation = %id, error = %e, "cannot read approved invocation")
-            }
         }
     }
 }

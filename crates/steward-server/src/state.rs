@@ -28,6 +28,9 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// In-process simulations only: crash (stop the dispatch) where this says so.
     pub crash_hook: Option<crate::crash::CrashHook>,
+    /// This process among the replicas sharing the store: the owner recorded on everything it
+    /// puts in flight (`replica.rs`).
+    pub replica: steward_core::ReplicaId,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

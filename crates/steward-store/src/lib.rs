@@ -10,22 +10,29 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), steward_store::StoreError> {
-//! use steward_store::{SqliteStore, Store};
+//! use steward_core::{Millis, ReplicaId};
+//! use steward_store::{SqliteStore, Store, Sweep};
 //! let store = SqliteStore::open(std::path::Path::new("./steward-data/steward.db"))?;
-//! let report = store.recover(steward_core::Millis(0)).await?;
+//! // This process, starting: the only one serving the file, so every other replica is dead.
+//! let me = ReplicaId::from_unique("01hx0000000000000000000000");
+//! let report = store.recover(&Sweep::sole(&me, Millis(0))).await?;
 //! println!("{} effects became unknown", report.dispatching_to_unknown.len());
 //! # Ok(()) }
 //! ```
 //!
 //! Uniqueness (one effect per operation key, one live action per name) and state transitions
 //! (compare-and-set on the effect's state) are enforced by the database, never by process
-//! memory, so any number of connections or processes can share one store safely.
+//! memory, so any number of connections or processes can share one store safely. In-flight
+//! work records the replica (server process) that owns it; a replica that stops heartbeating
+//! ([`Store::heartbeat`]) for longer than the lease is dead, and the recovery sweep
+//! ([`Store::recover`]) of another replica takes its work over exactly once.
 
 mod audit;
 mod error;
 mod governance;
 mod postgres;
 mod records;
+mod recovery;
 mod sqlite;
 mod store;
 

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steward_core::{
     ActionDefinition, ActionId, ApprovalId, ApprovalStatus, Decision, EffectId, EffectState,
-    EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis, OperationKey,
+    EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis, OperationKey, ReplicaId,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +114,9 @@ pub struct AttemptRecord {
     pub status: String,
     pub response_status: Option<u16>,
     pub error: Option<String>,
+    /// The replica that recorded the attempt and sent the request (`None` for attempts recorded
+    /// before replicas were tracked).
+    pub owner: Option<ReplicaId>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -218,6 +221,10 @@ pub struct Submission {
     pub evidence: NewEvidence,
     pub actor: KeyId,
     pub now: Millis,
+    /// The replica recording it, which dispatches the effect when it is `ready`: until that
+    /// replica's lease expires, no other replica's recovery sweep touches the effect or the
+    /// request's in-flight `Idempotency-Key` marker.
+    pub owner: ReplicaId,
 }
 
 /// An approval request to create.
@@ -322,8 +329,14 @@ pub enum SubmitOutcome {
 /// The attempt part of an effect change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptChange {
-    /// Record a new attempt as `dispatching`. Durable before anything is sent.
-    Begin { number: u32, deadline_at: Millis },
+    /// Record a new attempt as `dispatching`, owned by the replica `owner` that will send it.
+    /// Durable before anything is sent. While `owner` keeps its lease, no recovery sweep
+    /// touches the attempt; once the lease has expired, a sweep makes the effect `unknown`.
+    Begin {
+        number: u32,
+        deadline_at: Millis,
+        owner: ReplicaId,
+    },
     /// Close an attempt with what it led to.
     Finish {
         number: u32,
@@ -411,19 +424,71 @@ pub enum IdempotencyBegin {
     Mismatch,
 }
 
-/// What start-up recovery did.
+/// One recovery sweep: which replica runs it, and which replicas count as dead.
+///
+/// In-flight work (an effect `ready` or `dispatching`, an in-flight `Idempotency-Key` marker) is
+/// *orphaned* when its owner is not [`Sweep::replica`] and is dead: it has no heartbeat at all,
+/// or its last heartbeat is older than [`Sweep::dead_before`]. Work recorded before replicas
+/// were tracked has no owner and is orphaned too.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    /// The replica running the sweep. Its own work is never orphaned; orphaned approved work
+    /// becomes its to dispatch.
+    pub replica: ReplicaId,
+    pub now: Millis,
+    /// A replica whose last heartbeat is older than this is dead.
+    pub dead_before: Millis,
+}
+
+impl Sweep {
+    /// The only process of its store, starting: every other replica is dead (the embedded
+    /// store's lock file proves that no other process serves it).
+    pub fn sole(replica: &ReplicaId, now: Millis) -> Self {
+        Self {
+            replica: replica.clone(),
+            now,
+            dead_before: Millis(i64::MAX),
+        }
+    }
+
+    /// One of several replicas: a replica is dead once its last heartbeat is older than
+    /// `lease_ms`.
+    pub fn lease(replica: &ReplicaId, now: Millis, lease_ms: i64) -> Self {
+        Self {
+            replica: replica.clone(),
+            now,
+            dead_before: now.plus_ms(-lease_ms),
+        }
+    }
+}
+
+/// What a recovery sweep did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RecoveryReport {
-    /// Effects found `dispatching` and marked `unknown` (nothing re-sent).
+    /// Orphaned effects found `dispatching` and marked `unknown` (nothing re-sent).
     pub dispatching_to_unknown: Vec<EffectId>,
-    /// Effects found `ready` with no attempt, whose request died with the server: settled
-    /// `failed` as provably never sent.
+    /// Orphaned effects found `ready` with no attempt and no approval, whose request died with
+    /// its replica: settled `failed` as provably never sent.
     pub ready_to_failed: Vec<EffectId>,
-    /// In-flight request markers cleared.
+    /// Orphaned in-flight request markers cleared.
     pub requests_cleared: u64,
-    /// Effects released by an approval but not yet attempted: still `ready`, to be dispatched
-    /// once (the approver's decision stands across a restart).
+    /// Orphaned effects released by an approval but not yet attempted: still `ready`, now owned
+    /// by the sweeping replica, which dispatches them once (the approver's decision stands
+    /// across a crash).
     pub approved_to_dispatch: Vec<(EnvironmentId, InvocationId)>,
+    /// Dead replicas whose registration the sweep removed, after taking over their work.
+    pub expired_replicas: Vec<ReplicaId>,
+}
+
+/// An approval changed in another process (announced by a shared store, see
+/// [`Store::approval_events`](crate::Store::approval_events)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalEvent {
+    /// A decision was recorded on this approval, or it expired.
+    Changed(ApprovalId),
+    /// The store (re)started listening: changes made while it was not listening were not
+    /// announced, so whoever waits should read again.
+    Resync,
 }
 
 /// An unknown effect due for a background reconcile.

@@ -10,8 +10,9 @@ use serde_json::Value;
 use steward_core::policy::PolicySpec;
 use steward_core::{
     ActionDefinition, ActionId, ApprovalId, Decision, EffectId, EnvironmentId, IdempotencyKey,
-    InvocationId, KeyId, LimitId, Millis, PolicyId,
+    InvocationId, KeyId, LimitId, Millis, PolicyId, ReplicaId,
 };
+use tokio::sync::broadcast;
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -102,8 +103,10 @@ pub trait Store: Send + Sync + 'static {
     /// Moves an effect from `change.from` to `change.to` if and only if it is still in
     /// `change.from` (`StateConflict` otherwise), with the attempt, evidence and response that go
     /// with it. With `AttemptChange::Begin` this is write path step 2: once it returns, the
-    /// attempt is durable, and a restart will find the effect `dispatching` and make it
-    /// `unknown` rather than send again.
+    /// attempt is durable and owned by the `Begin`'s replica, and a recovery sweep that finds
+    /// that replica dead (`recover`) makes the effect `unknown` rather than send again. The
+    /// compare-and-set is what lets at most one of several replicas record the attempt of a
+    /// `ready` effect.
     ///
     /// In the same transaction it settles the effect's impact reservations for the new state
     /// (`steward_core::impact::reservation_after`), and it refuses `AttemptChange::Begin` with
@@ -119,9 +122,17 @@ pub trait Store: Send + Sync + 'static {
         actor: &Actor,
     ) -> StoreResult<()>;
 
-    /// Unknown effects whose next read-only reconcile is due (`reconcile_after` unset or passed),
-    /// oldest first, at most `limit`.
-    async fn due_for_reconcile(&self, now: Millis, limit: u32) -> StoreResult<Vec<ReconcileDue>>;
+    /// Claims unknown effects whose next read-only reconcile is due (`reconcile_after` unset or
+    /// passed), oldest first, at most `limit`: in the same transaction their `reconcile_after`
+    /// becomes `claim_until`, so that another replica's reconciler does not look them up at the
+    /// same time. The caller sets the real next time with `schedule_reconcile`; if it dies
+    /// first, the claim runs out and any replica takes the effect again.
+    async fn due_for_reconcile(
+        &self,
+        now: Millis,
+        limit: u32,
+        claim_until: Millis,
+    ) -> StoreResult<Vec<ReconcileDue>>;
     /// Sets when the background reconciler may look at an unknown effect again and counts the
     /// lookup. `None` means never automatically (no read-only lookup exists for it).
     async fn schedule_reconcile(
@@ -171,8 +182,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Page<ApprovalRecord>>;
     /// Casts one key's decision in one transaction: the tally, the approval's status and, when
     /// the approval settles, the parked effect's transition. Concurrent approvals of one request
-    /// serialize here, so exactly one of them gets `ready`. Once it returns, a restart finds an
-    /// approved effect `ready` and dispatches it once (see `recover`).
+    /// serialize here, so exactly one of them gets `ready`; the released effect is owned by
+    /// `replica`, which dispatches it. Once it returns, a recovery sweep that finds `replica`
+    /// dead finds the approved effect `ready` and hands it to exactly one live replica to
+    /// dispatch once (see `recover`). A shared store announces the change
+    /// (`approval_events`) when it commits.
+    #[allow(clippy::too_many_arguments)] // one decision: who, what, why, when, where
     async fn decide_approval(
         &self,
         env: &EnvironmentId,
@@ -181,18 +196,33 @@ pub trait Store: Send + Sync + 'static {
         decision: Decision,
         note: Option<&str>,
         now: Millis,
+        replica: &ReplicaId,
     ) -> StoreResult<DecideOutcome>;
-    /// Expires every pending approval whose expiry has passed; their effects never run.
+    /// Expires every pending approval whose expiry has passed; their effects never run. A
+    /// conditional update (`status = 'pending'` and expiry passed) behind the write lock: when
+    /// several replicas run it at once, each approval expires once and the others find nothing.
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>>;
+    /// Announcements of approval changes committed by any process sharing this store: a
+    /// receiver that gets an event for every decision and expiry from the moment the store
+    /// listens (an [`ApprovalEvent::Resync`] says when that is, and when it listens again after
+    /// losing its connection). `None` for a store that only one process serves (the embedded
+    /// store), whose server wakes its long polls itself. Must be called inside a tokio runtime.
+    fn approval_events(&self) -> Option<broadcast::Receiver<ApprovalEvent>> {
+        None
+    }
 
     // --- generic request idempotency -------------------------------------------------------
 
+    /// Records the key as in flight, owned by `owner`, or answers what it found. A recovery
+    /// sweep forgets an in-flight marker once its owner is dead, so the request may be sent
+    /// again; never while the owner lives.
     async fn idempotency_begin(
         &self,
         env: &EnvironmentId,
         key: &IdempotencyKey,
         fingerprint: &str,
         now: Millis,
+        owner: &ReplicaId,
     ) -> StoreResult<IdempotencyBegin>;
     async fn idempotency_finish(
         &self,
@@ -313,14 +343,24 @@ pub trait Store: Send + Sync + 'static {
     /// oldest first: the work a halt parked.
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>>;
 
-    // --- recovery and audit ----------------------------------------------------------------
+    // --- replicas and recovery ---------------------------------------------------------------
 
-    /// Start-up recovery, run before the server accepts requests: every effect left
-    /// `dispatching` becomes `unknown` with evidence saying why (nothing is re-sent); every
-    /// effect left `ready` with no attempt becomes `failed` as provably never sent, unless an
-    /// approval released it (those are listed for dispatch); in-flight request markers are
-    /// cleared.
-    async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport>;
+    /// Records that `replica` is alive at `now`, registering it on its first call. Other
+    /// replicas treat it as dead, and take over its in-flight work, once its last heartbeat is
+    /// older than their lease (`Sweep::lease`). It never waits for the write lock, so a queue
+    /// of writers cannot make a live replica look dead.
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()>;
+
+    /// A recovery sweep, in one transaction, taking over the work of dead replicas (see
+    /// [`Sweep`] for which work is orphaned): every orphaned effect left `dispatching` becomes
+    /// `unknown` with evidence saying why (nothing is re-sent); every orphaned effect left
+    /// `ready` with no attempt becomes `failed` as provably never sent, unless an approval
+    /// released it (those become the sweeping replica's and are listed for it to dispatch once);
+    /// orphaned in-flight request markers are cleared; dead replicas' registrations are
+    /// removed. Concurrent sweeps from several replicas take each piece exactly once. Work
+    /// owned by a live replica is never touched. Run at start-up before the server accepts
+    /// requests, and then periodically.
+    async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport>;
 
     /// Audit events with `seq > after`, oldest first.
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>>;

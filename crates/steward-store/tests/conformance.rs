@@ -23,16 +23,20 @@ use steward_core::impact::{LimitSpec, Quantity, Refusal, Usage};
 use steward_core::policy::PolicySpec;
 use steward_core::{
     fingerprint, ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey,
-    InvocationId, KeyId, Millis, OperationKey,
+    InvocationId, KeyId, Millis, OperationKey, ReplicaId,
 };
 use steward_core::{LimitId, PolicyId, Rejection};
 use steward_store::{
     event_hash, verify_chain, ActionRecord, Actor, ApiKeyRecord, AttemptChange, ChainError,
     EffectChange, EffectDetail, EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord,
     NewEvidence, PostgresStore, RecoveryReport, SecretRecord, SqliteStore, Store, StoreError,
-    Submission, SubmitOutcome, GENESIS_HASH,
+    Submission, SubmitOutcome, Sweep, GENESIS_HASH,
 };
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
+
+#[path = "conformance/replicas.rs"]
+mod replicas;
+use replicas::*;
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -59,6 +63,10 @@ pub async fn run_all(store: Arc<dyn Store>) {
     limit_reservations_never_exceed_a_limit(store.clone()).await;
     a_halted_environment_records_no_attempt(store.clone()).await;
     a_policy_decision_is_recorded_with_the_invocation(store.clone()).await;
+    a_sweep_takes_over_only_dead_replicas_work(store.clone()).await;
+    concurrent_sweeps_on_one_handle_take_each_piece_once(store.clone()).await;
+    reconcile_claims_do_not_overlap(store.clone()).await;
+    approval_changes_are_announced(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -381,6 +389,7 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
     begin.attempt = Some(AttemptChange::Begin {
         number: 1,
         deadline_at: Millis(32_000),
+        owner: writer(),
     });
     begin.evidence = Some(NewEvidence::new("attempt", "steward", "attempt 1 recorded"));
     store
@@ -559,6 +568,7 @@ pub async fn effect_change_under_concurrency_moves_once(store: Arc<dyn Store>) {
         change.attempt = Some(AttemptChange::Begin {
             number: 1,
             deadline_at: Millis(32_000),
+            owner: writer(),
         });
         change.evidence = Some(NewEvidence::new(
             "attempt",
@@ -620,6 +630,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     replay.attempt = Some(AttemptChange::Begin {
         number: 2,
         deadline_at: Millis(33_000),
+        owner: writer(),
     });
     store
         .change_effect(&replay)
@@ -647,7 +658,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     let generic = idem("generic-in-flight");
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &generic, "fp-g", T0)
+            .idempotency_begin(&env.id, &generic, "fp-g", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -656,7 +667,10 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     let parked_before = env.effect(&parked.effect_id).await;
     let settled_before = env.effect(&settled.effect_id).await;
 
-    let report = store.recover(Millis(9_000)).await.expect("recover");
+    let report = store
+        .recover(&Sweep::sole(&restarted(), Millis(9_000)))
+        .await
+        .expect("recover");
     assert!(
         report
             .dispatching_to_unknown
@@ -753,7 +767,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     // An in-flight generic request was forgotten: it may be sent again.
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &generic, "fp-g", Millis(9_500))
+            .idempotency_begin(&env.id, &generic, "fp-g", Millis(9_500), &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -771,7 +785,10 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
         env.effect(&settled.effect_id).await,
     ];
     let audit_len = store.audit_events(0, 100_000).await.expect("audit").len();
-    let again = store.recover(Millis(10_000)).await.expect("recover again");
+    let again = store
+        .recover(&Sweep::sole(&restarted(), Millis(10_000)))
+        .await
+        .expect("recover again");
     assert_eq!(again, RecoveryReport::default(), "recovery is idempotent");
     let after = [
         env.effect(&dispatching.effect_id).await,
@@ -909,7 +926,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
         let (store, env_id, key) = (store.clone(), env.id.clone(), key.clone());
         async move {
             store
-                .idempotency_begin(&env_id, &key, fp, T0)
+                .idempotency_begin(&env_id, &key, fp, T0, &writer())
                 .await
                 .expect("idempotency_begin")
         }
@@ -947,7 +964,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     let failed = idem("create-secret-2");
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &failed, "fp-x", T0)
+            .idempotency_begin(&env.id, &failed, "fp-x", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -958,7 +975,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
         .expect("abandon");
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &failed, "fp-y", T0)
+            .idempotency_begin(&env.id, &failed, "fp-y", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -968,7 +985,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     let other = Env::new(&store, "generic-other").await;
     assert_eq!(
         store
-            .idempotency_begin(&other.id, &key, "fp-2", T0)
+            .idempotency_begin(&other.id, &key, "fp-2", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -984,7 +1001,9 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     for _ in 0..32 {
         let (store, env_id, race) = (store.clone(), env.id.clone(), race.clone());
         tasks.push(tokio::spawn(async move {
-            store.idempotency_begin(&env_id, &race, "fp-r", T0).await
+            store
+                .idempotency_begin(&env_id, &race, "fp-r", T0, &writer())
+                .await
         }));
     }
     let mut outcomes = Vec::new();
@@ -2036,7 +2055,10 @@ where
         1,
         "the Begin was durable"
     );
-    let report = store.recover(Millis(9_000)).await.expect("recover");
+    let report = store
+        .recover(&Sweep::sole(&restarted(), Millis(9_000)))
+        .await
+        .expect("recover");
     assert!(report.dispatching_to_unknown.contains(&inflight.effect_id));
     assert!(report.ready_to_failed.contains(&accepted.effect_id));
     assert_eq!(
@@ -2520,6 +2542,7 @@ pub async fn a_halted_environment_records_no_attempt(store: Arc<dyn Store>) {
     begin.attempt = Some(AttemptChange::Begin {
         number: 1,
         deadline_at: Millis(40_000),
+        owner: writer(),
     });
     assert!(matches!(
         store.change_effect(&begin).await,
@@ -2637,6 +2660,17 @@ fn unique(tag: &str) -> String {
         format!("{nanos:x}")
     });
     format!("{tag}-{run}-{}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The replica that writes everything the sub-tests put in flight. It never heartbeats, so
+/// every recovery sweep takes it for dead.
+fn writer() -> ReplicaId {
+    ReplicaId::from_unique("conformance-writer")
+}
+
+/// A fresh replica: a new process starting (for `Sweep::sole`) or a live one.
+fn restarted() -> ReplicaId {
+    ReplicaId::from_unique(&unique("rep"))
 }
 
 fn op(key: &str) -> OperationKey {
@@ -2796,6 +2830,7 @@ impl Env {
             evidence: NewEvidence::new("submitted", "steward", "invocation accepted"),
             actor: self.key.clone(),
             now: T0,
+            owner: writer(),
         }
     }
 
@@ -2831,6 +2866,7 @@ impl Env {
         change.attempt = Some(AttemptChange::Begin {
             number: 1,
             deadline_at: Millis(at + 30_000),
+            owner: writer(),
         });
         change.evidence = Some(NewEvidence::new("attempt", "steward", "attempt 1 recorded"));
         self.store
@@ -2914,6 +2950,10 @@ conformance_tests!(
     limit_reservations_never_exceed_a_limit,
     a_halted_environment_records_no_attempt,
     a_policy_decision_is_recorded_with_the_invocation,
+    a_sweep_takes_over_only_dead_replicas_work,
+    concurrent_sweeps_on_one_handle_take_each_piece_once,
+    reconcile_claims_do_not_overlap,
+    approval_changes_are_announced,
     audit_chain_verifies_and_detects_tampering,
 );
 
@@ -2931,6 +2971,16 @@ async fn sqlite_operation_key_unique_across_handles() {
         .map(|_| Arc::new(SqliteStore::open(&path).expect("open")) as Arc<dyn Store>)
         .collect();
     operation_key_unique_across_handles(stores).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_concurrent_sweeps_across_handles_take_each_piece_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("steward.db");
+    let stores: Vec<Arc<dyn Store>> = (0..3)
+        .map(|_| Arc::new(SqliteStore::open(&path).expect("open")) as Arc<dyn Store>)
+        .collect();
+    concurrent_sweeps_take_each_piece_once(stores).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -3059,6 +3109,16 @@ async fn postgres_operation_key_unique_across_handles() {
         stores.push(database.store().await);
     }
     operation_key_unique_across_handles(stores).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_sweeps_across_handles_take_each_piece_once() {
+    let database = TestDatabase::create().await;
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        stores.push(database.store().await);
+    }
+    concurrent_sweeps_take_each_piece_once(stores).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

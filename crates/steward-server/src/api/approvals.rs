@@ -239,6 +239,7 @@ async fn decide(
                 decision,
                 note.as_deref(),
                 now,
+                &state.replica,
             )
             .await?;
         let approval = match outcome {

@@ -60,7 +60,7 @@ where
     let now = state.clock.now();
     match state
         .store
-        .idempotency_begin(env, &key, &fingerprint(&request), now)
+        .idempotency_begin(env, &key, &fingerprint(&request), now, &state.replica)
         .await?
     {
         IdempotencyBegin::Begun => {}

@@ -176,6 +176,7 @@ pub async fn invoke(
         evidence: gate.evidence,
         actor: caller.key.id.clone(),
         now: state.clock.now(),
+        owner: state.replica.clone(),
     };
     let started = std::time::Instant::now();
     let submitted = state.store.submit(&submission).await?;

@@ -10,7 +10,8 @@
 //!    which refuses while the environment is halted (`park.rs`: the effect stays `ready`);
 //! 4. only then is the request sent, with a deadline;
 //! 5. the answer is classified honestly and committed; a crash before this step leaves the
-//!    effect `dispatching`, which start-up recovery turns into `unknown`.
+//!    effect `dispatching`, owned by this replica, which a recovery sweep turns into `unknown`
+//!    (at start-up with the embedded store; within a lease on a shared one).
 
 pub mod outbound;
 pub(crate) mod park;
@@ -198,6 +199,7 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
     begin.attempt = Some(AttemptChange::Begin {
         number,
         deadline_at: deadline,
+        owner: state.replica.clone(),
     });
     let what = if start == Start::Replay {
         "replay"
@@ -454,7 +456,7 @@ async fn record_answer(
         "transport"
     };
     change.evidence = Some(
-        NewEvidence::new(kind, "provider", reason)
+        NewEvidence::new(kind, "provider", reason.clone())
             .with_data(json!({"attempt": number, "status": answer.status})),
     );
     let started = std::time::Instant::now();
@@ -462,7 +464,41 @@ async fn record_answer(
     state
         .metrics
         .store_commit("record_answer", started.elapsed());
-    recorded.map_err(ApiError::from)
+    match recorded {
+        // This replica went longer than its lease without a heartbeat, and another replica's
+        // recovery sweep took the attempt for orphaned and marked it `unknown` meanwhile. The
+        // answer is kept as evidence for whoever reconciles it; the state stays as found.
+        Err(StoreError::StateConflict { found, .. }) => {
+            late_answer(state, inv, number, answer.status, &reason, found).await
+        }
+        other => other.map_err(ApiError::from),
+    }
+}
+
+/// Appends an answer that arrived after another replica had settled its attempt.
+async fn late_answer(
+    state: &AppState,
+    inv: &InvocationRecord,
+    number: u32,
+    status: Option<u16>,
+    reason: &str,
+    found: EffectState,
+) -> Result<(), ApiError> {
+    let late = NewEvidence::new(
+        "late_answer",
+        "provider",
+        format!(
+            "attempt {number} answered after another Steward process had marked it {}: {reason}",
+            found.name()
+        ),
+    )
+    .with_data(json!({"attempt": number, "status": status}));
+    let actor = Actor::system(state.clock.now());
+    state
+        .store
+        .append_evidence(&inv.env_id, &inv.effect_id, &late, &actor)
+        .await
+        .map_err(ApiError::from)
 }
 
 /// The provider identity Steward sends for an effect: the same for every attempt, ever.

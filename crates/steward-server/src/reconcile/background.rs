@@ -1,5 +1,7 @@
 //! The background reconciler: settles `unknown` effects that can be looked up, read-only, with
-//! backoff per effect and a bounded number of lookups per tick.
+//! backoff per effect and a bounded number of lookups per tick. Every replica runs one; each
+//! pass claims the effects it looks up (`Store::due_for_reconcile`), so two replicas never look
+//! up one effect at once.
 
 use super::{can_look_up, reconcile, Reconciled};
 use crate::state::AppState;
@@ -13,6 +15,15 @@ pub const RECONCILE_BATCH_MAX: u32 = 16;
 pub const RECONCILE_BACKOFF_MS_MIN: i64 = 1_000;
 /// Five minutes: an effect nobody can settle is still looked at regularly.
 pub const RECONCILE_BACKOFF_MS_MAX: i64 = 300_000;
+
+/// How long a pass holds the effects it claimed, in milliseconds: each lookup is one provider
+/// request bounded by the dispatch deadline, so a pass of [`RECONCILE_BATCH_MAX`] lookups ends
+/// well within this. A replica that dies mid-pass holds its claims until they run out; then any
+/// replica takes those effects again.
+fn claim_ms(state: &AppState) -> i64 {
+    let per_lookup = state.dispatch_timeout.as_millis() as i64;
+    per_lookup.saturating_mul(i64::from(RECONCILE_BATCH_MAX) + 1)
+}
 
 pub fn backoff_ms(count: u32) -> i64 {
     RECONCILE_BACKOFF_MS_MIN
@@ -37,7 +48,7 @@ pub async fn once(state: &AppState) -> Result<(), crate::error::ApiError> {
     let now = state.clock.now();
     for due in state
         .store
-        .due_for_reconcile(now, RECONCILE_BATCH_MAX)
+        .due_for_reconcile(now, RECONCILE_BATCH_MAX, now.plus_ms(claim_ms(state)))
         .await?
     {
         let inv = state

@@ -94,6 +94,7 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         absence_grace: Duration::ZERO,
         metrics: Arc::new(Metrics::default()),
         crash_hook,
+        replica: steward_core::ReplicaId::from_unique(&steward_server::unique()),
     };
     let now = SystemClock.now();
     let env = store

@@ -17,10 +17,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use steward_core::CrashPoint;
+use steward_core::{CrashPoint, ReplicaId};
 use steward_fixture::{FaultMode, FaultPlan};
-use steward_server::{AppState, Clock, SystemClock};
-use steward_store::{SqliteStore, Store};
+use steward_server::{unique, AppState, Clock, SystemClock};
+use steward_store::{SqliteStore, Store, Sweep};
+
+/// A restart: the start-up sweep of a new process (a new replica) on the same store.
+fn restart_sweep() -> Sweep {
+    Sweep::sole(&ReplicaId::from_unique(&unique()), SystemClock.now())
+}
 
 const STEPS_PER_RUN: usize = 30;
 const DISPATCH_TIMEOUT_MS: u64 = 150;
@@ -176,7 +181,7 @@ impl Sim {
                 }
             }
             _ => {
-                self.store.recover(SystemClock.now()).await.unwrap();
+                self.store.recover(&restart_sweep()).await.unwrap();
             }
         }
         self.crash.arm(None);
@@ -237,7 +242,7 @@ async fn run(seed: u64) {
     }
     // A final restart and a reconcile of everything: every effect ends settled or visibly
     // unresolved, and nothing was written twice along the way.
-    sim.store.recover(SystemClock.now()).await.unwrap();
+    sim.store.recover(&restart_sweep()).await.unwrap();
     // Let every attempt's deadline pass, so "not found" is conclusive (the grace is zero here).
     tokio::time::sleep(Duration::from_millis(DISPATCH_TIMEOUT_MS * 3)).await;
     let (_, list) = call(&sim.state, TOKEN, "GET", "/actions/effects?limit=200", None).await;

@@ -238,6 +238,7 @@ async fn settle(
 async fn expire_one(tx: &Tx<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult<()> {
     let actor = Actor::system(now);
     settle(tx, a, ApprovalStatus::Expired, "system", &actor).await?;
+    announce(tx, &a.id).await?;
     move_effect(
         tx,
         a,
@@ -248,6 +249,7 @@ async fn expire_one(tx: &Tx<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult
     .await
 }
 
+#[allow(clippy::too_many_arguments)] // one decision: who, what, why, when, where
 pub(crate) async fn decide(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -256,6 +258,7 @@ pub(crate) async fn decide(
     decision: Decision,
     note: Option<&str>,
     now: Millis,
+    replica: &ReplicaId,
 ) -> StoreResult<DecideOutcome> {
     let a = approval(tx, env, id)
         .await?
@@ -317,15 +320,36 @@ pub(crate) async fn decide(
     if let Some(event) = event {
         move_effect(tx, &a, event, format!("{word}d by {key}"), &actor).await?;
         if event == EffectEvent::Approve {
+            if let Some(effect) = &a.effect_id {
+                // The deciding replica dispatches the released effect: it owns it now.
+                tx.execute(
+                    "UPDATE effects SET owner = $1 WHERE id = $2",
+                    &[&replica.as_str(), &effect.as_str()],
+                )
+                .await?;
+            }
             if let Some(inv) = &a.invocation_id {
                 ready = invocation(tx, env, inv).await?.map(Box::new);
             }
         }
     }
+    announce(tx, id).await?;
     let approval = approval(tx, env, id)
         .await?
         .ok_or(StoreError::NotFound { what: "approval" })?;
     Ok(DecideOutcome::Recorded { approval, ready })
+}
+
+/// Announces a change of the approval to every replica listening
+/// ([`super::notify::APPROVALS_CHANNEL`]). PostgreSQL delivers the notification when this
+/// transaction commits, and never if it rolls back.
+async fn announce(tx: &Tx<'_>, id: &ApprovalId) -> StoreResult<()> {
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&super::notify::APPROVALS_CHANNEL, &id.as_str()],
+    )
+    .await?;
+    Ok(())
 }
 
 pub(crate) async fn expire_due(tx: &Tx<'_>, now: Millis) -> StoreResult<Vec<ApprovalId>> {
@@ -340,15 +364,4 @@ pub(crate) async fn expire_due(tx: &Tx<'_>, now: Millis) -> StoreResult<Vec<Appr
         expire_one(tx, a, now).await?;
     }
     Ok(due.into_iter().map(|a| a.id).collect())
-}
-
-/// True when an approved approval released this effect.
-pub(crate) async fn approved_for(tx: &Tx<'_>, effect: &EffectId) -> StoreResult<bool> {
-    let n = tx
-        .count(
-            "SELECT COUNT(*) FROM approvals WHERE effect_id = $1 AND status = 'approved'",
-            &[&effect.as_str()],
-        )
-        .await?;
-    Ok(n > 0)
 }

@@ -72,9 +72,9 @@ fn pool_unavailable(err: deadpool_postgres::PoolError) -> StoreError {
     }
 }
 
-/// Builds the pool for `url` (a `postgres://` URL or a `key=value` connection string). No
-/// connection is opened yet.
-pub(crate) fn pool(url: &str) -> StoreResult<Pool> {
+/// The connection settings for `url` (a `postgres://` URL or a `key=value` connection string),
+/// with the session options every Steward connection uses.
+pub(crate) fn config(url: &str) -> StoreResult<tokio_postgres::Config> {
     let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Unavailable {
         message: format!("invalid PostgreSQL connection string: {e}"),
         source: Some(Box::new(e)),
@@ -89,8 +89,13 @@ pub(crate) fn pool(url: &str) -> StoreResult<Pool> {
         .options(options)
         .application_name("steward")
         .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+    Ok(config)
+}
+
+/// Builds the pool. No connection is opened yet.
+pub(crate) fn pool(config: &tokio_postgres::Config) -> StoreResult<Pool> {
     let manager = Manager::from_config(
-        config,
+        config.clone(),
         NoTls,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -260,4 +265,18 @@ impl Tx<'_> {
     pub(crate) async fn batch(&self, sql: &str) -> StoreResult<()> {
         self.inner.batch_execute(sql).await.map_err(unavailable)
     }
+}
+
+/// A connection of its own, outside the pool, for work that must not queue behind the pool's
+/// transactions (heartbeats) or that holds its session (LISTEN). The caller drives `Connection`.
+pub(crate) async fn dedicated(
+    config: &tokio_postgres::Config,
+    application_name: &str,
+) -> StoreResult<(
+    tokio_postgres::Client,
+    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+)> {
+    let mut config = config.clone();
+    config.application_name(application_name);
+    config.connect(NoTls).await.map_err(unavailable)
 }

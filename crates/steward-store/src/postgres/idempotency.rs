@@ -5,7 +5,7 @@ use super::rows::{col, int_opt};
 use crate::error::StoreResult;
 use crate::records::IdempotencyBegin;
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
 
 /// Runs behind the write lock: of concurrent first sends of one key, one begins and the others
 /// find it in progress. The primary key on `(env_id, key)` is the second check.
@@ -15,6 +15,7 @@ pub(crate) async fn begin(
     key: &IdempotencyKey,
     fingerprint: &str,
     now: Millis,
+    owner: &ReplicaId,
 ) -> StoreResult<IdempotencyBegin> {
     let seen = tx
         .query_first(
@@ -24,8 +25,8 @@ pub(crate) async fn begin(
         .await?;
     let Some(row) = seen else {
         tx.execute(
-            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at) VALUES ($1, $2, $3, 'generic', 'in_progress', $4)",
-            &[&env.as_str(), &key.as_str(), &fingerprint, &now.0],
+            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at, owner) VALUES ($1, $2, $3, 'generic', 'in_progress', $4, $5)",
+            &[&env.as_str(), &key.as_str(), &fingerprint, &now.0, &owner.as_str()],
         )
         .await?;
         return Ok(IdempotencyBegin::Begun);

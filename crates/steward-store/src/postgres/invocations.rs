@@ -138,8 +138,8 @@ async fn record_invoke_key(
     state: &str,
 ) -> StoreResult<()> {
     tx.execute(
-        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at)
-         VALUES ($1, $2, $3, 'invoke', $4, $5, $6)",
+        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
+         VALUES ($1, $2, $3, 'invoke', $4, $5, $6, $7)",
         &[
             &s.env_id.as_str(),
             &key.as_str(),
@@ -147,6 +147,7 @@ async fn record_invoke_key(
             &state,
             &invocation.as_str(),
             &s.now.0,
+            &s.owner.as_str(),
         ],
     )
     .await?;
@@ -174,11 +175,12 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
     .await?;
     tx.execute(
         "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
-            provider_idempotency_key, created_by, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
+            provider_idempotency_key, created_by, created_at, updated_at, owner)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)",
         &[
             &s.effect_id.as_str(), &s.env_id.as_str(), &s.invocation_id.as_str(), &s.action.id.as_str(),
             &s.action.name, &op, &governed, &state, &s.provider_idempotency_key, &s.actor.as_str(), &s.now.0,
+            &s.owner.as_str(),
         ],
     )
     .await?;
@@ -268,17 +270,17 @@ async fn current_state(
 pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<()> {
     let now = c.actor.now.0;
     let to = c.to.name();
-    let attempt_number = match &c.attempt {
-        Some(AttemptChange::Begin { number, .. }) => Some(*number),
-        _ => None,
+    let (attempt_number, owner) = match &c.attempt {
+        Some(AttemptChange::Begin { number, owner, .. }) => (Some(*number), Some(owner.as_str())),
+        _ => (None, None),
     };
     let moved = tx
         .execute(
             "UPDATE effects SET state = $1, updated_at = $2, attempt_count = COALESCE($3, attempt_count),
-                external_reference = COALESCE($4, external_reference)
-             WHERE env_id = $5 AND id = $6 AND state = $7",
+                external_reference = COALESCE($4, external_reference), owner = COALESCE($5, owner)
+             WHERE env_id = $6 AND id = $7 AND state = $8",
             &[
-                &to, &now, &attempt_number.map(i64::from), &c.external_reference,
+                &to, &now, &attempt_number.map(i64::from), &c.external_reference, &owner,
                 &c.env_id.as_str(), &c.effect_id.as_str(), &c.from.name(),
             ],
         )
@@ -302,10 +304,11 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
         Some(AttemptChange::Begin {
             number,
             deadline_at,
+            owner,
         }) => {
             tx.execute(
-                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status) VALUES ($1, $2, $3, $4, 'dispatching')",
-                &[&c.effect_id.as_str(), &i64::from(*number), &now, &deadline_at.0],
+                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner) VALUES ($1, $2, $3, $4, 'dispatching', $5)",
+                &[&c.effect_id.as_str(), &i64::from(*number), &now, &deadline_at.0, &owner.as_str()],
             )
             .await?;
         }
@@ -526,16 +529,26 @@ fn reconcile_due(row: &tokio_postgres::Row) -> StoreResult<ReconcileDue> {
     })
 }
 
+/// Claims the due effects: selected and pushed to `claim_until` in one statement. Runs behind
+/// the write lock, so two replicas' claims never overlap; `SKIP LOCKED` keeps that true without
+/// it (a row another claim holds is left to that claim, not waited for).
 pub(crate) async fn due_for_reconcile(
     tx: &Tx<'_>,
     now: Millis,
     limit: u32,
+    claim_until: Millis,
 ) -> StoreResult<Vec<ReconcileDue>> {
     tx.all(
-        "SELECT env_id, id, invocation_id, reconcile_count FROM effects
-         WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= $1)
-         ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT $2",
-        &[&now.0, &i64::from(limit)],
+        "WITH due AS (
+            SELECT id, COALESCE(reconcile_after, updated_at) AS due_at FROM effects
+            WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= $1)
+            ORDER BY due_at, id LIMIT $2
+            FOR UPDATE SKIP LOCKED),
+         claimed AS (
+            UPDATE effects e SET reconcile_after = $3 FROM due WHERE e.id = due.id
+            RETURNING e.env_id, e.id, e.invocation_id, e.reconcile_count, due.due_at)
+         SELECT env_id, id, invocation_id, reconcile_count FROM claimed ORDER BY due_at, id",
+        &[&now.0, &i64::from(limit), &claim_until.0],
         reconcile_due,
     )
     .await

@@ -23,8 +23,10 @@ pub(crate) mod conn;
 mod idempotency;
 mod invocations;
 mod limits;
+mod notify;
 mod policies;
 mod recover;
+mod replicas;
 mod rows;
 mod schema;
 
@@ -36,12 +38,17 @@ use async_trait::async_trait;
 use conn::{in_transaction, Mode};
 use deadpool_postgres::Pool;
 use serde_json::Value;
+use std::sync::Arc;
 use steward_core::*;
+use tokio::sync::broadcast;
 
-/// The PostgreSQL store. Cheap to clone; clones share the connection pool.
+/// The PostgreSQL store. Cheap to clone; clones share the connection pool, the heartbeat
+/// connection and the approval listener.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    heartbeats: Arc<replicas::Heartbeats>,
+    announcements: Arc<notify::Announcements>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -58,8 +65,11 @@ impl PostgresStore {
     /// from several replicas at once: migrations are applied exactly once. No TLS: run it on
     /// loopback or a trusted network.
     pub async fn connect(url: &str) -> StoreResult<Self> {
+        let config = conn::config(url)?;
         let store = Self {
-            pool: conn::pool(url)?,
+            pool: conn::pool(&config)?,
+            heartbeats: Arc::new(replicas::Heartbeats::new(config.clone())),
+            announcements: Arc::new(notify::Announcements::new(config)),
         };
         store.check_durable_commits().await?;
         in_transaction!(store, Mode::Write, |tx| schema::migrate(&tx))?;
@@ -235,9 +245,17 @@ impl Store for PostgresStore {
         ))
     }
 
-    async fn due_for_reconcile(&self, now: Millis, limit: u32) -> StoreResult<Vec<ReconcileDue>> {
-        in_transaction!(self, Mode::Read, |tx| invocations::due_for_reconcile(
-            &tx, now, limit
+    async fn due_for_reconcile(
+        &self,
+        now: Millis,
+        limit: u32,
+        claim_until: Millis,
+    ) -> StoreResult<Vec<ReconcileDue>> {
+        in_transaction!(self, Mode::Write, |tx| invocations::due_for_reconcile(
+            &tx,
+            now,
+            limit,
+            claim_until
         ))
     }
 
@@ -328,14 +346,19 @@ impl Store for PostgresStore {
         decision: Decision,
         note: Option<&str>,
         now: Millis,
+        replica: &ReplicaId,
     ) -> StoreResult<DecideOutcome> {
         in_transaction!(self, Mode::Write, |tx| approvals::decide(
-            &tx, env, id, key, decision, note, now
+            &tx, env, id, key, decision, note, now, replica
         ))
     }
 
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
         in_transaction!(self, Mode::Write, |tx| approvals::expire_due(&tx, now))
+    }
+
+    fn approval_events(&self) -> Option<broadcast::Receiver<ApprovalEvent>> {
+        Some(self.announcements.subscribe())
     }
 
     async fn idempotency_begin(
@@ -344,13 +367,15 @@ impl Store for PostgresStore {
         key: &IdempotencyKey,
         fingerprint: &str,
         now: Millis,
+        owner: &ReplicaId,
     ) -> StoreResult<IdempotencyBegin> {
         in_transaction!(self, Mode::Write, |tx| idempotency::begin(
             &tx,
             env,
             key,
             fingerprint,
-            now
+            now,
+            owner
         ))
     }
 
@@ -514,8 +539,18 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Read, |tx| admin::ready_invocations(&tx, env))
     }
 
-    async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport> {
-        in_transaction!(self, Mode::Write, |tx| recover::recover(&tx, now))
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+        self.heartbeats.beat(replica, now).await
+    }
+
+    async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
+        // The common case, nothing orphaned, is answered from a snapshot without the lock.
+        if !in_transaction!(self, Mode::Read, |tx| recover::anything_orphaned(
+            &tx, sweep
+        ))? {
+            return Ok(RecoveryReport::default());
+        }
+        in_transaction!(self, Mode::Write, |tx| recover::recover(&tx, sweep))
     }
 
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {

@@ -1,92 +1,148 @@
-//! Start-up recovery: settle what a crash left in between, without sending anything.
+//! The recovery sweep: settle what dead replicas left in between, without sending anything.
+//!
+//! Every replica sweeps at start-up and then every heartbeat. A sweep first asks, in a read-only
+//! snapshot and without the write lock, whether anything is orphaned at all; only then does it
+//! take the write lock and do the work, so a quiet cluster costs one cheap read per replica and
+//! heartbeat. The work runs behind the write lock like every write: of several replicas sweeping
+//! at once, the first takes every orphan and the others find them settled (or owned by a live
+//! replica, for approved work it took over). The orphans are also selected `FOR UPDATE SKIP
+//! LOCKED`: under the write lock no other transaction holds those rows, so nothing is skipped,
+//! but a sweep stays exactly-once per piece should writes ever stop sharing one lock. The
+//! compare-and-set of every effect change is the second check.
 
+use super::audit_log::{append, Entry};
 use super::conn::Tx;
 use super::invocations::change_effect;
-use super::rows::{self, int};
+use super::rows::{self, col};
 use crate::error::StoreResult;
 use crate::records::*;
-use steward_core::{next, EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId, Millis};
+use crate::recovery::{self, Orphan};
+use serde_json::json;
+use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, ReplicaId};
 
-fn env_effect_attempts(row: &tokio_postgres::Row) -> StoreResult<(EnvironmentId, EffectId, u32)> {
-    Ok((
-        rows::id(row, 0, EnvironmentId::parse)?,
-        rows::id(row, 1, EffectId::parse)?,
-        int(row, 2)?,
-    ))
-}
+/// True (as SQL) when the replica row `r` is alive for the sweep: it heartbeated at or after
+/// `$2`, and the session it heartbeats on is still open (see `replicas.rs`). A session start
+/// hidden from this database user (another role's session, without `pg_read_all_stats`) counts
+/// as open: the lease alone decides then.
+const ALIVE: &str = "r.heartbeat_at >= $2 AND (r.session_pid IS NULL OR EXISTS (
+        SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.session_pid
+            AND (a.backend_start IS NULL OR r.session_started IS NULL
+                 OR a.backend_start = r.session_started)))";
 
-async fn effects_in(
-    tx: &Tx<'_>,
-    state: EffectState,
-) -> StoreResult<Vec<(EnvironmentId, EffectId, u32)>> {
-    tx.all(
-        "SELECT env_id, id, attempt_count FROM effects WHERE state = $1 ORDER BY created_at, id",
-        &[&state.name()],
-        env_effect_attempts,
+/// True (as SQL) when the row's `owner` is dead for the sweep: not the sweeping replica (`$1`),
+/// and not alive. A row without an owner predates replicas: orphaned.
+fn orphaned(table: &str) -> String {
+    format!(
+        "({table}.owner IS NULL OR ({table}.owner <> $1 AND NOT EXISTS (
+            SELECT 1 FROM replicas r WHERE r.id = {table}.owner AND {ALIVE})))"
     )
-    .await
 }
 
-pub(crate) async fn recover(tx: &Tx<'_>, now: Millis) -> StoreResult<RecoveryReport> {
+/// Whether the sweep has anything to do: read-only, no lock.
+pub(crate) async fn anything_orphaned(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<bool> {
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM effects e WHERE e.state IN ('ready', 'dispatching') AND {})
+             OR EXISTS (SELECT 1 FROM idempotency i WHERE i.state = 'in_progress' AND {})
+             OR EXISTS (SELECT 1 FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}))",
+        orphaned("e"),
+        orphaned("i")
+    );
+    let row = tx
+        .query_first(&sql, &[&sweep.replica.as_str(), &sweep.dead_before.0])
+        .await?
+        .ok_or_else(|| rows::corrupt("sweep check", "no row"))?;
+    col(&row, 0)
+}
+
+fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
+    Ok(Orphan {
+        env: rows::id(row, 0, EnvironmentId::parse)?,
+        effect: rows::id(row, 1, EffectId::parse)?,
+        invocation: rows::id(row, 2, InvocationId::parse)?,
+        state: rows::state(col(row, 3)?)?,
+        attempts: rows::int(row, 4)?,
+        owner: col(row, 5)?,
+        approved: col(row, 6)?,
+    })
+}
+
+pub(crate) async fn recover(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<RecoveryReport> {
+    let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
     let mut report = RecoveryReport::default();
-    let actor = Actor::system(now);
-    for (env, id, attempts) in effects_in(tx, EffectState::Dispatching).await? {
-        let (to, _) = next(EffectState::Dispatching, EffectEvent::Restarted)
-            .expect("dispatching takes Restarted");
-        let mut change = EffectChange::new(&env, &id, EffectState::Dispatching, to, actor.clone());
-        change.attempt = Some(AttemptChange::Finish {
-            number: attempts,
-            response_status: None,
-            error: Some("Steward stopped while this attempt was in flight".into()),
-        });
-        change.evidence = Some(NewEvidence::new(
-            "restart",
-            "steward",
-            "Steward restarted while this attempt was in flight: the provider may have acted. \
-             Marked unknown; nothing was re-sent. Reconcile to settle it.",
-        ));
-        change_effect(tx, &change).await?;
-        report.dispatching_to_unknown.push(id);
-    }
-    for (env, id, _) in effects_in(tx, EffectState::Ready).await? {
-        if super::approvals::approved_for(tx, &id).await? {
-            let row = tx
-                .query_first(
-                    "SELECT invocation_id FROM effects WHERE id = $1",
-                    &[&id.as_str()],
-                )
-                .await?
-                .ok_or_else(|| rows::corrupt("effect vanished during recovery", &id))?;
-            let invocation = rows::id(&row, 0, InvocationId::parse)?;
-            report.approved_to_dispatch.push((env, invocation));
-            continue;
+    let sql = format!(
+        "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
+                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
+         FROM effects e
+         WHERE e.state IN ('ready', 'dispatching') AND {}
+         ORDER BY e.created_at, e.id
+         FOR UPDATE OF e SKIP LOCKED",
+        orphaned("e")
+    );
+    for orphan in tx.all(&sql, &[&replica, &dead_before], orphan).await? {
+        match recovery::settle(&orphan, sweep) {
+            recovery::Settle::Change(change) => {
+                change_effect(tx, &change).await?;
+                match orphan.state {
+                    EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
+                    _ => report.ready_to_failed.push(orphan.effect),
+                }
+            }
+            recovery::Settle::TakeOver => {
+                claim(tx, &orphan, sweep).await?;
+                report
+                    .approved_to_dispatch
+                    .push((orphan.env, orphan.invocation));
+            }
         }
-        let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
-        let mut change = EffectChange::new(&env, &id, EffectState::Ready, to, actor.clone());
-        change.evidence = Some(NewEvidence::new(
-            "restart",
-            "steward",
-            "Steward stopped after accepting this invocation and before recording any attempt: \
-             nothing was sent. Settled failed; start a new invocation with retryOf to try again.",
-        ));
-        change.error = Some(
-            serde_json::json!({"code": "not_dispatched", "message": "Steward stopped before dispatch; nothing was sent"}),
-        );
-        change_effect(tx, &change).await?;
-        report.ready_to_failed.push(id);
     }
     let marked = tx
         .execute(
-            "UPDATE idempotency SET state = 'done' WHERE state = 'in_progress' AND kind = 'invoke'",
-            &[],
+            &format!(
+                "UPDATE idempotency SET state = 'done'
+                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
+                orphaned("idempotency")
+            ),
+            &[&replica, &dead_before],
         )
         .await?;
     let dropped = tx
         .execute(
-            "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic'",
-            &[],
+            &format!(
+                "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+                orphaned("idempotency")
+            ),
+            &[&replica, &dead_before],
         )
         .await?;
     report.requests_cleared = marked + dropped;
+    report.expired_replicas = tx
+        .all(
+            &format!("DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"),
+            &[&replica, &dead_before],
+            |row| rows::id(row, 0, ReplicaId::parse),
+        )
+        .await?;
+    report.expired_replicas.sort();
     Ok(report)
+}
+
+/// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
+async fn claim(tx: &Tx<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE effects SET owner = $1 WHERE id = $2",
+        &[&sweep.replica.as_str(), &orphan.effect.as_str()],
+    )
+    .await?;
+    append(
+        tx,
+        &Actor::system(sweep.now),
+        Entry {
+            env: Some(orphan.env.as_str()),
+            kind: "effect.taken_over",
+            subject: orphan.effect.as_str(),
+            before: Some(json!({"owner": orphan.owner})),
+            after: Some(json!({"owner": sweep.replica})),
+        },
+    )
+    .await
 }

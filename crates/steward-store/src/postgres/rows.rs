@@ -191,7 +191,7 @@ pub(crate) fn effect(row: &Row) -> StoreResult<EffectRecord> {
 }
 
 pub(crate) const ATTEMPT_COLUMNS: &str =
-    "number, started_at, deadline_at, finished_at, status, response_status, error";
+    "number, started_at, deadline_at, finished_at, status, response_status, error, owner";
 
 pub(crate) fn attempt(row: &Row) -> StoreResult<AttemptRecord> {
     Ok(AttemptRecord {
@@ -202,6 +202,7 @@ pub(crate) fn attempt(row: &Row) -> StoreResult<AttemptRecord> {
         status: col(row, 4)?,
         response_status: int_opt(row, 5)?,
         error: col(row, 6)?,
+        owner: id_opt(row, 7, ReplicaId::parse)?,
     })
 }
 

@@ -14,7 +14,11 @@ use super::conn::{Tx, WRITE_LOCK_SQL};
 use crate::error::{StoreError, StoreResult};
 
 /// `(version, name, SQL)`, applied in order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", INITIAL), (2, "governance", GOVERNANCE)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "initial", INITIAL),
+    (2, "governance", GOVERNANCE),
+    (3, "replicas", REPLICAS),
+];
 
 const INITIAL: &str = r#"
 CREATE TABLE environments (
@@ -242,6 +246,24 @@ CREATE TABLE impact_reservations (
 );
 CREATE INDEX impact_reservations_effect ON impact_reservations(effect_id);
 CREATE INDEX impact_reservations_window ON impact_reservations(limit_id, window_start, state);
+"#;
+
+/// Replicas with their heartbeats and the database session they heartbeat on, and the replica
+/// owning each piece of in-flight work: an effect `ready` or `dispatching`, an attempt, an
+/// in-flight `Idempotency-Key` marker. Rows from before this migration have no owner, which
+/// recovery treats as a dead one.
+const REPLICAS: &str = r#"
+CREATE TABLE replicas (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    started_at BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    session_pid INTEGER,
+    session_started TIMESTAMPTZ
+);
+ALTER TABLE effects ADD COLUMN owner TEXT COLLATE "C";
+ALTER TABLE attempts ADD COLUMN owner TEXT COLLATE "C";
+ALTER TABLE idempotency ADD COLUMN owner TEXT COLLATE "C";
+CREATE INDEX effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
 "#;
 
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer

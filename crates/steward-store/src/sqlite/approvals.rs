@@ -247,6 +247,7 @@ fn expire_one(tx: &Transaction<'_>, a: &ApprovalRecord, now: Millis) -> StoreRes
     )
 }
 
+#[allow(clippy::too_many_arguments)] // one decision: who, what, why, when, where
 pub(crate) fn decide(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
@@ -255,6 +256,7 @@ pub(crate) fn decide(
     decision: Decision,
     note: Option<&str>,
     now: Millis,
+    replica: &ReplicaId,
 ) -> StoreResult<DecideOutcome> {
     let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
     let tally = Tally {
@@ -311,6 +313,14 @@ pub(crate) fn decide(
     if let Some(event) = event {
         move_effect(tx, &a, event, format!("{word}d by {key}"), &actor)?;
         if event == EffectEvent::Approve {
+            if let Some(effect) = &a.effect_id {
+                // The deciding replica dispatches the released effect: it owns it now.
+                tx.execute(
+                    "UPDATE effects SET owner = ?1 WHERE id = ?2",
+                    params![replica.as_str(), effect.as_str()],
+                )
+                .map_err(unavailable)?;
+            }
             if let Some(inv) = &a.invocation_id {
                 ready = invocation(tx, env, inv)?.map(Box::new);
             }
@@ -331,16 +341,4 @@ pub(crate) fn expire_due(tx: &Transaction<'_>, now: Millis) -> StoreResult<Vec<A
         expire_one(tx, a, now)?;
     }
     Ok(due.into_iter().map(|a| a.id).collect())
-}
-
-/// True when an approved approval released this effect.
-pub(crate) fn approved_for(tx: &Transaction<'_>, effect: &EffectId) -> StoreResult<bool> {
-    let n: i64 = tx
-        .query_row(
-            "SELECT COUNT(*) FROM approvals WHERE effect_id = ?1 AND status = 'approved'",
-            params![effect.as_str()],
-            |r| r.get(0),
-        )
-        .map_err(unavailable)?;
-    Ok(n > 0)
 }

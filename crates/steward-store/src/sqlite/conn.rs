@@ -130,6 +130,22 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
+/// Adds a nullable TEXT column to a table created by an earlier schema.
+fn add_column_if_missing(conn: &Connection, table: &str, column: &str) -> StoreResult<()> {
+    let present: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            rusqlite::params![table, column],
+            |r| r.get(0),
+        )
+        .map_err(unavailable)?;
+    if present == 0 {
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
 impl Pool {
     pub(crate) fn open(path: &Path) -> StoreResult<Arc<Pool>> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -148,6 +164,21 @@ impl Pool {
         writer
             .execute_batch(super::schema::GOVERNANCE_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::REPLICA_SCHEMA)
+            .map_err(unavailable)?;
+        // One IMMEDIATE transaction, so that two processes opening an older store at once
+        // (the server and `steward keys`) add each column once.
+        let mut writer = writer;
+        let tx = writer
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        for (table, column) in super::schema::OWNER_COLUMNS {
+            add_column_if_missing(&tx, table, column)?;
+        }
+        tx.execute_batch(super::schema::OWNER_INDEXES)
+            .map_err(unavailable)?;
+        tx.commit().map_err(unavailable)?;
         let (jobs, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name("steward-sqlite-writer".into())

@@ -5,7 +5,7 @@ use crate::error::StoreResult;
 use crate::records::IdempotencyBegin;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
 
 pub(crate) fn begin(
     tx: &Transaction<'_>,
@@ -13,6 +13,7 @@ pub(crate) fn begin(
     key: &IdempotencyKey,
     fingerprint: &str,
     now: Millis,
+    owner: &ReplicaId,
 ) -> StoreResult<IdempotencyBegin> {
     let seen: Option<(String, String, Option<u16>, Option<String>)> = tx
         .query_row(
@@ -24,8 +25,8 @@ pub(crate) fn begin(
         .map_err(unavailable)?;
     let Some((stored, state, status, body)) = seen else {
         tx.execute(
-            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at) VALUES (?1, ?2, ?3, 'generic', 'in_progress', ?4)",
-            params![env.as_str(), key.as_str(), fingerprint, now.0],
+            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at, owner) VALUES (?1, ?2, ?3, 'generic', 'in_progress', ?4, ?5)",
+            params![env.as_str(), key.as_str(), fingerprint, now.0, owner.as_str()],
         )
         .map_err(unavailable)?;
         return Ok(IdempotencyBegin::Begun);

@@ -137,15 +137,16 @@ fn record_invoke_key(
     state: &str,
 ) -> StoreResult<()> {
     tx.execute(
-        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at)
-         VALUES (?1, ?2, ?3, 'invoke', ?4, ?5, ?6)",
+        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
+         VALUES (?1, ?2, ?3, 'invoke', ?4, ?5, ?6, ?7)",
         params![
             s.env_id.as_str(),
             key.as_str(),
             s.request_fingerprint,
             state,
             invocation.as_str(),
-            s.now.0
+            s.now.0,
+            s.owner.as_str()
         ],
     )
     .map_err(unavailable)?;
@@ -172,11 +173,11 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     .map_err(unavailable)?;
     tx.execute(
         "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
-            provider_idempotency_key, created_by, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+            provider_idempotency_key, created_by, created_at, updated_at, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
         params![
             s.effect_id.as_str(), s.env_id.as_str(), s.invocation_id.as_str(), s.action.id.as_str(), s.action.name,
-            op, governed, state, s.provider_idempotency_key, s.actor.as_str(), s.now.0
+            op, governed, state, s.provider_idempotency_key, s.actor.as_str(), s.now.0, s.owner.as_str()
         ],
     )
     .map_err(unavailable)?;
@@ -283,10 +284,11 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         Some(AttemptChange::Begin {
             number,
             deadline_at,
+            owner,
         }) => {
             tx.execute(
-                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status) VALUES (?1, ?2, ?3, ?4, 'dispatching')",
-                params![c.effect_id.as_str(), number, now, deadline_at.0],
+                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner) VALUES (?1, ?2, ?3, ?4, 'dispatching', ?5)",
+                params![c.effect_id.as_str(), number, now, deadline_at.0, owner.as_str()],
             )
             .map_err(unavailable)?;
             Some(*number)
@@ -312,11 +314,15 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         }
         None => None,
     };
+    let owner = match &c.attempt {
+        Some(AttemptChange::Begin { owner, .. }) => Some(owner.as_str()),
+        _ => None,
+    };
     tx.execute(
         "UPDATE effects SET state = ?1, updated_at = ?2, attempt_count = COALESCE(?3, attempt_count),
-            external_reference = COALESCE(?4, external_reference)
-         WHERE id = ?5",
-        params![to, now, attempt_number, c.external_reference, c.effect_id.as_str()],
+            external_reference = COALESCE(?4, external_reference), owner = COALESCE(?5, owner)
+         WHERE id = ?6",
+        params![to, now, attempt_number, c.external_reference, owner, c.effect_id.as_str()],
     )
     .map_err(unavailable)?;
     super::limits::settle(tx, &c.env_id, &c.effect_id, c.to, &c.actor)?;
@@ -435,7 +441,7 @@ pub(crate) fn effect(
     };
     let attempts = query_all(
         conn,
-        "SELECT number, started_at, deadline_at, finished_at, status, response_status, error FROM attempts WHERE effect_id = ?1 ORDER BY number",
+        "SELECT number, started_at, deadline_at, finished_at, status, response_status, error, owner FROM attempts WHERE effect_id = ?1 ORDER BY number",
         &[&id.as_str()],
         rows::attempt,
     )?;
@@ -480,13 +486,15 @@ pub(crate) fn list_effects(
     Ok(Page { items, total })
 }
 
+/// Claims the due effects: selected and pushed to `claim_until` in one IMMEDIATE transaction.
 pub(crate) fn due_for_reconcile(
-    conn: &Connection,
+    tx: &Transaction<'_>,
     now: steward_core::Millis,
     limit: u32,
+    claim_until: steward_core::Millis,
 ) -> StoreResult<Vec<ReconcileDue>> {
-    query_all(
-        conn,
+    let due = query_all(
+        tx,
         "SELECT env_id, id, invocation_id, reconcile_count FROM effects
          WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= ?1)
          ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT ?2",
@@ -501,7 +509,15 @@ pub(crate) fn due_for_reconcile(
                 count: rows::col(row, 3)?,
             })
         },
-    )
+    )?;
+    for d in &due {
+        tx.execute(
+            "UPDATE effects SET reconcile_after = ?1 WHERE id = ?2",
+            params![claim_until.0, d.effect_id.as_str()],
+        )
+        .map_err(unavailable)?;
+    }
+    Ok(due)
 }
 
 /// `reconcile_after` for "never automatically".

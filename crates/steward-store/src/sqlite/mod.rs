@@ -208,8 +208,13 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn due_for_reconcile(&self, now: Millis, limit: u32) -> StoreResult<Vec<ReconcileDue>> {
-        self.read(move |c| invocations::due_for_reconcile(c, now, limit))
+    async fn due_for_reconcile(
+        &self,
+        now: Millis,
+        limit: u32,
+        claim_until: Millis,
+    ) -> StoreResult<Vec<ReconcileDue>> {
+        self.write(move |tx| invocations::due_for_reconcile(tx, now, limit, claim_until))
             .await
     }
 
@@ -301,15 +306,28 @@ impl Store for SqliteStore {
         decision: Decision,
         note: Option<&str>,
         now: Millis,
+        replica: &ReplicaId,
     ) -> StoreResult<DecideOutcome> {
-        let (env, id, key, note) = (
+        let (env, id, key, note, replica) = (
             env.clone(),
             id.clone(),
             key.clone(),
             note.map(str::to_string),
+            replica.clone(),
         );
-        self.write(move |tx| approvals::decide(tx, &env, &id, &key, decision, note.as_deref(), now))
-            .await
+        self.write(move |tx| {
+            approvals::decide(
+                tx,
+                &env,
+                &id,
+                &key,
+                decision,
+                note.as_deref(),
+                now,
+                &replica,
+            )
+        })
+        .await
     }
 
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
@@ -322,9 +340,15 @@ impl Store for SqliteStore {
         key: &IdempotencyKey,
         fingerprint: &str,
         now: Millis,
+        owner: &ReplicaId,
     ) -> StoreResult<IdempotencyBegin> {
-        let (env, key, fingerprint) = (env.clone(), key.clone(), fingerprint.to_string());
-        self.write(move |tx| idempotency::begin(tx, &env, &key, &fingerprint, now))
+        let (env, key, fingerprint, owner) = (
+            env.clone(),
+            key.clone(),
+            fingerprint.to_string(),
+            owner.clone(),
+        );
+        self.write(move |tx| idempotency::begin(tx, &env, &key, &fingerprint, now, &owner))
             .await
     }
 
@@ -514,8 +538,15 @@ impl Store for SqliteStore {
         self.read(move |c| admin::ready_invocations(c, &env)).await
     }
 
-    async fn recover(&self, now: Millis) -> StoreResult<RecoveryReport> {
-        self.write(move |tx| recover::recover(tx, now)).await
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+        let replica = replica.clone();
+        self.write(move |tx| recover::heartbeat(tx, &replica, now))
+            .await
+    }
+
+    async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
+        let sweep = sweep.clone();
+        self.write(move |tx| recover::recover(tx, &sweep)).await
     }
 
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {

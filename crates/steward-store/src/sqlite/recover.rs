@@ -1,101 +1,131 @@
-//! Start-up recovery: settle what a crash left in between, without sending anything.
+//! Replicas and recovery: heartbeats, and the sweep that settles what a dead replica left in
+//! between, without sending anything. One IMMEDIATE transaction per sweep, so concurrent sweeps
+//! (two handles on one file) run one after the other and the second finds the first's work done.
 
+use super::audit_log::{append, Entry};
 use super::conn::unavailable;
 use super::invocations::change_effect;
+use super::rows::{self, col, query_all};
 use crate::error::StoreResult;
 use crate::records::*;
+use crate::recovery::{self, Orphan};
 use rusqlite::{params, Transaction};
-use steward_core::{next, EffectEvent, EffectId, EffectState, EnvironmentId, Millis};
+use serde_json::json;
+use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
 
-fn effects_in(
-    tx: &Transaction<'_>,
-    state: EffectState,
-) -> StoreResult<Vec<(EnvironmentId, EffectId, u32)>> {
-    let mut stmt = tx
-        .prepare(
-            "SELECT env_id, id, attempt_count FROM effects WHERE state = ?1 ORDER BY created_at",
-        )
-        .map_err(unavailable)?;
-    let rows = stmt
-        .query_map(params![state.name()], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, u32>(2)?,
-            ))
-        })
-        .map_err(unavailable)?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (env, id, attempts) = row.map_err(unavailable)?;
-        let env = EnvironmentId::parse(&env).map_err(|e| super::rows::corrupt("env id", e))?;
-        let id = EffectId::parse(&id).map_err(|e| super::rows::corrupt("effect id", e))?;
-        out.push((env, id, attempts));
-    }
-    Ok(out)
+/// True (as SQL) when the row's `owner` is dead for the sweep: not the sweeping replica (`?1`),
+/// and no heartbeat at or after `?2`. A row without an owner predates replicas: orphaned.
+fn orphaned(table: &str) -> String {
+    format!(
+        "({table}.owner IS NULL OR ({table}.owner <> ?1 AND NOT EXISTS (
+            SELECT 1 FROM replicas r WHERE r.id = {table}.owner AND r.heartbeat_at >= ?2)))"
+    )
 }
 
-pub(crate) fn recover(tx: &Transaction<'_>, now: Millis) -> StoreResult<RecoveryReport> {
+pub(crate) fn heartbeat(tx: &Transaction<'_>, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = MAX(heartbeat_at, excluded.heartbeat_at)",
+        params![replica.as_str(), now.0],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
+    let sql = format!(
+        "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
+                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
+         FROM effects e
+         WHERE e.state IN ('ready', 'dispatching') AND {}
+         ORDER BY e.created_at, e.id",
+        orphaned("e")
+    );
+    query_all(
+        tx,
+        &sql,
+        &[&sweep.replica.as_str(), &sweep.dead_before.0],
+        |row| {
+            let corrupt = |e| rows::corrupt("id", e);
+            Ok(Orphan {
+                env: EnvironmentId::parse(&col::<String>(row, 0)?).map_err(corrupt)?,
+                effect: EffectId::parse(&col::<String>(row, 1)?).map_err(corrupt)?,
+                invocation: InvocationId::parse(&col::<String>(row, 2)?).map_err(corrupt)?,
+                state: rows::state(&col::<String>(row, 3)?)?,
+                attempts: col(row, 4)?,
+                owner: col(row, 5)?,
+                approved: col::<i64>(row, 6)? != 0,
+            })
+        },
+    )
+}
+
+pub(crate) fn recover(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<RecoveryReport> {
     let mut report = RecoveryReport::default();
-    let actor = Actor::system(now);
-    for (env, id, attempts) in effects_in(tx, EffectState::Dispatching)? {
-        let (to, _) = next(EffectState::Dispatching, EffectEvent::Restarted)
-            .expect("dispatching takes Restarted");
-        let mut change = EffectChange::new(&env, &id, EffectState::Dispatching, to, actor.clone());
-        change.attempt = Some(AttemptChange::Finish {
-            number: attempts,
-            response_status: None,
-            error: Some("Steward stopped while this attempt was in flight".into()),
-        });
-        change.evidence = Some(NewEvidence::new(
-            "restart",
-            "steward",
-            "Steward restarted while this attempt was in flight: the provider may have acted. \
-             Marked unknown; nothing was re-sent. Reconcile to settle it.",
-        ));
-        change_effect(tx, &change)?;
-        report.dispatching_to_unknown.push(id);
-    }
-    for (env, id, _) in effects_in(tx, EffectState::Ready)? {
-        if super::approvals::approved_for(tx, &id)? {
-            let invocation: String = tx
-                .query_row(
-                    "SELECT invocation_id FROM effects WHERE id = ?1",
-                    params![id.as_str()],
-                    |r| r.get(0),
-                )
-                .map_err(unavailable)?;
-            let invocation = steward_core::InvocationId::parse(&invocation)
-                .map_err(|e| super::rows::corrupt("invocation id", e))?;
-            report.approved_to_dispatch.push((env, invocation));
-            continue;
+    for orphan in orphans(tx, sweep)? {
+        match recovery::settle(&orphan, sweep) {
+            recovery::Settle::Change(change) => {
+                change_effect(tx, &change)?;
+                match orphan.state {
+                    EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
+                    _ => report.ready_to_failed.push(orphan.effect),
+                }
+            }
+            recovery::Settle::TakeOver => {
+                claim(tx, &orphan, sweep)?;
+                report
+                    .approved_to_dispatch
+                    .push((orphan.env, orphan.invocation));
+            }
         }
-        let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
-        let mut change = EffectChange::new(&env, &id, EffectState::Ready, to, actor.clone());
-        change.evidence = Some(NewEvidence::new(
-            "restart",
-            "steward",
-            "Steward stopped after accepting this invocation and before recording any attempt: \
-             nothing was sent. Settled failed; start a new invocation with retryOf to try again.",
-        ));
-        change.error = Some(
-            serde_json::json!({"code": "not_dispatched", "message": "Steward stopped before dispatch; nothing was sent"}),
-        );
-        change_effect(tx, &change)?;
-        report.ready_to_failed.push(id);
     }
+    let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
     let marked = tx
         .execute(
-            "UPDATE idempotency SET state = 'done' WHERE state = 'in_progress' AND kind = 'invoke'",
-            [],
+            &format!(
+                "UPDATE idempotency SET state = 'done'
+                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
+                orphaned("idempotency")
+            ),
+            params![replica, dead_before],
         )
         .map_err(unavailable)?;
     let dropped = tx
         .execute(
-            "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic'",
-            [],
+            &format!(
+                "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+                orphaned("idempotency")
+            ),
+            params![replica, dead_before],
         )
         .map_err(unavailable)?;
     report.requests_cleared = (marked + dropped) as u64;
+    report.expired_replicas = query_all(
+        tx,
+        "DELETE FROM replicas WHERE id <> ?1 AND heartbeat_at < ?2 RETURNING id",
+        &[&replica, &dead_before],
+        |row| ReplicaId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e)),
+    )?;
+    report.expired_replicas.sort();
     Ok(report)
+}
+
+/// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
+fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE effects SET owner = ?1 WHERE id = ?2",
+        params![sweep.replica.as_str(), orphan.effect.as_str()],
+    )
+    .map_err(unavailable)?;
+    append(
+        tx,
+        &Actor::system(sweep.now),
+        Entry {
+            env: Some(orphan.env.as_str()),
+            kind: "effect.taken_over",
+            subject: orphan.effect.as_str(),
+            before: Some(json!({"owner": orphan.owner})),
+            after: Some(json!({"owner": sweep.replica})),
+        },
+    )
 }

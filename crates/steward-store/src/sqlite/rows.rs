@@ -163,6 +163,9 @@ pub(crate) fn attempt(row: &Row<'_>) -> StoreResult<AttemptRecord> {
         status: col(row, 4)?,
         response_status: col(row, 5)?,
         error: col(row, 6)?,
+        owner: col::<Option<String>>(row, 7)?
+            .map(|raw| id(raw, ReplicaId::parse))
+            .transpose()?,
     })
 }
 

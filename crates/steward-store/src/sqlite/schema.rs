@@ -226,3 +226,28 @@ CREATE TABLE IF NOT EXISTS impact_reservations (
 CREATE INDEX IF NOT EXISTS impact_reservations_effect ON impact_reservations(effect_id);
 CREATE INDEX IF NOT EXISTS impact_reservations_window ON impact_reservations(limit_id, window_start, state);
 "#;
+
+/// Replicas and the ownership of in-flight work. The embedded store is served by one process
+/// at a time, but records owners the same way as the shared store, so that one recovery sweep
+/// serves both. The `owner` columns are added to existing tables by [`OWNER_COLUMNS`].
+pub const REPLICA_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS replicas (
+    id TEXT PRIMARY KEY,
+    started_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+);
+"#;
+
+/// `(table, column)`: the replica owning a row's in-flight work. Added when missing, so a store
+/// created by an earlier Steward opens; its rows have no owner, which recovery treats as a dead
+/// one.
+pub const OWNER_COLUMNS: &[(&str, &str)] = &[
+    ("effects", "owner"),
+    ("attempts", "owner"),
+    ("idempotency", "owner"),
+];
+
+/// Indexes over the owner columns, created once the columns exist.
+pub const OWNER_INDEXES: &str = r#"
+CREATE INDEX IF NOT EXISTS effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
+"#;

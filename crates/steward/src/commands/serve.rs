@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use steward_server::{
     serve, ServerConfig, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
-    RECONCILE_INTERVAL_MS_DEFAULT,
+    RECONCILE_INTERVAL_MS_DEFAULT, REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
 };
 
 #[derive(clap::Args)]
@@ -26,6 +26,11 @@ pub struct Args {
     /// The background reconciler's tick in milliseconds; 0 turns it off.
     #[arg(long, env = "STEWARD_RECONCILE_INTERVAL_MS", default_value_t = RECONCILE_INTERVAL_MS_DEFAULT)]
     reconcile_interval_ms: u64,
+    /// With --database: how long a replica may go without a heartbeat (sent every fifth of it)
+    /// before the others take over its in-flight work, in milliseconds.
+    #[arg(long, env = "STEWARD_LEASE_MS", default_value_t = REPLICA_LEASE_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(REPLICA_LEASE_MS_MIN..))]
+    lease_ms: u64,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -39,6 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         absence_grace: Duration::from_millis(args.absence_grace_ms),
         reconcile_interval: (args.reconcile_interval_ms > 0)
             .then(|| Duration::from_millis(args.reconcile_interval_ms)),
+        lease: Duration::from_millis(args.lease_ms),
     };
     serve(config, super::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -14,5 +14,6 @@ mod outcomes;
 mod policies;
 mod postgres;
 mod recovery;
+mod replicas;
 mod secrets;
 mod storage_failure;

@@ -11,14 +11,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const TEST_DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// A database of its own for one test, dropped when the test ends, passed or panicked.
-struct TestDatabase {
+pub(crate) struct TestDatabase {
     admin_url: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl TestDatabase {
-    async fn create() -> TestDatabase {
+    pub(crate) async fn create() -> TestDatabase {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let admin_url = std::env::var("STEWARD_TEST_DATABASE_URL")
             .unwrap_or_else(|_| TEST_DATABASE_URL_DEFAULT.to_string());
@@ -92,10 +92,19 @@ fn with_database(url: &str, name: &str) -> String {
     format!("{}/{name}{query}", &url[..scheme_end + 3 + authority_end])
 }
 
+/// The lease the multi-replica tests give `serve --lease-ms`, in milliseconds: short, so that
+/// takeovers happen quickly, and long enough that a busy test machine does not miss it.
+pub(crate) const LEASE_MS: u64 = 1_000;
+
 fn audit_verify(world: &World, database: &str) -> (bool, String) {
+    audit_verify_in(&world.server.data, database)
+}
+
+/// `steward audit verify` on `database`: whether the chain verifies, and what it printed.
+pub(crate) fn audit_verify_in(data: &std::path::Path, database: &str) -> (bool, String) {
     let out = Command::new(steward_bin())
         .args(["audit", "verify", "--data"])
-        .arg(&world.server.data)
+        .arg(data)
         .args(["--database", database])
         .output()
         .expect("audit verify runs");

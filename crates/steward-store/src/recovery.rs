@@ -1,0 +1,89 @@
+//! What a recovery sweep does with one orphaned effect, the same in every backend. Each backend
+//! finds the orphans (its own SQL) and applies the answer in the sweep's transaction.
+
+use crate::records::*;
+use serde_json::json;
+use steward_core::{next, EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId};
+
+/// An effect in flight (`ready` or `dispatching`) whose owner is dead for the sweep.
+#[derive(Debug, Clone)]
+pub(crate) struct Orphan {
+    pub env: EnvironmentId,
+    pub effect: EffectId,
+    pub invocation: InvocationId,
+    pub state: EffectState,
+    /// Attempts recorded so far: for a `dispatching` effect, the number of the one in flight.
+    pub attempts: u32,
+    /// The dead owner, as stored (`None` for work recorded before replicas were tracked).
+    pub owner: Option<String>,
+    /// An approval released it (`ready` effects only).
+    pub approved: bool,
+}
+
+/// The sweep's answer for one orphan.
+#[derive(Debug, Clone)]
+pub(crate) enum Settle {
+    /// Settle it now with this compare-and-set change (nothing is sent).
+    Change(Box<EffectChange>),
+    /// Approved work: it becomes the sweeping replica's, to dispatch once.
+    TakeOver,
+}
+
+/// What to do with `orphan`: a `dispatching` one becomes `unknown` (its request may have left),
+/// an approved `ready` one is taken over, any other `ready` one is `failed` (provably never sent:
+/// no attempt was recorded).
+pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
+    let actor = Actor::system(sweep.now);
+    let data = json!({"owner": orphan.owner, "recoveredBy": sweep.replica});
+    match orphan.state {
+        EffectState::Dispatching => {
+            let (to, _) = next(EffectState::Dispatching, EffectEvent::Restarted)
+                .expect("dispatching takes Restarted");
+            let mut change =
+                EffectChange::new(&orphan.env, &orphan.effect, orphan.state, to, actor);
+            change.attempt = Some(AttemptChange::Finish {
+                number: orphan.attempts,
+                response_status: None,
+                error: Some("Steward stopped while this attempt was in flight".into()),
+            });
+            change.evidence = Some(
+                NewEvidence::new(
+                    "restart",
+                    "steward",
+                    "The Steward process that recorded this attempt stopped while it was in \
+                     flight: the provider may have acted. Marked unknown; nothing was re-sent. \
+                     Reconcile to settle it.",
+                )
+                .with_data(data),
+            );
+            Settle::Change(Box::new(change))
+        }
+        EffectState::Ready if orphan.approved => Settle::TakeOver,
+        EffectState::Ready => {
+            let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
+            let mut change =
+                EffectChange::new(&orphan.env, &orphan.effect, orphan.state, to, actor);
+            change.evidence = Some(
+                NewEvidence::new(
+                    "restart",
+                    "steward",
+                    "Steward stopped after accepting this invocation and before recording any \
+                     attempt: nothing was sent. Settled failed; start a new invocation with \
+                     retryOf to try again.",
+                )
+                .with_data(data),
+            );
+            change.error = Some(json!({
+                "code": "not_dispatched",
+                "message": "Steward stopped before dispatch; nothing was sent",
+            }));
+            Settle::Change(Box::new(change))
+        }
+        other => panic!(
+            "recovery selected effect {} in state {}: only ready and dispatching effects are in \
+             flight",
+            orphan.effect,
+            other.name()
+        ),
+    }
+}
