@@ -100,7 +100,8 @@ pub(crate) fn insert(
     binding: Option<Binding<'_>>,
     now: Millis,
 ) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, NULL, ?13, ?14, ?15)"),
         params![
             a.id.as_str(), env.as_str(), a.title, a.description, a.payload.to_string(),
@@ -217,7 +218,8 @@ fn settle(
     origin: &str,
     actor: &Actor,
 ) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE approvals SET status = ?1, decision_origin = ?2, decided_at = ?3 WHERE id = ?4 AND status = 'pending'",
         params![status.as_str(), origin, actor.now.0, a.id.as_str()],
     )
@@ -289,7 +291,8 @@ pub(crate) fn decide(
         Decision::Approve => "approve",
         Decision::Deny => "deny",
     };
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![id.as_str(), key.as_str(), word, note, now.0],
     )
@@ -315,7 +318,8 @@ pub(crate) fn decide(
         if event == EffectEvent::Approve {
             if let Some(effect) = &a.effect_id {
                 // The deciding replica dispatches the released effect: it owns it now.
-                tx.execute(
+                super::conn::execute_cached(
+                    tx,
                     "UPDATE effects SET owner = ?1 WHERE id = ?2",
                     params![replica.as_str(), effect.as_str()],
                 )

@@ -1,6 +1,6 @@
 //! Appends audit events inside the caller's transaction, extending the hash chain.
 
-use super::conn::unavailable;
+use super::conn::{unavailable, CachedQuery};
 use crate::audit::{event_hash, GENESIS_HASH};
 use crate::error::StoreResult;
 use crate::records::{Actor, AuditEvent};
@@ -17,7 +17,7 @@ pub(crate) struct Entry<'a> {
 
 pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> StoreResult<()> {
     let last: Option<(i64, String)> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -38,7 +38,8 @@ pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> S
         hash: String::new(),
     };
     event.hash = event_hash(&event);
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO audit (seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![

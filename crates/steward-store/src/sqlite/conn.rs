@@ -104,6 +104,45 @@ fn writer_loop(mut conn: Connection, queue: mpsc::Receiver<Queued>) {
     }
 }
 
+/// `execute` with a cached prepared statement: the hot write paths run the same statements for
+/// every invocation, and preparing each time costs more than running them.
+pub(crate) fn execute_cached(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// `query_row` with a cached prepared statement.
+pub(crate) trait CachedQuery {
+    fn query_row_cached<
+        T,
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    >(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T>;
+}
+
+impl CachedQuery for Connection {
+    fn query_row_cached<
+        T,
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    >(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T> {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
 pub(crate) fn unavailable(err: rusqlite::Error) -> StoreError {
     StoreError::Unavailable {
         message: err.to_string(),

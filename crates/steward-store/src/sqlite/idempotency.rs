@@ -24,7 +24,8 @@ pub(crate) fn begin(
         .optional()
         .map_err(unavailable)?;
     let Some((stored, state, status, body)) = seen else {
-        tx.execute(
+        super::conn::execute_cached(
+        tx,
             "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at, owner) VALUES (?1, ?2, ?3, 'generic', 'in_progress', ?4, ?5)",
             params![env.as_str(), key.as_str(), fingerprint, now.0, owner.as_str()],
         )
@@ -52,7 +53,8 @@ pub(crate) fn finish(
     status: u16,
     body: &Value,
 ) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE idempotency SET state = 'done', response_status = ?1, response_body = ?2
          WHERE env_id = ?3 AND key = ?4 AND kind = 'generic'",
         params![status, body.to_string(), env.as_str(), key.as_str()],
@@ -66,7 +68,8 @@ pub(crate) fn abandon(
     env: &EnvironmentId,
     key: &IdempotencyKey,
 ) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "DELETE FROM idempotency WHERE env_id = ?1 AND key = ?2 AND kind = 'generic' AND state = 'in_progress'",
         params![env.as_str(), key.as_str()],
     )

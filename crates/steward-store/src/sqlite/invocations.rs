@@ -1,7 +1,7 @@
 //! Invocations and effects: the invoke write path's records.
 
 use super::audit_log::{append, Entry};
-use super::conn::unavailable;
+use super::conn::{unavailable, CachedQuery};
 use super::rows::{self, query_all, query_one};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
@@ -34,7 +34,7 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
     let env = &s.env_id;
     if let Some(key) = &s.idempotency_key {
         let seen: Option<(String, String, Option<String>)> = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = ?1 AND key = ?2",
                 params![env.as_str(), key.as_str()],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -73,7 +73,7 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
             Some(_) => {}
         }
         let earlier: Option<(String, String)> = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT id, input_fingerprint FROM invocations WHERE env_id = ?1 AND retry_of = ?2",
                 params![env.as_str(), prior.as_str()],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -95,7 +95,7 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
     }
     if let Some(op) = &s.operation_key {
         let existing: Option<(String, String)> = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT e.id, e.invocation_id FROM effects e
                  WHERE e.env_id = ?1 AND e.action_id = ?2 AND e.operation_key = ?3",
                 params![env.as_str(), s.action.id.as_str(), op.as_str()],
@@ -136,7 +136,8 @@ fn record_invoke_key(
     invocation: &InvocationId,
     state: &str,
 ) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
          VALUES (?1, ?2, ?3, 'invoke', ?4, ?5, ?6, ?7)",
         params![
@@ -158,7 +159,8 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     let state = s.initial.name();
     let op = s.operation_key.as_ref().map(|k| k.as_str());
     let completed = s.initial.is_terminal().then_some(s.now.0);
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
             input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
             decision, completed_at)
@@ -171,7 +173,8 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
         ],
     )
     .map_err(unavailable)?;
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
             provider_idempotency_key, created_by, created_at, updated_at, owner)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
@@ -217,13 +220,14 @@ pub(crate) fn insert_evidence(
     actor: &Actor,
 ) -> StoreResult<u32> {
     let seq: u32 = tx
-        .query_row(
+        .query_row_cached(
             "SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = ?1",
             params![effect.as_str()],
             |r| r.get(0),
         )
         .map_err(unavailable)?;
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
             effect.as_str(), seq, actor.now.0, e.kind, e.source, e.message,
@@ -239,7 +243,8 @@ pub(crate) fn finish_invoke_request(
     env: &EnvironmentId,
     key: &IdempotencyKey,
 ) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'",
         params![env.as_str(), key.as_str()],
     )
@@ -253,7 +258,7 @@ fn current_state(
     effect: &EffectId,
 ) -> StoreResult<EffectState> {
     let raw: Option<String> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT state FROM effects WHERE env_id = ?1 AND id = ?2",
             params![env.as_str(), effect.as_str()],
             |r| r.get(0),
@@ -286,7 +291,8 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             deadline_at,
             owner,
         }) => {
-            tx.execute(
+            super::conn::execute_cached(
+        tx,
                 "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner) VALUES (?1, ?2, ?3, ?4, 'dispatching', ?5)",
                 params![c.effect_id.as_str(), number, now, deadline_at.0, owner.as_str()],
             )
@@ -298,7 +304,8 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             response_status,
             error,
         }) => {
-            let closed = tx.execute(
+            let closed = super::conn::execute_cached(
+        tx,
                 "UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4
                  WHERE effect_id = ?5 AND number = ?6",
                 params![now, to, response_status, error, c.effect_id.as_str(), number],
@@ -318,7 +325,8 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         Some(AttemptChange::Begin { owner, .. }) => Some(owner.as_str()),
         _ => None,
     };
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE effects SET state = ?1, updated_at = ?2, attempt_count = COALESCE(?3, attempt_count),
             external_reference = COALESCE(?4, external_reference), owner = COALESCE(?5, owner)
          WHERE id = ?6",
@@ -327,7 +335,8 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     .map_err(unavailable)?;
     super::limits::settle(tx, &c.env_id, &c.effect_id, c.to, &c.actor)?;
     let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status),
             response_body = COALESCE(?3, response_body), error = COALESCE(?4, error),
             completed_at = COALESCE(completed_at, ?5)
@@ -394,7 +403,7 @@ fn state_clause(states: &Option<Vec<EffectState>>) -> String {
 }
 
 fn count(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> StoreResult<u64> {
-    conn.query_row(sql, params, |r| r.get::<_, i64>(0))
+    conn.query_row_cached(sql, params, |r| r.get::<_, i64>(0))
         .map(|n| n as u64)
         .map_err(unavailable)
 }
@@ -511,7 +520,8 @@ pub(crate) fn due_for_reconcile(
         },
     )?;
     for d in &due {
-        tx.execute(
+        super::conn::execute_cached(
+            tx,
             "UPDATE effects SET reconcile_after = ?1 WHERE id = ?2",
             params![claim_until.0, d.effect_id.as_str()],
         )
@@ -529,17 +539,17 @@ pub(crate) fn schedule_reconcile(
     effect: &EffectId,
     next_at: Option<steward_core::Millis>,
 ) -> StoreResult<()> {
-    let changed = tx
-        .execute(
-            "UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1
+    let changed = super::conn::execute_cached(
+        tx,
+        "UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1
              WHERE env_id = ?2 AND id = ?3",
-            params![
-                next_at.map(|t| t.0).unwrap_or(RECONCILE_NEVER),
-                env.as_str(),
-                effect.as_str()
-            ],
-        )
-        .map_err(unavailable)?;
+        params![
+            next_at.map(|t| t.0).unwrap_or(RECONCILE_NEVER),
+            env.as_str(),
+            effect.as_str()
+        ],
+    )
+    .map_err(unavailable)?;
     if changed == 0 {
         return Err(StoreError::NotFound { what: "effect" });
     }

@@ -92,7 +92,8 @@ fn status(conn: &Connection, limit: LimitRecord, now: Millis) -> StoreResult<Lim
 
 pub(crate) fn create(tx: &Transaction<'_>, l: &LimitRecord, actor: &Actor) -> StoreResult<()> {
     let s = &l.spec;
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?10)"),
         params![
             l.id.as_str(), l.env_id.as_str(), s.name, s.dimension, s.unit, s.currency,
@@ -150,7 +151,8 @@ pub(crate) fn update(
     let before = record(tx, env, id)?.ok_or(StoreError::NotFound {
         what: "impact limit",
     })?;
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE impact_limits SET name = COALESCE(?1, name), amount = COALESCE(?2, amount), updated_at = ?3
          WHERE env_id = ?4 AND id = ?5",
         params![name, amount, actor.now.0, env.as_str(), id.as_str()],
@@ -179,8 +181,8 @@ pub(crate) fn archive(
     id: &LimitId,
     actor: &Actor,
 ) -> StoreResult<bool> {
-    let changed = tx
-        .execute(
+    let changed = super::conn::execute_cached(
+        tx,
             "UPDATE impact_limits SET archived_at = ?1, updated_at = ?1 WHERE env_id = ?2 AND id = ?3 AND archived_at IS NULL",
             params![actor.now.0, env.as_str(), id.as_str()],
         )
@@ -256,7 +258,8 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
     }
     let mut reserved = Vec::new();
     for (id, (status, amount)) in asked {
-        tx.execute(
+        super::conn::execute_cached(
+        tx,
             "INSERT INTO impact_reservations (limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, 'reserved', ?6, ?6)",
             params![id.as_str(), r.effect_id.as_str(), r.env_id.as_str(), amount, status.window_start.0, now.0],

@@ -23,7 +23,8 @@ fn orphaned(table: &str) -> String {
 }
 
 pub(crate) fn heartbeat(tx: &Transaction<'_>, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
          ON CONFLICT (id) DO UPDATE SET heartbeat_at = MAX(heartbeat_at, excluded.heartbeat_at)",
         params![replica.as_str(), now.0],
@@ -80,25 +81,25 @@ pub(crate) fn recover(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Recove
         }
     }
     let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
-    let marked = tx
-        .execute(
-            &format!(
-                "UPDATE idempotency SET state = 'done'
+    let marked = super::conn::execute_cached(
+        tx,
+        &format!(
+            "UPDATE idempotency SET state = 'done'
                  WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
-                orphaned("idempotency")
-            ),
-            params![replica, dead_before],
-        )
-        .map_err(unavailable)?;
-    let dropped = tx
-        .execute(
-            &format!(
-                "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
-                orphaned("idempotency")
-            ),
-            params![replica, dead_before],
-        )
-        .map_err(unavailable)?;
+            orphaned("idempotency")
+        ),
+        params![replica, dead_before],
+    )
+    .map_err(unavailable)?;
+    let dropped = super::conn::execute_cached(
+        tx,
+        &format!(
+            "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+            orphaned("idempotency")
+        ),
+        params![replica, dead_before],
+    )
+    .map_err(unavailable)?;
     report.requests_cleared = (marked + dropped) as u64;
     report.expired_replicas = query_all(
         tx,
@@ -112,7 +113,8 @@ pub(crate) fn recover(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Recove
 
 /// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
 fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
-    tx.execute(
+    super::conn::execute_cached(
+        tx,
         "UPDATE effects SET owner = ?1 WHERE id = ?2",
         params![sweep.replica.as_str(), orphan.effect.as_str()],
     )

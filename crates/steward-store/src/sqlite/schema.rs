@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS invocations (
     completed_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS invocations_env_created ON invocations(env_id, created_at);
+CREATE INDEX IF NOT EXISTS invocations_effect ON invocations(effect_id);
 CREATE UNIQUE INDEX IF NOT EXISTS invocations_retry_of ON invocations(env_id, retry_of) WHERE retry_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS effects (
     id TEXT PRIMARY KEY,
