@@ -42,6 +42,8 @@ enum Command {
     Fixture(commands::fixture::Args),
     /// Kill a worker (or the server) in every crash window, restart it, and count provider writes.
     Chaos(commands::chaos::Args),
+    /// Load-test the governed write path and report throughput and latency percentiles.
+    Bench(commands::bench::Args),
     /// The bundled refund worker (what `steward chaos` drives by default).
     #[command(hide = true)]
     RefundWorker(steward_refund_worker::Args),
@@ -66,6 +68,7 @@ fn main() -> std::process::ExitCode {
             Command::Audit(command) => commands::audit::run(command).await,
             Command::Fixture(args) => commands::fixture::run(args).await,
             Command::Chaos(args) => commands::chaos::run(args).await,
+            Command::Bench(args) => commands::bench::run(args).await,
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }
     });

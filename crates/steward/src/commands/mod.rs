@@ -1,4 +1,5 @@
 pub mod audit;
+pub mod bench;
 pub mod chaos;
 pub mod fixture;
 pub mod keys;

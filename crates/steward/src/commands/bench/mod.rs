@@ -1,0 +1,329 @@
+//! `steward bench`: a load generator and report for Steward's governed write path.
+//!
+//! It builds its own world on loopback: a `steward fixture` child (the Stripe-shaped provider
+//! that counts writes), then, for each store, a `steward serve` child of this same binary on a
+//! fresh data directory (the embedded store) or a fresh PostgreSQL database (`--database`),
+//! with keys made by `steward keys create` and the actions made over the API. Each workload runs
+//! at each concurrency for a bounded time or request count:
+//!
+//! | workload | one request |
+//! | --- | --- |
+//! | `floor` | `POST /v1/refunds` straight to the fixture: no durability, the lower bound |
+//! | `a` | governed invoke of the `stripe.refund` action under a new operation key |
+//! | `b` | the same invoke sent again under an operation key that already exists |
+//! | `c` | invoke of a gated action, then approve with another key (the approve dispatches) |
+//! | `d` | start-up recovery: `steward serve` on a store holding N effects left `dispatching` |
+//!
+//! Latencies go into HDR histograms. The report is a Markdown table (printed, and written to
+//! `--out`), the same rows as JSON and an SVG plot beside it. Every row also counts the
+//! provider writes the fixture committed during it, so a fast but wrong run shows.
+//!
+//! Nothing here is a timed test: `tests/bench_smoke.rs` checks only that the table has its rows.
+
+mod load;
+mod recovery;
+mod report;
+mod world;
+
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use load::{Limit, Target};
+use report::{Report, Row};
+use world::{Fixture, PgDatabase, World};
+
+/// How long a `steward serve` child gets to print its ready line, in seconds, outside
+/// workload (d). Start-up runs recovery first, and a store left by an earlier run may be big.
+const SERVER_READY_S: u64 = 120;
+/// How long workload (d)'s server gets to recover and print its ready line, in seconds: far
+/// above the 5 s target, so a miss is measured rather than cut off.
+const RECOVERY_READY_S: u64 = 900;
+/// Operation keys seeded for workload (b); its requests cycle through them.
+const RESUBMIT_KEYS: u64 = 100;
+
+/// One workload of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Workload {
+    Floor,
+    Invoke,
+    Resubmit,
+    Approve,
+    Recovery,
+}
+
+impl Workload {
+    /// The name used on the command line and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Floor => "floor",
+            Workload::Invoke => "a",
+            Workload::Resubmit => "b",
+            Workload::Approve => "c",
+            Workload::Recovery => "d",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Workload::Floor => "the fixture called directly, no durability",
+            Workload::Invoke => "governed invoke, a new operation key each",
+            Workload::Resubmit => "resubmission of an existing operation key",
+            Workload::Approve => "invoke of a gated action + approve",
+            Workload::Recovery => "start-up recovery with N unfinished effects",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Workload, String> {
+        [
+            Workload::Floor,
+            Workload::Invoke,
+            Workload::Resubmit,
+            Workload::Approve,
+            Workload::Recovery,
+        ]
+        .into_iter()
+        .find(|w| w.name() == text.trim())
+        .ok_or_else(|| format!("unknown workload {text:?}: use floor, a, b, c or d"))
+    }
+}
+
+/// Where the server under test keeps its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    Embedded,
+    /// A fresh database is created on this server (the URL names an administrative database
+    /// to connect to) and dropped at the end.
+    Postgres {
+        admin_url: String,
+    },
+    /// A server this run did not start (`--server`).
+    External,
+}
+
+impl StoreKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            StoreKind::Embedded => "embedded",
+            StoreKind::Postgres { .. } => "postgres",
+            StoreKind::External => "external",
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Seconds per (workload, store, concurrency) run; a run ends at this or at --requests.
+    #[arg(long, default_value_t = 10)]
+    duration_s: u64,
+    /// At most this many requests per run (no limit when absent).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Concurrency levels (requests in flight at once).
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    concurrency: Vec<usize>,
+    /// Workloads: floor, a, b, c, d.
+    #[arg(long, value_delimiter = ',', default_value = "floor,a,b,c,d", value_parser = Workload::parse)]
+    workloads: Vec<Workload>,
+    /// Also measure the PostgreSQL store on this server (postgres://user@host:port/db; the
+    /// bench creates a fresh database there for each server and drops it afterwards).
+    #[arg(long)]
+    database: Option<String>,
+    /// Use this running fixture (http://ADDR) instead of starting one.
+    #[arg(long)]
+    fixture: Option<String>,
+    /// Use this running server instead of starting one (workload d is skipped for it).
+    #[arg(long, requires_all = ["operator_key", "approver_key"])]
+    server: Option<String>,
+    /// With --server: an operator key (sets up the actions and invokes).
+    #[arg(long, env = "STEWARD_BENCH_OPERATOR_KEY")]
+    operator_key: Option<String>,
+    /// With --server: a second operator key (decides approvals in workload c).
+    #[arg(long, env = "STEWARD_BENCH_APPROVER_KEY")]
+    approver_key: Option<String>,
+    /// Unfinished effects to recover in workload (d).
+    #[arg(long, default_value_t = 100_000)]
+    recovery_effects: u64,
+    /// Write the Markdown table here; the JSON rows and the SVG plot go beside it
+    /// (same name, .json and .svg).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Keep the working directory (data, server logs) instead of deleting it.
+    #[arg(long)]
+    keep: bool,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.concurrency.is_empty() || args.concurrency.contains(&0) {
+        bail!("--concurrency needs levels of at least 1");
+    }
+    if args.requests == Some(0) || args.duration_s == 0 {
+        bail!("--requests and --duration-s must be at least 1");
+    }
+    let exe = std::env::current_exe().context("finding the steward binary")?;
+    let dir = tempfile::Builder::new()
+        .prefix("steward-bench-")
+        .tempdir()
+        .context("creating the working directory")?;
+    let run_id = steward_server::unique().to_ascii_lowercase();
+    let limit = Limit {
+        duration: Duration::from_secs(args.duration_s),
+        requests: args.requests,
+    };
+    let fixture = match &args.fixture {
+        Some(url) => Fixture::connect(url),
+        None => Fixture::start(&exe, dir.path()).await?,
+    };
+    let mut report = Report::new(&args, &run_id);
+    let mut stores = vec![];
+    if args.server.is_some() {
+        stores.push(StoreKind::External);
+    } else {
+        stores.push(StoreKind::Embedded);
+        match &args.database {
+            Some(url) => stores.push(StoreKind::Postgres {
+                admin_url: url.clone(),
+            }),
+            None => report.note(
+                "PostgreSQL store: not measured in this run (pass --database postgres://...).",
+            ),
+        }
+    }
+    let http = load::http_client(args.concurrency.iter().copied().max().unwrap_or(1))?;
+
+    if args.workloads.contains(&Workload::Floor) {
+        let target = Target::floor(&http, &fixture.url, &run_id);
+        for &c in &args.concurrency {
+            let cell = load::run_cell(&target, Workload::Floor, c, limit, &fixture).await?;
+            report.push(Row::from_cell(&cell, "-"));
+        }
+    }
+    let http_workloads: Vec<Workload> = args
+        .workloads
+        .iter()
+        .copied()
+        .filter(|w| matches!(w, Workload::Invoke | Workload::Resubmit | Workload::Approve))
+        .collect();
+    if !http_workloads.is_empty() {
+        for store in &stores {
+            if let Err(e) = run_store(
+                &args,
+                &exe,
+                dir.path(),
+                &run_id,
+                store,
+                &fixture,
+                &http,
+                &http_workloads,
+                limit,
+                &mut report,
+            )
+            .await
+            {
+                eprintln!("bench: {} store: {e:#}", store.label());
+                report.note(&format!("{} store: not measured: {e:#}", store.label()));
+            }
+        }
+    }
+    if args.workloads.contains(&Workload::Recovery) {
+        for store in stores.iter().filter(|s| **s != StoreKind::External) {
+            match recovery::run(&exe, dir.path(), store, args.recovery_effects).await {
+                Ok(row) => report.push_recovery(row),
+                Err(e) => {
+                    eprintln!("bench: recovery on {}: {e:#}", store.label());
+                    report.note(&format!(
+                        "recovery on {}: not measured: {e:#}",
+                        store.label()
+                    ));
+                }
+            }
+        }
+    }
+    fixture.stop().await;
+
+    let markdown = report.markdown();
+    println!("{markdown}");
+    if let Some(out) = &args.out {
+        report.write(out)?;
+        eprintln!(
+            "bench: wrote {}, {} and {}",
+            out.display(),
+            out.with_extension("json").display(),
+            out.with_extension("svg").display()
+        );
+    }
+    if args.keep {
+        let kept = dir.keep();
+        eprintln!("bench: kept {}", kept.display());
+    }
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs workloads (a), (b) and (c) against one store's server.
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename these
+async fn run_store(
+    args: &Args,
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    run_id: &str,
+    store: &StoreKind,
+    fixture: &Fixture,
+    http: &reqwest::Client,
+    workloads: &[Workload],
+    limit: Limit,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let mut database = None;
+    let mut world = match store {
+        StoreKind::Embedded => World::start(exe, &dir.join("embedded"), None, &fixture.url).await?,
+        StoreKind::Postgres { admin_url } => {
+            let db = PgDatabase::create(admin_url, "steward_bench").await?;
+            let world = World::start(exe, &dir.join("postgres"), Some(&db.url), &fixture.url).await;
+            database = Some(db);
+            world?
+        }
+        StoreKind::External => {
+            let url = args.server.as_deref().context("--server")?;
+            World::external(
+                url,
+                args.operator_key.as_deref().context("--operator-key")?,
+                args.approver_key.as_deref().context("--approver-key")?,
+                &fixture.url,
+                run_id,
+            )
+            .await?
+        }
+    };
+    let target = Target::steward(http, &world, store.label(), run_id);
+    let mut invoke_throughput = std::collections::BTreeMap::new();
+    for &workload in workloads {
+        if workload == Workload::Resubmit {
+            load::seed_resubmit(&target, RESUBMIT_KEYS).await?;
+        }
+        for &c in &args.concurrency {
+            let cell = load::run_cell(&target, workload, c, limit, fixture).await?;
+            let ratio = match workload {
+                Workload::Invoke => {
+                    invoke_throughput.insert(c, cell.throughput());
+                    report.ratio_to_floor(c, cell.throughput())
+                }
+                Workload::Resubmit => match invoke_throughput.get(&c) {
+                    Some(a) if *a > 0.0 => format!("{:.1}x (a)", cell.throughput() / a),
+                    _ => "-".to_string(),
+                },
+                _ => report.ratio_to_floor(c, cell.throughput()),
+            };
+            report.push(Row::from_cell(&cell, &ratio));
+        }
+    }
+    world.stop().await;
+    if let Some(db) = database {
+        db.drop_database().await;
+    }
+    Ok(())
+}

@@ -1,0 +1,390 @@
+//! The processes a bench run drives: the fixture, `steward serve` on one store, the keys and the
+//! actions, and the fresh PostgreSQL databases it creates and drops.
+
+use super::SERVER_READY_S;
+use anyhow::{bail, Context};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use steward_client::StewardApi;
+use steward_core::IdempotencyKey;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The environment every bench key lives in.
+pub(super) const ENVIRONMENT: &str = "bench";
+/// The governed `stripe.refund` action of workloads (a) and (b).
+pub(super) const ACTION: &str = "bench-refund";
+/// The same adapter behind `requiresApproval` (workload c).
+pub(super) const GATED_ACTION: &str = "bench-refund-gated";
+/// The vault entry holding the fixture's test key.
+const SECRET: &str = "BENCH_STRIPE_KEY";
+/// The fixture accepts any test-mode key; the floor sends the same one Steward holds.
+pub(super) const SECRET_VALUE: &str = "sk_test_bench";
+
+/// The provider fixture: a child this run started, or one it was pointed at.
+pub(super) struct Fixture {
+    child: Option<Child>,
+    pub(super) url: String,
+}
+
+/// Reads a child's stdout until `listening on URL` (bounded), then keeps draining it so the
+/// child never blocks on a full pipe.
+async fn ready_line(child: &mut Child, limit: Duration) -> anyhow::Result<String> {
+    let stdout = child.stdout.take().context("child stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let found = tokio::time::timeout(limit, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return Some(url.trim().to_string());
+            }
+        }
+        None
+    })
+    .await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    match found {
+        Ok(Some(url)) => Ok(url),
+        Ok(None) => bail!("the process exited before it was ready"),
+        Err(_) => bail!("not ready within {} s", limit.as_secs()),
+    }
+}
+
+impl Fixture {
+    pub(super) async fn start(exe: &Path, dir: &Path) -> anyhow::Result<Fixture> {
+        let log = std::fs::File::create(dir.join("fixture.log"))?;
+        let mut child = Command::new(exe)
+            .args(["fixture", "--listen", "127.0.0.1:0"])
+            .env("STEWARD_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting steward fixture")?;
+        let url = ready_line(&mut child, Duration::from_secs(SERVER_READY_S))
+            .await
+            .context("steward fixture")?;
+        Ok(Fixture {
+            child: Some(child),
+            url,
+        })
+    }
+
+    pub(super) fn connect(url: &str) -> Fixture {
+        Fixture {
+            child: None,
+            url: url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The fixture's count of committed refund writes.
+    pub(super) async fn writes(&self, http: &reqwest::Client) -> anyhow::Result<u64> {
+        let body: serde_json::Value = http
+            .get(format!("{}/_fixture/writes", self.url))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        body["total"]
+            .as_u64()
+            .context("the fixture's /_fixture/writes has no total")
+    }
+
+    pub(super) async fn stop(mut self) {
+        if let Some(child) = self.child.as_mut() {
+            terminate(child).await;
+        }
+    }
+}
+
+/// SIGTERM, a bounded wait, then SIGKILL.
+pub(super) async fn terminate(child: &mut Child) {
+    #[cfg(unix)]
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+}
+
+/// A `steward serve` child.
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) url: String,
+    /// How long it took from spawn to the ready line (recovery runs before it).
+    pub(super) ready_after: Duration,
+    pub(super) log: PathBuf,
+}
+
+/// Starts `steward serve` on `data` (and `database`, when given) and waits for it to listen.
+pub(super) async fn start_server(
+    exe: &Path,
+    data: &Path,
+    database: Option<&str>,
+    extra: &[&str],
+    ready_limit: Duration,
+) -> anyhow::Result<Server> {
+    std::fs::create_dir_all(data)?;
+    let log = data.with_extension("log");
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)?;
+    let mut command = Command::new(exe);
+    command
+        .arg("serve")
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0", "--allow-insecure-destinations"])
+        .args(extra)
+        .env_remove(steward_core::CRASH_AT_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file))
+        .kill_on_drop(true);
+    if let Some(url) = database {
+        command.args(["--database", url]);
+    }
+    let started = Instant::now();
+    let mut child = command.spawn().context("starting steward serve")?;
+    let url = ready_line(&mut child, ready_limit)
+        .await
+        .with_context(|| format!("steward serve (log: {})", log.display()))?;
+    Ok(Server {
+        child,
+        url,
+        ready_after: started.elapsed(),
+        log,
+    })
+}
+
+async fn create_key(
+    exe: &Path,
+    data: &Path,
+    database: Option<&str>,
+    name: &str,
+) -> anyhow::Result<String> {
+    let mut command = Command::new(exe);
+    command
+        .args(["keys", "create", "--data"])
+        .arg(data)
+        .args(["--env", ENVIRONMENT, "--name", name, "--role", "operator"])
+        .stdin(Stdio::null());
+    if let Some(url) = database {
+        command.args(["--database", url]);
+    }
+    let out = command
+        .output()
+        .await
+        .context("running steward keys create")?;
+    if !out.status.success() {
+        bail!(
+            "keys create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8(out.stdout)?.trim().to_string())
+}
+
+fn key(text: &str) -> IdempotencyKey {
+    IdempotencyKey::parse(text).expect("a short printable key")
+}
+
+/// One server under test with its keys and actions.
+pub(super) struct World {
+    pub(super) server: Option<Server>,
+    pub(super) url: String,
+    /// Invokes (an operator key: it may also read and set up).
+    pub(super) agent: String,
+    /// Decides approvals: never the key that invoked.
+    pub(super) approver: String,
+    /// Action names, suffixed when the server was not started by this run.
+    pub(super) action: String,
+    pub(super) gated_action: String,
+}
+
+impl World {
+    /// Starts a server on a fresh data directory (and database), makes the keys and actions.
+    pub(super) async fn start(
+        exe: &Path,
+        data: &Path,
+        database: Option<&str>,
+        fixture_url: &str,
+    ) -> anyhow::Result<World> {
+        let server = start_server(
+            exe,
+            data,
+            database,
+            &[],
+            Duration::from_secs(SERVER_READY_S),
+        )
+        .await?;
+        let agent = create_key(exe, data, database, "bench-agent").await?;
+        let approver = create_key(exe, data, database, "bench-approver").await?;
+        let url = server.url.clone();
+        let mut world = World {
+            server: Some(server),
+            url,
+            agent,
+            approver,
+            action: ACTION.to_string(),
+            gated_action: GATED_ACTION.to_string(),
+        };
+        world.set_up(fixture_url, "").await?;
+        Ok(world)
+    }
+
+    /// A server this run did not start: the actions get the run id as a suffix.
+    pub(super) async fn external(
+        url: &str,
+        operator_key: &str,
+        approver_key: &str,
+        fixture_url: &str,
+        run_id: &str,
+    ) -> anyhow::Result<World> {
+        let mut world = World {
+            server: None,
+            url: url.trim_end_matches('/').to_string(),
+            agent: operator_key.to_string(),
+            approver: approver_key.to_string(),
+            action: format!("{ACTION}-{run_id}"),
+            gated_action: format!("{GATED_ACTION}-{run_id}"),
+        };
+        world.set_up(fixture_url, run_id).await?;
+        Ok(world)
+    }
+
+    async fn set_up(&mut self, fixture_url: &str, suffix: &str) -> anyhow::Result<()> {
+        let operator = StewardApi::new(&self.url, &self.agent)?;
+        operator
+            .put_secret(
+                SECRET,
+                SECRET_VALUE,
+                &["127.0.0.1"],
+                &key(&format!("bench-secret-{suffix}")),
+            )
+            .await
+            .context("storing the fixture key")?;
+        for (name, gated) in [(&self.action, false), (&self.gated_action, true)] {
+            let definition = json!({
+                "name": name,
+                "requiresApproval": gated,
+                "adapter": {
+                    "type": "stripe.refund",
+                    "config": {"account": "acct_bench", "mode": "test", "currency": "usd",
+                               "baseUrl": fixture_url},
+                    "credentialSecret": SECRET,
+                },
+            });
+            operator
+                .create_action(&definition, &key(&format!("bench-action-{name}")))
+                .await
+                .with_context(|| format!("creating the action {name}"))?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn stop(&mut self) {
+        if let Some(server) = self.server.as_mut() {
+            terminate(&mut server.child).await;
+        }
+    }
+}
+
+/// A fresh PostgreSQL database for one server, dropped at the end.
+pub(super) struct PgDatabase {
+    admin_url: String,
+    name: String,
+    pub(super) url: String,
+}
+
+async fn admin_client(admin_url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
+        .await
+        .context("cannot connect to PostgreSQL (--database)")?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// `url` with its database name replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let root = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{root}/{name}?{q}"),
+        None => format!("{root}/{name}"),
+    }
+}
+
+impl PgDatabase {
+    pub(super) async fn create(admin_url: &str, prefix: &str) -> anyhow::Result<PgDatabase> {
+        let name = format!("{prefix}_{}", steward_server::unique().to_ascii_lowercase());
+        admin_client(admin_url)
+            .await?
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .with_context(|| format!("creating database {name}"))?;
+        Ok(PgDatabase {
+            admin_url: admin_url.to_string(),
+            url: with_database(admin_url, &name),
+            name,
+        })
+    }
+
+    pub(super) async fn drop_database(self) {
+        let dropped = async {
+            admin_client(&self.admin_url)
+                .await?
+                .batch_execute(&format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                ))
+                .await?;
+            anyhow::Ok(())
+        };
+        if let Err(e) = dropped.await {
+            eprintln!("bench: could not drop database {}: {e:#}", self.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn database_name_is_replaced() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/postgres", "b1"),
+            "postgres://postgres@127.0.0.1:5432/b1"
+        );
+        assert_eq!(
+            with_database("postgres://u:p@h/db?sslmode=disable", "b2"),
+            "postgres://u:p@h/b2?sslmode=disable"
+        );
+        assert_eq!(
+            with_database("postgres://h:5432", "b3"),
+            "postgres://h:5432/b3"
+        );
+    }
+}
