@@ -362,6 +362,10 @@ pub trait Store: Send + Sync + 'static {
     /// requests, and then periodically.
     async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport>;
 
+    /// How many effects are `unknown` right now, in every environment (for `/metrics`).
+    /// Read-only: it claims nothing.
+    async fn count_unknown(&self) -> StoreResult<u64>;
+
     /// Audit events with `seq > after`, oldest first.
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>>;
 }

@@ -141,7 +141,12 @@ async fn request_context(request: Request, next: Next) -> Response {
 }
 
 async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
-    let gauges = [];
+    let unknown = state.store.count_unknown().await.unwrap_or(0);
+    let gauges = [(
+        "steward_unknown_effects",
+        "effects whose outcome is unknown, in every environment",
+        unknown,
+    )];
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -553,6 +553,12 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Write, |tx| recover::recover(&tx, sweep))
     }
 
+    async fn count_unknown(&self) -> StoreResult<u64> {
+        let n: i64 = in_transaction!(self, Mode::Read, |tx| tx
+            .count("SELECT COUNT(*) FROM effects WHERE state = 'unknown'", &[]))?;
+        Ok(n as u64)
+    }
+
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
         in_transaction!(self, Mode::Read, |tx| audit_log::events(&tx, after, limit))
     }

@@ -549,6 +549,19 @@ impl Store for SqliteStore {
         self.write(move |tx| recover::recover(tx, &sweep)).await
     }
 
+    async fn count_unknown(&self) -> StoreResult<u64> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM effects WHERE state = 'unknown'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(conn::unavailable)
+        })
+        .await
+    }
+
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
         self.read(move |c| {
             rows::query_all(
