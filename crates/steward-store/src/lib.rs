@@ -27,6 +27,7 @@
 //! ([`Store::heartbeat`]) for longer than the lease is dead, and the recovery sweep
 //! ([`Store::recover`]) of another replica takes its work over exactly once.
 
+mod approval_change;
 mod audit;
 mod error;
 mod governance;

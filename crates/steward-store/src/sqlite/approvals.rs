@@ -188,27 +188,10 @@ fn move_effect(
     message: String,
     actor: &Actor,
 ) -> StoreResult<()> {
-    let Some(effect) = &a.effect_id else {
-        return Ok(());
-    };
-    let (to, _) = next(EffectState::AwaitingApproval, event)
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let mut change = EffectChange::new(
-        &a.env_id,
-        effect,
-        EffectState::AwaitingApproval,
-        to,
-        actor.clone(),
-    );
-    change.evidence = Some(
-        NewEvidence::new("approval", "approval", message).with_data(json!({"approvalId": a.id})),
-    );
-    if to != EffectState::Ready {
-        change.error = Some(
-            json!({"code": format!("approval_{}", to.invocation_status().as_str()), "message": "the approval was not granted; nothing was sent"}),
-        );
+    match crate::approval_change::effect_change(a, event, message, actor)? {
+        Some(change) => change_effect(tx, &change),
+        None => Ok(()),
     }
-    change_effect(tx, &change)
 }
 
 fn settle(
