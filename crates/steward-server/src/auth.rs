@@ -45,14 +45,9 @@ impl FromRequestParts<AppState> for Caller {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(ApiError::unauthenticated)?;
-        let key = state
+        let (key, env) = state
             .store
-            .key_by_hash(&hash_token(token))
-            .await?
-            .ok_or_else(ApiError::unauthenticated)?;
-        let env = state
-            .store
-            .environment(&key.env_id)
+            .caller(&hash_token(token))
             .await?
             .ok_or_else(ApiError::unauthenticated)?;
         Ok(Caller { key, env })

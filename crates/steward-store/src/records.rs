@@ -227,6 +227,120 @@ pub struct Submission {
     pub owner: ReplicaId,
 }
 
+impl Submission {
+    /// The invocation as `Store::submit` records it when it is `Created`.
+    pub fn created(&self) -> InvocationRecord {
+        InvocationRecord {
+            id: self.invocation_id.clone(),
+            env_id: self.env_id.clone(),
+            action_id: self.action.id.clone(),
+            action_name: self.action.name.clone(),
+            action_version: self.action.version,
+            effect_id: self.effect_id.clone(),
+            governed: self.action.definition.is_governed(),
+            state: self.initial,
+            input: self.input.clone(),
+            input_fingerprint: self.input_fingerprint.clone(),
+            operation_key: self.operation_key.clone(),
+            run_id: self.run_id.clone(),
+            retry_of: self.retry_of.clone(),
+            response_status: None,
+            response_body: None,
+            error: None,
+            decision: self.decision.clone(),
+            approval_id: self.approval.as_ref().map(|a| a.id.to_string()),
+            created_by: self.actor.clone(),
+            created_at: self.now,
+            completed_at: self.initial.is_terminal().then_some(self.now),
+        }
+    }
+}
+
+/// What an invoke reads before it decides anything, in one read (`Store::invoke_context`).
+#[derive(Debug, Clone)]
+pub struct InvokeContext {
+    pub action: Option<ActionRecord>,
+    /// The environment's approval policies, as `Store::list_policies` returns them.
+    pub policies: Vec<crate::PolicyRecord>,
+    /// The request already recorded under the same `Idempotency-Key`, if any.
+    pub earlier: Option<EarlierRequest>,
+    /// The action's secrets ([`secrets_named_by`]) that exist, as `Store::secret` reads them.
+    pub secrets: Vec<SecretRecord>,
+}
+
+/// The secrets an action's definition names: its adapter's credential and its template's
+/// references, each once.
+pub fn secrets_named_by(def: &steward_core::ActionDefinition) -> Vec<String> {
+    let mut names: Vec<String> = def
+        .adapter
+        .iter()
+        .map(|a| a.credential_secret.clone())
+        .collect();
+    if let Ok(references) = steward_core::secret_references(def) {
+        names.extend(references.into_iter().map(|(name, _)| name));
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A request recorded under an `Idempotency-Key`, as `Store::submit` checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EarlierRequest {
+    pub fingerprint: String,
+    /// `false` while the request is in progress.
+    pub answered: bool,
+    /// The invocation it answered with, if it was an invoke.
+    pub invocation: Option<InvocationRecord>,
+}
+
+impl EarlierRequest {
+    /// What `Store::submit` answers a request with this fingerprint under the same key: the
+    /// same outcome, decided from a read, with nothing written.
+    pub fn outcome(self, request_fingerprint: &str) -> SubmitOutcome {
+        match (
+            self.fingerprint == request_fingerprint,
+            self.answered,
+            self.invocation,
+        ) {
+            (false, _, _) => SubmitOutcome::IdempotencyMismatch,
+            (true, false, _) => SubmitOutcome::InProgress,
+            (true, true, Some(inv)) => SubmitOutcome::Replayed(inv),
+            (true, true, None) => SubmitOutcome::IdempotencyMismatch,
+        }
+    }
+}
+
+/// The first attempt of a `ready` submission, recorded in the submission's own transaction
+/// (`Store::submit_and_begin`).
+#[derive(Debug, Clone)]
+pub struct FirstAttempt {
+    /// The effect's impact reservation (write path step 3).
+    pub impact: crate::ImpactRequest,
+    /// `ready -> dispatching` with `AttemptChange::Begin` (write path step 3, the attempt).
+    pub begin: EffectChange,
+}
+
+/// What became of a [`FirstAttempt`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum FirstAttemptOutcome {
+    /// The attempt is committed as `dispatching` with the submission: it may be sent.
+    Begun,
+    /// The environment is halted: the invocation is committed `ready`, with no attempt.
+    Halted,
+    /// An impact limit refused the effect (`ReserveOutcome::Refused`): the invocation is
+    /// committed `ready`, with no reservation and no attempt.
+    Refused(crate::ReserveOutcome),
+}
+
+/// What `Store::submit_and_begin` did.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub outcome: SubmitOutcome,
+    /// For a `Created` outcome only: what became of the first attempt.
+    pub first: Option<FirstAttemptOutcome>,
+}
+
 /// An approval request to create.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewApproval {
@@ -359,6 +473,9 @@ pub struct EffectChange {
     pub error: Option<Value>,
     pub external_reference: Option<String>,
     pub actor: Actor,
+    /// The invoke request (by its `Idempotency-Key`) this change answers: marked answered in the
+    /// same transaction, as `Store::finish_invoke_request` would.
+    pub answers_request: Option<IdempotencyKey>,
 }
 
 impl EffectChange {
@@ -381,6 +498,7 @@ impl EffectChange {
             error: None,
             external_reference: None,
             actor,
+            answers_request: None,
         }
     }
 }

@@ -29,6 +29,9 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a key's hash and metadata. `Duplicate` if the hash exists.
     async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()>;
     async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    /// `key_by_hash` and that key's environment, in one read: what authenticating a request
+    /// needs. `None` when either is missing.
+    async fn caller(&self, token_hash: &str) -> StoreResult<Option<(ApiKeyRecord, Environment)>>;
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>>;
 
     // --- secrets ---------------------------------------------------------------------------
@@ -91,6 +94,26 @@ pub trait Store: Send + Sync + 'static {
     /// connections or replicas create one), and the invocation, its effect and its first
     /// evidence are inserted. After `Created` returns, the effect will be found on restart.
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome>;
+
+    /// What an invoke reads before deciding anything, in one read: the action by id or name,
+    /// the environment's policies, and the request already recorded under `idempotency_key`.
+    async fn invoke_context(
+        &self,
+        env: &EnvironmentId,
+        action: &str,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> StoreResult<InvokeContext>;
+
+    /// `submit`, and when it is `Created`, the first attempt in the same transaction: the impact
+    /// reservation (`reserve_impact`), then `first.begin` (`change_effect`). Write path steps 1
+    /// and 3 in one commit, with the same guarantees as each: after `Begun` returns, the attempt
+    /// is durable and owned, exactly as after `change_effect` with `AttemptChange::Begin`. A
+    /// refusal or a halt leaves the invocation committed `ready`, as the separate calls would.
+    async fn submit_and_begin(
+        &self,
+        submission: &Submission,
+        first: &FirstAttempt,
+    ) -> StoreResult<Submitted>;
 
     /// Marks the request behind an invoke's `Idempotency-Key` as answered, so a resend gets the
     /// invocation instead of `InProgress`.

@@ -52,6 +52,9 @@ use governance::*;
 #[path = "conformance/replicas.rs"]
 mod replicas;
 use replicas::*;
+#[path = "conformance/hotpath.rs"]
+mod hotpath;
+use hotpath::*;
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -82,6 +85,9 @@ pub async fn run_all(store: Arc<dyn Store>) {
     concurrent_sweeps_on_one_handle_take_each_piece_once(store.clone()).await;
     reconcile_claims_do_not_overlap(store.clone()).await;
     approval_changes_are_announced(store.clone()).await;
+    submit_and_begin_commits_the_attempt_with_the_invocation(store.clone()).await;
+    submit_and_begin_halted_or_refused_records_no_attempt(store.clone()).await;
+    invoke_reads_match_the_single_reads(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -407,6 +413,9 @@ conformance_tests!(
     concurrent_sweeps_on_one_handle_take_each_piece_once,
     reconcile_claims_do_not_overlap,
     approval_changes_are_announced,
+    submit_and_begin_commits_the_attempt_with_the_invocation,
+    submit_and_begin_halted_or_refused_records_no_attempt,
+    invoke_reads_match_the_single_reads,
     audit_chain_verifies_and_detects_tampering,
 );
 

@@ -9,12 +9,11 @@
 
 use crate::auth::Caller;
 use crate::error::ApiResult;
-use crate::state::AppState;
 use serde_json::{json, Value};
 use steward_core::impact::money_amount;
 use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
 use steward_core::{ApprovalId, EffectState, OperationKey, Rejection};
-use steward_store::{ActionRecord, NewApproval, NewEvidence};
+use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord};
 
 /// How an invocation starts.
 #[derive(Debug, Clone)]
@@ -37,15 +36,14 @@ pub(crate) fn decision_json(d: &PolicyDecision) -> Value {
     })
 }
 
-/// The policy decision for an invocation of `action` with `input` by `caller`, if any policy
-/// applies.
-pub(crate) async fn policy_decision(
-    state: &AppState,
+/// The policy decision for an invocation of `action` with `input` by `caller`, if any of the
+/// environment's policies (`records`) applies.
+fn policy_decision(
+    records: &[PolicyRecord],
     caller: &Caller,
     action: &ActionRecord,
     input: &Value,
-) -> ApiResult<Option<(PolicyDecision, PolicyScope)>> {
-    let records = state.store.list_policies(&caller.env.id).await?;
+) -> Option<(PolicyDecision, PolicyScope)> {
     let policies: Vec<_> = records.iter().map(|r| r.policy()).collect();
     let facts = Facts {
         kind: RequestKind::Action,
@@ -56,14 +54,14 @@ pub(crate) async fn policy_decision(
         amount: money_amount(&action.definition, input).map(|a| a as f64),
         input,
     };
-    Ok(decide(&policies, &facts).map(|d| {
+    decide(&policies, &facts).map(|d| {
         let scope = records
             .iter()
             .find(|r| r.id == d.policy.id)
             .map(|r| r.spec.scope())
             .unwrap_or(PolicyScope::AllRequests);
         (d, scope)
-    }))
+    })
 }
 
 fn approval(
@@ -89,9 +87,9 @@ fn approval(
     }
 }
 
-pub(crate) async fn gate(
-    state: &AppState,
+pub(crate) fn gate(
     caller: &Caller,
+    policies: &[PolicyRecord],
     action: &ActionRecord,
     input: &Value,
     operation_key: Option<&OperationKey>,
@@ -105,7 +103,7 @@ pub(crate) async fn gate(
         decision,
         evidence,
     };
-    let Some((d, scope)) = policy_decision(state, caller, action, input).await? else {
+    let Some((d, scope)) = policy_decision(policies, caller, action, input) else {
         return Ok(if own_gate {
             parked(1, None, accepted)
         } else {

@@ -15,7 +15,7 @@ use steward_core::{
     check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
     OperationKey,
 };
-use steward_store::{ActionRecord, InvocationRecord, Submission, SubmitOutcome};
+use steward_store::{ActionRecord, InvocationRecord, SecretRecord, Submission, SubmitOutcome};
 
 const FIELDS: [&str; 8] = [
     "input",
@@ -132,12 +132,23 @@ pub async fn invoke(
             "this environment is halted; nothing was invoked",
         ));
     }
-    let action = state
+    let context = state
         .store
-        .action(&caller.env.id, &reference)
-        .await?
+        .invoke_context(&caller.env.id, &reference, request.idempotency_key.as_ref())
+        .await?;
+    let action = context
+        .action
         .ok_or_else(|| ApiError::not_found("action"))?;
     check(&action, &request.input)?;
+    let request_fingerprint = fingerprint(&json!({
+        "action": action.id, "input": request.input, "operationKey": request.operation_key,
+        "retryOf": request.retry_of, "runId": request.run_id,
+    }));
+    // A resend under the same Idempotency-Key is answered from what is recorded, with nothing
+    // written: the same answer `submit` would give (`EarlierRequest::outcome`).
+    if let Some(earlier) = context.earlier {
+        return settle_outcome(&state, earlier.outcome(&request_fingerprint), false).await;
+    }
 
     let effect_id = EffectId::from_unique(&crate::clock::unique());
     let provider_key = action
@@ -146,27 +157,23 @@ pub async fn invoke(
         .as_ref()
         .map(|_| provider_idempotency_key(&effect_id));
     let gate = super::gate::gate(
-        &state,
         &caller,
+        &context.policies,
         &action,
         &request.input,
         request.operation_key.as_ref(),
         request.run_id.as_ref(),
-    )
-    .await?;
+    )?;
     let submission = Submission {
         env_id: caller.env.id.clone(),
         invocation_id: InvocationId::from_unique(&crate::clock::unique()),
         effect_id,
         input_fingerprint: fingerprint(&request.input),
-        request_fingerprint: fingerprint(&json!({
-            "action": action.id, "input": request.input, "operationKey": request.operation_key,
-            "retryOf": request.retry_of, "runId": request.run_id,
-        })),
+        request_fingerprint,
         action,
         input: request.input,
         operation_key: request.operation_key,
-        idempotency_key: request.idempotency_key.clone(),
+        idempotency_key: request.idempotency_key,
         run_id: request.run_id,
         retry_of: request.retry_of,
         initial: gate.initial,
@@ -178,9 +185,50 @@ pub async fn invoke(
         now: state.clock.now(),
         owner: state.replica.clone(),
     };
+    // Recording and dispatch run in their own task: a client that disconnects must not cancel
+    // either halfway.
+    let task_state = state.clone();
+    let secrets = context.secrets;
+    let submitted =
+        tokio::spawn(async move { record_and_dispatch(&task_state, submission, &secrets).await })
+            .await
+            .map_err(|e| ApiError::internal("dispatch task", &e))??;
+    settle_outcome(&state, submitted, true).await
+}
+
+/// Records the submission and, when it starts `ready`, dispatches it; then marks the request's
+/// `Idempotency-Key` answered if the dispatch did not already.
+async fn record_and_dispatch(
+    state: &AppState,
+    submission: Submission,
+    secrets: &[SecretRecord],
+) -> ApiResult<SubmitOutcome> {
     let started = std::time::Instant::now();
-    let submitted = state.store.submit(&submission).await?;
-    state.metrics.store_commit("submit", started.elapsed());
+    let (outcome, answered) = if submission.initial == EffectState::Ready {
+        let def = submission.action.definition.clone();
+        let done = dispatch::submit_and_dispatch(state, &submission, &def, secrets).await?;
+        (done.outcome, done.request_answered)
+    } else {
+        let outcome = state.store.submit(&submission).await?;
+        state.metrics.store_commit("submit", started.elapsed());
+        (outcome, false)
+    };
+    if let (SubmitOutcome::Created(inv), Some(key), false) =
+        (&outcome, &submission.idempotency_key, answered)
+    {
+        if let Err(e) = state.store.finish_invoke_request(&inv.env_id, key).await {
+            tracing::error!(error = %e, invocation = %inv.id, "could not mark the invoke request answered");
+        }
+    }
+    Ok(outcome)
+}
+
+/// The answer to a submission's outcome; a created invocation is read back as it now stands.
+async fn settle_outcome(
+    state: &AppState,
+    submitted: SubmitOutcome,
+    fresh: bool,
+) -> ApiResult<Response> {
     let created = match submitted {
         SubmitOutcome::Created(inv) => inv,
         SubmitOutcome::Existing(inv) => return Ok(answer(&inv, false)),
@@ -221,33 +269,15 @@ pub async fn invoke(
         }
     };
 
-    // Dispatch and the request's completion run in their own task: a client that disconnects
-    // must not cancel either halfway.
-    let task_state = state.clone();
-    let task_inv = created.clone();
-    let finish_key = request.idempotency_key;
-    let outcome = tokio::spawn(async move {
-        let result = match task_inv.state {
-            EffectState::Ready => dispatch::dispatch(&task_state, &task_inv).await,
-            _ => Ok(()),
-        };
-        if let Some(key) = finish_key {
-            if let Err(e) = task_state.store.finish_invoke_request(&task_inv.env_id, &key).await {
-                tracing::error!(error = %e, invocation = %task_inv.id, "could not mark the invoke request answered");
-            }
-        }
-        result
-    })
-    .await
-    .map_err(|e| ApiError::internal("dispatch task", &e))?;
-    outcome?;
     let current = state
         .store
         .invocation(&created.env_id, &created.id)
         .await?
         .ok_or_else(|| ApiError::not_found("invocation"))?;
-    state
-        .metrics
-        .invocation(current.state.invocation_status().as_str());
+    if fresh {
+        state
+            .metrics
+            .invocation(current.state.invocation_status().as_str());
+    }
     Ok(answer(&current, false))
 }

@@ -26,9 +26,11 @@ use prepare::{Blocked, Prepared, PreparedBody};
 use serde_json::{json, Value};
 use steward_core::{
     classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, EffectEvent, EffectState,
+    IdempotencyKey,
 };
 use steward_store::{
-    Actor, AttemptChange, EffectChange, InvocationRecord, NewEvidence, StoreError,
+    Actor, AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, InvocationRecord,
+    NewEvidence, SecretRecord, StoreError, Submission, SubmitOutcome,
 };
 
 /// The most response body kept per attempt, in bytes; the rest is cut (and says so).
@@ -153,29 +155,10 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         return Ok(());
     }
     let effect_key = effect.effect.provider_idempotency_key.as_deref();
-    let prepared = match prepare::prepare(state, inv, &def, effect_key).await {
-        Ok(p) => p,
+    let (prepared, host) = match checked(state, inv, &def, effect_key, None).await {
+        Ok(checked) => checked,
         Err(blocked) => return refuse(state, inv, start, blocked).await,
     };
-    let host = match state.outbound.check(&prepared.url).await {
-        Ok(host) => host,
-        Err(e) => {
-            return refuse(
-                state,
-                inv,
-                start,
-                Blocked::new("destination_refused", e.to_string()),
-            )
-            .await
-        }
-    };
-    if let Some(refusal) = prepared
-        .secrets
-        .iter()
-        .find_map(|s| s.allow_host(&host).err())
-    {
-        return refuse(state, inv, start, refusal).await;
-    }
 
     // Step 4a: every applicable impact limit is reserved, or the effect is refused unsent.
     if start == Start::First
@@ -185,6 +168,63 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
     }
 
     // Step 4 of the write path: the attempt is durable before any byte leaves.
+    let begin = begin_change(
+        state, inv, from, event, number, &host, &prepared, effect_key,
+    )?;
+    let started = std::time::Instant::now();
+    let begun = state.store.change_effect(&begin).await;
+    state
+        .metrics
+        .store_commit("begin_attempt", started.elapsed());
+    match begun {
+        Ok(()) => {}
+        Err(StoreError::StateConflict { .. }) => return Ok(()),
+        // The kill switch: no attempt was recorded; the effect stays ready until resume.
+        Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
+        Err(e) => return Err(e.into()),
+    }
+    send_and_record(state, inv, &def, number, &prepared, None)
+        .await
+        .map(|_| ())
+}
+
+/// Write path step 2: the request is prepared and checked (secrets, destination, the secrets'
+/// hosts). `Err` means it must not be sent; nothing was recorded.
+async fn checked(
+    state: &AppState,
+    inv: &InvocationRecord,
+    def: &ActionDefinition,
+    effect_key: Option<&str>,
+    secrets: Option<&[SecretRecord]>,
+) -> Result<(Prepared, String), Blocked> {
+    let prepared = prepare::prepare(state, inv, def, effect_key, secrets).await?;
+    let host = state
+        .outbound
+        .check(&prepared.url)
+        .await
+        .map_err(|e| Blocked::new("destination_refused", e.to_string()))?;
+    if let Some(refusal) = prepared
+        .secrets
+        .iter()
+        .find_map(|s| s.allow_host(&host).err())
+    {
+        return Err(refusal);
+    }
+    Ok((prepared, host))
+}
+
+/// The attempt's `Begin`: `from -> dispatching` with its deadline, owner and evidence.
+#[allow(clippy::too_many_arguments)]
+fn begin_change(
+    state: &AppState,
+    inv: &InvocationRecord,
+    from: EffectState,
+    event: EffectEvent,
+    number: u32,
+    host: &str,
+    prepared: &Prepared,
+    effect_key: Option<&str>,
+) -> Result<EffectChange, ApiError> {
     let now = state.clock.now();
     let deadline = now.plus_ms(state.dispatch_timeout.as_millis() as i64);
     let (to, _) =
@@ -201,7 +241,7 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         deadline_at: deadline,
         owner: state.replica.clone(),
     });
-    let what = if start == Start::Replay {
+    let what = if event == EffectEvent::Replay {
         "replay"
     } else {
         "attempt"
@@ -218,23 +258,25 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
                 .unwrap_or_default()
         ),
     ));
-    let started = std::time::Instant::now();
-    let begun = state.store.change_effect(&begin).await;
-    state
-        .metrics
-        .store_commit("begin_attempt", started.elapsed());
-    match begun {
-        Ok(()) => {}
-        Err(StoreError::StateConflict { .. }) => return Ok(()),
-        // The kill switch: no attempt was recorded; the effect stays ready until resume.
-        Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
-        Err(e) => return Err(e.into()),
-    }
+    Ok(begin)
+}
+
+/// Write path steps 4 to 6 once the attempt is committed: send, classify, record. With
+/// `answers_request`, the recorded answer also marks that invoke request answered. Returns
+/// whether the answer was recorded (and with it the request marked).
+async fn send_and_record(
+    state: &AppState,
+    inv: &InvocationRecord,
+    def: &ActionDefinition,
+    number: u32,
+    prepared: &Prepared,
+    answers_request: Option<IdempotencyKey>,
+) -> Result<bool, ApiError> {
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
     // Step 5: send, with a deadline shorter than the SDK's own timeout.
     let started = std::time::Instant::now();
-    let mut sent = send(state, &prepared).await?;
+    let mut sent = send(state, prepared).await?;
     state.metrics.dispatch_latency(started.elapsed());
     if let (
         Some(verify),
@@ -243,11 +285,86 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         },
     ) = (&def.verify, &sent.report)
     {
-        sent.verified = Some(read_back(state, inv, &def, verify, sent.body.as_ref()).await);
+        sent.verified = Some(read_back(state, inv, def, verify, sent.body.as_ref()).await);
     }
 
     // Step 6: classify and record.
-    record_answer(state, inv, number, sent, &prepared).await
+    record_answer(state, inv, number, sent, prepared, answers_request).await
+}
+
+/// What the invoke path did with a submission.
+pub struct Submitted {
+    pub outcome: SubmitOutcome,
+    /// Whether the request's `Idempotency-Key` was marked answered along the way.
+    pub request_answered: bool,
+}
+
+/// The invoke path of a submission that starts `ready`: the request is prepared and checked
+/// first (step 2, with `secrets` as read with the action), then the invocation, its reservation and its first attempt are committed in
+/// one transaction (`Store::submit_and_begin`, steps 1 and 3), then it is sent (steps 4 to 6).
+/// The same records, in the same order, as `submit` followed by [`dispatch`], with one commit
+/// where there were three. A request that must not be sent is recorded first and then settled
+/// `failed`, as [`dispatch`] would.
+pub async fn submit_and_dispatch(
+    state: &AppState,
+    submission: &Submission,
+    def: &ActionDefinition,
+    secrets: &[SecretRecord],
+) -> Result<Submitted, ApiError> {
+    let inv = submission.created();
+    let effect_key = submission.provider_idempotency_key.as_deref();
+    let (prepared, host) = match checked(state, &inv, def, effect_key, Some(secrets)).await {
+        Ok(checked) => checked,
+        Err(blocked) => {
+            let outcome = state.store.submit(submission).await?;
+            if let SubmitOutcome::Created(created) = &outcome {
+                block(state, created, blocked).await?;
+            }
+            return Ok(Submitted {
+                outcome,
+                request_answered: false,
+            });
+        }
+    };
+    let begin = begin_change(
+        state,
+        &inv,
+        EffectState::Ready,
+        EffectEvent::BeginAttempt,
+        1,
+        &host,
+        &prepared,
+        effect_key,
+    )?;
+    let first = FirstAttempt {
+        impact: reserve::request(state, &inv, def),
+        begin,
+    };
+    let started = std::time::Instant::now();
+    let submitted = state.store.submit_and_begin(submission, &first).await?;
+    state
+        .metrics
+        .store_commit("submit_and_begin", started.elapsed());
+    let request_answered = match submitted.first {
+        None => false,
+        Some(FirstAttemptOutcome::Begun) => {
+            let key = submission.idempotency_key.clone();
+            send_and_record(state, &inv, def, 1, &prepared, key).await?
+        }
+        // The kill switch: no attempt was recorded; the effect stays ready until resume.
+        Some(FirstAttemptOutcome::Halted) => {
+            park::park(state, &inv).await?;
+            false
+        }
+        Some(FirstAttemptOutcome::Refused(refused)) => {
+            reserve::refuse(state, &inv, refused).await?;
+            false
+        }
+    };
+    Ok(Submitted {
+        outcome: submitted.outcome,
+        request_answered,
+    })
 }
 
 /// Runs the action's `verify` read-back after a 2xx.
@@ -402,7 +519,8 @@ async fn record_answer(
     number: u32,
     answer: Answer,
     prepared: &Prepared,
-) -> Result<(), ApiError> {
+    answers_request: Option<IdempotencyKey>,
+) -> Result<bool, ApiError> {
     let mut report = answer.report.clone();
     if let (
         AttemptReport::Answered {
@@ -459,6 +577,7 @@ async fn record_answer(
         NewEvidence::new(kind, "provider", reason.clone())
             .with_data(json!({"attempt": number, "status": answer.status})),
     );
+    change.answers_request = answers_request;
     let started = std::time::Instant::now();
     let recorded = state.store.change_effect(&change).await;
     state
@@ -469,9 +588,10 @@ async fn record_answer(
         // recovery sweep took the attempt for orphaned and marked it `unknown` meanwhile. The
         // answer is kept as evidence for whoever reconciles it; the state stays as found.
         Err(StoreError::StateConflict { found, .. }) => {
-            late_answer(state, inv, number, answer.status, &reason, found).await
+            late_answer(state, inv, number, answer.status, &reason, found).await?;
+            Ok(false)
         }
-        other => other.map_err(ApiError::from),
+        other => other.map(|()| true).map_err(ApiError::from),
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use steward_core::{
     host_matches, render, secret_references, ActionDefinition, EnvironmentId, Placement,
 };
-use steward_store::InvocationRecord;
+use steward_store::{InvocationRecord, SecretRecord};
 
 /// A reason not to send, recorded as evidence and as the invocation's error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +84,28 @@ impl Prepared {
     }
 }
 
+/// Opens secret `name` as read from the store now.
 pub async fn open_secret(
     state: &AppState,
     env: &EnvironmentId,
     name: &str,
 ) -> Result<OpenedSecret, Blocked> {
-    let record = match state.store.secret(env, name).await {
+    open_from(state, env, name, None).await
+}
+
+/// Opens secret `name`: from `known` when the caller already read the action's secrets in the
+/// same read as the action (`Store::invoke_context`), from the store otherwise.
+async fn open_from(
+    state: &AppState,
+    env: &EnvironmentId,
+    name: &str,
+    known: Option<&[SecretRecord]>,
+) -> Result<OpenedSecret, Blocked> {
+    let found = match known {
+        Some(records) => Ok(records.iter().find(|r| r.name == name).cloned()),
+        None => state.store.secret(env, name).await,
+    };
+    let record = match found {
         Ok(Some(record)) => record,
         Ok(None) => {
             return Err(Blocked::new(
@@ -122,14 +138,17 @@ pub async fn open_secret(
     })
 }
 
+/// Renders the request of `inv` under `def`, opening the secrets it names (from `known` when
+/// given, see [`open_from`]).
 pub async fn prepare(
     state: &AppState,
     inv: &InvocationRecord,
     def: &ActionDefinition,
     effect_key: Option<&str>,
+    known: Option<&[SecretRecord]>,
 ) -> Result<Prepared, Blocked> {
     if let Some(adapter) = &def.adapter {
-        let credential = open_secret(state, &inv.env_id, &adapter.credential_secret).await?;
+        let credential = open_from(state, &inv.env_id, &adapter.credential_secret, known).await?;
         let key = effect_key
             .ok_or_else(|| Blocked::new("adapter_misconfigured", "no provider idempotency key"))?;
         return super::stripe::build(adapter, &inv.input, &inv.id, key, credential);
@@ -142,7 +161,7 @@ pub async fn prepare(
         let opened = match secrets.iter().position(|s: &OpenedSecret| s.name == name) {
             Some(i) => &secrets[i],
             None => {
-                secrets.push(open_secret(state, &inv.env_id, &name).await?);
+                secrets.push(open_from(state, &inv.env_id, &name, known).await?);
                 secrets.last().expect("just pushed")
             }
         };

@@ -20,20 +20,40 @@ pub(crate) enum Reservation {
     Refused,
 }
 
+/// The effect's reservation request: its quantities under the action's definition.
+pub(crate) fn request(
+    state: &AppState,
+    inv: &InvocationRecord,
+    def: &ActionDefinition,
+) -> ImpactRequest {
+    ImpactRequest {
+        env_id: inv.env_id.clone(),
+        effect_id: inv.effect_id.clone(),
+        action_name: inv.action_name.clone(),
+        quantities: quantities(def, &inv.input),
+        actor: Actor::key(&inv.created_by, state.clock.now()),
+    }
+}
+
 pub(crate) async fn reserve(
     state: &AppState,
     inv: &InvocationRecord,
     def: &ActionDefinition,
 ) -> Result<Reservation, ApiError> {
-    let actor = Actor::key(&inv.created_by, state.clock.now());
-    let request = ImpactRequest {
-        env_id: inv.env_id.clone(),
-        effect_id: inv.effect_id.clone(),
-        action_name: inv.action_name.clone(),
-        quantities: quantities(def, &inv.input),
-        actor: actor.clone(),
-    };
-    let (limit_id, limit_name, refusal) = match state.store.reserve_impact(&request).await? {
+    let outcome = state
+        .store
+        .reserve_impact(&request(state, inv, def))
+        .await?;
+    refuse(state, inv, outcome).await
+}
+
+/// Settles the effect `refused` when `outcome` is a refusal; otherwise it may go.
+pub(crate) async fn refuse(
+    state: &AppState,
+    inv: &InvocationRecord,
+    outcome: ReserveOutcome,
+) -> Result<Reservation, ApiError> {
+    let (limit_id, limit_name, refusal) = match outcome {
         ReserveOutcome::Reserved(_) | ReserveOutcome::AlreadyReserved => {
             return Ok(Reservation::Go)
         }
@@ -43,6 +63,7 @@ pub(crate) async fn reserve(
             refusal,
         } => (limit_id, limit_name, refusal),
     };
+    let actor = Actor::key(&inv.created_by, state.clock.now());
     let (code, message) = match refusal {
         Refusal::MissingQuantity => (
             "impact_quantity_missing",

@@ -1,11 +1,12 @@
-//! `Idempotency-Key` records for writes other than invoke.
+//! `Idempotency-Key` records: those of writes other than invoke, and the read of any of them
+//! that answers a repeated invoke without writing (`earlier`).
 
 use super::conn::Tx;
 use super::rows::{col, int_opt};
 use crate::error::StoreResult;
-use crate::records::IdempotencyBegin;
+use crate::records::{EarlierRequest, IdempotencyBegin};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
+use steward_core::{EnvironmentId, IdempotencyKey, InvocationId, Millis, ReplicaId};
 
 /// Runs behind the write lock: of concurrent first sends of one key, one begins and the others
 /// find it in progress. The primary key on `(env_id, key)` is the second check.
@@ -81,4 +82,36 @@ pub(crate) async fn abandon(
     )
     .await?;
     Ok(())
+}
+
+/// The request recorded under `key`, with the invocation it answered with.
+pub(crate) async fn earlier(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+) -> StoreResult<Option<EarlierRequest>> {
+    let Some(row) = tx
+        .query_first(
+            "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = $1 AND key = $2",
+            &[&env.as_str(), &key.as_str()],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let fingerprint: String = col(&row, 0)?;
+    let state: &str = col(&row, 1)?;
+    let invocation = match col::<Option<&str>>(&row, 2)? {
+        Some(id) => {
+            let id =
+                InvocationId::parse(id).map_err(|e| super::rows::corrupt("invocation id", e))?;
+            super::invocations::invocation(tx, env, &id).await?
+        }
+        None => None,
+    };
+    Ok(Some(EarlierRequest {
+        fingerprint,
+        answered: state != "in_progress",
+        invocation,
+    }))
 }

@@ -214,6 +214,34 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
     .await
 }
 
+pub(crate) async fn submit_and_begin(
+    tx: &Tx<'_>,
+    s: &Submission,
+    first: &FirstAttempt,
+) -> StoreResult<Submitted> {
+    let outcome = submit(tx, s).await?;
+    if !matches!(outcome, SubmitOutcome::Created(_)) {
+        return Ok(Submitted {
+            outcome,
+            first: None,
+        });
+    }
+    let reserved = super::limits::reserve(tx, &first.impact).await?;
+    let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
+        FirstAttemptOutcome::Refused(reserved)
+    } else {
+        match change_effect(tx, &first.begin).await {
+            Ok(()) => FirstAttemptOutcome::Begun,
+            Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(Submitted {
+        outcome,
+        first: Some(first),
+    })
+}
+
 pub(crate) async fn insert_evidence(
     tx: &Tx<'_>,
     effect: &EffectId,
@@ -274,6 +302,23 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
         Some(AttemptChange::Begin { number, owner, .. }) => (Some(*number), Some(owner.as_str())),
         _ => (None, None),
     };
+    // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
+    // halted. Read behind the write lock, so an attempt committed after a halt cannot exist;
+    // checked before anything is written, so a caller that goes on in the same transaction
+    // (`submit_and_begin`) keeps nothing of the attempt. A stale `from` is still a conflict.
+    if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
+        && super::admin::is_halted(tx, &c.env_id).await?
+    {
+        let found = current_state(tx, &c.env_id, &c.effect_id).await?;
+        return Err(if found == c.from {
+            StoreError::Halted
+        } else {
+            StoreError::StateConflict {
+                expected: c.from,
+                found,
+            }
+        });
+    }
     let moved = tx
         .execute(
             "UPDATE effects SET state = $1, updated_at = $2, attempt_count = COALESCE($3, attempt_count),
@@ -291,14 +336,6 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
             expected: c.from,
             found,
         });
-    }
-    // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
-    // halted. Read behind the write lock, so an attempt committed after a halt cannot exist;
-    // the error rolls back the move above.
-    if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
-        && super::admin::is_halted(tx, &c.env_id).await?
-    {
-        return Err(StoreError::Halted);
     }
     match &c.attempt {
         Some(AttemptChange::Begin {
@@ -355,6 +392,9 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
     .await?;
     if let Some(e) = &c.evidence {
         insert_evidence(tx, &c.effect_id, e, &c.actor).await?;
+    }
+    if let Some(key) = &c.answers_request {
+        finish_invoke_request(tx, &c.env_id, key).await?;
     }
     append(
         tx,

@@ -121,6 +121,17 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Read, |tx| admin::key_by_hash(&tx, token_hash))
     }
 
+    async fn caller(&self, token_hash: &str) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let Some(key) = admin::key_by_hash(&tx, token_hash).await? else {
+                return Ok(None);
+            };
+            Ok(admin::environment(&tx, &key.env_id)
+                .await?
+                .map(|env| (key, env)))
+        })
+    }
+
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
         in_transaction!(self, Mode::Read, |tx| admin::list_keys(&tx))
     }
@@ -215,6 +226,40 @@ impl Store for PostgresStore {
 
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
         in_transaction!(self, Mode::Write, |tx| invocations::submit(&tx, submission))
+    }
+
+    async fn invoke_context(
+        &self,
+        env: &EnvironmentId,
+        action: &str,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> StoreResult<InvokeContext> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let action = admin::action(&tx, env, action).await?;
+            let mut secrets = Vec::new();
+            for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
+                secrets.extend(admin::secret(&tx, env, &name).await?);
+            }
+            Ok(InvokeContext {
+                action,
+                policies: policies::list(&tx, env).await?,
+                earlier: match idempotency_key {
+                    Some(key) => idempotency::earlier(&tx, env, key).await?,
+                    None => None,
+                },
+                secrets,
+            })
+        })
+    }
+
+    async fn submit_and_begin(
+        &self,
+        submission: &Submission,
+        first: &FirstAttempt,
+    ) -> StoreResult<Submitted> {
+        in_transaction!(self, Mode::Write, |tx| invocations::submit_and_begin(
+            &tx, submission, first
+        ))
     }
 
     async fn finish_invoke_request(

@@ -29,7 +29,7 @@ type Job = Box<dyn FnOnce(&Transaction<'_>) -> JobResult + Send>;
 
 struct Queued {
     job: Job,
-    reply: mpsc::SyncSender<JobResult>,
+    reply: tokio::sync::oneshot::Sender<JobResult>,
 }
 
 pub(crate) struct Pool {
@@ -48,6 +48,20 @@ fn batch_failed(message: &str, n: usize) -> Vec<JobResult> {
             })
         })
         .collect()
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable {
+        message: "the storage writer stopped".into(),
+        source: None,
+    }
+}
+
+fn downcast<T: 'static>(value: Box<dyn Any + Send>) -> StoreResult<T> {
+    value
+        .downcast::<T>()
+        .map(|v| *v)
+        .map_err(|_| StoreError::Corrupt("a storage transaction answered the wrong type".into()))
 }
 
 /// Runs one batch in one transaction; returns each job's result, in order.
@@ -234,26 +248,28 @@ impl Pool {
     }
 
     /// Runs `f` as one transaction (in a group commit, see the module doc) and returns once it
-    /// is committed; nothing of it is committed if `f` fails.
-    pub(crate) fn write<T: Send + 'static>(
+    /// is committed; nothing of it is committed if `f` fails. The task waits for the writer
+    /// thread's answer without holding a thread of its own.
+    pub(crate) async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let (reply, answer) = mpsc::sync_channel(1);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.enqueue(f, reply)?;
+        answer.await.map_err(|_| stopped())?.and_then(downcast)
+    }
+
+    fn enqueue<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+        reply: tokio::sync::oneshot::Sender<JobResult>,
+    ) -> StoreResult<()> {
         let job: Job = Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>));
-        let stopped = || StoreError::Unavailable {
-            message: "the storage writer stopped".into(),
-            source: None,
-        };
         self.jobs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .send(Queued { job, reply })
-            .map_err(|_| stopped())?;
-        let value = answer.recv().map_err(|_| stopped())??;
-        value.downcast::<T>().map(|v| *v).map_err(|_| {
-            StoreError::Corrupt("a storage transaction answered the wrong type".into())
-        })
+            .map_err(|_| stopped())
     }
 
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
@@ -320,28 +336,30 @@ mod tests {
         );
     }
 
-    #[test]
-    fn concurrent_writers_all_commit() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_all_commit() {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::open(&dir.path().join("steward.db")).unwrap();
         pool.write(|tx| {
             tx.execute_batch("CREATE TABLE t (v INTEGER)")
                 .map_err(unavailable)
         })
+        .await
         .unwrap();
-        let threads: Vec<_> = (0..32)
+        let tasks: Vec<_> = (0..32)
             .map(|i| {
                 let pool = pool.clone();
-                std::thread::spawn(move || {
+                tokio::spawn(async move {
                     pool.write(move |tx| {
                         tx.execute("INSERT INTO t (v) VALUES (?1)", [i])
                             .map_err(unavailable)
                     })
+                    .await
                 })
             })
             .collect();
-        for t in threads {
-            assert_eq!(t.join().unwrap().unwrap(), 1);
+        for t in tasks {
+            assert_eq!(t.await.unwrap().unwrap(), 1);
         }
         let n: i64 = pool
             .read(|c| {

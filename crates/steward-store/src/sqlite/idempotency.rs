@@ -1,11 +1,12 @@
-//! `Idempotency-Key` records for writes other than invoke.
+//! `Idempotency-Key` records: those of writes other than invoke, and the read of any of them
+//! that answers a repeated invoke without writing (`earlier`).
 
-use super::conn::unavailable;
+use super::conn::{unavailable, CachedQuery};
 use crate::error::StoreResult;
-use crate::records::IdempotencyBegin;
-use rusqlite::{params, OptionalExtension, Transaction};
+use crate::records::{EarlierRequest, IdempotencyBegin};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
+use steward_core::{EnvironmentId, IdempotencyKey, InvocationId, Millis, ReplicaId};
 
 pub(crate) fn begin(
     tx: &Transaction<'_>,
@@ -75,4 +76,36 @@ pub(crate) fn abandon(
     )
     .map_err(unavailable)?;
     Ok(())
+}
+
+/// The request recorded under `key`, with the invocation it answered with.
+pub(crate) fn earlier(
+    conn: &Connection,
+    env: &EnvironmentId,
+    key: &IdempotencyKey,
+) -> StoreResult<Option<EarlierRequest>> {
+    let seen: Option<(String, String, Option<String>)> = conn
+        .query_row_cached(
+            "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = ?1 AND key = ?2",
+            params![env.as_str(), key.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    let Some((fingerprint, state, invocation)) = seen else {
+        return Ok(None);
+    };
+    let invocation = match invocation {
+        Some(id) => {
+            let id =
+                InvocationId::parse(&id).map_err(|e| super::rows::corrupt("invocation id", e))?;
+            super::invocations::invocation(conn, env, &id)?
+        }
+        None => None,
+    };
+    Ok(Some(EarlierRequest {
+        fingerprint,
+        answered: state != "in_progress",
+        invocation,
+    }))
 }

@@ -129,6 +129,34 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
     )?))
 }
 
+pub(crate) fn submit_and_begin(
+    tx: &Transaction<'_>,
+    s: &Submission,
+    first: &FirstAttempt,
+) -> StoreResult<Submitted> {
+    let outcome = submit(tx, s)?;
+    if !matches!(outcome, SubmitOutcome::Created(_)) {
+        return Ok(Submitted {
+            outcome,
+            first: None,
+        });
+    }
+    let reserved = super::limits::reserve(tx, &first.impact)?;
+    let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
+        FirstAttemptOutcome::Refused(reserved)
+    } else {
+        match change_effect(tx, &first.begin) {
+            Ok(()) => FirstAttemptOutcome::Begun,
+            Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(Submitted {
+        outcome,
+        first: Some(first),
+    })
+}
+
 fn record_invoke_key(
     tx: &Transaction<'_>,
     s: &Submission,
@@ -353,6 +381,9 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     .map_err(unavailable)?;
     if let Some(e) = &c.evidence {
         insert_evidence(tx, &c.effect_id, e, &c.actor)?;
+    }
+    if let Some(key) = &c.answers_request {
+        finish_invoke_request(tx, &c.env_id, key)?;
     }
     append(
         tx,

@@ -41,8 +41,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let pool = self.pool.clone();
-        blocking(move || pool.write(f)).await
+        self.pool.write(f).await
     }
 
     async fn read<T: Send + 'static>(
@@ -85,6 +84,17 @@ impl Store for SqliteStore {
 
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
         self.read(admin::list_keys).await
+    }
+
+    async fn caller(&self, token_hash: &str) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
+        let hash = token_hash.to_string();
+        self.read(move |c| {
+            let Some(key) = admin::key_by_hash(c, &hash)? else {
+                return Ok(None);
+            };
+            Ok(admin::environment(c, &key.env_id)?.map(|env| (key, env)))
+        })
+        .await
     }
 
     async fn put_secret(
@@ -176,6 +186,42 @@ impl Store for SqliteStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
         let submission = submission.clone();
         self.write(move |tx| invocations::submit(tx, &submission))
+            .await
+    }
+
+    async fn invoke_context(
+        &self,
+        env: &EnvironmentId,
+        action: &str,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> StoreResult<InvokeContext> {
+        let (env, action, key) = (env.clone(), action.to_string(), idempotency_key.cloned());
+        self.read(move |c| {
+            let action = admin::action(c, &env, &action)?;
+            let mut secrets = Vec::new();
+            for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
+                secrets.extend(admin::secret(c, &env, &name)?);
+            }
+            Ok(InvokeContext {
+                action,
+                policies: policies::list(c, &env)?,
+                earlier: match &key {
+                    Some(key) => idempotency::earlier(c, &env, key)?,
+                    None => None,
+                },
+                secrets,
+            })
+        })
+        .await
+    }
+
+    async fn submit_and_begin(
+        &self,
+        submission: &Submission,
+        first: &FirstAttempt,
+    ) -> StoreResult<Submitted> {
+        let (submission, first) = (submission.clone(), first.clone());
+        self.write(move |tx| invocations::submit_and_begin(tx, &submission, &first))
             .await
     }
 

@@ -6,13 +6,13 @@ use super::*;
 // Governance: approval policies, impact limits and reservations, the kill switch
 // ------------------------------------------------------------------------------------------
 
-fn policy_spec(name: &str, effect: &str) -> PolicySpec {
+pub fn policy_spec(name: &str, effect: &str) -> PolicySpec {
     let body =
         json!({"name": name, "matchKind": "action", "matchActionName": "refund", "effect": effect});
     PolicySpec::from_create(body.as_object().expect("object")).expect("valid policy")
 }
 
-fn policy_record(env: &Env, spec: PolicySpec) -> PolicyRecord {
+pub fn policy_record(env: &Env, spec: PolicySpec) -> PolicyRecord {
     PolicyRecord {
         id: PolicyId::from_unique(&unique("pol")),
         env_id: env.id.clone(),
@@ -23,7 +23,7 @@ fn policy_record(env: &Env, spec: PolicySpec) -> PolicyRecord {
     }
 }
 
-fn limit_record(env: &Env, body: Value) -> LimitRecord {
+pub fn limit_record(env: &Env, body: Value) -> LimitRecord {
     LimitRecord {
         id: LimitId::from_unique(&unique("lim")),
         env_id: env.id.clone(),
@@ -34,7 +34,7 @@ fn limit_record(env: &Env, body: Value) -> LimitRecord {
     }
 }
 
-fn mutation(amount: Option<i64>) -> Quantity {
+pub fn mutation(amount: Option<i64>) -> Quantity {
     Quantity {
         dimension: "resource_mutations".into(),
         unit: "resource_mutations".into(),
@@ -42,7 +42,7 @@ fn mutation(amount: Option<i64>) -> Quantity {
     }
 }
 
-fn impact_request(
+pub fn impact_request(
     env: &Env,
     effect: &EffectId,
     quantities: Vec<Quantity>,
@@ -57,7 +57,7 @@ fn impact_request(
     }
 }
 
-async fn usage_of(env: &Env, id: &LimitId, at: i64) -> Usage {
+pub async fn usage_of(env: &Env, id: &LimitId, at: i64) -> Usage {
     env.store
         .limit(&env.id, id, Millis(at))
         .await

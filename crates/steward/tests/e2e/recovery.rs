@@ -69,7 +69,7 @@ async fn the_background_reconciler_settles_lost_answers_as_confirmed() {
         "steward_invocations_total{status=\"unknown\"}",
         "steward_dispatch_attempts_total{outcome=\"unknown\"}",
         "steward_dispatch_duration_seconds_count",
-        "steward_store_commit_duration_seconds_bucket{operation=\"submit\",le=\"+Inf\"}",
+        "steward_store_commit_duration_seconds_bucket{operation=\"submit_and_begin\",le=\"+Inf\"}",
         "steward_unknown_effects 0",
     ] {
         assert!(

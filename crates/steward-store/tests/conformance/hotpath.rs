@@ -1,0 +1,259 @@
+//! The invoke hot path: its one-read lookups (`caller`, `invoke_context`) and its one-commit
+//! writes (`submit_and_begin`, an answer that marks its request answered).
+
+use super::*;
+use steward_store::{FirstAttempt, FirstAttemptOutcome};
+
+/// The first attempt of `sub` as the server plans it: no quantities, attempt 1 owned by
+/// `writer()`.
+fn first_attempt(env: &Env, sub: &Submission, at: i64) -> FirstAttempt {
+    let mut begin = env.change(
+        &sub.effect_id,
+        EffectState::Ready,
+        EffectState::Dispatching,
+        at,
+    );
+    begin.attempt = Some(AttemptChange::Begin {
+        number: 1,
+        deadline_at: Millis(at + 30_000),
+        owner: writer(),
+    });
+    begin.evidence = Some(NewEvidence::new("attempt", "steward", "attempt 1 recorded"));
+    FirstAttempt {
+        impact: impact_request(env, &sub.effect_id, vec![mutation(Some(1))], at),
+        begin,
+    }
+}
+
+/// `submit_and_begin` commits the invocation and its first attempt together; a resubmission
+/// of the same operation key begins nothing; the recorded answer marks the request answered.
+pub async fn submit_and_begin_commits_the_attempt_with_the_invocation(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "hot").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut sub = env.submission(&action, json!({"n": 1}));
+    sub.operation_key = Some(op("order-1"));
+    sub.idempotency_key = Some(idem("req-1"));
+    let first = first_attempt(&env, &sub, 2_000);
+    let done = store
+        .submit_and_begin(&sub, &first)
+        .await
+        .expect("submit_and_begin");
+    let inv = expect_created(done.outcome);
+    assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+    let detail = env.effect(&inv.effect_id).await;
+    assert_eq!(detail.effect.state, EffectState::Dispatching);
+    assert_eq!(detail.effect.attempt_count, 1);
+    assert_eq!(detail.attempts.len(), 1);
+    assert_eq!(detail.attempts[0].status, "dispatching");
+    assert_eq!(
+        env.invocation(&inv.id).await.state,
+        EffectState::Dispatching
+    );
+
+    // While the attempt is out, a resend of the request is in progress.
+    let mut resend = env.submission(&action, json!({"n": 1}));
+    resend.operation_key = sub.operation_key.clone();
+    resend.idempotency_key = sub.idempotency_key.clone();
+    resend.request_fingerprint = sub.request_fingerprint.clone();
+    let again = store
+        .submit_and_begin(&resend, &first_attempt(&env, &resend, 2_100))
+        .await
+        .expect("resend");
+    assert!(matches!(again.outcome, SubmitOutcome::InProgress));
+    assert_eq!(
+        again.first, None,
+        "nothing begins for a request in progress"
+    );
+
+    // The answer marks the request answered in its own transaction.
+    let mut finish = env.change(
+        &inv.effect_id,
+        EffectState::Dispatching,
+        EffectState::Succeeded { confirmed: true },
+        2_200,
+    );
+    finish.attempt = Some(AttemptChange::Finish {
+        number: 1,
+        response_status: Some(200),
+        error: None,
+    });
+    finish.answers_request = sub.idempotency_key.clone();
+    store.change_effect(&finish).await.expect("finish");
+    match store
+        .submit(&resend)
+        .await
+        .expect("resend after the answer")
+    {
+        SubmitOutcome::Replayed(replayed) => assert_eq!(replayed.id, inv.id),
+        other => panic!("expected Replayed after the answer, got {other:?}"),
+    }
+
+    // The same operation key without the request key: the existing invocation, no new attempt.
+    let mut repeat = env.submission(&action, json!({"n": 1}));
+    repeat.operation_key = sub.operation_key.clone();
+    let existing = store
+        .submit_and_begin(&repeat, &first_attempt(&env, &repeat, 2_300))
+        .await
+        .expect("repeat");
+    match existing.outcome {
+        SubmitOutcome::Existing(found) => assert_eq!(found.id, inv.id),
+        other => panic!("expected Existing, got {other:?}"),
+    }
+    assert_eq!(existing.first, None);
+    assert_eq!(env.effect(&inv.effect_id).await.attempts.len(), 1);
+    assert!(store
+        .effect(&env.id, &repeat.effect_id)
+        .await
+        .expect("effect")
+        .is_none());
+}
+
+/// A halted environment or a refusing limit leaves the invocation committed `ready`, with no
+/// attempt (and, refused, no reservation): what the separate calls would leave.
+pub async fn submit_and_begin_halted_or_refused_records_no_attempt(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "hot-halt").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let limit = limit_record(
+        &env,
+        json!({"name": "one", "dimension": "resource_mutations", "period": "total", "amount": 1}),
+    );
+    store
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    let taken = env.submission(&action, json!({"n": 1}));
+    let done = store
+        .submit_and_begin(&taken, &first_attempt(&env, &taken, 2_000))
+        .await
+        .expect("first");
+    assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+    assert_eq!(usage_of(&env, &limit.id, 2_000).await.reserved, 1);
+
+    let refused = env.submission(&action, json!({"n": 2}));
+    let done = store
+        .submit_and_begin(&refused, &first_attempt(&env, &refused, 2_100))
+        .await
+        .expect("refused");
+    expect_created(done.outcome);
+    match done.first {
+        Some(FirstAttemptOutcome::Refused(ReserveOutcome::Refused { limit_id, .. })) => {
+            assert_eq!(limit_id, limit.id)
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let detail = env.effect(&refused.effect_id).await;
+    assert_eq!(detail.effect.state, EffectState::Ready);
+    assert!(detail.attempts.is_empty());
+    assert_eq!(usage_of(&env, &limit.id, 2_100).await.reserved, 1);
+
+    store
+        .archive_limit(&env.id, &limit.id, &env.actor(2_150))
+        .await
+        .expect("archive");
+    store
+        .set_halted(&env.id, true, Some("incident"), &env.actor(2_200))
+        .await
+        .expect("halt");
+    let parked = env.submission(&action, json!({"n": 3}));
+    let done = store
+        .submit_and_begin(&parked, &first_attempt(&env, &parked, 2_300))
+        .await
+        .expect("halted");
+    expect_created(done.outcome);
+    assert_eq!(done.first, Some(FirstAttemptOutcome::Halted));
+    let detail = env.effect(&parked.effect_id).await;
+    assert_eq!(detail.effect.state, EffectState::Ready);
+    assert!(detail.attempts.is_empty(), "no attempt while halted");
+}
+
+/// `caller` and `invoke_context` read what the single reads do.
+pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "hot-read").await;
+    let key = key_record(&env, "agent");
+    store
+        .insert_key(&key, &Actor::system(T0))
+        .await
+        .expect("insert_key");
+    let (found, environment) = store
+        .caller(&key.token_hash)
+        .await
+        .expect("caller")
+        .expect("the key is found");
+    assert_eq!(found.id, key.id);
+    assert_eq!(environment.id, env.id);
+    assert!(store
+        .caller("sha256:nobody")
+        .await
+        .expect("caller")
+        .is_none());
+
+    let action = env.create_action(refund_definition("refund")).await;
+    let credential = secret_record(&env, "STRIPE_TEST_KEY", b"sealed");
+    let unrelated = secret_record(&env, "OTHER_KEY", b"sealed too");
+    for secret in [&credential, &unrelated] {
+        store
+            .put_secret(secret, None, &env.actor(T0.0))
+            .await
+            .expect("put_secret");
+    }
+    let policy = policy_record(&env, policy_spec("deny refunds", "auto_deny"));
+    store
+        .create_policy(&policy, None, &env.actor(T0.0))
+        .await
+        .expect("create_policy");
+    let nothing = store
+        .invoke_context(&env.id, "missing", None)
+        .await
+        .expect("context");
+    assert!(nothing.action.is_none());
+    for reference in [action.id.as_str(), action.name.as_str()] {
+        let context = store
+            .invoke_context(&env.id, reference, Some(&idem("never-sent")))
+            .await
+            .expect("context");
+        assert_eq!(context.action.as_ref().map(|a| &a.id), Some(&action.id));
+        assert_eq!(context.policies.len(), 1);
+        assert_eq!(context.policies[0].id, policy.id);
+        assert!(context.earlier.is_none());
+        let names: Vec<&str> = context.secrets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["STRIPE_TEST_KEY"],
+            "the action's secrets, and only those"
+        );
+        assert_eq!(context.secrets[0].ciphertext, b"sealed");
+    }
+
+    let mut sub = env.submission(&action, json!({"n": 1}));
+    sub.idempotency_key = Some(idem("req-ctx"));
+    let inv = expect_created(store.submit(&sub).await.expect("submit"));
+    let earlier = |context: steward_store::InvokeContext| context.earlier.expect("earlier");
+    let pending = earlier(
+        store
+            .invoke_context(&env.id, action.name.as_str(), sub.idempotency_key.as_ref())
+            .await
+            .expect("context"),
+    );
+    assert!(matches!(
+        pending.clone().outcome(&sub.request_fingerprint),
+        SubmitOutcome::InProgress
+    ));
+    assert!(matches!(
+        pending.outcome("another request"),
+        SubmitOutcome::IdempotencyMismatch
+    ));
+    store
+        .finish_invoke_request(&env.id, sub.idempotency_key.as_ref().unwrap())
+        .await
+        .expect("finish_invoke_request");
+    let answered = earlier(
+        store
+            .invoke_context(&env.id, action.name.as_str(), sub.idempotency_key.as_ref())
+            .await
+            .expect("context"),
+    );
+    match answered.outcome(&sub.request_fingerprint) {
+        SubmitOutcome::Replayed(replayed) => assert_eq!(replayed.id, inv.id),
+        other => panic!("expected Replayed, got {other:?}"),
+    }
+}
