@@ -2,7 +2,7 @@
 //! together, so an approval can release its invocation exactly once.
 
 use super::audit_log::{append, Entry};
-use super::conn::unavailable;
+use super::conn::{unavailable, CachedQuery};
 use super::invocations::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
 use crate::error::{StoreError, StoreResult};
@@ -158,7 +158,7 @@ pub(crate) fn list(
     };
     let filter = format!("env_id = ?1 AND (?2 IS NULL OR status = ?2){origin_clause}");
     let total: i64 = conn
-        .query_row(
+        .query_row_cached(
             &format!("SELECT COUNT(*) FROM approvals WHERE {filter}"),
             params![env.as_str(), status],
             |r| r.get(0),

@@ -18,8 +18,12 @@ use std::sync::{mpsc, Arc, Mutex};
 /// How long a connection waits for another process's write lock (the CLI writing keys while the
 /// server runs) before giving up, in milliseconds.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
-/// Readers kept open for reuse; more are opened on demand and dropped after use.
-const READERS_KEPT_MAX: usize = 8;
+/// Reader connections, at most; reads beyond this many at once wait for one (opening a
+/// connection costs more than a point read: it reads the schema again).
+pub(crate) const READERS_MAX: usize = 8;
+/// Prepared statements kept per connection: every statement of the hot paths, so none is parsed
+/// twice (rusqlite's default of 16 is fewer than one invoke's transactions use).
+const STATEMENT_CACHE_CAPACITY: usize = 256;
 /// The most transactions one commit carries: enough to absorb a burst from many connections,
 /// few enough that the first in line does not wait long for the rest.
 pub(crate) const GROUP_COMMIT_JOBS_MAX: usize = 128;
@@ -36,6 +40,8 @@ pub(crate) struct Pool {
     path: PathBuf,
     jobs: Mutex<mpsc::Sender<Queued>>,
     readers: Mutex<Vec<Connection>>,
+    /// One permit per reader connection: see [`READERS_MAX`].
+    pub(crate) reader_permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// The same failure for every transaction of a batch that was not committed.
@@ -73,7 +79,7 @@ fn commit_batch(conn: &mut Connection, jobs: Vec<Job>) -> Vec<JobResult> {
     };
     let mut results = Vec::with_capacity(n);
     for job in jobs {
-        if let Err(e) = tx.execute_batch("SAVEPOINT job") {
+        if let Err(e) = execute_cached(&tx, "SAVEPOINT job", []) {
             return batch_failed(&e.to_string(), n);
         }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&tx)))
@@ -84,11 +90,11 @@ fn commit_batch(conn: &mut Connection, jobs: Vec<Job>) -> Vec<JobResult> {
             return batch_failed(&format!("the transaction was rolled back: {why}"), n);
         }
         let end = if outcome.is_ok() {
-            "RELEASE job"
+            execute_cached(&tx, "RELEASE job", [])
         } else {
-            "ROLLBACK TO job; RELEASE job"
+            tx.execute_batch("ROLLBACK TO job; RELEASE job").map(|()| 0)
         };
-        if let Err(e) = tx.execute_batch(end) {
+        if let Err(e) = end {
             return batch_failed(&e.to_string(), n);
         }
         results.push(outcome);
@@ -180,6 +186,11 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
         .map_err(unavailable)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(unavailable)?;
+    // Savepoint journals (one per group-committed transaction) in memory, not in a temporary
+    // file created and removed for every batch. The database and its WAL are unaffected.
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(unavailable)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     Ok(conn)
 }
 
@@ -244,6 +255,7 @@ impl Pool {
             path: path.to_path_buf(),
             jobs: Mutex::new(jobs),
             readers: Mutex::new(Vec::new()),
+            reader_permits: Arc::new(tokio::sync::Semaphore::new(READERS_MAX)),
         }))
     }
 
@@ -280,7 +292,7 @@ impl Pool {
         };
         let result = f(&conn);
         let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        if readers.len() < READERS_KEPT_MAX {
+        if readers.len() < READERS_MAX {
             readers.push(conn);
         }
         result

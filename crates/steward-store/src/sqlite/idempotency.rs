@@ -17,7 +17,7 @@ pub(crate) fn begin(
     owner: &ReplicaId,
 ) -> StoreResult<IdempotencyBegin> {
     let seen: Option<(String, String, Option<u16>, Option<String>)> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = ?1 AND key = ?2",
             params![env.as_str(), key.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),

@@ -3,7 +3,7 @@
 //! sum never passes a limit. Settlement runs inside `change_effect`'s transaction.
 
 use super::audit_log::{append, Entry};
-use super::conn::unavailable;
+use super::conn::{unavailable, CachedQuery};
 use super::rows::{self, col, query_all, query_one};
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
@@ -205,7 +205,7 @@ pub(crate) fn archive(
 
 pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
     let held: Option<i64> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT 1 FROM impact_reservations WHERE effect_id = ?1 LIMIT 1",
             params![r.effect_id.as_str()],
             |row| row.get(0),
@@ -307,12 +307,12 @@ pub(crate) fn settle(
     };
     let mut changed = 0;
     for from in open {
-        changed += tx
-            .execute(
-                "UPDATE impact_reservations SET state = ?1, updated_at = ?2 WHERE effect_id = ?3 AND state = ?4",
-                params![after.as_str(), actor.now.0, effect.as_str(), from.as_str()],
-            )
-            .map_err(unavailable)?;
+        changed += super::conn::execute_cached(
+            tx,
+            "UPDATE impact_reservations SET state = ?1, updated_at = ?2 WHERE effect_id = ?3 AND state = ?4",
+            params![after.as_str(), actor.now.0, effect.as_str(), from.as_str()],
+        )
+        .map_err(unavailable)?;
     }
     if changed > 0 {
         append(

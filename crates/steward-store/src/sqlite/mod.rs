@@ -12,7 +12,7 @@ mod recover;
 mod rows;
 mod schema;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::governance::*;
 use crate::records::*;
 use crate::store::Store;
@@ -49,7 +49,20 @@ impl SqliteStore {
         f: impl FnOnce(&rusqlite::Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         let pool = self.pool.clone();
-        blocking(move || pool.read(f)).await
+        let permit = pool
+            .reader_permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable {
+                message: "the store is closed".into(),
+                source: None,
+            })?;
+        blocking(move || {
+            let _permit = permit;
+            pool.read(f)
+        })
+        .await
     }
 }
 
