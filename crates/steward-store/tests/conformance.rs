@@ -88,6 +88,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     submit_and_begin_commits_the_attempt_with_the_invocation(store.clone()).await;
     submit_and_begin_halted_or_refused_records_no_attempt(store.clone()).await;
     invoke_reads_match_the_single_reads(store.clone()).await;
+    submit_and_begin_under_concurrency_begins_once(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -416,6 +417,7 @@ conformance_tests!(
     submit_and_begin_commits_the_attempt_with_the_invocation,
     submit_and_begin_halted_or_refused_records_no_attempt,
     invoke_reads_match_the_single_reads,
+    submit_and_begin_under_concurrency_begins_once,
     audit_chain_verifies_and_detects_tampering,
 );
 

@@ -1,12 +1,13 @@
-//! Appends audit events inside the caller's transaction, extending the hash chain.
+//! Audit events: queued by the transaction that makes the change, chained at its commit.
 //!
-//! The chain stays one line under any number of concurrent writers because every write
-//! transaction holds the write lock (see `conn`) from its first statement to its commit: the
-//! head read here is the head, and nobody appends between this read and the commit. The primary
+//! [`append`] only queues the event on the transaction. At commit (`conn::finish`), behind the
+//! write lock, the head of the chain is read ([`head`]) and [`chain`] inserts every queued event
+//! after it in one statement. The chain stays one line under any number of concurrent writers because the
+//! lock is held from the head read to the commit: nobody appends between the two. The primary
 //! key on `seq` is the second check: a forked append would fail with a duplicate `seq` and
 //! commit nothing, rather than start a second chain.
 
-use super::conn::Tx;
+use super::conn::{PendingAudit, Tx};
 use super::rows::col;
 use crate::audit::{event_hash, GENESIS_HASH};
 use crate::error::StoreResult;
@@ -21,16 +22,9 @@ pub(crate) struct Entry<'a> {
     pub after: Option<Value>,
 }
 
+/// Queues `entry` for the chain: it is appended when the transaction commits, or not at all.
 pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: Entry<'_>) -> StoreResult<()> {
-    let last = tx
-        .query_first("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &[])
-        .await?;
-    let (prev_seq, prev_hash) = match last {
-        Some(row) => (col::<i64>(&row, 0)?, col::<String>(&row, 1)?),
-        None => (0, GENESIS_HASH.to_string()),
-    };
-    let mut event = AuditEvent {
-        seq: prev_seq + 1,
+    tx.audit(PendingAudit {
         at: actor.now.0,
         env_id: entry.env.map(str::to_string),
         actor: actor.key.as_ref().map(|k| k.to_string()),
@@ -38,24 +32,76 @@ pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: Entry<'_>) -> Stor
         subject: entry.subject.to_string(),
         before: entry.before,
         after: entry.after,
-        prev_hash,
-        hash: String::new(),
-    };
-    event.hash = event_hash(&event);
+    });
+    Ok(())
+}
+
+/// The chain's head: the last event's `seq` and hash (`0` and the genesis hash when empty).
+pub(crate) async fn head(tx: &Tx<'_>) -> StoreResult<(i64, String)> {
+    let last = tx
+        .query_first("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &[])
+        .await?;
+    Ok(match last {
+        Some(row) => (col::<i64>(&row, 0)?, col::<String>(&row, 1)?),
+        None => (0, GENESIS_HASH.to_string()),
+    })
+}
+
+/// Appends `pending` after `head`. The caller holds the write lock and read `head` behind it.
+pub(crate) async fn chain(
+    tx: &Tx<'_>,
+    head: (i64, String),
+    pending: Vec<PendingAudit>,
+) -> StoreResult<()> {
+    let (mut seq, mut prev_hash) = head;
+    let n = pending.len();
+    let (mut seqs, mut ats, mut envs, mut actors) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut kinds, mut subjects, mut befores, mut afters, mut prevs, mut hashes) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for p in pending {
+        seq += 1;
+        let mut event = AuditEvent {
+            seq,
+            at: p.at,
+            env_id: p.env_id,
+            actor: p.actor,
+            kind: p.kind,
+            subject: p.subject,
+            before: p.before,
+            after: p.after,
+            prev_hash: prev_hash.clone(),
+            hash: String::new(),
+        };
+        event.hash = event_hash(&event);
+        prev_hash = event.hash.clone();
+        seqs.push(event.seq);
+        ats.push(event.at);
+        envs.push(event.env_id);
+        actors.push(event.actor);
+        kinds.push(event.kind);
+        subjects.push(event.subject);
+        befores.push(event.before.as_ref().map(Value::to_string));
+        afters.push(event.after.as_ref().map(Value::to_string));
+        prevs.push(event.prev_hash);
+        hashes.push(event.hash);
+    }
     tx.execute(
         "INSERT INTO audit (seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                              $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])",
         &[
-            &event.seq,
-            &event.at,
-            &event.env_id,
-            &event.actor,
-            &event.kind,
-            &event.subject,
-            &event.before.as_ref().map(Value::to_string),
-            &event.after.as_ref().map(Value::to_string),
-            &event.prev_hash,
-            &event.hash,
+            &seqs, &ats, &envs, &actors, &kinds, &subjects, &befores, &afters, &prevs, &hashes,
         ],
     )
     .await?;

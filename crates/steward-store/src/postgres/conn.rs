@@ -2,22 +2,39 @@
 //! lock that orders every write.
 //!
 //! Every write transaction runs at READ COMMITTED and takes one transaction-scoped advisory lock
-//! ([`WRITE_LOCK_SQL`]) as its first statement. This is the embedded store's single writer
-//! (`BEGIN IMMEDIATE`), held by the database, so it orders writers across every connection and
-//! every replica sharing the database. Because READ COMMITTED takes a fresh snapshot for each
-//! statement, everything after the lock sees every write committed before it: the
-//! check-then-insert of `submit`, the version checks of secrets and actions and the tally of an
-//! approval run exactly as they do on SQLite. The audit log needs this total order anyway (each
-//! event hashes the one before it, so appends are serial), and the lock is released only after
-//! the commit is visible. A higher isolation level would be wrong here: its snapshot would be
-//! taken before the lock was granted. The unique indexes and compare-and-set updates stay in
-//! place as the second check, mapped to the same errors as on SQLite.
+//! ([`WRITE_LOCK_SQL`]). This is the embedded store's single writer (`BEGIN IMMEDIATE`), held by
+//! the database, so it orders writers across every connection and every replica sharing the
+//! database. Because READ COMMITTED takes a fresh snapshot for each statement, everything after
+//! the lock sees every write committed before it. The audit log needs this total order (each
+//! event hashes the one before it, so appends are serial): audit events are queued by the
+//! transaction and chained behind the lock at commit (`audit_log`), and the lock is released
+//! only after the commit is visible. A higher isolation level would be wrong here: its snapshot
+//! would be taken before the lock was granted.
+//!
+//! When the lock is taken:
+//! - [`Mode::Write`] (every method but the invoke hot path) takes it as its first statement: the
+//!   check-then-insert of `submit` for gated requests, the version checks of secrets and actions
+//!   and the tally of an approval run exactly as they do on SQLite.
+//! - [`Mode::WriteLate`] (`submit_and_begin`, `change_effect`, `finish_invoke_request`) takes it
+//!   only at commit, for its audit events. What these transactions decide before that is held
+//!   by the database itself: a unique index (one effect per operation key, one request per
+//!   `Idempotency-Key`, one evidence `seq` per effect; a concurrent duplicate fails the
+//!   statement and the whole transaction runs again, finding the row the other committed), a
+//!   row-level compare-and-set (an effect's state), or a [`CommitCheck`] read again behind the
+//!   lock (the kill switch; that no impact limit exists, else the reservation takes the lock at
+//!   once and tallies as in `Write`). A deadlock between a late and an early locker is broken by
+//!   PostgreSQL and the victim runs again.
+//!
+//! The unique indexes and compare-and-set updates stay in place as the second check in `Write`,
+//! mapped to the same errors as on SQLite.
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
 
 use crate::error::{StoreError, StoreResult};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -123,58 +140,141 @@ pub(crate) async fn client(pool: &Pool) -> StoreResult<Object> {
 pub(crate) enum Mode {
     /// REPEATABLE READ, read-only, no lock.
     Read,
-    /// READ COMMITTED behind the write lock.
+    /// READ COMMITTED behind the write lock, taken first.
     Write,
+    /// READ COMMITTED, the write lock taken only to append the audit events at commit (or
+    /// earlier, where a step needs the total order: see [`Tx::lock`]). For the invoke hot path,
+    /// whose every rule is also a unique index, a row-level compare-and-set, or a
+    /// [`CommitCheck`] re-read behind the lock; a broken unique rule or a deadlock retries the
+    /// whole transaction (see [`in_transaction`]).
+    WriteLate,
+}
+
+/// A fact a [`Mode::WriteLate`] transaction read before taking the write lock and relies on:
+/// read again behind the lock at commit, and the transaction retried if it no longer holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommitCheck {
+    /// The environment's kill switch is still `halted`.
+    Halted { env: String, halted: bool },
+    /// The environment still has no active impact limit.
+    NoLimits { env: String },
+}
+
+/// An audit event waiting for its place in the chain (assigned at commit, behind the lock).
+pub(crate) struct PendingAudit {
+    pub at: i64,
+    pub env_id: Option<String>,
+    pub actor: Option<String>,
+    pub kind: String,
+    pub subject: String,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
 }
 
 /// One open transaction. Dropped without [`finish`] (a cancelled request), it rolls back.
 pub(crate) struct Tx<'a> {
     inner: deadpool_postgres::Transaction<'a>,
+    mode: Mode,
+    locked: AtomicBool,
+    /// Set when a statement failed in a way a retry of the whole transaction resolves.
+    retryable: AtomicBool,
+    audit: Mutex<Vec<PendingAudit>>,
+    checks: Mutex<Vec<CommitCheck>>,
 }
 
-/// Opens a transaction; a write transaction holds the write lock when this returns.
+/// Opens a transaction; a [`Mode::Write`] transaction holds the write lock when this returns.
 pub(crate) async fn begin(client: &mut Object, mode: Mode) -> StoreResult<Tx<'_>> {
     let builder = client.build_transaction();
     let builder = match mode {
         Mode::Read => builder
             .isolation_level(IsolationLevel::RepeatableRead)
             .read_only(true),
-        Mode::Write => builder.isolation_level(IsolationLevel::ReadCommitted),
+        Mode::Write | Mode::WriteLate => builder.isolation_level(IsolationLevel::ReadCommitted),
     };
     let tx = Tx {
         inner: builder.start().await.map_err(unavailable)?,
+        mode,
+        locked: AtomicBool::new(false),
+        retryable: AtomicBool::new(false),
+        audit: Mutex::new(Vec::new()),
+        checks: Mutex::new(Vec::new()),
     };
     if mode == Mode::Write {
-        tx.execute(WRITE_LOCK_SQL, &[]).await?;
+        tx.lock().await?;
     }
     Ok(tx)
 }
 
+/// How a transaction ended.
+pub(crate) enum Finished<T> {
+    Done(StoreResult<T>),
+    /// Rolled back; running the whole transaction again resolves what stopped it.
+    Retry(StoreError),
+}
+
 /// Commits when `result` is `Ok` and rolls back otherwise, so a method's error commits nothing.
-/// Once a commit returns, PostgreSQL has flushed it to its write-ahead log (`synchronous_commit`
-/// is checked on connect).
-pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> StoreResult<T> {
+/// Before the commit, behind the write lock: the [`CommitCheck`]s, then the pending audit
+/// events, chained onto the head. Once a commit returns, PostgreSQL has flushed it to its
+/// write-ahead log (`synchronous_commit` is checked on connect).
+pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T> {
+    let result = match result {
+        Ok(value) => tx.seal().await.map(|()| value),
+        Err(err) => Err(err),
+    };
     match result {
-        Ok(value) => {
-            tx.inner.commit().await.map_err(unavailable)?;
-            Ok(value)
-        }
+        Ok(value) => match tx.inner.commit().await {
+            Ok(()) => Finished::Done(Ok(value)),
+            Err(e) if retryable(&e, tx.mode) => Finished::Retry(unavailable(e)),
+            Err(e) => Finished::Done(Err(unavailable(e))),
+        },
         Err(err) => {
+            let retry = tx.retryable.load(Ordering::Relaxed);
             // The error is what the caller needs; a failed rollback ends with the connection.
             let _ = tx.inner.rollback().await;
-            Err(err)
+            if retry {
+                Finished::Retry(err)
+            } else {
+                Finished::Done(Err(err))
+            }
         }
     }
 }
 
+/// How many times a transaction runs at most when a retry would resolve its failure.
+pub(crate) const ATTEMPTS_MAX: u32 = 8;
+
+/// Whether running the whole transaction again resolves `err`: a deadlock or a serialization
+/// failure in any mode; in [`Mode::WriteLate`] also a broken unique rule (a concurrent
+/// transaction inserted the same key first; the next run finds its row).
+fn retryable(err: &tokio_postgres::Error, mode: Mode) -> bool {
+    match err.code() {
+        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => true,
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE => true,
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => mode == Mode::WriteLate,
+        _ => false,
+    }
+}
+
 /// Runs `$body`, a future using the transaction `$tx`, in one transaction of `$mode` on a pooled
-/// connection of `$store`, committing on `Ok` and rolling back on `Err`.
+/// connection of `$store`, committing on `Ok` and rolling back on `Err`. A transaction that
+/// ends in [`Finished::Retry`] runs again from the start, up to [`ATTEMPTS_MAX`] times.
 macro_rules! in_transaction {
     ($store:expr, $mode:expr, |$tx:ident| $body:expr) => {{
-        let mut client = $crate::postgres::conn::client(&$store.pool).await?;
-        let $tx = $crate::postgres::conn::begin(&mut client, $mode).await?;
-        let result = $body.await;
-        $crate::postgres::conn::finish($tx, result).await
+        let mut attempt = 1;
+        loop {
+            let mut client = $crate::postgres::conn::client(&$store.pool).await?;
+            let $tx = $crate::postgres::conn::begin(&mut client, $mode).await?;
+            let result = $body.await;
+            match $crate::postgres::conn::finish($tx, result).await {
+                $crate::postgres::conn::Finished::Done(result) => break result,
+                $crate::postgres::conn::Finished::Retry(err)
+                    if attempt >= $crate::postgres::conn::ATTEMPTS_MAX =>
+                {
+                    break Err(err)
+                }
+                $crate::postgres::conn::Finished::Retry(_) => attempt += 1,
+            }
+        }
     }};
 }
 pub(crate) use in_transaction;
@@ -183,6 +283,114 @@ pub(crate) use in_transaction;
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 impl Tx<'_> {
+    /// Takes the write lock (once; it is held to the end of the transaction).
+    pub(crate) async fn lock(&self) -> StoreResult<()> {
+        if !self.locked.swap(true, Ordering::Relaxed) {
+            self.execute(WRITE_LOCK_SQL, &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether this transaction defers the write lock ([`Mode::WriteLate`]) and has not taken it.
+    pub(crate) fn unlocked(&self) -> bool {
+        !self.locked.load(Ordering::Relaxed)
+    }
+
+    /// Records a fact to re-read behind the lock at commit.
+    pub(crate) fn check_at_commit(&self, check: CommitCheck) {
+        self.checks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(check);
+    }
+
+    /// Queues an audit event for the chain; [`finish`] appends it behind the lock.
+    pub(crate) fn audit(&self, event: PendingAudit) {
+        self.audit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(event);
+    }
+
+    /// Behind the write lock: every commit check, then the queued audit events. A transaction
+    /// with neither (an idempotency marker) commits without the lock. The lock, the checks and
+    /// the read of the chain's head go to the server together (one round trip, pipelined); it
+    /// runs them in order, so the checks and the head read see everything committed before
+    /// the lock was granted.
+    async fn seal(&self) -> StoreResult<()> {
+        let checks = std::mem::take(&mut *self.checks.lock().unwrap_or_else(|p| p.into_inner()));
+        let audit = std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()));
+        if checks.is_empty() && audit.is_empty() {
+            return Ok(());
+        }
+        let lock = async {
+            if self.locked.swap(true, Ordering::Relaxed) {
+                Ok(0)
+            } else {
+                self.execute(WRITE_LOCK_SQL, &[]).await
+            }
+        };
+        let halted = checks.iter().find_map(|c| match c {
+            CommitCheck::Halted { env, halted } => Some((env, *halted)),
+            CommitCheck::NoLimits { .. } => None,
+        });
+        let no_limits = checks.iter().find_map(|c| match c {
+            CommitCheck::NoLimits { env } => Some(env),
+            CommitCheck::Halted { .. } => None,
+        });
+        let halted_holds = async {
+            let Some((env, expected)) = halted else {
+                return Ok(true);
+            };
+            let now = self
+                .query_first("SELECT halted FROM environments WHERE id = $1", &[env])
+                .await?
+                .map(|row| row.get::<_, bool>(0))
+                .unwrap_or(false);
+            Ok::<_, StoreError>(now == expected)
+        };
+        let no_limits_holds = async {
+            let Some(env) = no_limits else {
+                return Ok(true);
+            };
+            let any = self
+                .query_first(
+                    "SELECT 1 FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL LIMIT 1",
+                    &[env],
+                )
+                .await?;
+            Ok::<_, StoreError>(any.is_none())
+        };
+        let head = async {
+            if audit.is_empty() {
+                Ok(None)
+            } else {
+                super::audit_log::head(self).await.map(Some)
+            }
+        };
+        let (_, halted_holds, no_limits_holds, head) =
+            tokio::try_join!(lock, halted_holds, no_limits_holds, head)?;
+        if !(halted_holds && no_limits_holds) {
+            self.retryable.store(true, Ordering::Relaxed);
+            return Err(StoreError::Unavailable {
+                message: format!("{checks:?} changed before commit"),
+                source: None,
+            });
+        }
+        if let Some(head) = head {
+            super::audit_log::chain(self, head, audit).await?;
+        }
+        Ok(())
+    }
+
+    /// Maps a statement's failure, noting whether a retry of the transaction resolves it.
+    fn failed(&self, err: tokio_postgres::Error) -> tokio_postgres::Error {
+        if retryable(&err, self.mode) {
+            self.retryable.store(true, Ordering::Relaxed);
+        }
+        err
+    }
+
     async fn statement(&self, sql: &str) -> StoreResult<tokio_postgres::Statement> {
         self.inner.prepare_cached(sql).await.map_err(unavailable)
     }
@@ -193,7 +401,7 @@ impl Tx<'_> {
         self.inner
             .query(&statement, params)
             .await
-            .map_err(unavailable)
+            .map_err(|e| unavailable(self.failed(e)))
     }
 
     /// The first row `sql` returns, if any.
@@ -243,7 +451,7 @@ impl Tx<'_> {
         self.inner
             .execute(&statement, params)
             .await
-            .map_err(unavailable)
+            .map_err(|e| unavailable(self.failed(e)))
     }
 
     /// Like [`Tx::execute`], mapping a broken uniqueness rule to `Duplicate { what }` and a
@@ -258,7 +466,7 @@ impl Tx<'_> {
         self.inner
             .execute(&statement, params)
             .await
-            .map_err(|e| constraint(e, what))
+            .map_err(|e| constraint(self.failed(e), what))
     }
 
     /// Runs several statements in one round trip (schema migrations).

@@ -1,7 +1,7 @@
 //! Invocations and effects: the invoke write path's records.
 
 use super::audit_log::{append, Entry};
-use super::conn::Tx;
+use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
@@ -306,9 +306,20 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
     // halted. Read behind the write lock, so an attempt committed after a halt cannot exist;
     // checked before anything is written, so a caller that goes on in the same transaction
     // (`submit_and_begin`) keeps nothing of the attempt. A stale `from` is still a conflict.
-    if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
-        && super::admin::is_halted(tx, &c.env_id).await?
-    {
+    let halted = match c.attempt {
+        Some(AttemptChange::Begin { .. }) => {
+            let halted = super::admin::is_halted(tx, &c.env_id).await?;
+            if tx.unlocked() {
+                tx.check_at_commit(CommitCheck::Halted {
+                    env: c.env_id.to_string(),
+                    halted,
+                });
+            }
+            halted
+        }
+        _ => false,
+    };
+    if halted {
         let found = current_state(tx, &c.env_id, &c.effect_id).await?;
         return Err(if found == c.from {
             StoreError::Halted

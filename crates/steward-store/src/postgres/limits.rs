@@ -4,7 +4,7 @@
 //! `change_effect`'s transaction.
 
 use super::audit_log::{append, Entry};
-use super::conn::Tx;
+use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col, id, millis, millis_opt};
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
@@ -217,6 +217,23 @@ pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<Reser
         .await?;
     if held.is_some() {
         return Ok(ReserveOutcome::AlreadyReserved);
+    }
+    if tx.unlocked() {
+        // The hot path (`Mode::WriteLate`): with no active limit there is nothing to tally, and
+        // the commit re-reads that behind the lock. Otherwise the tally needs the total order.
+        let any = tx
+            .query_first(
+                "SELECT 1 FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL LIMIT 1",
+                &[&r.env_id.as_str()],
+            )
+            .await?;
+        if any.is_none() {
+            tx.check_at_commit(CommitCheck::NoLimits {
+                env: r.env_id.to_string(),
+            });
+            return Ok(ReserveOutcome::Reserved(Vec::new()));
+        }
+        tx.lock().await?;
     }
     let now = r.actor.now;
     let limits = list(tx, &r.env_id, false, now).await?;

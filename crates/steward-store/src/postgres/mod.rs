@@ -4,7 +4,8 @@
 //! database, never by process memory: unique indexes (one effect per operation key, one live
 //! action per name, one retry per failed invocation), compare-and-set updates on an effect's
 //! state and on versions, and one transaction-scoped advisory lock that orders writes across
-//! every connection and replica (see `conn`), which also keeps the audit hash chain one line.
+//! every connection and replica (see `conn`: taken first by most writes, and only at commit by
+//! the invoke hot path), which also keeps the audit hash chain one line.
 //! Constraint violations map to the same [`StoreError`](crate::StoreError) variants as SQLite's:
 //! a unique violation (23505) is `Duplicate`, a foreign key violation (23503) is
 //! `NotFound { what: "environment" }`, a connection or I/O failure is `Unavailable`, a row that
@@ -257,7 +258,7 @@ impl Store for PostgresStore {
         submission: &Submission,
         first: &FirstAttempt,
     ) -> StoreResult<Submitted> {
-        in_transaction!(self, Mode::Write, |tx| invocations::submit_and_begin(
+        in_transaction!(self, Mode::WriteLate, |tx| invocations::submit_and_begin(
             &tx, submission, first
         ))
     }
@@ -267,13 +268,13 @@ impl Store for PostgresStore {
         env: &EnvironmentId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| invocations::finish_invoke_request(
-            &tx, env, key
-        ))
+        in_transaction!(self, Mode::WriteLate, |tx| {
+            invocations::finish_invoke_request(&tx, env, key)
+        })
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| invocations::change_effect(
+        in_transaction!(self, Mode::WriteLate, |tx| invocations::change_effect(
             &tx, change
         ))
     }

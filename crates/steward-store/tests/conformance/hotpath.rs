@@ -257,3 +257,44 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         other => panic!("expected Replayed, got {other:?}"),
     }
 }
+
+/// Concurrent `submit_and_begin`s of one operation key (and, in pairs, one `Idempotency-Key`)
+/// create one effect with one attempt; the others find it; the audit chain stays one line.
+pub async fn submit_and_begin_under_concurrency_begins_once(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "hot-race").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let tasks: Vec<_> = (0..24)
+        .map(|i| {
+            let mut sub = env.submission(&action, json!({"n": 1}));
+            sub.operation_key = Some(op("order-race"));
+            if i % 2 == 0 {
+                sub.idempotency_key = Some(idem(&format!("req-race-{}", i % 4)));
+            }
+            let first = first_attempt(&env, &sub, 2_000 + i);
+            let store = store.clone();
+            tokio::spawn(async move { store.submit_and_begin(&sub, &first).await })
+        })
+        .collect();
+    let mut begun = Vec::new();
+    for task in tasks {
+        let done = task.await.expect("task").expect("submit_and_begin");
+        match done.outcome {
+            SubmitOutcome::Created(inv) => {
+                assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+                begun.push(inv.effect_id);
+            }
+            SubmitOutcome::Existing(_) | SubmitOutcome::InProgress | SubmitOutcome::Replayed(_) => {
+                assert_eq!(done.first, None)
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(begun.len(), 1, "exactly one submission created the effect");
+    let effects = store
+        .list_effects(&env.id, &effects_of(&action))
+        .await
+        .expect("list_effects");
+    assert_eq!(effects.total, 1);
+    assert_eq!(env.effect(&begun[0]).await.attempts.len(), 1);
+    assert_chain_intact(&store).await;
+}
