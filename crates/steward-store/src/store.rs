@@ -88,7 +88,8 @@ pub trait Store: Send + Sync + 'static {
 
     // --- invocations and effects -----------------------------------------------------------
 
-    /// Records an invoke request (write path step 1). In one transaction: the idempotency key is
+    /// Records an invoke request (write path step 3, the intent; alone for a parked, denied or
+    /// unsendable request). In one transaction: the idempotency key is
     /// checked, the operation key is checked (at most one effect per environment, action and
     /// key, ever: enforced by a unique index, so concurrent submissions from any number of
     /// connections or replicas create one), and the invocation, its effect and its first
@@ -105,8 +106,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<InvokeContext>;
 
     /// `submit`, and when it is `Created`, the first attempt in the same transaction: the impact
-    /// reservation (`reserve_impact`), then `first.begin` (`change_effect`). Write path steps 1
-    /// and 3 in one commit, with the same guarantees as each: after `Begun` returns, the attempt
+    /// reservation (`reserve_impact`), then `first.begin` (`change_effect`). Write path step 3
+    /// whole, in one commit, with the same guarantees as each call: after `Begun` returns, the attempt
     /// is durable and owned, exactly as after `change_effect` with `AttemptChange::Begin`. A
     /// refusal or a halt leaves the invocation committed `ready`, as the separate calls would.
     async fn submit_and_begin(
@@ -125,7 +126,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Moves an effect from `change.from` to `change.to` if and only if it is still in
     /// `change.from` (`StateConflict` otherwise), with the attempt, evidence and response that go
-    /// with it. With `AttemptChange::Begin` this is write path step 2: once it returns, the
+    /// with it. With `AttemptChange::Begin` this is write path step 3, the attempt: once it returns, the
     /// attempt is durable and owned by the `Begin`'s replica, and a recovery sweep that finds
     /// that replica dead (`recover`) makes the effect `unknown` rather than send again. The
     /// compare-and-set is what lets at most one of several replicas record the attempt of a

@@ -1,17 +1,19 @@
 //! The dispatcher: takes a `Ready` effect to a settled or `unknown` state, exactly once.
 //!
 //! The write path, in order (docs/ARCHITECTURE.md numbers it the same way):
-//! 1. (invoke) the invocation and its effect are committed by `Store::submit`;
+//! 1. (invoke) the request is accepted and governed, from one read of what it needs;
 //! 2. the request is prepared and checked (secrets, hosts, placements, outbound safety); a
-//!    refusal settles `failed` and nothing is sent;
-//! 3. every applicable impact limit is reserved in one transaction (`reserve.rs`), or the
-//!    effect is refused (`refused`) and nothing is sent;
-//!    then the attempt is committed as `dispatching` (fsync'd) by `Store::change_effect`,
-//!    which refuses while the environment is halted (`park.rs`: the effect stays `ready`);
+//!    refusal records the invocation, settles it `failed`, and nothing is sent;
+//! 3. the invocation, its impact reservation and its attempt (`dispatching`, owned by this
+//!    replica) are committed in one transaction (`Store::submit_and_begin`,
+//!    [`submit_and_dispatch`]); a refused reservation settles `refused` and nothing is sent; a
+//!    halted environment leaves it `ready` (`park.rs`). An effect released later (approval,
+//!    resume, replay) takes the same steps as separate transactions ([`dispatch`]);
 //! 4. only then is the request sent, with a deadline;
-//! 5. the answer is classified honestly and committed; a crash before this step leaves the
-//!    effect `dispatching`, owned by this replica, which a recovery sweep turns into `unknown`
-//!    (at start-up with the embedded store; within a lease on a shared one).
+//! 5. the answer is classified honestly and committed (with the request's `Idempotency-Key`
+//!    marked answered); a crash before this step leaves the effect `dispatching`, owned by this
+//!    replica, which a recovery sweep turns into `unknown` (at start-up with the embedded store;
+//!    within a lease on a shared one).
 
 pub mod outbound;
 pub(crate) mod park;
@@ -160,14 +162,14 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         Err(blocked) => return refuse(state, inv, start, blocked).await,
     };
 
-    // Step 4a: every applicable impact limit is reserved, or the effect is refused unsent.
+    // Step 3, as separate transactions: every applicable impact limit is reserved, or the
+    // effect is refused unsent; then the attempt is durable before any byte leaves.
     if start == Start::First
         && reserve::reserve(state, inv, &def).await? == reserve::Reservation::Refused
     {
         return Ok(());
     }
 
-    // Step 4 of the write path: the attempt is durable before any byte leaves.
     let begin = begin_change(
         state, inv, from, event, number, &host, &prepared, effect_key,
     )?;
@@ -261,7 +263,7 @@ fn begin_change(
     Ok(begin)
 }
 
-/// Write path steps 4 to 6 once the attempt is committed: send, classify, record. With
+/// Write path steps 4 and 5 once the attempt is committed: send, classify, record. With
 /// `answers_request`, the recorded answer also marks that invoke request answered. Returns
 /// whether the answer was recorded (and with it the request marked).
 async fn send_and_record(
@@ -274,7 +276,7 @@ async fn send_and_record(
 ) -> Result<bool, ApiError> {
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
-    // Step 5: send, with a deadline shorter than the SDK's own timeout.
+    // Step 4: send, with a deadline shorter than the SDK's own timeout.
     let started = std::time::Instant::now();
     let mut sent = send(state, prepared).await?;
     state.metrics.dispatch_latency(started.elapsed());
@@ -288,7 +290,7 @@ async fn send_and_record(
         sent.verified = Some(read_back(state, inv, def, verify, sent.body.as_ref()).await);
     }
 
-    // Step 6: classify and record.
+    // Step 5: classify and record.
     record_answer(state, inv, number, sent, prepared, answers_request).await
 }
 
@@ -300,8 +302,9 @@ pub struct Submitted {
 }
 
 /// The invoke path of a submission that starts `ready`: the request is prepared and checked
-/// first (step 2, with `secrets` as read with the action), then the invocation, its reservation and its first attempt are committed in
-/// one transaction (`Store::submit_and_begin`, steps 1 and 3), then it is sent (steps 4 to 6).
+/// first (step 2, with `secrets` as read with the action), then the invocation, its reservation
+/// and its first attempt are committed in one transaction (`Store::submit_and_begin`, step 3),
+/// then it is sent and its answer recorded (steps 4 and 5).
 /// The same records, in the same order, as `submit` followed by [`dispatch`], with one commit
 /// where there were three. A request that must not be sent is recorded first and then settled
 /// `failed`, as [`dispatch`] would.

@@ -1,5 +1,6 @@
-//! Write path step 4a: just before the attempt is recorded, reserve every applicable impact limit
-//! for the effect in one transaction, or refuse it (`ready -> rejected(refused)`, grade
+//! Write path step 3, the reservation: just before the attempt is recorded, reserve every applicable impact limit
+//! for the effect (in the invoke's own transaction, or in one of its own for an effect released
+//! later), or refuse it (`ready -> rejected(refused)`, grade
 //! `refused`, evidence saying which limit and why). A refused effect sends nothing.
 
 use crate::error::ApiError;

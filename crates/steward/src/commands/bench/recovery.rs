@@ -2,7 +2,7 @@
 //! `dispatching` (recovery makes each `unknown` before the server listens).
 //!
 //! The effects are written through the store API exactly as the dispatcher leaves them after
-//! write path step 4 (`Store::submit`, then `Store::change_effect` with `AttemptChange::Begin`),
+//! write path step 3 (`Store::submit`, then `Store::change_effect` with `AttemptChange::Begin`),
 //! which is what a crash between recording an attempt and its answer leaves behind. For the
 //! embedded store they are written on a memory file system when one exists (`/dev/shm`: the
 //! fsyncs cost nothing there) and the files are then copied into the data directory, so that
@@ -217,7 +217,7 @@ async fn generate(store: Arc<dyn Store>, effects: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One effect as a crash after write path step 4 leaves it: accepted, attempt recorded.
+/// One effect as a crash after write path step 3 leaves it: accepted, attempt recorded.
 async fn leave_dispatching(
     store: &dyn Store,
     action: &ActionRecord,
