@@ -6,7 +6,20 @@ use crate::keys::hash_token;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use axum::http::HeaderMap;
 use steward_store::{ApiKeyRecord, Environment};
+
+/// The hash of the request's bearer token, as keys are stored; 401 without one.
+pub fn token_hash(headers: &HeaderMap) -> Result<String, ApiError> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(hash_token)
+        .ok_or_else(ApiError::unauthenticated)
+}
 
 /// The authenticated caller.
 #[derive(Debug, Clone)]
@@ -37,17 +50,9 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let token = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(ApiError::unauthenticated)?;
         let (key, env) = state
             .store
-            .caller(&hash_token(token))
+            .caller(&token_hash(&parts.headers)?)
             .await?
             .ok_or_else(ApiError::unauthenticated)?;
         Ok(Caller { key, env })

@@ -259,6 +259,10 @@ impl Submission {
 /// What an invoke reads before it decides anything, in one read (`Store::invoke_context`).
 #[derive(Debug, Clone)]
 pub struct InvokeContext {
+    /// The caller's key, found by its token's hash.
+    pub key: ApiKeyRecord,
+    /// The key's environment: everything below is read in it.
+    pub environment: Environment,
     pub action: Option<ActionRecord>,
     /// The environment's approval policies, as `Store::list_policies` returns them.
     pub policies: Vec<crate::PolicyRecord>,

@@ -96,14 +96,16 @@ pub trait Store: Send + Sync + 'static {
     /// evidence are inserted. After `Created` returns, the effect will be found on restart.
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome>;
 
-    /// What an invoke reads before deciding anything, in one read: the action by id or name,
-    /// the environment's policies, and the request already recorded under `idempotency_key`.
+    /// What an invoke reads before deciding anything, in one read: the caller (as `caller`
+    /// finds it by `token_hash`), and in the caller's environment the action by id or name,
+    /// the policies, the action's secrets, and the request already recorded under
+    /// `idempotency_key`. `None` when the key or its environment does not exist.
     async fn invoke_context(
         &self,
-        env: &EnvironmentId,
+        token_hash: &str,
         action: &str,
         idempotency_key: Option<&IdempotencyKey>,
-    ) -> StoreResult<InvokeContext>;
+    ) -> StoreResult<Option<InvokeContext>>;
 
     /// `submit`, and when it is `Created`, the first attempt in the same transaction: the impact
     /// reservation (`reserve_impact`), then `first.begin` (`change_effect`). Write path step 3
@@ -136,6 +138,10 @@ pub trait Store: Send + Sync + 'static {
     /// (`steward_core::impact::reservation_after`), and it refuses `AttemptChange::Begin` with
     /// `Halted` while the environment is halted (nothing is recorded).
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()>;
+
+    /// `change_effect`, answering with the effect's invocation as the same transaction leaves
+    /// it: what the invoke path answers its caller with, without another read.
+    async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord>;
 
     /// Appends evidence without changing state (a note, an inconclusive lookup).
     async fn append_evidence(

@@ -264,8 +264,9 @@ fn begin_change(
 }
 
 /// Write path steps 4 and 5 once the attempt is committed: send, classify, record. With
-/// `answers_request`, the recorded answer also marks that invoke request answered. Returns
-/// whether the answer was recorded (and with it the request marked).
+/// `answers_request`, the recorded answer also marks that invoke request answered. Returns the
+/// invocation as the recorded answer left it, or `None` when another replica had settled the
+/// attempt first (the answer is then kept as evidence, and the request not marked).
 async fn send_and_record(
     state: &AppState,
     inv: &InvocationRecord,
@@ -273,7 +274,7 @@ async fn send_and_record(
     number: u32,
     prepared: &Prepared,
     answers_request: Option<IdempotencyKey>,
-) -> Result<bool, ApiError> {
+) -> Result<Option<InvocationRecord>, ApiError> {
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
     // Step 4: send, with a deadline shorter than the SDK's own timeout.
@@ -297,8 +298,9 @@ async fn send_and_record(
 /// What the invoke path did with a submission.
 pub struct Submitted {
     pub outcome: SubmitOutcome,
-    /// Whether the request's `Idempotency-Key` was marked answered along the way.
-    pub request_answered: bool,
+    /// The invocation as its recorded answer left it, when the answer was recorded here; the
+    /// request's `Idempotency-Key` was marked answered in the same transaction.
+    pub answered: Option<InvocationRecord>,
 }
 
 /// The invoke path of a submission that starts `ready`: the request is prepared and checked
@@ -325,7 +327,7 @@ pub async fn submit_and_dispatch(
             }
             return Ok(Submitted {
                 outcome,
-                request_answered: false,
+                answered: None,
             });
         }
     };
@@ -348,8 +350,8 @@ pub async fn submit_and_dispatch(
     state
         .metrics
         .store_commit("submit_and_begin", started.elapsed());
-    let request_answered = match submitted.first {
-        None => false,
+    let answered = match submitted.first {
+        None => None,
         Some(FirstAttemptOutcome::Begun) => {
             let key = submission.idempotency_key.clone();
             send_and_record(state, &inv, def, 1, &prepared, key).await?
@@ -357,16 +359,16 @@ pub async fn submit_and_dispatch(
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
         Some(FirstAttemptOutcome::Halted) => {
             park::park(state, &inv).await?;
-            false
+            None
         }
         Some(FirstAttemptOutcome::Refused(refused)) => {
             reserve::refuse(state, &inv, refused).await?;
-            false
+            None
         }
     };
     Ok(Submitted {
         outcome: submitted.outcome,
-        request_answered,
+        answered,
     })
 }
 
@@ -523,7 +525,7 @@ async fn record_answer(
     answer: Answer,
     prepared: &Prepared,
     answers_request: Option<IdempotencyKey>,
-) -> Result<bool, ApiError> {
+) -> Result<Option<InvocationRecord>, ApiError> {
     let mut report = answer.report.clone();
     if let (
         AttemptReport::Answered {
@@ -582,7 +584,7 @@ async fn record_answer(
     );
     change.answers_request = answers_request;
     let started = std::time::Instant::now();
-    let recorded = state.store.change_effect(&change).await;
+    let recorded = state.store.change_effect_and_read(&change).await;
     state
         .metrics
         .store_commit("record_answer", started.elapsed());
@@ -592,9 +594,9 @@ async fn record_answer(
         // answer is kept as evidence for whoever reconciles it; the state stays as found.
         Err(StoreError::StateConflict { found, .. }) => {
             late_answer(state, inv, number, answer.status, &reason, found).await?;
-            Ok(false)
+            Ok(None)
         }
-        other => other.map(|()| true).map_err(ApiError::from),
+        other => other.map(Some).map_err(ApiError::from),
     }
 }
 

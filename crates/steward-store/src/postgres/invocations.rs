@@ -23,6 +23,21 @@ pub(crate) async fn invocation(
         .await
 }
 
+/// The invocation whose effect is `effect`.
+pub(crate) async fn invocation_of_effect(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+) -> StoreResult<InvocationRecord> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id = $2",
+        rows::INVOCATION_COLUMNS
+    );
+    tx.one(&sql, &[&env.as_str(), &effect.as_str()], rows::invocation)
+        .await?
+        .ok_or(StoreError::NotFound { what: "invocation" })
+}
+
 async fn must_invocation(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -34,10 +49,12 @@ async fn must_invocation(
         .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
-/// Records an invoke request. Runs behind the write lock, so each check below sees every
-/// submission committed before it and no other submission can commit in between: the unique
-/// indexes on the operation key, the retried invocation and the idempotency key are the second
-/// check, never the first.
+/// Records an invoke request. Behind the write lock (`Store::submit`), each check below sees
+/// every submission committed before it and no other submission can commit in between: the
+/// unique indexes on the operation key, the retried invocation and the idempotency key are the
+/// second check. Without it (`submit_and_begin`, `Mode::WriteLate`) the unique indexes decide
+/// between concurrent submissions: the loser's insert fails, and its transaction runs again and
+/// finds the winner's row with the checks below.
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
     let env = &s.env_id;
     if let Some(key) = &s.idempotency_key {

@@ -231,25 +231,34 @@ impl Store for PostgresStore {
 
     async fn invoke_context(
         &self,
-        env: &EnvironmentId,
+        token_hash: &str,
         action: &str,
         idempotency_key: Option<&IdempotencyKey>,
-    ) -> StoreResult<InvokeContext> {
+    ) -> StoreResult<Option<InvokeContext>> {
         in_transaction!(self, Mode::Read, |tx| async {
+            let Some(caller) = admin::key_by_hash(&tx, token_hash).await? else {
+                return Ok(None);
+            };
+            let Some(environment) = admin::environment(&tx, &caller.env_id).await? else {
+                return Ok(None);
+            };
+            let env = &environment.id;
             let action = admin::action(&tx, env, action).await?;
             let mut secrets = Vec::new();
             for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
                 secrets.extend(admin::secret(&tx, env, &name).await?);
             }
-            Ok(InvokeContext {
-                action,
+            Ok(Some(InvokeContext {
                 policies: policies::list(&tx, env).await?,
                 earlier: match idempotency_key {
                     Some(key) => idempotency::earlier(&tx, env, key).await?,
                     None => None,
                 },
+                key: caller,
+                environment,
+                action,
                 secrets,
-            })
+            }))
         })
     }
 
@@ -277,6 +286,13 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::WriteLate, |tx| invocations::change_effect(
             &tx, change
         ))
+    }
+
+    async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
+        in_transaction!(self, Mode::WriteLate, |tx| async {
+            invocations::change_effect(&tx, change).await?;
+            invocations::invocation_of_effect(&tx, &change.env_id, &change.effect_id).await
+        })
     }
 
     async fn append_evidence(

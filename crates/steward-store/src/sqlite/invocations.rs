@@ -21,6 +21,25 @@ pub(crate) fn invocation(
     query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::invocation)
 }
 
+/// The invocation whose effect is `effect`.
+pub(crate) fn invocation_of_effect(
+    conn: &Connection,
+    env: &EnvironmentId,
+    effect: &EffectId,
+) -> StoreResult<InvocationRecord> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id = ?2",
+        rows::INVOCATION_COLUMNS
+    );
+    query_one(
+        conn,
+        &sql,
+        &[&env.as_str(), &effect.as_str()],
+        rows::invocation,
+    )?
+    .ok_or(StoreError::NotFound { what: "invocation" })
+}
+
 fn must_invocation(
     conn: &Connection,
     env: &EnvironmentId,

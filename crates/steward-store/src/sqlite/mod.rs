@@ -204,26 +204,39 @@ impl Store for SqliteStore {
 
     async fn invoke_context(
         &self,
-        env: &EnvironmentId,
+        token_hash: &str,
         action: &str,
         idempotency_key: Option<&IdempotencyKey>,
-    ) -> StoreResult<InvokeContext> {
-        let (env, action, key) = (env.clone(), action.to_string(), idempotency_key.cloned());
+    ) -> StoreResult<Option<InvokeContext>> {
+        let (hash, action, key) = (
+            token_hash.to_string(),
+            action.to_string(),
+            idempotency_key.cloned(),
+        );
         self.read(move |c| {
-            let action = admin::action(c, &env, &action)?;
+            let Some(caller) = admin::key_by_hash(c, &hash)? else {
+                return Ok(None);
+            };
+            let Some(environment) = admin::environment(c, &caller.env_id)? else {
+                return Ok(None);
+            };
+            let env = &environment.id;
+            let action = admin::action(c, env, &action)?;
             let mut secrets = Vec::new();
             for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
-                secrets.extend(admin::secret(c, &env, &name)?);
+                secrets.extend(admin::secret(c, env, &name)?);
             }
-            Ok(InvokeContext {
-                action,
-                policies: policies::list(c, &env)?,
+            Ok(Some(InvokeContext {
+                policies: policies::list(c, env)?,
                 earlier: match &key {
-                    Some(key) => idempotency::earlier(c, &env, key)?,
+                    Some(key) => idempotency::earlier(c, env, key)?,
                     None => None,
                 },
+                key: caller,
+                environment,
+                action,
                 secrets,
-            })
+            }))
         })
         .await
     }
@@ -252,6 +265,15 @@ impl Store for SqliteStore {
         let change = change.clone();
         self.write(move |tx| invocations::change_effect(tx, &change))
             .await
+    }
+
+    async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
+        let change = change.clone();
+        self.write(move |tx| {
+            invocations::change_effect(tx, &change)?;
+            invocations::invocation_of_effect(tx, &change.env_id, &change.effect_id)
+        })
+        .await
     }
 
     async fn append_evidence(

@@ -78,7 +78,16 @@ pub async fn submit_and_begin_commits_the_attempt_with_the_invocation(store: Arc
         error: None,
     });
     finish.answers_request = sub.idempotency_key.clone();
-    store.change_effect(&finish).await.expect("finish");
+    finish.response_status = Some(200);
+    let after = store.change_effect_and_read(&finish).await.expect("finish");
+    assert_eq!(after.id, inv.id);
+    assert_eq!(after.state, EffectState::Succeeded { confirmed: true });
+    assert_eq!(after.response_status, Some(200));
+    assert_eq!(
+        after,
+        env.invocation(&inv.id).await,
+        "what a read finds after it"
+    );
     match store
         .submit(&resend)
         .await
@@ -201,16 +210,27 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         .create_policy(&policy, None, &env.actor(T0.0))
         .await
         .expect("create_policy");
-    let nothing = store
-        .invoke_context(&env.id, "missing", None)
+    let context = |reference: String, request: Option<IdempotencyKey>| {
+        let (store, hash) = (store.clone(), key.token_hash.clone());
+        async move {
+            store
+                .invoke_context(&hash, &reference, request.as_ref())
+                .await
+                .expect("invoke_context")
+                .expect("the caller is found")
+        }
+    };
+    assert!(store
+        .invoke_context("sha256:nobody", action.name.as_str(), None)
         .await
-        .expect("context");
+        .expect("invoke_context")
+        .is_none());
+    let nothing = context("missing".into(), None).await;
+    assert_eq!(nothing.key.id, key.id);
+    assert_eq!(nothing.environment.id, env.id);
     assert!(nothing.action.is_none());
     for reference in [action.id.as_str(), action.name.as_str()] {
-        let context = store
-            .invoke_context(&env.id, reference, Some(&idem("never-sent")))
-            .await
-            .expect("context");
+        let context = context(reference.to_string(), Some(idem("never-sent"))).await;
         assert_eq!(context.action.as_ref().map(|a| &a.id), Some(&action.id));
         assert_eq!(context.policies.len(), 1);
         assert_eq!(context.policies[0].id, policy.id);
@@ -228,12 +248,7 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
     sub.idempotency_key = Some(idem("req-ctx"));
     let inv = expect_created(store.submit(&sub).await.expect("submit"));
     let earlier = |context: steward_store::InvokeContext| context.earlier.expect("earlier");
-    let pending = earlier(
-        store
-            .invoke_context(&env.id, action.name.as_str(), sub.idempotency_key.as_ref())
-            .await
-            .expect("context"),
-    );
+    let pending = earlier(context(action.name.clone(), sub.idempotency_key.clone()).await);
     assert!(matches!(
         pending.clone().outcome(&sub.request_fingerprint),
         SubmitOutcome::InProgress
@@ -246,12 +261,7 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         .finish_invoke_request(&env.id, sub.idempotency_key.as_ref().unwrap())
         .await
         .expect("finish_invoke_request");
-    let answered = earlier(
-        store
-            .invoke_context(&env.id, action.name.as_str(), sub.idempotency_key.as_ref())
-            .await
-            .expect("context"),
-    );
+    let answered = earlier(context(action.name.clone(), sub.idempotency_key.clone()).await);
     match answered.outcome(&sub.request_fingerprint) {
         SubmitOutcome::Replayed(replayed) => assert_eq!(replayed.id, inv.id),
         other => panic!("expected Replayed, got {other:?}"),
