@@ -38,7 +38,10 @@ struct Queued {
 
 pub(crate) struct Pool {
     path: PathBuf,
-    jobs: Mutex<mpsc::Sender<Queued>>,
+    /// `None` once the pool is dropped: the writer thread then ends.
+    jobs: Mutex<Option<mpsc::Sender<Queued>>>,
+    /// The writer thread, joined when the pool is dropped.
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
     /// One permit per reader connection: see [`READERS_MAX`].
     pub(crate) reader_permits: Arc<tokio::sync::Semaphore>,
@@ -186,10 +189,6 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
         .map_err(unavailable)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(unavailable)?;
-    // Savepoint journals (one per group-committed transaction) in memory, not in a temporary
-    // file created and removed for every batch. The database and its WAL are unaffected.
-    conn.pragma_update(None, "temp_store", "MEMORY")
-        .map_err(unavailable)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     Ok(conn)
 }
@@ -244,7 +243,7 @@ impl Pool {
             .map_err(unavailable)?;
         tx.commit().map_err(unavailable)?;
         let (jobs, queue) = mpsc::channel();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("steward-sqlite-writer".into())
             .spawn(move || writer_loop(writer, queue))
             .map_err(|e| StoreError::Unavailable {
@@ -253,7 +252,8 @@ impl Pool {
             })?;
         Ok(Arc::new(Pool {
             path: path.to_path_buf(),
-            jobs: Mutex::new(jobs),
+            jobs: Mutex::new(Some(jobs)),
+            writer: Mutex::new(Some(writer)),
             readers: Mutex::new(Vec::new()),
             reader_permits: Arc::new(tokio::sync::Semaphore::new(READERS_MAX)),
         }))
@@ -280,6 +280,8 @@ impl Pool {
         self.jobs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .ok_or_else(stopped)?
             .send(Queued { job, reply })
             .map_err(|_| stopped())
     }
@@ -296,6 +298,18 @@ impl Pool {
             readers.push(conn);
         }
         result
+    }
+}
+
+/// Dropping the pool ends the writer thread and waits for it: once the last handle to a store
+/// is gone, its connections are closed (SQLite checkpoints the WAL into the database file as
+/// the last one closes), so the files can be copied or reopened.
+impl Drop for Pool {
+    fn drop(&mut self) {
+        drop(self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
     }
 }
 
