@@ -6,7 +6,7 @@ use super::rows::{col, int_opt};
 use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, InvocationId, Millis, ReplicaId};
+use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
 
 /// Runs behind the write lock: of concurrent first sends of one key, one begins and the others
 /// find it in progress. The primary key on `(env_id, key)` is the second check.
@@ -84,7 +84,8 @@ pub(crate) async fn abandon(
     Ok(())
 }
 
-/// The request recorded under `key`, with the invocation it answered with.
+/// The request recorded under `key`, with the invocation it answered with: what `submit`
+/// checks first, and what answers a resend without writing.
 pub(crate) async fn earlier(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -102,11 +103,7 @@ pub(crate) async fn earlier(
     let fingerprint: String = col(&row, 0)?;
     let state: &str = col(&row, 1)?;
     let invocation = match col::<Option<&str>>(&row, 2)? {
-        Some(id) => {
-            let id =
-                InvocationId::parse(id).map_err(|e| super::rows::corrupt("invocation id", e))?;
-            super::invocations::invocation(tx, env, &id).await?
-        }
+        Some(id) => Some(super::invocations::must_invocation(tx, env, id).await?),
         None => None,
     };
     Ok(Some(EarlierRequest {

@@ -38,7 +38,7 @@ pub(crate) async fn invocation_of_effect(
         .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
-async fn must_invocation(
+pub(crate) async fn must_invocation(
     tx: &Tx<'_>,
     env: &EnvironmentId,
     id: &str,
@@ -58,26 +58,8 @@ async fn must_invocation(
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
     let env = &s.env_id;
     if let Some(key) = &s.idempotency_key {
-        let seen = tx
-            .query_first(
-                "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = $1 AND key = $2",
-                &[&env.as_str(), &key.as_str()],
-            )
-            .await?;
-        if let Some(row) = seen {
-            let fingerprint: &str = col(&row, 0)?;
-            let state: &str = col(&row, 1)?;
-            let invocation_id: Option<&str> = col(&row, 2)?;
-            return Ok(
-                match (fingerprint == s.request_fingerprint, state, invocation_id) {
-                    (false, _, _) => SubmitOutcome::IdempotencyMismatch,
-                    (true, "in_progress", _) => SubmitOutcome::InProgress,
-                    (true, _, Some(id)) => {
-                        SubmitOutcome::Replayed(must_invocation(tx, env, id).await?)
-                    }
-                    (true, _, None) => SubmitOutcome::IdempotencyMismatch,
-                },
-            );
+        if let Some(earlier) = super::idempotency::earlier(tx, env, key).await? {
+            return Ok(earlier.outcome(&s.request_fingerprint));
         }
     }
     if let Some(prior) = &s.retry_of {

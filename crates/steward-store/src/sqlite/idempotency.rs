@@ -6,7 +6,7 @@ use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, InvocationId, Millis, ReplicaId};
+use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
 
 pub(crate) fn begin(
     tx: &Transaction<'_>,
@@ -78,7 +78,8 @@ pub(crate) fn abandon(
     Ok(())
 }
 
-/// The request recorded under `key`, with the invocation it answered with.
+/// The request recorded under `key`, with the invocation it answered with: what `submit`
+/// checks first, and what answers a resend without writing.
 pub(crate) fn earlier(
     conn: &Connection,
     env: &EnvironmentId,
@@ -95,14 +96,9 @@ pub(crate) fn earlier(
     let Some((fingerprint, state, invocation)) = seen else {
         return Ok(None);
     };
-    let invocation = match invocation {
-        Some(id) => {
-            let id =
-                InvocationId::parse(&id).map_err(|e| super::rows::corrupt("invocation id", e))?;
-            super::invocations::invocation(conn, env, &id)?
-        }
-        None => None,
-    };
+    let invocation = invocation
+        .map(|id| super::invocations::must_invocation(conn, env, &id))
+        .transpose()?;
     Ok(Some(EarlierRequest {
         fingerprint,
         answered: state != "in_progress",

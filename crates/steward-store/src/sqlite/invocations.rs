@@ -40,7 +40,7 @@ pub(crate) fn invocation_of_effect(
     .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
-fn must_invocation(
+pub(crate) fn must_invocation(
     conn: &Connection,
     env: &EnvironmentId,
     id: &str,
@@ -52,27 +52,8 @@ fn must_invocation(
 pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
     let env = &s.env_id;
     if let Some(key) = &s.idempotency_key {
-        let seen: Option<(String, String, Option<String>)> = tx
-            .query_row_cached(
-                "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = ?1 AND key = ?2",
-                params![env.as_str(), key.as_str()],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(unavailable)?;
-        if let Some((fingerprint, state, invocation_id)) = seen {
-            return Ok(
-                match (
-                    fingerprint == s.request_fingerprint,
-                    state.as_str(),
-                    invocation_id,
-                ) {
-                    (false, _, _) => SubmitOutcome::IdempotencyMismatch,
-                    (true, "in_progress", _) => SubmitOutcome::InProgress,
-                    (true, _, Some(id)) => SubmitOutcome::Replayed(must_invocation(tx, env, &id)?),
-                    (true, _, None) => SubmitOutcome::IdempotencyMismatch,
-                },
-            );
+        if let Some(earlier) = super::idempotency::earlier(tx, env, key)? {
+            return Ok(earlier.outcome(&s.request_fingerprint));
         }
     }
     if let Some(prior) = &s.retry_of {
