@@ -42,6 +42,7 @@ mod ids;
 pub mod impact;
 mod invocation;
 pub mod policy;
+mod schema_bounds;
 mod scope;
 mod secret;
 mod template;
@@ -61,6 +62,9 @@ pub use ids::{
     InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
+pub use schema_bounds::{
+    check_schema_bounds, SCHEMA_DEPTH_MAX, SCHEMA_IN_PLACE_CHECKS_MAX, SCHEMA_NODES_MAX,
+};
 pub use scope::{scopes, Role, PRIVILEGED};
 pub use secret::{host_matches, hosts_within, is_valid_secret_name, redact, Placement, REDACTED};
 pub use template::{
