@@ -6,6 +6,33 @@ use crate::records::{Actor, ApprovalRecord, EffectChange, NewEvidence};
 use serde_json::json;
 use steward_core::{next, EffectEvent, EffectState};
 
+/// Why the system cancels the approvals parked on an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cancellation {
+    ActionDisabled,
+    ActionDeleted,
+}
+
+impl Cancellation {
+    /// The evidence written on each cancelled effect.
+    pub(crate) fn message(self) -> &'static str {
+        match self {
+            Cancellation::ActionDisabled => {
+                "the action was disabled while this invocation awaited approval; nothing was sent"
+            }
+            Cancellation::ActionDeleted => {
+                "the action was deleted while this invocation awaited approval; nothing was sent"
+            }
+        }
+    }
+
+    /// The cancellation an action change implies, if any: disabling an enabled action, or
+    /// deleting one. Re-enabling does not revive what was cancelled.
+    pub(crate) fn of_update(before_enabled: bool, after_enabled: bool) -> Option<Self> {
+        (before_enabled && !after_enabled).then_some(Cancellation::ActionDisabled)
+    }
+}
+
 /// The parked effect's transition for `event` (`Approve`, `Deny`, `Expire`), with its evidence;
 /// `None` for a custom request, which parks no effect.
 pub(crate) fn effect_change(

@@ -1,6 +1,7 @@
 //! `actions`: create, read, edit (each edit appends an immutable version), delete.
 
 use super::body::{self, only_known};
+use super::views::ActionView;
 use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::envelope::ok;
@@ -71,6 +72,15 @@ fn conflict_or(e: StoreError) -> ApiError {
     }
 }
 
+/// Keys that may edit actions see their wiring; the others see the tool-facing view.
+fn view_for(caller: &Caller) -> ActionView {
+    if caller.has(scopes::ACTIONS_WRITE) {
+        ActionView::Full
+    } else {
+        ActionView::Tool
+    }
+}
+
 async fn find(state: &AppState, caller: &Caller, reference: &str) -> ApiResult<ActionRecord> {
     state
         .store
@@ -106,7 +116,10 @@ pub async fn create(
             .create_action(&record, &Actor::key(&caller.key.id, now))
             .await
             .map_err(conflict_or)?;
-        Ok((StatusCode::CREATED, views::action(&record)))
+        Ok((
+            StatusCode::CREATED,
+            views::action(&record, ActionView::Full),
+        ))
     })
     .await
 }
@@ -167,7 +180,7 @@ pub async fn update(
             state.outbound.allow_insecure,
         )?;
         if def == current.definition {
-            return Ok((StatusCode::OK, views::action(&current)));
+            return Ok((StatusCode::OK, views::action(&current, ActionView::Full)));
         }
         if changes_declarations(&current.definition, &def) {
             caller.require(scopes::ACTIONS_GOVERN)?;
@@ -178,7 +191,9 @@ pub async fn update(
             .update_action(&caller.env.id, &current.id, current.version, &def, &actor)
             .await
             .map_err(conflict_or)?;
-        Ok((StatusCode::OK, views::action(&updated)))
+        // Disabling cancels parked approvals (as the system): wake their long polls.
+        state.approval_events.notify_waiters();
+        Ok((StatusCode::OK, views::action(&updated, ActionView::Full)))
     })
     .await
 }
@@ -189,14 +204,20 @@ pub async fn get(
     Path(reference): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    Ok(ok(views::action(&find(&state, &caller, &reference).await?)))
+    Ok(ok(views::action(
+        &find(&state, &caller, &reference).await?,
+        view_for(&caller),
+    )))
 }
 
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
     let actions = state.store.list_actions(&caller.env.id).await?;
     Ok(ok(Value::Array(
-        actions.iter().map(views::action).collect(),
+        actions
+            .iter()
+            .map(|a| views::action(a, view_for(&caller)))
+            .collect(),
     )))
 }
 
@@ -215,7 +236,10 @@ pub async fn versions(
         return Err(ApiError::not_found("action"));
     }
     Ok(ok(Value::Array(
-        versions.iter().map(views::action_version).collect(),
+        versions
+            .iter()
+            .map(|v| views::action_version(v, view_for(&caller)))
+            .collect(),
     )))
 }
 
@@ -234,6 +258,8 @@ pub async fn delete(
             .store
             .delete_action(&caller.env.id, &action.id, &actor)
             .await?;
+        // Deleting cancels parked approvals (as the system): wake their long polls.
+        state.approval_events.notify_waiters();
         Ok((StatusCode::OK, json!({"id": action.id, "deleted": true})))
     })
     .await

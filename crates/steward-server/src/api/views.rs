@@ -7,6 +7,40 @@ use steward_store::{
     SecretRecord,
 };
 
+/// How much of an action a caller sees. The definition's wiring (URL, headers, body template,
+/// adapter configuration and the name of its credential, the verify read-back) is for those who
+/// may edit it; an agent choosing a tool sees what it needs to call one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionView {
+    /// Everything: keys with `actions:write`.
+    Full,
+    /// Name, description, inputSchema, impact, requiresApproval, governed, enabled, version.
+    Tool,
+}
+
+/// The fields only [`ActionView::Full`] shows.
+pub const ACTION_WIRING_FIELDS: [&str; 6] = [
+    "method",
+    "urlTemplate",
+    "headers",
+    "bodyTemplate",
+    "adapter",
+    "verify",
+];
+
+impl ActionView {
+    fn apply(self, mut v: Value) -> Value {
+        if self == ActionView::Tool {
+            if let Some(map) = v.as_object_mut() {
+                for field in ACTION_WIRING_FIELDS {
+                    map.remove(field);
+                }
+            }
+        }
+        v
+    }
+}
+
 fn definition_fields(def: &ActionDefinition) -> Value {
     json!({
         "name": def.name,
@@ -25,24 +59,24 @@ fn definition_fields(def: &ActionDefinition) -> Value {
     })
 }
 
-pub fn action(a: &ActionRecord) -> Value {
+pub fn action(a: &ActionRecord, view: ActionView) -> Value {
     let mut v = definition_fields(&a.definition);
     v["id"] = json!(a.id);
     v["version"] = json!(a.version);
     v["versionId"] = json!(format!("{}:v{}", a.id, a.version));
     v["createdAt"] = json!(a.created_at.to_rfc3339());
     v["updatedAt"] = json!(a.updated_at.to_rfc3339());
-    v
+    view.apply(v)
 }
 
-pub fn action_version(v: &ActionVersion) -> Value {
+pub fn action_version(v: &ActionVersion, view: ActionView) -> Value {
     let mut out = definition_fields(&v.definition);
     out["id"] = json!(format!("{}:v{}", v.action_id, v.version));
     out["actionId"] = json!(v.action_id);
     out["version"] = json!(v.version);
     out["createdAt"] = json!(v.created_at.to_rfc3339());
     out["createdBy"] = json!(v.created_by);
-    out
+    view.apply(out)
 }
 
 pub fn secret(s: &SecretRecord) -> Value {

@@ -3,6 +3,7 @@
 use super::audit_log::{append, Entry};
 use super::conn::Tx;
 use super::rows;
+use crate::approval_change::Cancellation;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use serde_json::json;
@@ -321,6 +322,9 @@ pub(crate) async fn update_action(
         },
     )
     .await?;
+    if let Some(why) = Cancellation::of_update(current.definition.enabled, def.enabled) {
+        super::approvals::cancel_for_action(tx, env, id, why, actor.now).await?;
+    }
     action(tx, env, id.as_str())
         .await?
         .ok_or(StoreError::NotFound { what: "action" })
@@ -363,6 +367,8 @@ pub(crate) async fn delete_action(
             },
         )
         .await?;
+        super::approvals::cancel_for_action(tx, env, id, Cancellation::ActionDeleted, actor.now)
+            .await?;
     }
     Ok(changed > 0)
 }

@@ -335,6 +335,31 @@ async fn announce(tx: &Tx<'_>, id: &ApprovalId) -> StoreResult<()> {
     Ok(())
 }
 
+/// Denies, as the system, every pending approval parking an invocation of `action`: called in
+/// the transaction that disables or deletes the action, so approving later cannot run it.
+pub(crate) async fn cancel_for_action(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    action: &ActionId,
+    why: crate::approval_change::Cancellation,
+    now: Millis,
+) -> StoreResult<Vec<ApprovalId>> {
+    let parked = tx
+        .all(
+            &format!("SELECT {COLUMNS} FROM approvals WHERE env_id = $1 AND action_id = $2 AND status = 'pending' FOR UPDATE"),
+            &[&env.as_str(), &action.as_str()],
+            decode,
+        )
+        .await?;
+    let actor = Actor::system(now);
+    for a in &parked {
+        settle(tx, a, ApprovalStatus::Denied, "system", &actor).await?;
+        announce(tx, &a.id).await?;
+        move_effect(tx, a, EffectEvent::Deny, why.message().into(), &actor).await?;
+    }
+    Ok(parked.into_iter().map(|a| a.id).collect())
+}
+
 pub(crate) async fn expire_due(tx: &Tx<'_>, now: Millis) -> StoreResult<Vec<ApprovalId>> {
     let due = tx
         .all(

@@ -3,6 +3,7 @@
 use super::audit_log::{append, Entry};
 use super::conn::unavailable;
 use super::rows::{self, query_all, query_one};
+use crate::approval_change::Cancellation;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use rusqlite::{params, Connection, ErrorCode, Transaction};
@@ -317,6 +318,9 @@ pub(crate) fn update_action(
             after: Some(json!({"version": version, "definition": def})),
         },
     )?;
+    if let Some(why) = Cancellation::of_update(current.definition.enabled, def.enabled) {
+        super::approvals::cancel_for_action(tx, env, id, why, actor.now)?;
+    }
     action(tx, env, id.as_str())?.ok_or(StoreError::NotFound { what: "action" })
 }
 
@@ -356,6 +360,7 @@ pub(crate) fn delete_action(
                 after: None,
             },
         )?;
+        super::approvals::cancel_for_action(tx, env, id, Cancellation::ActionDeleted, actor.now)?;
     }
     Ok(changed > 0)
 }

@@ -317,6 +317,29 @@ pub(crate) fn decide(
     Ok(DecideOutcome::Recorded { approval, ready })
 }
 
+/// Denies, as the system, every pending approval parking an invocation of `action`: called in
+/// the transaction that disables or deletes the action, so approving later cannot run it.
+pub(crate) fn cancel_for_action(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    action: &ActionId,
+    why: crate::approval_change::Cancellation,
+    now: Millis,
+) -> StoreResult<Vec<ApprovalId>> {
+    let parked = query_all(
+        tx,
+        &format!("SELECT {COLUMNS} FROM approvals WHERE env_id = ?1 AND action_id = ?2 AND status = 'pending'"),
+        &[&env.as_str(), &action.as_str()],
+        decode,
+    )?;
+    let actor = Actor::system(now);
+    for a in &parked {
+        settle(tx, a, ApprovalStatus::Denied, "system", &actor)?;
+        move_effect(tx, a, EffectEvent::Deny, why.message().into(), &actor)?;
+    }
+    Ok(parked.into_iter().map(|a| a.id).collect())
+}
+
 pub(crate) fn expire_due(tx: &Transaction<'_>, now: Millis) -> StoreResult<Vec<ApprovalId>> {
     let due = query_all(
         tx,

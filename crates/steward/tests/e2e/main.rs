@@ -5,6 +5,7 @@ mod harness;
 
 mod approvals;
 mod audit;
+mod boundary;
 mod crash;
 mod exactly_once;
 mod halt;

@@ -1,0 +1,196 @@
+//! The trust boundary around what operators save and agents read: parked invocations of an
+//! action that is disabled or deleted never run; agent keys see the tool, not its wiring;
+//! hostile conditions and schemas are refused when saved and the server stays up.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+/// Parks one invocation of `refund` for approval; returns (invocation id, approval id).
+async fn park_one(w: &World) -> (String, String) {
+    let gated = w
+        .operator
+        .call(
+            "PATCH",
+            "/actions/refund",
+            Some(json!({"requiresApproval": true})),
+            None,
+        )
+        .await;
+    assert_eq!(gated.status, 200, "{:?}", gated.body);
+    let parked = w
+        .agent
+        .invoke("refund", refund_input(7), Some("order-7"), None)
+        .await;
+    assert_eq!(parked.status, 202, "{:?}", parked.body);
+    (
+        parked.data()["id"].as_str().unwrap().to_string(),
+        parked.data()["approvalId"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Checks that the parked invocation was cancelled by the system, that approving it now
+/// changes nothing, and that the provider never saw a write.
+async fn assert_cancelled_and_never_runs(w: &World, invocation: &str, approval: &str) {
+    let seen = w.operator.get(&format!("/approvals/{approval}")).await;
+    assert_eq!(seen.data()["status"], "denied", "{:?}", seen.body);
+    assert_eq!(seen.data()["decisionOrigin"], "system", "{:?}", seen.body);
+
+    let approver = Api::new(&w.server, &w.server.keys("test", "operator"));
+    let late = approver
+        .post(&format!("/approvals/{approval}/approve"), json!({}))
+        .await;
+    assert_ne!(late.data()["status"], "approved", "{:?}", late.body);
+
+    let inv = w
+        .agent
+        .get(&format!("/actions/invocations/{invocation}"))
+        .await;
+    assert_eq!(inv.data()["status"], "denied", "{:?}", inv.body);
+    // Give a wrongly released dispatch time to reach the provider before counting.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        w.fixture.write_count(),
+        0,
+        "a cancelled invocation never writes"
+    );
+}
+
+/// Probe repro: disabling an action left its parked invocations pending, and approving one
+/// later still wrote to the provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn disabling_an_action_cancels_its_parked_invocations() {
+    let w = world(&[]).await;
+    let (invocation, approval) = park_one(&w).await;
+    let disabled = w
+        .operator
+        .call(
+            "PATCH",
+            "/actions/refund",
+            Some(json!({"enabled": false})),
+            None,
+        )
+        .await;
+    assert_eq!(disabled.status, 200, "{:?}", disabled.body);
+    assert_cancelled_and_never_runs(&w, &invocation, &approval).await;
+
+    // Enabling it again does not revive the cancelled invocation.
+    let enabled = w
+        .operator
+        .call(
+            "PATCH",
+            "/actions/refund",
+            Some(json!({"enabled": true})),
+            None,
+        )
+        .await;
+    assert_eq!(enabled.status, 200, "{:?}", enabled.body);
+    assert_cancelled_and_never_runs(&w, &invocation, &approval).await;
+}
+
+/// Probe repro: deleting an action did not stop an invocation parked for approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_an_action_cancels_its_parked_invocations() {
+    let w = world(&[]).await;
+    let (invocation, approval) = park_one(&w).await;
+    let deleted = w
+        .operator
+        .call("DELETE", "/actions/refund", None, None)
+        .await;
+    assert_eq!(deleted.status, 200, "{:?}", deleted.body);
+    assert_cancelled_and_never_runs(&w, &invocation, &approval).await;
+}
+
+fn assert_tool_view(action: &Value) {
+    for wiring in [
+        "urlTemplate",
+        "headers",
+        "bodyTemplate",
+        "adapter",
+        "verify",
+        "method",
+    ] {
+        assert!(action.get(wiring).is_none(), "{wiring} shown: {action}");
+    }
+    let text = action.to_string();
+    assert!(!text.contains("credentialSecret"), "{text}");
+    assert!(!text.contains("STRIPE_TEST_KEY"), "{text}");
+    assert!(!text.contains("baseUrl"), "{text}");
+    for field in [
+        "name",
+        "inputSchema",
+        "impact",
+        "requiresApproval",
+        "governed",
+        "enabled",
+        "version",
+    ] {
+        assert!(action.get(field).is_some(), "{field} missing: {action}");
+    }
+}
+
+/// Probe repro: an agent key read the action's baseUrl, templates and credentialSecret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn agent_keys_see_the_tool_view_of_an_action() {
+    let w = world(&[]).await;
+    let one = w.agent.get("/actions/refund").await;
+    assert_eq!(one.status, 200, "{:?}", one.body);
+    assert_tool_view(one.data());
+    let all = w.agent.get("/actions").await;
+    assert_tool_view(&all.data()[0]);
+    let versions = w.agent.get("/actions/refund/versions").await;
+    assert_tool_view(&versions.data()[0]);
+
+    // Keys that may edit the action still see all of it.
+    let full = w.operator.get("/actions/refund").await;
+    assert_eq!(
+        full.data()["adapter"]["credentialSecret"],
+        "STRIPE_TEST_KEY"
+    );
+}
+
+/// Probe repros: a 1,500-term condition was saved and then aborted the server when evaluated;
+/// a `$ref` cycle in an input schema was saved and then ate memory on every invoke. Both are
+/// refused when saved, naming the field, and the server keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_conditions_and_schemas_are_refused_when_saved() {
+    let w = world(&[]).await;
+    let condition = vec!["1"; 1_500].join("+") + " > 0";
+    let policy = w
+        .operator
+        .post(
+            "/approval-policies",
+            json!({"name": "deep", "matchKind": "action", "matchActionName": "refund",
+                   "condition": condition, "effect": "require_approval"}),
+        )
+        .await;
+    assert_eq!(policy.status, 400, "{:?}", policy.body);
+    assert_eq!(policy.body["error"]["details"]["field"], "condition");
+
+    let cyclic = json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                        "$ref": "#/$defs/a"});
+    let action = w
+        .operator
+        .call(
+            "PATCH",
+            "/actions/refund",
+            Some(json!({"inputSchema": cyclic})),
+            None,
+        )
+        .await;
+    assert_eq!(action.status, 400, "{:?}", action.body);
+    assert_eq!(action.body["error"]["details"]["field"], "inputSchema");
+
+    let evaluated = w
+        .operator
+        .post(
+            "/approval-policies/evaluate",
+            json!({"actionName": "refund", "input": refund_input(1)}),
+        )
+        .await;
+    assert!(evaluated.status < 500, "{:?}", evaluated.body);
+    let invoked = w
+        .agent
+        .invoke("refund", refund_input(1), Some("order-1"), None)
+        .await;
+    assert_eq!(invoked.data()["status"], "succeeded", "{:?}", invoked.body);
+}
