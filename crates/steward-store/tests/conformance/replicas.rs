@@ -5,7 +5,7 @@
 use super::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use steward_core::{ApprovalId, Decision};
+use steward_core::{ApprovalId, ApprovalStatus, Decision};
 use steward_store::{ApprovalEvent, DecideOutcome, NewApproval};
 
 /// The lease every sweep here uses, in milliseconds.
@@ -542,4 +542,96 @@ async fn next_event(events: &mut tokio::sync::broadcast::Receiver<ApprovalEvent>
         .await
         .expect("an announcement in time")
         .expect("announcement")
+}
+
+/// Disabling an action, or deleting it, cancels (as the system, in the same transaction) every
+/// approval parked on it: the approval is denied with origin `system`, the effect is rejected
+/// and never becomes `ready`, and a later approval changes nothing. Other actions' approvals
+/// are untouched.
+pub async fn disabling_or_deleting_an_action_cancels_its_parked_approvals(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "cancel").await;
+    let park = |action: ActionRecord, n: &'static str| {
+        let env = &env;
+        async move {
+            let mut sub = env.submission(&action, json!({"parked": n}));
+            sub.initial = EffectState::AwaitingApproval;
+            sub.approval = Some(new_approval(&format!("park {n}"), None));
+            let parked = expect_created(env.store.submit(&sub).await.expect("submit"));
+            let approval = ApprovalId::parse(parked.approval_id.as_deref().expect("approval"))
+                .expect("approval id");
+            (parked, approval)
+        }
+    };
+    let disabled = env
+        .create_action(refund_definition(&unique("to-disable")))
+        .await;
+    let deleted = env
+        .create_action(refund_definition(&unique("to-delete")))
+        .await;
+    let untouched = env
+        .create_action(refund_definition(&unique("untouched")))
+        .await;
+    let (on_disabled, disabled_approval) = park(disabled.clone(), "disabled").await;
+    let (on_deleted, deleted_approval) = park(deleted.clone(), "deleted").await;
+    let (_, untouched_approval) = park(untouched.clone(), "untouched").await;
+
+    let mut off = disabled.definition.clone();
+    off.enabled = false;
+    store
+        .update_action(&env.id, &disabled.id, 1, &off, &env.actor(2_000))
+        .await
+        .expect("disable");
+    assert!(store
+        .delete_action(&env.id, &deleted.id, &env.actor(2_000))
+        .await
+        .expect("delete"));
+
+    for (invocation, approval) in [
+        (&on_disabled, &disabled_approval),
+        (&on_deleted, &deleted_approval),
+    ] {
+        let a = store
+            .approval(&env.id, approval)
+            .await
+            .expect("read")
+            .expect("approval");
+        assert_eq!(a.status, ApprovalStatus::Denied, "{approval}");
+        assert_eq!(a.decision_origin.as_deref(), Some("system"), "{approval}");
+        let inv = store
+            .invocation(&env.id, &invocation.id)
+            .await
+            .expect("read")
+            .expect("invocation");
+        assert_eq!(
+            inv.state,
+            EffectState::Rejected {
+                reason: Rejection::Denied
+            },
+            "{}",
+            invocation.id
+        );
+        let approver = KeyId::from_unique(&unique("approver"));
+        let late = store
+            .decide_approval(
+                &env.id,
+                approval,
+                &approver,
+                Decision::Approve,
+                None,
+                Millis(3_000),
+                &restarted(),
+            )
+            .await
+            .expect("decide");
+        assert!(
+            !matches!(late, DecideOutcome::Recorded { ready: Some(_), .. }),
+            "a cancelled approval must not release its effect: {late:?}"
+        );
+    }
+    let other = store
+        .approval(&env.id, &untouched_approval)
+        .await
+        .expect("read")
+        .expect("approval");
+    assert_eq!(other.status, ApprovalStatus::Pending);
 }
