@@ -100,6 +100,9 @@ impl ActionDefinition {
     /// Checks the definition as a whole; the error names the offending field.
     pub fn validate(&self) -> Result<(), FieldError> {
         validate_name(&self.name)?;
+        if let Some(description) = &self.description {
+            crate::check_text("description", description, crate::TextKind::Prose)?;
+        }
         match (&self.url_template, &self.adapter) {
             (None, None) => {
                 return Err(FieldError::new(

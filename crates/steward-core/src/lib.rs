@@ -46,6 +46,7 @@ mod schema_bounds;
 mod scope;
 mod secret;
 mod template;
+mod text;
 mod time;
 
 pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, ADAPTER_TYPES};
@@ -70,4 +71,5 @@ pub use secret::{host_matches, hosts_within, is_valid_secret_name, redact, Place
 pub use template::{
     check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
 };
+pub use text::{check_text, refused_char, TextKind};
 pub use time::Millis;

@@ -45,7 +45,13 @@ pub const LOCK_FILE: &str = "steward.lock";
 /// Takes the data directory's exclusive lock, or fails if another `serve` holds it. Held until
 /// the returned file is dropped (the process ends, however it ends).
 pub fn lock_data_dir(data_dir: &Path) -> anyhow::Result<File> {
-    std::fs::create_dir_all(data_dir)
+    // Readable by its owner only: it holds the database and the vault's master key.
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let path = data_dir.join(LOCK_FILE);
     let file = File::options()

@@ -101,6 +101,7 @@ pub fn check_limit_name(name: &str) -> Result<String, FieldError> {
             format!("must be 1-{LIMIT_NAME_LEN_MAX} characters"),
         ));
     }
+    crate::check_text("name", name, crate::TextKind::Line)?;
     Ok(name.to_string())
 }
 

@@ -255,6 +255,7 @@ impl PolicySpec {
                 format!("must be 1-{POLICY_NAME_LEN_MAX} characters"),
             ));
         }
+        crate::check_text("name", &self.name, crate::TextKind::Line)?;
         if let Some(action) = &self.match_action_name {
             if self.match_kind != MatchKind::Action {
                 return Err(FieldError::new(

@@ -151,7 +151,11 @@ pub async fn request(
         ],
     )?;
     let title = match optional_string(&map, "title")? {
-        Some(t) if !t.trim().is_empty() => t,
+        Some(t) if !t.trim().is_empty() => {
+            steward_core::check_text("title", &t, steward_core::TextKind::Line)
+                .map_err(|e| ApiError::validation(e.field, e.message))?;
+            t
+        }
         _ => return Err(ApiError::validation("title", "is required")),
     };
     let payload = match map.get("payload") {

@@ -41,10 +41,17 @@ pub fn only_known(map: &Map<String, Value>, known: &[&str]) -> Result<(), ApiErr
     }
 }
 
+/// A string field, refused if it holds control or invisible formatting characters (line feeds
+/// and tabs aside): every such field is something a person reads (a title, note, reason,
+/// description) or an identifier.
 pub fn optional_string(map: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => {
+            steward_core::check_text(field, s, steward_core::TextKind::Prose)
+                .map_err(|e| ApiError::validation(e.field, e.message))?;
+            Ok(Some(s.clone()))
+        }
         Some(_) => Err(ApiError::validation(field, "must be a string")),
     }
 }

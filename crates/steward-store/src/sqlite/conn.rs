@@ -209,14 +209,54 @@ fn add_column_if_missing(conn: &Connection, table: &str, column: &str) -> StoreR
     Ok(())
 }
 
+/// Creates the data directory readable by its owner only (0700): it holds the database, whose
+/// rows include sealed secrets, hashed keys and the audit log.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the database file 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
+/// files the database file's mode), and narrows an existing one to 0600.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let file = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+            match std::fs::metadata(&file) {
+                Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+                    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?
+                }
+                _ => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 impl Pool {
     pub(crate) fn open(path: &Path) -> StoreResult<Arc<Pool>> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Unavailable {
+            private_dir(dir).map_err(|e| StoreError::Unavailable {
                 message: format!("cannot create {}: {e}", dir.display()),
                 source: Some(Box::new(e)),
             })?;
         }
+        private_file(path).map_err(|e| StoreError::Unavailable {
+            message: format!("cannot create {}: {e}", path.display()),
+            source: Some(Box::new(e)),
+        })?;
         let writer = open_connection(path)?;
         writer
             .execute_batch(super::schema::SCHEMA)

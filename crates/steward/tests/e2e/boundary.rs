@@ -194,3 +194,91 @@ async fn hostile_conditions_and_schemas_are_refused_when_saved() {
         .await;
     assert_eq!(invoked.data()["status"], "succeeded", "{:?}", invoked.body);
 }
+
+/// Probe finding: NUL, U+202E and U+FEFF were stored in names, titles, notes and reasons, where
+/// they hide or reorder what an approver reads. Each is refused, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hiding_characters_are_refused_in_names_titles_notes_and_reasons() {
+    let w = world(&[]).await;
+    let refused = |reply: Reply, field: &str| {
+        assert_eq!(reply.status, 400, "{field}: {:?}", reply.body);
+        assert_eq!(
+            reply.body["error"]["details"]["field"], field,
+            "{:?}",
+            reply.body
+        );
+    };
+    refused(
+        w.operator
+            .post(
+                "/approvals",
+                json!({"title": "refund\u{202E}exe.pdf", "payload": {}}),
+            )
+            .await,
+        "title",
+    );
+    refused(
+        w.operator
+            .post(
+                "/approval-policies",
+                json!({"name": "big\u{0000}", "matchKind": "any", "effect": "require_approval"}),
+            )
+            .await,
+        "name",
+    );
+    refused(
+        w.operator
+            .post(
+                "/impact-limits",
+                json!({"name": "\u{FEFF}daily", "dimension": "money", "currency": "usd",
+                       "period": "day", "amount": 100}),
+            )
+            .await,
+        "name",
+    );
+    refused(
+        w.operator
+            .post("/environment/halt", json!({"reason": "incident\u{202E}"}))
+            .await,
+        "reason",
+    );
+    let custom = w
+        .agent
+        .post("/approvals", json!({"title": "ship it", "payload": {}}))
+        .await;
+    assert_eq!(custom.status, 201, "{:?}", custom.body);
+    let id = custom.data()["id"].as_str().unwrap();
+    refused(
+        w.operator
+            .post(
+                &format!("/approvals/{id}/approve"),
+                json!({"note": "ok\u{0000}"}),
+            )
+            .await,
+        "note",
+    );
+    // Ordinary multi-line prose is still fine.
+    let fine = w
+        .operator
+        .post(
+            &format!("/approvals/{id}/approve"),
+            json!({"note": "checked the order\nand the customer"}),
+        )
+        .await;
+    assert_eq!(fine.status, 200, "{:?}", fine.body);
+}
+
+/// The data directory is the owner's alone (0700) and so are the database files (0600).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_data_directory_and_database_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = world(&[]).await;
+    let data = w._dir.path().join("data");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "{}", data.display());
+    for file in ["steward.db", "steward.db-wal", "master.key"] {
+        let path = data.join(file);
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+}
