@@ -184,7 +184,7 @@ async fn hostile_conditions_and_schemas_are_refused_when_saved() {
         .operator
         .post(
             "/approval-policies/evaluate",
-            json!({"actionName": "refund", "input": refund_input(1)}),
+            json!({"kind": "action", "actionName": "refund", "payload": refund_input(1)}),
         )
         .await;
     assert!(evaluated.status < 500, "{:?}", evaluated.body);
@@ -281,4 +281,58 @@ async fn the_data_directory_and_database_files_are_private() {
         let path = data.join(file);
         assert_eq!(mode(&path), 0o600, "{}", path.display());
     }
+}
+
+/// A condition an older build saved (or someone wrote into the database) is evaluated under
+/// the same bounds: the probe's 1,500-term condition, stored directly, makes the invoke park
+/// for a person with the reason instead of aborting the server, on every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hostile_condition_in_the_database_is_a_reason_not_an_abort() {
+    let database = crate::postgres::TestDatabase::create().await;
+    let w = world(&["--database", &database.url]).await;
+    let created = w
+        .operator
+        .post(
+            "/approval-policies",
+            json!({"name": "stored", "matchKind": "action", "matchActionName": "refund",
+                   "condition": "input.amount > 0", "effect": "auto_approve"}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let deep = vec!["1"; 1_500].join("+") + " > 0";
+    let changed = crate::postgres::admin_client(&database.url)
+        .await
+        .execute(
+            "UPDATE policy_versions SET spec = replace(spec, 'input.amount > 0', $1)",
+            &[&deep],
+        )
+        .await
+        .expect("rewrite the stored condition");
+    assert_eq!(changed, 1, "the stored policy was rewritten");
+
+    for n in 1..=3 {
+        let invoked = w
+            .agent
+            .invoke("refund", refund_input(n), Some(&format!("order-{n}")), None)
+            .await;
+        assert_eq!(invoked.status, 202, "{:?}", invoked.body);
+        assert_eq!(invoked.data()["status"], "pending_approval");
+    }
+    let evaluated = w
+        .operator
+        .post(
+            "/approval-policies/evaluate",
+            json!({"kind": "action", "actionName": "refund", "payload": refund_input(9)}),
+        )
+        .await;
+    assert_eq!(evaluated.status, 200, "{:?}", evaluated.body);
+    assert!(
+        evaluated
+            .body
+            .to_string()
+            .contains("could not evaluate its condition"),
+        "the reason is shown: {:?}",
+        evaluated.body
+    );
+    assert_eq!(w.fixture.write_count(), 0);
 }

@@ -66,7 +66,7 @@ impl Drop for TestDatabase {
     }
 }
 
-async fn admin_client(admin_url: &str) -> tokio_postgres::Client {
+pub(crate) async fn admin_client(admin_url: &str) -> tokio_postgres::Client {
     match tokio_postgres::connect(admin_url, tokio_postgres::NoTls).await {
         Ok((client, connection)) => {
             tokio::spawn(connection);
