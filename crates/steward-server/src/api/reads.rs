@@ -5,7 +5,8 @@ use crate::auth::Caller;
 use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use super::query::Query;
+use axum::extract::{Path, State};
 use axum::response::Response;
 use serde::Deserialize;
 use steward_core::{
