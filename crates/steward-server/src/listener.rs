@@ -87,7 +87,10 @@ pub async fn run(
     limits: ConnectionLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    assert!(limits.connections_max > 0, "connections_max must be positive");
+    assert!(
+        limits.connections_max > 0,
+        "connections_max must be positive"
+    );
     let registry = Arc::new(Registry::default());
     // Every connection task holds a sender; when all are dropped, the drain is over.
     let (alive, mut drained) = mpsc::channel::<()>(1);
@@ -262,7 +265,9 @@ struct Connection {
 impl Connection {
     fn phase(&self) -> MutexGuard<'_, Phase> {
         // A panic while holding this lock leaves a plain value behind: keep using it.
-        self.phase.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.phase
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn set_phase(&self, phase: Phase) {
@@ -351,7 +356,9 @@ struct Registry {
 
 impl Registry {
     fn connections(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<Connection>>> {
-        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn open(&self) -> Arc<Connection> {
@@ -521,6 +528,9 @@ mod tests {
         assert!(idle_deadline >= opened + limits.idle_timeout);
         connection.on_bytes();
         let head_deadline = connection.deadline(&limits).expect("head timer");
-        assert!(head_deadline < idle_deadline, "a new head has the shorter timer");
+        assert!(
+            head_deadline < idle_deadline,
+            "a new head has the shorter timer"
+        );
     }
 }

@@ -41,9 +41,18 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
     // every parameter, through the same parser (`query.rs`).
     let none = || middleware::from_fn(refuse_query);
     let v2 = Router::new()
-        .route("/auth/identity", get(identity::identity).route_layer(none()))
-        .route("/environment", get(identity::environment).route_layer(none()))
-        .route("/environment/halt", post(environment::halt).route_layer(none()))
+        .route(
+            "/auth/identity",
+            get(identity::identity).route_layer(none()),
+        )
+        .route(
+            "/environment",
+            get(identity::environment).route_layer(none()),
+        )
+        .route(
+            "/environment/halt",
+            post(environment::halt).route_layer(none()),
+        )
         .route(
             "/environment/resume",
             post(environment::resume).route_layer(none()),
@@ -106,9 +115,7 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
         )
         .route(
             "/actions",
-            get(actions::list)
-                .post(actions::create)
-                .route_layer(none()),
+            get(actions::list).post(actions::create).route_layer(none()),
         )
         .route("/actions/invocations", get(reads::list_invocations))
         .route(

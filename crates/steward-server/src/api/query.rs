@@ -32,10 +32,7 @@ pub fn parse<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let mut seen: Vec<String> = Vec::new();
     for (name, _) in form_urlencoded::parse(query.as_bytes()) {
         if known.is_some_and(|known| !known.contains(&name.as_ref())) {
-            return Err(ApiError::validation(
-                name,
-                "is not a known query parameter",
-            ));
+            return Err(ApiError::validation(name, "is not a known query parameter"));
         }
         if seen.iter().any(|s| *s == name) {
             return Err(ApiError::validation(name, "must be given at most once"));
@@ -101,7 +98,10 @@ mod tests {
     fn refused(query: &str) -> (String, String) {
         let e = parse::<Page>(query).expect_err(query);
         assert_eq!(e.code, "VALIDATION_ERROR", "{query}");
-        (e.details.unwrap()["field"].as_str().unwrap().to_string(), e.message)
+        (
+            e.details.unwrap()["field"].as_str().unwrap().to_string(),
+            e.message,
+        )
     }
 
     #[test]
@@ -119,7 +119,11 @@ mod tests {
     #[test]
     fn unknown_repeated_and_ill_typed_parameters_are_refused_by_name() {
         assert_eq!(refused("bogus=1").0, "bogus");
-        assert_eq!(refused("wait_seconds=1").0, "wait_seconds", "the wire name counts");
+        assert_eq!(
+            refused("wait_seconds=1").0,
+            "wait_seconds",
+            "the wire name counts"
+        );
         assert_eq!(refused("limit=1&limit=2").0, "limit");
         assert_eq!(refused("limit=abc").0, "limit");
         assert_eq!(refused("limit=1&waitSeconds=-1").0, "waitSeconds");

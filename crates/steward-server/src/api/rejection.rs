@@ -136,12 +136,16 @@ fn error_for(status: StatusCode, method: &Method, text: Option<String>) -> ApiEr
             "UNSUPPORTED_MEDIA_TYPE",
             message("unsupported content type"),
         ),
-        StatusCode::REQUEST_TIMEOUT => {
-            ApiError::new(status, "REQUEST_TIMEOUT", message("the request took too long"))
-        }
-        s if s.is_client_error() => {
-            ApiError::new(status, "BAD_REQUEST", message("the request could not be read"))
-        }
+        StatusCode::REQUEST_TIMEOUT => ApiError::new(
+            status,
+            "REQUEST_TIMEOUT",
+            message("the request took too long"),
+        ),
+        s if s.is_client_error() => ApiError::new(
+            status,
+            "BAD_REQUEST",
+            message("the request could not be read"),
+        ),
         _ => {
             tracing::error!(status = status.as_u16(), text = ?text, "plain error answer");
             ApiError::new(status, "INTERNAL_ERROR", "internal error")
@@ -159,7 +163,10 @@ mod tests {
         assert!(percent_decoded_is_not_utf8("/%c3%28"));
         assert!(!percent_decoded_is_not_utf8("/api/v2/actions/caf%C3%A9"));
         assert!(!percent_decoded_is_not_utf8("/api/v2/actions/refund"));
-        assert!(!percent_decoded_is_not_utf8("/100%"), "a lone % is left as it is");
+        assert!(
+            !percent_decoded_is_not_utf8("/100%"),
+            "a lone % is left as it is"
+        );
     }
 
     #[test]
