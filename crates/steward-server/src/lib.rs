@@ -35,8 +35,8 @@ pub use crash::CrashHook;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
 pub use listener::{
-    ConnectionLimits, ACCEPT_ERROR_BACKOFF_MS, CONNECTIONS_MAX_DEFAULT,
-    HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
+    ConnectionLimits, ACCEPT_ERROR_BACKOFF_MS, BODY_READ_TIMEOUT_MS_DEFAULT,
+    CONNECTIONS_MAX_DEFAULT, HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
 };
 pub use metrics::Metrics;
 pub use replica::{

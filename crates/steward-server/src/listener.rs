@@ -4,6 +4,10 @@
 //! - **Header read timeout.** A connection must finish sending a request's head within
 //!   [`ConnectionLimits::header_read_timeout`] of its first byte (of being accepted, for its
 //!   first request). A client dribbling partial headers is closed, not kept forever.
+//! - **Body read timeout.** Once its head is read, a request's body must arrive within
+//!   [`ConnectionLimits::body_read_timeout`]; past it the handler reading the body gets an
+//!   error (answered as a 400 envelope) and the connection closes. Without it a client could
+//!   hold a connection "busy", out of reach of eviction, by dribbling a body.
 //! - **Idle timeout.** A keep-alive connection with no request for
 //!   [`ConnectionLimits::idle_timeout`] is closed.
 //! - **Connection cap.** At most [`ConnectionLimits::connections_max`] connections are open.
@@ -31,6 +35,7 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -47,6 +52,10 @@ use tower::Service;
 /// bytes to a few KiB: ten seconds covers a slow mobile link many times over, and a client that
 /// opens sockets and never finishes them holds each for no longer than that.
 pub const HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// How long a request's body may take to arrive once its head is read, in milliseconds: the
+/// largest body accepted (1 MiB, `JSON_BODY_BYTES_MAX`) at a slow 35 KB/s uplink.
+pub const BODY_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// How long a keep-alive connection may wait for its next request, in milliseconds. Longer than
 /// an agent's pause between calls, so its connection pool stays warm; short enough that idle
@@ -66,6 +75,7 @@ pub const ACCEPT_ERROR_BACKOFF_MS: u64 = 50;
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub connections_max: usize,
 }
@@ -74,6 +84,7 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_millis(HEADER_READ_TIMEOUT_MS_DEFAULT),
+            body_read_timeout: Duration::from_millis(BODY_READ_TIMEOUT_MS_DEFAULT),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS_DEFAULT),
             connections_max: CONNECTIONS_MAX_DEFAULT,
         }
@@ -95,15 +106,17 @@ pub async fn run(
     // Every connection task holds a sender; when all are dropped, the drain is over.
     let (alive, mut drained) = mpsc::channel::<()>(1);
     while !*shutdown.borrow() {
-        if !make_room(&registry, limits.connections_max, &mut shutdown).await {
-            break;
-        }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => break,
         };
         match accepted {
             Ok((stream, _peer)) => {
+                // Room is made when a connection arrives, not ahead of it: at the cap with no
+                // one waiting, nothing is closed.
+                if !make_room(&registry, limits.connections_max, &mut shutdown).await {
+                    break;
+                }
                 let _ = stream.set_nodelay(true);
                 let connection = registry.open();
                 tokio::spawn(serve_connection(
@@ -143,8 +156,8 @@ pub async fn run(
     let _ = drained.recv().await;
 }
 
-/// Waits until a connection may be accepted under the cap, closing the oldest connection with
-/// no request in flight if need be. False when shutdown came first.
+/// Waits until one more connection fits under the cap, closing the oldest connection with no
+/// request in flight if need be. False when shutdown came first.
 async fn make_room(
     registry: &Registry,
     connections_max: usize,
@@ -178,9 +191,11 @@ async fn serve_connection(
         connection: connection.clone(),
     });
     let in_flight = connection.clone();
+    let body_read_timeout = limits.body_read_timeout;
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = in_flight.begin_request();
         let mut router = router.clone();
+        let request = request.map(|body| timed(body, body_read_timeout));
         async move {
             let response = router.call(request).await?;
             // The request stays in flight until hyper has written (and dropped) the body.
@@ -481,6 +496,63 @@ impl hyper::body::Body for Guarded {
     }
 }
 
+/// The request body, cut off at `timeout` from now; one with nothing to read is left as it is.
+fn timed(body: Incoming, timeout: Duration) -> Body {
+    use hyper::body::Body as _;
+    if body.is_end_stream() {
+        return Body::new(body);
+    }
+    Body::new(Timed {
+        inner: body,
+        until: Instant::now() + timeout,
+        timer: None,
+        timeout,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?}")]
+struct BodyReadTimeout(Duration);
+
+/// A request body that fails once its time is up.
+struct Timed {
+    inner: Incoming,
+    until: Instant,
+    /// Armed the first time the body is not ready, so a body already buffered costs no timer.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    timeout: Duration,
+}
+
+impl hyper::body::Body for Timed {
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let until = self.until;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(BodyReadTimeout(self.timeout).into()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,6 +560,7 @@ mod tests {
     fn limits() -> ConnectionLimits {
         ConnectionLimits {
             header_read_timeout: Duration::from_secs(2),
+            body_read_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(60),
             connections_max: 2,
         }

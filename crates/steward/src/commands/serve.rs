@@ -4,9 +4,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 use steward_server::{
     serve, ConnectionLimits, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
-    CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, HEADER_READ_TIMEOUT_MS_DEFAULT,
-    IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT, REPLICA_LEASE_MS_DEFAULT,
-    REPLICA_LEASE_MS_MIN,
+    BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
+    HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
+    REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
 };
 
 #[derive(clap::Args)]
@@ -38,6 +38,11 @@ pub struct Args {
     #[arg(long, env = "STEWARD_HEADER_READ_TIMEOUT_MS", default_value_t = HEADER_READ_TIMEOUT_MS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]
     header_read_timeout_ms: u64,
+    /// How long a request's body may take to arrive once its headers are read, in
+    /// milliseconds.
+    #[arg(long, env = "STEWARD_BODY_READ_TIMEOUT_MS", default_value_t = BODY_READ_TIMEOUT_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_read_timeout_ms: u64,
     /// How long a keep-alive connection may wait for its next request, in milliseconds.
     #[arg(long, env = "STEWARD_IDLE_TIMEOUT_MS", default_value_t = IDLE_TIMEOUT_MS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -72,6 +77,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         lease: Duration::from_millis(args.lease_ms),
         connection_limits: ConnectionLimits {
             header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
             idle_timeout: Duration::from_millis(args.idle_timeout_ms),
             connections_max: args.connections_max,
         },

@@ -2,7 +2,7 @@
 //! lowered file limit, and who may read `/metrics`. Raw sockets, so nothing between the test
 //! and the server pools, retries or times out on its own; every wait is bounded.
 
-use crate::harness::steward_bin;
+use crate::harness::{create_key, steward_bin};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -247,6 +247,51 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     );
     let answered = Instant::now();
     assert_closed_within(vec![(stream, answered)], Duration::from_secs(1), &server);
+}
+
+#[test]
+fn a_dribbled_request_body_is_cut_off_after_the_body_read_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Limited::start(
+        &data,
+        256,
+        &["--connections-max", "8", "--body-read-timeout-ms", "1000"],
+    );
+    let key = create_key(&data, "test", &["--role", "operator"]);
+    // Authenticated requests whose bodies never finish keep their connections busy, out of
+    // reach of eviction: as many as the cap.
+    let mut sockets = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect_timeout(&server.addr, PROBE_TIMEOUT).unwrap();
+        stream
+            .write_all(
+                format!(
+                    "POST /api/v2/actions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\
+                     Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\""
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+        sockets.push(stream);
+    }
+    let sent = Instant::now();
+    for mut stream in sockets {
+        let left = (sent + Duration::from_secs(1) + CLOSE_SLACK)
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(10));
+        stream.set_read_timeout(Some(left)).unwrap();
+        let mut answer = Vec::new();
+        let read = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            read.is_ok() && answer.starts_with("HTTP/1.1 400"),
+            "{read:?}: {answer}\nlog:\n{}",
+            server.log()
+        );
+        assert!(answer.contains("\"success\":false"), "{answer}");
+    }
+    assert_healthz_answers(&server, "after the slow bodies were cut off");
 }
 
 #[test]
