@@ -107,7 +107,9 @@ async fn malformed_unknown_and_repeated_query_parameters_answer_400_naming_them(
         ),
         // Endpoints that take no parameters refuse any.
         ("/api/v2/actions?bogus=1", "bogus"),
-        ("/api/v2/secrets?limit=1", "limit"),
+        ("/api/v2/secrets?bogus=1", "bogus"),
+        ("/api/v2/actions?limit=x", "limit"),
+        ("/api/v2/environment?limit=1", "limit"),
         ("/api/v2/auth/identity?x=1", "x"),
     ];
     for (uri, field) in cases {
@@ -115,11 +117,16 @@ async fn malformed_unknown_and_repeated_query_parameters_answer_400_naming_them(
         let error = envelope(&send(&w.state, request).await, 400, "VALIDATION_ERROR");
         assert_eq!(error["details"]["field"], field, "{uri}");
     }
-    // Known parameters still work.
-    let request = authorized("GET", "/api/v2/actions/invocations?limit=5&offset=0")
-        .body(Body::empty())
-        .unwrap();
-    assert_eq!(send(&w.state, request).await.0, 200);
+    // Known parameters still work, the SDK's `limit` on the unpaged lists included.
+    for uri in [
+        "/api/v2/actions/invocations?limit=5&offset=0",
+        "/api/v2/actions?limit=100",
+        "/api/v2/secrets?limit=100",
+    ] {
+        let request = authorized("GET", uri).body(Body::empty()).unwrap();
+        let answer = send(&w.state, request).await;
+        assert_eq!(answer.0, 200, "{uri}: {}", answer.1);
+    }
 }
 
 #[tokio::test]
