@@ -37,8 +37,10 @@ pub fn app(state: AppState) -> Router {
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
 /// (`metrics.rs`).
 pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToken>) -> Router {
-    // Endpoints whose handlers take `Query<T>` refuse parameters `T` lacks; the others refuse
-    // every parameter, through the same parser (`query.rs`).
+    // Every endpoint checks its query string before anything else runs, authentication
+    // included, so every endpoint refuses the same mistakes in the same order: the ones whose
+    // handlers take `Query<T>` against `T`, the others against no parameters at all, all
+    // through one parser (`query.rs`).
     let none = || middleware::from_fn(only_query::<NoParameters>);
     let unpaged = || middleware::from_fn(only_query::<UnpagedList>);
     let v2 = Router::new()
@@ -62,7 +64,8 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
             "/approval-policies",
             post(policies::create)
                 .route_layer(none())
-                .get(policies::list),
+                .get(policies::list)
+                .route_layer(middleware::from_fn(only_query::<policies::ListQuery>)),
         )
         .route(
             "/approval-policies/evaluate",
@@ -75,14 +78,21 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
                 .delete(policies::delete)
                 .route_layer(none()),
         )
-        .route("/approval-policies/{id}/versions", get(policies::versions))
+        .route(
+            "/approval-policies/{id}/versions",
+            get(policies::versions)
+                .route_layer(middleware::from_fn(only_query::<policies::VersionsQuery>)),
+        )
         .route(
             "/approval-policies/{id}/versions/{version}",
             get(policies::version).route_layer(none()),
         )
         .route(
             "/impact-limits",
-            post(limits::create).route_layer(none()).get(limits::list),
+            post(limits::create)
+                .route_layer(none())
+                .get(limits::list)
+                .route_layer(middleware::from_fn(only_query::<limits::ListQuery>)),
         )
         .route(
             "/impact-limits/{id}",
@@ -95,9 +105,14 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
             "/approvals",
             post(approvals::request)
                 .route_layer(none())
-                .get(approvals::list),
+                .get(approvals::list)
+                .route_layer(middleware::from_fn(only_query::<approvals::ListQuery>)),
         )
-        .route("/approvals/{id}", get(approvals::get))
+        .route(
+            "/approvals/{id}",
+            get(approvals::get)
+                .route_layer(middleware::from_fn(only_query::<approvals::WaitQuery>)),
+        )
         .route(
             "/approvals/{id}/approve",
             post(approvals::approve).route_layer(none()),
@@ -121,12 +136,20 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
                 .get(actions::list)
                 .route_layer(unpaged()),
         )
-        .route("/actions/invocations", get(reads::list_invocations))
+        .route(
+            "/actions/invocations",
+            get(reads::list_invocations)
+                .route_layer(middleware::from_fn(only_query::<reads::InvocationQuery>)),
+        )
         .route(
             "/actions/invocations/{id}",
             get(reads::invocation).route_layer(none()),
         )
-        .route("/actions/effects", get(reads::list_effects))
+        .route(
+            "/actions/effects",
+            get(reads::list_effects)
+                .route_layer(middleware::from_fn(only_query::<reads::EffectQuery>)),
+        )
         .route(
             "/actions/effects/{id}",
             get(reads::effect).route_layer(none()),
@@ -168,7 +191,8 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
         )
         .route(
             "/actions/{reference}/invocations",
-            get(reads::invocations_for_action),
+            get(reads::invocations_for_action)
+                .route_layer(middleware::from_fn(only_query::<reads::InvocationQuery>)),
         );
     let mut top = Router::new().route(
         "/healthz",

@@ -6,6 +6,10 @@
 //! - a parameter given twice (`?limit=1&limit=2`): which one would win is a guess;
 //! - a value of the wrong type (`?limit=abc`).
 //!
+//! The router runs the same check as a route layer on every endpoint (`api/mod.rs`), so a bad
+//! query string is refused before authentication everywhere, the endpoints that take no
+//! parameters included.
+//!
 //! The known parameters are the target struct's field names as serde sees them (after
 //! `rename`), read from its `Deserialize` impl; the handlers' query structs need nothing extra.
 

@@ -148,3 +148,21 @@ async fn metrics_are_not_part_of_the_app_router() {
     let request = authorized("GET", "/metrics").body(Body::empty()).unwrap();
     envelope(&send(&w.state, request).await, 404, "NOT_FOUND");
 }
+
+#[tokio::test]
+async fn every_endpoint_checks_its_query_before_authentication() {
+    let w = world(Duration::from_secs(5), None).await;
+    for uri in [
+        "/api/v2/actions/invocations?bogus=1",
+        "/api/v2/approvals/apr_x?waitSeconds=soon",
+        "/api/v2/actions?bogus=1",
+        "/api/v2/auth/identity?bogus=1",
+    ] {
+        let request = Request::builder()
+            .uri(uri)
+            .header("authorization", "Bearer stw_not_a_key")
+            .body(Body::empty())
+            .unwrap();
+        envelope(&send(&w.state, request).await, 400, "VALIDATION_ERROR");
+    }
+}
