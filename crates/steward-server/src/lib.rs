@@ -20,6 +20,7 @@ mod envelope;
 mod error;
 mod input_schema;
 mod keys;
+mod listener;
 mod metrics;
 mod reconcile;
 mod replica;
@@ -28,10 +29,15 @@ mod state;
 mod vault;
 
 pub use api::app;
+pub use api::metrics::{MetricsToken, MetricsTokenError, METRICS_TOKEN_CHARS_MIN};
 pub use clock::{unique, Clock, SystemClock};
 pub use crash::CrashHook;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
+pub use listener::{
+    ConnectionLimits, ACCEPT_ERROR_BACKOFF_MS, BODY_READ_TIMEOUT_MS_DEFAULT,
+    CONNECTIONS_MAX_DEFAULT, HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
+};
 pub use metrics::Metrics;
 pub use replica::{
     heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,

@@ -1,7 +1,9 @@
 //! Start-up and shutdown.
 
+use crate::api::metrics::MetricsToken;
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::outbound::{http_client, OutboundPolicy};
+use crate::listener::ConnectionLimits;
 use crate::state::AppState;
 use crate::vault::Vault;
 use anyhow::Context;
@@ -31,6 +33,14 @@ pub struct ServerConfig {
     /// With `database`: how long a replica may go without a heartbeat before the others take
     /// over its in-flight work (`replica::REPLICA_LEASE_MS_DEFAULT`).
     pub lease: Duration,
+    /// Header read timeout, idle timeout and connection cap of every listener (`listener.rs`).
+    pub connection_limits: ConnectionLimits,
+    /// Opens `/metrics` on the main listener to `Authorization: Bearer <token>`, and is
+    /// required on the metrics listener too (`api/metrics.rs`).
+    pub metrics_token: Option<MetricsToken>,
+    /// A second listener serving `/metrics` alone. Off a loopback address it needs
+    /// `metrics_token`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -62,6 +72,13 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if let Some(addr) = config.metrics_listen {
+        anyhow::ensure!(
+            addr.ip().is_loopback() || config.metrics_token.is_some(),
+            "--metrics-listen {addr} is not a loopback address: set --metrics-token too, \
+             or the counters of every environment are open to the network"
+        );
+    }
     let shared = config.database.is_some();
     // Held until `serve` returns; the operating system releases it however the process ends.
     let _lock = if shared {
@@ -122,11 +139,47 @@ pub async fn serve(
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let metrics_listener = match config.metrics_listen {
+        Some(metrics_addr) => Some(
+            tokio::net::TcpListener::bind(metrics_addr)
+                .await
+                .with_context(|| format!("cannot listen on {metrics_addr} for metrics"))?,
+        ),
+        None => None,
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let limits = config.connection_limits;
+    let metrics_served = metrics_listener
+        .map(|metrics_listener| -> anyhow::Result<_> {
+            let metrics_addr = metrics_listener.local_addr()?;
+            println!("metrics on http://{metrics_addr}/metrics");
+            tracing::info!(%metrics_addr, "metrics listener is ready");
+            Ok(tokio::spawn(crate::listener::run(
+                metrics_listener,
+                crate::api::metrics_router(state.clone(), config.metrics_token.clone()),
+                limits,
+                stopped.clone(),
+            )))
+        })
+        .transpose()?;
     println!("listening on http://{addr}");
     tracing::info!(%addr, "steward is ready");
-    axum::serve(listener, crate::api::app(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    crate::listener::run(
+        listener,
+        crate::api::router(state, config.metrics_token),
+        limits,
+        stopped,
+    )
+    .await;
+    if let Some(metrics_served) = metrics_served {
+        metrics_served
+            .await
+            .context("the metrics listener failed")?;
+    }
     Ok(())
 }
 

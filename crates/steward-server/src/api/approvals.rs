@@ -2,13 +2,14 @@
 //! invocation dispatches it exactly once; denying or expiry means it never runs.
 
 use super::body::{self, only_known, optional_string};
+use super::query::Query;
 use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;

@@ -6,16 +6,17 @@ use axum::http::HeaderMap;
 use serde_json::{Map, Value};
 use steward_core::IdempotencyKey;
 
-/// The largest JSON body accepted, in bytes: generous for an action definition or an input.
+/// The largest request body accepted on any route, in bytes: generous for an action
+/// definition or an invocation's input, small enough that a few hundred concurrent uploads fit
+/// in memory. Enforced once for every route (`rejection.rs` by `Content-Length`, axum's
+/// `DefaultBodyLimit` while reading); past it the answer is `413 PAYLOAD_TOO_LARGE`.
 pub const JSON_BODY_BYTES_MAX: usize = 1024 * 1024;
 
 /// Parses a JSON object body; an empty body is an empty object.
 pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {
+    // The router's limit stops larger bodies before they are read; this is the second check.
     if bytes.len() > JSON_BODY_BYTES_MAX {
-        return Err(ApiError::validation(
-            "body",
-            format!("must be at most {JSON_BODY_BYTES_MAX} bytes"),
-        ));
+        return Err(super::rejection::payload_too_large());
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());

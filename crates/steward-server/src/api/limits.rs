@@ -5,12 +5,13 @@
 
 use super::body::{self, only_known, optional_string};
 use super::idempotent;
+use super::query::Query;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;

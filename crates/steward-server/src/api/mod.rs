@@ -9,16 +9,19 @@ mod idempotent;
 mod identity;
 mod invoke;
 mod limits;
+pub(crate) mod metrics;
 mod policies;
+mod query;
 mod reads;
 mod recovery;
+mod rejection;
 mod secrets;
 pub(crate) mod views;
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,85 +29,229 @@ use axum::Router;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The whole HTTP surface.
+/// The whole HTTP surface, without `/metrics` (see [`router`]).
 pub fn app(state: AppState) -> Router {
+    router(state, None)
+}
+
+/// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
+/// (`metrics.rs`).
+pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToken>) -> Router {
+    // Every endpoint checks its query string before anything else runs, authentication
+    // included, so every endpoint refuses the same mistakes in the same order: the ones whose
+    // handlers take `Query<T>` against `T`, the others against no parameters at all, all
+    // through one parser (`query.rs`).
+    let none = || middleware::from_fn(only_query::<NoParameters>);
+    let unpaged = || middleware::from_fn(only_query::<UnpagedList>);
     let v2 = Router::new()
-        .route("/auth/identity", get(identity::identity))
-        .route("/environment", get(identity::environment))
-        .route("/environment/halt", post(environment::halt))
-        .route("/environment/resume", post(environment::resume))
+        .route(
+            "/auth/identity",
+            get(identity::identity).route_layer(none()),
+        )
+        .route(
+            "/environment",
+            get(identity::environment).route_layer(none()),
+        )
+        .route(
+            "/environment/halt",
+            post(environment::halt).route_layer(none()),
+        )
+        .route(
+            "/environment/resume",
+            post(environment::resume).route_layer(none()),
+        )
         .route(
             "/approval-policies",
-            get(policies::list).post(policies::create),
+            post(policies::create)
+                .route_layer(none())
+                .get(policies::list)
+                .route_layer(middleware::from_fn(only_query::<policies::ListQuery>)),
         )
-        .route("/approval-policies/evaluate", post(policies::evaluate))
+        .route(
+            "/approval-policies/evaluate",
+            post(policies::evaluate).route_layer(none()),
+        )
         .route(
             "/approval-policies/{id}",
             get(policies::get)
                 .patch(policies::update)
-                .delete(policies::delete),
+                .delete(policies::delete)
+                .route_layer(none()),
         )
-        .route("/approval-policies/{id}/versions", get(policies::versions))
+        .route(
+            "/approval-policies/{id}/versions",
+            get(policies::versions)
+                .route_layer(middleware::from_fn(only_query::<policies::VersionsQuery>)),
+        )
         .route(
             "/approval-policies/{id}/versions/{version}",
-            get(policies::version),
+            get(policies::version).route_layer(none()),
         )
-        .route("/impact-limits", get(limits::list).post(limits::create))
+        .route(
+            "/impact-limits",
+            post(limits::create)
+                .route_layer(none())
+                .get(limits::list)
+                .route_layer(middleware::from_fn(only_query::<limits::ListQuery>)),
+        )
         .route(
             "/impact-limits/{id}",
             get(limits::get)
                 .patch(limits::update)
-                .delete(limits::archive),
+                .delete(limits::archive)
+                .route_layer(none()),
         )
-        .route("/approvals", get(approvals::list).post(approvals::request))
-        .route("/approvals/{id}", get(approvals::get))
-        .route("/approvals/{id}/approve", post(approvals::approve))
-        .route("/approvals/{id}/deny", post(approvals::deny))
-        .route("/secrets", get(secrets::list))
+        .route(
+            "/approvals",
+            post(approvals::request)
+                .route_layer(none())
+                .get(approvals::list)
+                .route_layer(middleware::from_fn(only_query::<approvals::ListQuery>)),
+        )
+        .route(
+            "/approvals/{id}",
+            get(approvals::get)
+                .route_layer(middleware::from_fn(only_query::<approvals::WaitQuery>)),
+        )
+        .route(
+            "/approvals/{id}/approve",
+            post(approvals::approve).route_layer(none()),
+        )
+        .route(
+            "/approvals/{id}/deny",
+            post(approvals::deny).route_layer(none()),
+        )
+        .route("/secrets", get(secrets::list).route_layer(unpaged()))
         .route(
             "/secrets/{name}",
-            get(secrets::get).put(secrets::put).delete(secrets::delete),
+            get(secrets::get)
+                .put(secrets::put)
+                .delete(secrets::delete)
+                .route_layer(none()),
         )
-        .route("/actions", get(actions::list).post(actions::create))
-        .route("/actions/invocations", get(reads::list_invocations))
-        .route("/actions/invocations/{id}", get(reads::invocation))
-        .route("/actions/effects", get(reads::list_effects))
-        .route("/actions/effects/{id}", get(reads::effect))
-        .route("/actions/effects/{id}/reconcile", post(recovery::reconcile))
+        .route(
+            "/actions",
+            post(actions::create)
+                .route_layer(none())
+                .get(actions::list)
+                .route_layer(unpaged()),
+        )
+        .route(
+            "/actions/invocations",
+            get(reads::list_invocations)
+                .route_layer(middleware::from_fn(only_query::<reads::InvocationQuery>)),
+        )
+        .route(
+            "/actions/invocations/{id}",
+            get(reads::invocation).route_layer(none()),
+        )
+        .route(
+            "/actions/effects",
+            get(reads::list_effects)
+                .route_layer(middleware::from_fn(only_query::<reads::EffectQuery>)),
+        )
+        .route(
+            "/actions/effects/{id}",
+            get(reads::effect).route_layer(none()),
+        )
+        .route(
+            "/actions/effects/{id}/reconcile",
+            post(recovery::reconcile).route_layer(none()),
+        )
         .route(
             "/actions/effects/{id}/resolve",
-            post(recovery::resolve_effect),
+            post(recovery::resolve_effect).route_layer(none()),
         )
-        .route("/actions/effects/{id}/notes", post(recovery::note))
-        .route("/actions/effects/{id}/replay", post(recovery::replay))
+        .route(
+            "/actions/effects/{id}/notes",
+            post(recovery::note).route_layer(none()),
+        )
+        .route(
+            "/actions/effects/{id}/replay",
+            post(recovery::replay).route_layer(none()),
+        )
         .route(
             "/actions/invocations/{id}/resolve",
-            post(recovery::resolve_invocation),
+            post(recovery::resolve_invocation).route_layer(none()),
         )
         .route(
             "/actions/{reference}",
             get(actions::get)
                 .patch(actions::update)
-                .delete(actions::delete),
+                .delete(actions::delete)
+                .route_layer(none()),
         )
-        .route("/actions/{reference}/versions", get(actions::versions))
-        .route("/actions/{reference}/invoke", post(invoke::invoke))
+        .route(
+            "/actions/{reference}/versions",
+            get(actions::versions).route_layer(none()),
+        )
+        .route(
+            "/actions/{reference}/invoke",
+            post(invoke::invoke).route_layer(none()),
+        )
         .route(
             "/actions/{reference}/invocations",
-            get(reads::invocations_for_action),
+            get(reads::invocations_for_action)
+                .route_layer(middleware::from_fn(only_query::<reads::InvocationQuery>)),
         );
-    Router::new()
-        .route(
-            "/healthz",
-            get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
-        )
-        .route("/metrics", get(metrics))
-        .nest("/api/v2", v2)
+    let mut top = Router::new().route(
+        "/healthz",
+        get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+    );
+    if let Some(token) = metrics_token {
+        top = top.route("/metrics", scrape(Some(token)));
+    }
+    edge(top.nest("/api/v2", v2)).with_state(state)
+}
+
+/// The separate metrics listener's surface: `/metrics` alone, behind `metrics_token` if given.
+pub(crate) fn metrics_router(
+    state: AppState,
+    metrics_token: Option<metrics::MetricsToken>,
+) -> Router {
+    edge(Router::new().route("/metrics", scrape(metrics_token))).with_state(state)
+}
+
+fn scrape(
+    token: Option<metrics::MetricsToken>,
+) -> axum::routing::MethodRouter<AppState, std::convert::Infallible> {
+    get(move |State(state): State<AppState>, headers: HeaderMap| {
+        metrics::scrape(state, headers, token.clone())
+    })
+}
+
+/// What every listener's router gets: the 404 envelope for unknown paths, the one body limit,
+/// the envelope for every error (`rejection.rs`), and the request id.
+fn edge(routes: Router<AppState>) -> Router<AppState> {
+    routes
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
         })
+        .layer(DefaultBodyLimit::max(body::JSON_BODY_BYTES_MAX))
+        .layer(middleware::from_fn(rejection::envelope))
         .layer(middleware::from_fn(request_context))
-        .with_state(state)
+}
+
+/// No query parameters: the endpoints that take none refuse any, naming it.
+#[derive(Debug, serde::Deserialize)]
+struct NoParameters {}
+
+/// The lists that are not paged yet (`GET /actions`, `GET /secrets`) take the paging
+/// parameters the SDK sends (it asks for `/actions?limit=100`), check them, and answer with
+/// every item: at most one page's worth in any real environment.
+#[derive(Debug, serde::Deserialize)]
+#[allow(dead_code)] // Parsed to be checked, not used.
+struct UnpagedList {
+    limit: Option<u32>,
+    offset: Option<u32>,
+}
+
+/// Refuses a query string `T` does not describe, before the handler runs (`query.rs`).
+async fn only_query<T: serde::de::DeserializeOwned>(request: Request, next: Next) -> Response {
+    match query::parse::<T>(request.uri().query().unwrap_or_default()) {
+        Ok(_) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 /// Gives every response an `x-request-id` (the caller's if it sent a sane one) and logs the
@@ -138,21 +285,4 @@ async fn request_context(request: Request, next: Next) -> Response {
         "request"
     );
     response
-}
-
-async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
-    let unknown = state.store.count_unknown().await.unwrap_or(0);
-    let gauges = [(
-        "steward_unknown_effects",
-        "effects whose outcome is unknown, in every environment",
-        unknown,
-    )];
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
-        )],
-        state.metrics.render(&gauges),
-    )
-        .into_response()
 }

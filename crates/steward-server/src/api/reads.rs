@@ -1,11 +1,12 @@
 //! Reading invocations and effects, with the SDK's filters.
 
+use super::query::Query;
 use super::views;
 use crate::auth::Caller;
 use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use serde::Deserialize;
 use steward_core::{

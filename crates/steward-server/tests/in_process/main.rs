@@ -3,5 +3,6 @@
 
 mod harness;
 
+mod edge;
 mod replay_window;
 mod simulation;

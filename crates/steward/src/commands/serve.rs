@@ -3,8 +3,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 use steward_server::{
-    serve, ServerConfig, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
-    RECONCILE_INTERVAL_MS_DEFAULT, REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
+    serve, ConnectionLimits, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
+    BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
+    HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
+    REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
 };
 
 #[derive(clap::Args)]
@@ -31,6 +33,34 @@ pub struct Args {
     #[arg(long, env = "STEWARD_LEASE_MS", default_value_t = REPLICA_LEASE_MS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(REPLICA_LEASE_MS_MIN..))]
     lease_ms: u64,
+    /// How long a client has to send a request's headers, in milliseconds, counted from its
+    /// connection (first request) or from the first byte after an idle wait.
+    #[arg(long, env = "STEWARD_HEADER_READ_TIMEOUT_MS", default_value_t = HEADER_READ_TIMEOUT_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout_ms: u64,
+    /// How long a request's body may take to arrive once its headers are read, in
+    /// milliseconds.
+    #[arg(long, env = "STEWARD_BODY_READ_TIMEOUT_MS", default_value_t = BODY_READ_TIMEOUT_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_read_timeout_ms: u64,
+    /// How long a keep-alive connection may wait for its next request, in milliseconds.
+    #[arg(long, env = "STEWARD_IDLE_TIMEOUT_MS", default_value_t = IDLE_TIMEOUT_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_ms: u64,
+    /// How many client connections may be open at once, per listener. At the cap, a new
+    /// connection closes the oldest one with no request in flight. Keep it well under the
+    /// process's file limit (`ulimit -n`).
+    #[arg(long, env = "STEWARD_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    connections_max: usize,
+    /// Serve `/metrics` on the main listener to `Authorization: Bearer <token>` (at least 16
+    /// characters). Prefer the environment variable: flags show in the process list.
+    #[arg(long, env = "STEWARD_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
+    /// Serve `/metrics` alone on this second address (the token is required there too when
+    /// set). A non-loopback address requires --metrics-token.
+    #[arg(long, env = "STEWARD_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -45,6 +75,18 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         reconcile_interval: (args.reconcile_interval_ms > 0)
             .then(|| Duration::from_millis(args.reconcile_interval_ms)),
         lease: Duration::from_millis(args.lease_ms),
+        connection_limits: ConnectionLimits {
+            header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+            connections_max: args.connections_max,
+        },
+        metrics_token: args
+            .metrics_token
+            .as_deref()
+            .map(MetricsToken::new)
+            .transpose()?,
+        metrics_listen: args.metrics_listen,
     };
     serve(config, super::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -18,3 +18,4 @@ mod recovery;
 mod replicas;
 mod secrets;
 mod storage_failure;
+mod transport;

@@ -27,13 +27,22 @@ async fn settles(api: &Api, inv: &Value) -> Value {
     }
 }
 
+/// Opens `/metrics` on the main listener (it is not served without one).
+const METRICS_TOKEN: &str = "metrics-token-for-recovery-tests";
+
 fn refund_ids(w: &World) -> Vec<String> {
     w.fixture.refunds().into_iter().map(|r| r.id).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_background_reconciler_settles_lost_answers_as_confirmed() {
-    let mut w = world(&["--reconcile-interval-ms", "100"]).await;
+    let mut w = world(&[
+        "--reconcile-interval-ms",
+        "100",
+        "--metrics-token",
+        METRICS_TOKEN,
+    ])
+    .await;
     for (n, mode) in [
         (1, FaultMode::DropAfterCommit),
         (2, FaultMode::ErrorAfterCommit),
@@ -58,7 +67,10 @@ async fn the_background_reconciler_settles_lost_answers_as_confirmed() {
     assert_eq!(w.fixture.write_count(), 2);
 
     // Counters are per process: read them before the restart below.
-    let metrics = reqwest::get(format!("{}/metrics", w.server.url))
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", w.server.url))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
         .await
         .unwrap()
         .text()
