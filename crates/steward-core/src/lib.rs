@@ -38,6 +38,7 @@ mod canonical;
 mod classify;
 mod crash;
 mod effect;
+mod hosts;
 mod ids;
 pub mod impact;
 mod invocation;
@@ -56,13 +57,14 @@ pub use effect::{
     next, EffectEvent, EffectState, Grade, IllegalTransition, ManualOutcome, Outcome, Rejection,
     Stage, Work,
 };
+pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
     ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
     InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
 pub use scope::{scopes, Role, PRIVILEGED};
-pub use secret::{host_matches, hosts_within, is_valid_secret_name, redact, Placement, REDACTED};
+pub use secret::{is_valid_secret_name, redact, Placement, REDACTED};
 pub use template::{
     check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
 };

@@ -27,8 +27,8 @@ use crate::state::AppState;
 use prepare::{Blocked, Prepared, PreparedBody};
 use serde_json::{json, Value};
 use steward_core::{
-    classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, EffectEvent, EffectState,
-    IdempotencyKey,
+    classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, Destination, EffectEvent,
+    EffectState, IdempotencyKey,
 };
 use steward_store::{
     Actor, AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, InvocationRecord,
@@ -198,7 +198,7 @@ async fn checked(
     def: &ActionDefinition,
     effect_key: Option<&str>,
     secrets: Option<&[SecretRecord]>,
-) -> Result<(Prepared, String), Blocked> {
+) -> Result<(Prepared, Destination), Blocked> {
     let prepared = prepare::prepare(state, inv, def, effect_key, secrets).await?;
     let host = state
         .outbound
@@ -223,7 +223,7 @@ fn begin_change(
     from: EffectState,
     event: EffectEvent,
     number: u32,
-    host: &str,
+    host: &Destination,
     prepared: &Prepared,
     effect_key: Option<&str>,
 ) -> Result<EffectChange, ApiError> {

@@ -8,6 +8,7 @@
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use steward_core::Destination;
 use url::Url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,8 +88,9 @@ pub fn is_internal(ip: IpAddr) -> bool {
 }
 
 impl OutboundPolicy {
-    /// Checks scheme and address before anything is recorded or sent. Returns the host name.
-    pub async fn check(&self, url: &str) -> Result<String, OutboundError> {
+    /// Checks scheme and address before anything is recorded or sent. Returns where the request
+    /// goes (scheme, host, port), for the secrets' `allowedHosts`.
+    pub async fn check(&self, url: &str) -> Result<Destination, OutboundError> {
         let parsed = Url::parse(url).map_err(|_| OutboundError::BadUrl)?;
         let host = parsed
             .host_str()
@@ -100,24 +102,26 @@ impl OutboundPolicy {
             "http" if self.allow_insecure => {}
             _ => return Err(OutboundError::NotHttps),
         }
+        let port = parsed
+            .port_or_known_default()
+            .ok_or(OutboundError::BadUrl)?;
+        let destination =
+            Destination::new(parsed.scheme(), &host, port).ok_or(OutboundError::BadUrl)?;
         if self.allow_insecure {
-            return Ok(host);
+            return Ok(destination);
         }
         let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
             Ok(ip) => vec![ip],
-            Err(_) => {
-                let port = parsed.port_or_known_default().unwrap_or(443);
-                tokio::net::lookup_host((host.as_str(), port))
-                    .await
-                    .map_err(|_| OutboundError::Unresolvable { host: host.clone() })?
-                    .map(|a| a.ip())
-                    .collect()
-            }
+            Err(_) => tokio::net::lookup_host((host.as_str(), port))
+                .await
+                .map_err(|_| OutboundError::Unresolvable { host: host.clone() })?
+                .map(|a| a.ip())
+                .collect(),
         };
         if addrs.is_empty() || addrs.iter().any(|ip| is_internal(*ip)) {
             return Err(OutboundError::Internal { host });
         }
-        Ok(host)
+        Ok(destination)
     }
 }
 
@@ -235,7 +239,11 @@ mod tests {
         };
         assert_eq!(
             open.check("http://127.0.0.1:9/x").await.unwrap(),
-            "127.0.0.1"
+            Destination::new("http", "127.0.0.1", 9).unwrap()
+        );
+        assert_eq!(
+            open.check("http://[::1]/x").await.unwrap(),
+            Destination::new("http", "::1", 80).unwrap()
         );
     }
 }

@@ -13,7 +13,9 @@ async fn no_response_or_log_line_contains_a_secret_value() {
         .call(
             "PUT",
             "/secrets/API_TOKEN",
-            Some(json!({"value": template_secret, "allowedHosts": ["127.0.0.1"]})),
+            Some(
+                json!({"value": template_secret, "allowedHosts": [host_port(&w.fixture.base_url())]}),
+            ),
             None,
         )
         .await;
