@@ -2,7 +2,8 @@
 //!
 //! The write path, in order (docs/ARCHITECTURE.md numbers it the same way):
 //! 1. (invoke) the request is accepted and governed, from one read of what it needs;
-//! 2. the request is prepared and checked (secrets, hosts, placements, outbound safety); a
+//! 2. the request is prepared and checked (secrets, hosts and ports, placements, outbound safety,
+//!    and the whole request built as HTTP will carry it, `request.rs`); a
 //!    refusal records the invocation, settles it `failed`, and nothing is sent;
 //! 3. the invocation, its impact reservation and its attempt (`dispatching`, owned by this
 //!    replica) are committed in one transaction (`Store::submit_and_begin`,
@@ -18,13 +19,14 @@
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
+pub(crate) mod request;
 pub(crate) mod reserve;
 pub(crate) mod stripe;
 
 use crate::crash;
 use crate::error::ApiError;
 use crate::state::AppState;
-use prepare::{Blocked, Prepared, PreparedBody};
+use prepare::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
     classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, Destination, EffectEvent,
@@ -190,8 +192,8 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         .map(|_| ())
 }
 
-/// Write path step 2: the request is prepared and checked (secrets, destination, the secrets'
-/// hosts). `Err` means it must not be sent; nothing was recorded.
+/// Write path step 2: the request is prepared and checked (secrets, the request as HTTP will
+/// carry it, destination, the secrets' hosts). `Err` means it must not be sent; nothing was recorded.
 async fn checked(
     state: &AppState,
     inv: &InvocationRecord,
@@ -200,6 +202,9 @@ async fn checked(
     secrets: Option<&[SecretRecord]>,
 ) -> Result<(Prepared, Destination), Blocked> {
     let prepared = prepare::prepare(state, inv, def, effect_key, secrets).await?;
+    // The whole request (URL, method, header names and values, body) must be one HTTP can
+    // carry, or it is refused here, unrecorded and unsent, rather than failing once it is sent.
+    request::build(&state.http, &prepared, state.dispatch_timeout)?;
     let host = state
         .outbound
         .check(&prepared.url)
@@ -404,22 +409,30 @@ struct Answer {
 }
 
 async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError> {
-    let mut request = state
-        .http
-        .request(prepared.method.clone(), &prepared.url)
-        .timeout(state.dispatch_timeout);
-    for (name, value) in &prepared.headers {
-        request = request.header(name, value);
-    }
-    request = match &prepared.body {
-        Some(PreparedBody::Json(v)) => request.json(v),
-        Some(PreparedBody::Form(f)) => request
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(f.clone()),
-        None => request,
+    let not_sent = |report: AttemptReport| Answer {
+        report,
+        status: None,
+        body: None,
+        external_reference: None,
+        verified: None,
+    };
+    // Checked in step 2 already; should it fail now all the same, nothing left.
+    let request = match request::build(&state.http, prepared, state.dispatch_timeout) {
+        Ok(r) => r,
+        Err(blocked) => {
+            return Ok(not_sent(AttemptReport::NotBuilt {
+                reason: blocked.message,
+            }))
+        }
     };
     let transport_failure = |err: reqwest::Error| -> AttemptReport {
-        if err.is_connect() {
+        // The client refused to build or start the request (a URL or header it cannot
+        // carry): it never opened a connection for it.
+        if err.is_builder() {
+            AttemptReport::NotBuilt {
+                reason: describe(err),
+            }
+        } else if err.is_connect() {
             AttemptReport::NotConnected {
                 reason: describe(err),
             }
@@ -431,17 +444,9 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
             }
         }
     };
-    let response = match request.send().await {
+    let response = match state.http.execute(request).await {
         Ok(r) => r,
-        Err(e) => {
-            return Ok(Answer {
-                report: transport_failure(e),
-                status: None,
-                body: None,
-                external_reference: None,
-                verified: None,
-            })
-        }
+        Err(e) => return Ok(not_sent(transport_failure(e))),
     };
     crash::reach(state, CrashPoint::ServerAfterSend)?;
     let status = response.status().as_u16();

@@ -288,3 +288,126 @@ async fn validation_errors_name_the_field_and_record_nothing() {
         "every response has x-request-id"
     );
 }
+
+#[tokio::test]
+async fn a_request_http_cannot_carry_is_failed_unsent_and_holds_no_impact_reservation() {
+    let w = world(&[]).await;
+    let fixture_host = host_port(&w.fixture.base_url());
+    let limit = w
+        .operator
+        .post(
+            "/impact-limits",
+            serde_json::json!({"name": "five mutations", "dimension": "resource_mutations",
+                               "period": "total", "amount": 5}),
+        )
+        .await;
+    assert_eq!(limit.status, 201, "{:?}", limit.body);
+    let limit_id = limit.data()["id"].as_str().unwrap().to_string();
+    // A template action that puts part of the input into a header.
+    let created = w
+        .operator
+        .post(
+            "/actions",
+            serde_json::json!({
+                "name": "noted",
+                "method": "POST",
+                "urlTemplate": format!("{}/v1/refunds", w.fixture.base_url()),
+                "headers": {"Authorization": "Bearer {{secret:STRIPE_TEST_KEY}}",
+                            "X-Note": "{{input.note}}"},
+                "bodyTemplate": {"payment_intent": "{{input.pi}}", "amount": "{{input.amount}}"},
+                "impact": {"dimension": "resource_mutations", "amount": "1", "bound": "exact"}
+            }),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    // An adapter whose credential holds a line break (a header injection from the vault).
+    let bad_secret = "sk_test_badKey\r\nX-Injected: 1";
+    let put = w
+        .operator
+        .call(
+            "PUT",
+            "/secrets/BROKEN_KEY",
+            Some(serde_json::json!({"value": bad_secret, "allowedHosts": [fixture_host]})),
+            None,
+        )
+        .await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    let created = w
+        .operator
+        .post(
+            "/actions",
+            serde_json::json!({
+                "name": "broken-key",
+                "adapter": {
+                    "type": "stripe.refund",
+                    "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                               "baseUrl": w.fixture.base_url()},
+                    "credentialSecret": "BROKEN_KEY"
+                }
+            }),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+
+    let mut bad = Vec::new();
+    for (n, note) in [
+        "a\r\nX-Evil: 1",
+        "line\nbreak",
+        "carriage\rreturn",
+        "nul\u{0}byte",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let input = serde_json::json!({"pi": format!("pi_bad_{n}"), "amount": 10, "note": note});
+        bad.push(w.agent.invoke("noted", input, None, None).await);
+    }
+    bad.push(
+        w.agent
+            .invoke("broken-key", refund_input(7), None, None)
+            .await,
+    );
+    for reply in &bad {
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert_eq!(reply.data()["status"], "failed", "{:?}", reply.body);
+        assert_eq!(reply.data()["grade"], "failed", "{:?}", reply.body);
+        assert_eq!(reply.data()["error"]["code"], "request_invalid");
+        let effect = w
+            .operator
+            .get(&format!(
+                "/actions/effects/{}",
+                reply.data()["effectId"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(effect.data()["outcome"], "failed", "{:?}", effect.body);
+        assert_eq!(
+            effect.data()["attempts"].as_array().unwrap().len(),
+            0,
+            "no attempt was recorded: {:?}",
+            effect.body
+        );
+    }
+    assert_eq!(w.fixture.write_count(), 0, "nothing was sent");
+    let unresolved = w.operator.get("/actions/effects?unresolved=true").await;
+    assert_eq!(unresolved.data().as_array().unwrap().len(), 0);
+
+    // None of the five holds any of the limit: a legitimate sixth goes through.
+    let good = w
+        .agent
+        .invoke(
+            "noted",
+            serde_json::json!({"pi": "pi_good", "amount": 10, "note": "fine"}),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(good.data()["status"], "succeeded", "{:?}", good.body);
+    assert_eq!(w.fixture.write_count(), 1);
+    let after = w.operator.get(&format!("/impact-limits/{limit_id}")).await;
+    assert_eq!(after.data()["consumed"], 1, "{:?}", after.body);
+    assert_eq!(after.data()["reserved"], 0);
+    assert_eq!(after.data()["unknownExposure"], 0);
+    for body in w.agent.seen.lock().unwrap().iter() {
+        assert!(!body.contains("sk_test_badKey"), "{body}");
+    }
+}
