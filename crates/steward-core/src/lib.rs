@@ -43,6 +43,7 @@ mod ids;
 pub mod impact;
 mod invocation;
 pub mod policy;
+mod redact;
 mod scope;
 mod secret;
 mod template;
@@ -63,8 +64,9 @@ pub use ids::{
     InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
+pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};
 pub use scope::{scopes, Role, PRIVILEGED};
-pub use secret::{is_valid_secret_name, redact, Placement, REDACTED};
+pub use secret::{is_valid_secret_name, Placement};
 pub use template::{
     check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
 };

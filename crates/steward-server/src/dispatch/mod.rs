@@ -29,8 +29,8 @@ use crate::state::AppState;
 use prepare::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
-    classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, Destination, EffectEvent,
-    EffectState, IdempotencyKey,
+    classify, next, redact, redact_json, ActionDefinition, AttemptReport, CrashPoint, Destination,
+    EffectEvent, EffectState, IdempotencyKey,
 };
 use steward_store::{
     Actor, AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, InvocationRecord,
@@ -517,12 +517,6 @@ fn parse_body(bytes: &[u8]) -> Value {
     Value::String(text)
 }
 
-/// Scrubs every secret value out of a JSON value.
-fn scrub(value: &Value, secrets: &[String]) -> Value {
-    let text = redact(&value.to_string(), secrets);
-    serde_json::from_str(&text).unwrap_or(Value::String(text))
-}
-
 async fn record_answer(
     state: &AppState,
     inv: &InvocationRecord,
@@ -568,8 +562,10 @@ async fn record_answer(
         error: failed.then(|| reason.clone()),
     });
     change.response_status = answer.status;
-    change.response_body = answer.body.as_ref().map(|b| scrub(b, &secrets));
-    change.external_reference = answer.external_reference;
+    // On parsed values: the provider's own JSON escaping is undone before the secrets are
+    // looked for (in every encoding `steward_core::redact` covers).
+    change.response_body = answer.body.as_ref().map(|b| redact_json(b, &secrets));
+    change.external_reference = answer.external_reference.map(|r| redact(&r, &secrets));
     if failed {
         let code = match to {
             EffectState::Unknown => "outcome_unknown",

@@ -81,9 +81,10 @@ pub fn build(
         None => builder,
     };
     builder.build().map_err(|e| {
+        let why = steward_core::redact(&super::describe(e), &secrets);
         Blocked::new(
             REQUEST_INVALID,
-            format!("the request could not be built: {}", super::describe(e)),
+            format!("the request could not be built: {why}"),
         )
     })
 }
