@@ -192,68 +192,86 @@ fn matches(text: &str, needle: &str, ranges: &mut Vec<(usize, usize)>) {
     }
 }
 
+/// What is looked for: each secret and each of its base64 forms (each matched in every
+/// encoding `char_ends` knows), worked out once for a whole answer.
+struct Needles(Vec<String>);
+
+impl Needles {
+    fn of(secret_values: &[String]) -> Needles {
+        let mut all = Vec::new();
+        for secret in secret_values.iter().filter(|v| !v.is_empty()) {
+            all.push(secret.clone());
+            all.extend(base64_forms(secret));
+        }
+        Needles(all)
+    }
+
+    fn redact(&self, text: &str) -> String {
+        let mut ranges = Vec::new();
+        for needle in &self.0 {
+            matches(text, needle, &mut ranges);
+        }
+        if ranges.is_empty() {
+            return text.to_string();
+        }
+        ranges.sort_unstable();
+        let mut out = String::with_capacity(text.len());
+        let mut copied = 0;
+        let mut i = 0;
+        while i < ranges.len() {
+            let (start, mut end) = ranges[i];
+            while i + 1 < ranges.len() && ranges[i + 1].0 <= end {
+                i += 1;
+                end = end.max(ranges[i].1);
+            }
+            out.push_str(&text[copied..start]);
+            out.push_str(REDACTED);
+            copied = end;
+            i += 1;
+        }
+        out.push_str(&text[copied..]);
+        out
+    }
+
+    fn redact_json(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.redact(s)),
+            Value::Number(n) => {
+                let text = n.to_string();
+                let scrubbed = self.redact(&text);
+                if scrubbed == text {
+                    value.clone()
+                } else {
+                    Value::String(scrubbed)
+                }
+            }
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|i| self.redact_json(i)).collect())
+            }
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (self.redact(k), self.redact_json(v)))
+                    .collect(),
+            ),
+            Value::Null | Value::Bool(_) => value.clone(),
+        }
+    }
+}
+
 /// Replaces every occurrence of every secret value in `text`, in every encoding the module's
 /// comment lists.
 pub fn redact(text: &str, secret_values: &[String]) -> String {
-    let mut ranges = Vec::new();
-    for secret in secret_values.iter().filter(|v| !v.is_empty()) {
-        matches(text, secret, &mut ranges);
-        for form in base64_forms(secret) {
-            matches(text, &form, &mut ranges);
-        }
-    }
-    if ranges.is_empty() {
-        return text.to_string();
-    }
-    ranges.sort_unstable();
-    let mut out = String::with_capacity(text.len());
-    let mut copied = 0;
-    let mut i = 0;
-    while i < ranges.len() {
-        let (start, mut end) = ranges[i];
-        while i + 1 < ranges.len() && ranges[i + 1].0 <= end {
-            i += 1;
-            end = end.max(ranges[i].1);
-        }
-        out.push_str(&text[copied..start]);
-        out.push_str(REDACTED);
-        copied = end;
-        i += 1;
-    }
-    out.push_str(&text[copied..]);
-    out
+    Needles::of(secret_values).redact(text)
 }
 
 /// Redacts a parsed JSON value: every string and every key (after the provider's own escaping
 /// was undone by parsing), and a number that spells a secret becomes the redacted string.
 pub fn redact_json(value: &Value, secret_values: &[String]) -> Value {
-    if secret_values.iter().all(|s| s.is_empty()) {
+    let needles = Needles::of(secret_values);
+    if needles.0.is_empty() {
         return value.clone();
     }
-    match value {
-        Value::String(s) => Value::String(redact(s, secret_values)),
-        Value::Number(n) => {
-            let text = n.to_string();
-            let scrubbed = redact(&text, secret_values);
-            if scrubbed == text {
-                value.clone()
-            } else {
-                Value::String(scrubbed)
-            }
-        }
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|i| redact_json(i, secret_values))
-                .collect(),
-        ),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (redact(k, secret_values), redact_json(v, secret_values)))
-                .collect(),
-        ),
-        Value::Null | Value::Bool(_) => value.clone(),
-    }
+    needles.redact_json(value)
 }
 
 #[cfg(test)]
@@ -436,5 +454,18 @@ mod tests {
     fn text_around_matches_is_kept_whole() {
         let out = redact("é sk_x é %sk_x% \\sk_x", &secrets(&["sk_x"]));
         assert_eq!(out, "é [REDACTED] é %[REDACTED]% \\[REDACTED]");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn redaction_never_panics_and_always_removes_the_plain_secret(
+            text in "\\PC{0,60}",
+            secret in "[a-z%+\\\\\" /=é]{1,12}",
+        ) {
+            let wrapped = format!("{text}{secret}{text}");
+            let out = redact(&wrapped, &secrets(&[&secret]));
+            proptest::prop_assert!(out.contains(REDACTED));
+            proptest::prop_assert_eq!(redact(&secret, &secrets(&[&secret])), REDACTED);
+        }
     }
 }
