@@ -205,6 +205,7 @@ async fn a_secret_echoed_json_escaped_or_percent_encoded_is_redacted_everywhere(
         let id = reply.data()["id"]
             .as_str()
             .unwrap_or_else(|| panic!("{:?}", reply.body));
+        w.agent.get(&format!("/actions/invocations/{id}")).await;
         if let Some(effect) = reply.data()["effectId"].as_str() {
             w.operator.get(&format!("/actions/effects/{effect}")).await;
         }
