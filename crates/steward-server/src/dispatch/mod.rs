@@ -409,7 +409,7 @@ struct Answer {
 }
 
 async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError> {
-    let not_sent = |report: AttemptReport| Answer {
+    let no_answer = |report: AttemptReport| Answer {
         report,
         status: None,
         body: None,
@@ -420,33 +420,14 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
     let request = match request::build(&state.http, prepared, state.dispatch_timeout) {
         Ok(r) => r,
         Err(blocked) => {
-            return Ok(not_sent(AttemptReport::NotBuilt {
+            return Ok(no_answer(AttemptReport::NotBuilt {
                 reason: blocked.message,
             }))
         }
     };
-    let transport_failure = |err: reqwest::Error| -> AttemptReport {
-        // The client refused to build or start the request (a URL or header it cannot
-        // carry): it never opened a connection for it.
-        if err.is_builder() {
-            AttemptReport::NotBuilt {
-                reason: describe(err),
-            }
-        } else if err.is_connect() {
-            AttemptReport::NotConnected {
-                reason: describe(err),
-            }
-        } else if err.is_timeout() {
-            AttemptReport::TimedOut
-        } else {
-            AttemptReport::BrokenAfterSend {
-                reason: describe(err),
-            }
-        }
-    };
     let response = match state.http.execute(request).await {
         Ok(r) => r,
-        Err(e) => return Ok(not_sent(transport_failure(e))),
+        Err(e) => return Ok(no_answer(transport_failure(e))),
     };
     crash::reach(state, CrashPoint::ServerAfterSend)?;
     let status = response.status().as_u16();
@@ -490,6 +471,27 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
         external_reference: reference,
         verified: None,
     })
+}
+
+/// What a transport error says about whether the request left.
+fn transport_failure(err: reqwest::Error) -> AttemptReport {
+    // The client refused to build or start the request (a URL or header it cannot carry): it
+    // never opened a connection for it.
+    if err.is_builder() {
+        AttemptReport::NotBuilt {
+            reason: describe(err),
+        }
+    } else if err.is_connect() {
+        AttemptReport::NotConnected {
+            reason: describe(err),
+        }
+    } else if err.is_timeout() {
+        AttemptReport::TimedOut
+    } else {
+        AttemptReport::BrokenAfterSend {
+            reason: describe(err),
+        }
+    }
 }
 
 /// A transport error's chain, without the URL (a template may put a secret in its query).
@@ -630,4 +632,26 @@ async fn late_answer(
 /// The provider identity Steward sends for an effect: the same for every attempt, ever.
 pub fn provider_idempotency_key(effect: &steward_core::EffectId) -> String {
     format!("steward-{effect}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_the_client_cannot_build_is_classified_never_sent() {
+        let client = reqwest::Client::new();
+        let err = client
+            .post("http://127.0.0.1:9/x")
+            .header("x-note", "a\r\nX-Evil: 1")
+            .send()
+            .await
+            .expect_err("a header value with CR LF cannot be sent");
+        let report = transport_failure(err);
+        assert!(
+            matches!(report, AttemptReport::NotBuilt { .. }),
+            "{report:?}"
+        );
+        assert_eq!(classify(&report).event, EffectEvent::NotSent);
+    }
 }
