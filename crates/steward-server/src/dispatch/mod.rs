@@ -507,16 +507,29 @@ fn describe(err: reqwest::Error) -> String {
     text
 }
 
+/// The answer's JSON, or its text when it is not JSON (cut only once it is redacted, so that no
+/// cut can leave the start of a secret behind).
 fn parse_body(bytes: &[u8]) -> Value {
-    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-        return v;
+    serde_json::from_slice::<Value>(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// The body as it is stored: every secret redacted (on parsed values: the provider's own JSON
+/// escaping is undone before the secrets are looked for, in every encoding
+/// `steward_core::redact` covers), then a text answer cut to [`RESPONSE_BODY_BYTES_MAX`].
+fn stored_body(body: &Value, secrets: &[String]) -> Value {
+    match redact_json(body, secrets) {
+        Value::String(mut text) if text.len() > RESPONSE_BODY_BYTES_MAX => {
+            let mut cut = RESPONSE_BODY_BYTES_MAX;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(" [truncated]");
+            Value::String(text)
+        }
+        other => other,
     }
-    let cut = bytes.len().min(RESPONSE_BODY_BYTES_MAX);
-    let mut text = String::from_utf8_lossy(&bytes[..cut]).into_owned();
-    if bytes.len() > cut {
-        text.push_str(" [truncated]");
-    }
-    Value::String(text)
 }
 
 async fn record_answer(
@@ -564,9 +577,7 @@ async fn record_answer(
         error: failed.then(|| reason.clone()),
     });
     change.response_status = answer.status;
-    // On parsed values: the provider's own JSON escaping is undone before the secrets are
-    // looked for (in every encoding `steward_core::redact` covers).
-    change.response_body = answer.body.as_ref().map(|b| redact_json(b, &secrets));
+    change.response_body = answer.body.as_ref().map(|b| stored_body(b, &secrets));
     change.external_reference = answer.external_reference.map(|r| redact(&r, &secrets));
     if failed {
         let code = match to {
@@ -637,6 +648,29 @@ pub fn provider_idempotency_key(effect: &steward_core::EffectId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_answer_is_cut_only_after_it_is_redacted() {
+        let secret = "sk_test_straddles_the_cut".to_string();
+        let mut text = "x".repeat(RESPONSE_BODY_BYTES_MAX - 5);
+        text.push_str(&secret);
+        let stored = stored_body(&parse_body(text.as_bytes()), std::slice::from_ref(&secret));
+        let stored = stored.as_str().unwrap();
+        // Before, the cut came first and left the secret's first five bytes behind.
+        assert!(
+            !stored.contains("sk_te"),
+            "{}",
+            &stored[stored.len() - 40..]
+        );
+        assert!(stored.ends_with("x[REDA [truncated]"));
+        let long = "y".repeat(RESPONSE_BODY_BYTES_MAX + 10);
+        let stored = stored_body(&parse_body(long.as_bytes()), &[]);
+        assert!(stored.as_str().unwrap().ends_with(" [truncated]"));
+        assert_eq!(
+            stored.as_str().unwrap().len(),
+            RESPONSE_BODY_BYTES_MAX + " [truncated]".len()
+        );
+    }
 
     #[tokio::test]
     async fn a_request_the_client_cannot_build_is_classified_never_sent() {
