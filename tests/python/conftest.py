@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,6 +170,12 @@ class Steward:
             )
         )
 
+    @property
+    def fixture_host(self) -> str:
+        """The fixture's `host:port`, as an `allowedHosts` entry names it (an entry without a
+        port allows only the scheme's default port, 80 or 443)."""
+        return urllib.parse.urlsplit(self.fixture_url).netloc
+
     def last_response(self) -> Recorded:
         return self.recorded[-1]
 
@@ -280,13 +287,13 @@ def other_operator(steward: Steward) -> anlyon.Client:
 
 
 @pytest.fixture(scope="session")
-def stripe_secret(operator: anlyon.Client) -> str:
-    """The adapter's credential, vaulted through the SDK, allowed only to loopback."""
+def stripe_secret(steward: Steward, operator: anlyon.Client) -> str:
+    """The adapter's credential, vaulted through the SDK, allowed only to the fixture."""
     operator.secrets.put(
         STRIPE_SECRET_NAME,
         value=STRIPE_SECRET_VALUE,
         description="fixture test key",
-        allowed_hosts=[LOOPBACK],
+        allowed_hosts=[steward.fixture_host],
     )
     return STRIPE_SECRET_NAME
 

@@ -17,7 +17,7 @@ import anlyon
 import pytest
 from anlyon import AnlyonError, ScopeCheckError
 
-from conftest import LOOPBACK, STRIPE_SECRET_NAME, STRIPE_SECRET_VALUE, Steward, create_key
+from conftest import STRIPE_SECRET_NAME, STRIPE_SECRET_VALUE, Steward, create_key
 
 PRIVILEGED = {
     "actions:resolve",
@@ -59,7 +59,7 @@ class Env:
         self.operator = steward.client(create_key(steward.data_dir, name, f"{name}-op", role="operator"))
         self.approver = steward.client(create_key(steward.data_dir, name, f"{name}-approver", role="operator"))
         self.agent = steward.client(create_key(steward.data_dir, name, f"{name}-agent"))
-        self.operator.secrets.put(STRIPE_SECRET_NAME, value=STRIPE_SECRET_VALUE, allowed_hosts=[LOOPBACK])
+        self.operator.secrets.put(STRIPE_SECRET_NAME, value=STRIPE_SECRET_VALUE, allowed_hosts=[steward.fixture_host])
 
     def refund_action(self, name: str, **extra: Any) -> dict[str, Any]:
         adapter = {

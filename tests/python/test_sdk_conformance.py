@@ -25,7 +25,7 @@ from anlyon import (
 )
 from anlyon.resources import actions as sdk_actions
 
-from conftest import LOOPBACK, STRIPE_SECRET_NAME, Steward
+from conftest import STRIPE_SECRET_NAME, Steward
 
 AGENT_SCOPES = {
     "actions:read",
@@ -151,9 +151,9 @@ def test_secrets_are_write_only_and_rotation_never_widens(steward: Steward,
         return response.data
 
     put = clean(operator.secrets.put(name, value=first_value, description="demo",
-                                     allowed_hosts=[LOOPBACK, "api.example.com"]), first_value)
+                                     allowed_hosts=[steward.fixture_host, "api.example.com"]), first_value)
     assert put["name"] == name
-    assert sorted(put["allowedHosts"]) == sorted([LOOPBACK, "api.example.com"])
+    assert sorted(put["allowedHosts"]) == sorted([steward.fixture_host, "api.example.com"])
     assert put["description"] == "demo"
 
     listed = clean(operator.secrets.list(), first_value)
@@ -163,25 +163,25 @@ def test_secrets_are_write_only_and_rotation_never_widens(steward: Steward,
     assert got["name"] == name and got["version"] == put["version"]
 
     # Narrowing on rotation is allowed.
-    narrowed = clean(operator.secrets.put(name, value=second_value, allowed_hosts=[LOOPBACK]),
+    narrowed = clean(operator.secrets.put(name, value=second_value, allowed_hosts=[steward.fixture_host]),
                      first_value, second_value)
-    assert narrowed["allowedHosts"] == [LOOPBACK]
+    assert narrowed["allowedHosts"] == [steward.fixture_host]
     assert narrowed["version"] > put["version"]
     assert narrowed["description"] == "demo", "a field left out is kept"
 
     # Omitting allowed_hosts keeps the restriction.
     kept = clean(operator.secrets.put(name, value=second_value), first_value, second_value)
-    assert kept["allowedHosts"] == [LOOPBACK]
+    assert kept["allowedHosts"] == [steward.fixture_host]
 
     # Widening (adding a host, or clearing the list) is refused, and nothing changes.
-    for widened in ([LOOPBACK, "api.example.com"], None):
+    for widened in ([steward.fixture_host, "api.example.com"], None):
         err = expect_error(
             lambda: operator.secrets.put(name, value=first_value, allowed_hosts=widened),
             status=400, code="VALIDATION_ERROR", error_type=ValidationError)
         assert err.details["field"] == "allowedHosts", err.details
         assert first_value not in str(err) and first_value not in repr(err.details)
     after = clean(operator.secrets.get(name), first_value, second_value)
-    assert after["allowedHosts"] == [LOOPBACK]
+    assert after["allowedHosts"] == [steward.fixture_host]
     assert after["version"] == kept["version"], "a refused rotation must not rotate the value"
 
     deleted = operator.secrets.delete(name).data
@@ -197,7 +197,7 @@ def test_the_adapter_credential_is_only_metadata(steward: Steward, operator: anl
                                                  stripe_secret: str) -> None:
     got = operator.secrets.get(stripe_secret)
     assert got.data["name"] == STRIPE_SECRET_NAME
-    assert got.data["allowedHosts"] == [LOOPBACK]
+    assert got.data["allowedHosts"] == [steward.fixture_host]
     for value in steward.secret_values:
         assert value not in repr(got.data)
 
@@ -667,7 +667,8 @@ def test_secret_destination_policy_blocks_the_request(steward: Steward,
     body = {"payment_intent": "{{input.pi}}", "amount": "{{input.amount}}"}
     cases = [
         ("SDK_ELSEWHERE_KEY", {"allowed_hosts": ["api.example.com"]}, "sdk-wrong-host"),
-        ("SDK_BODY_ONLY_KEY", {"allowed_hosts": [LOOPBACK], "allowed_placements": ["body"]},
+        ("SDK_BODY_ONLY_KEY", {"allowed_hosts": [steward.fixture_host],
+                               "allowed_placements": ["body"]},
          "sdk-wrong-placement"),
     ]
     for secret, policy, action in cases:

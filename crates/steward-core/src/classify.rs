@@ -10,6 +10,9 @@ use crate::effect::EffectEvent;
 pub enum AttemptReport {
     /// No connection was ever established (refused, unreachable, DNS): no byte was sent.
     NotConnected { reason: String },
+    /// The request could not be built (a header value or URL HTTP cannot carry): it never
+    /// reached a connection, so no byte was sent.
+    NotBuilt { reason: String },
     /// The deadline passed after the request may have been sent.
     TimedOut,
     /// The connection broke after the request may have been sent (reset, EOF, broken body).
@@ -38,6 +41,10 @@ pub fn classify(report: &AttemptReport) -> Classified {
         AttemptReport::NotConnected { reason } => (
             EffectEvent::NotSent,
             format!("never sent: no connection to the provider ({reason})"),
+        ),
+        AttemptReport::NotBuilt { reason } => (
+            EffectEvent::NotSent,
+            format!("never sent: the request could not be built ({reason})"),
         ),
         AttemptReport::TimedOut => (
             EffectEvent::Ambiguous,
@@ -107,6 +114,13 @@ mod tests {
         assert_eq!(
             classify(&AttemptReport::NotConnected {
                 reason: "refused".into()
+            })
+            .event,
+            EffectEvent::NotSent
+        );
+        assert_eq!(
+            classify(&AttemptReport::NotBuilt {
+                reason: "bad header".into()
             })
             .event,
             EffectEvent::NotSent

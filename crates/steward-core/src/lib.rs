@@ -38,10 +38,12 @@ mod canonical;
 mod classify;
 mod crash;
 mod effect;
+mod hosts;
 mod ids;
 pub mod impact;
 mod invocation;
 pub mod policy;
+mod redact;
 mod schema_bounds;
 mod scope;
 mod secret;
@@ -58,16 +60,18 @@ pub use effect::{
     next, EffectEvent, EffectState, Grade, IllegalTransition, ManualOutcome, Outcome, Rejection,
     Stage, Work,
 };
+pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
     ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
     InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
+pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};
 pub use schema_bounds::{
     check_schema_bounds, SCHEMA_DEPTH_MAX, SCHEMA_IN_PLACE_CHECKS_MAX, SCHEMA_NODES_MAX,
 };
 pub use scope::{scopes, Role, PRIVILEGED};
-pub use secret::{host_matches, hosts_within, is_valid_secret_name, redact, Placement, REDACTED};
+pub use secret::{is_valid_secret_name, Placement};
 pub use template::{
     check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
 };

@@ -331,7 +331,8 @@ impl StewardApi {
             .data)
     }
 
-    /// `PUT /secrets/{name}`: stores a write-only secret bound to `allowed_hosts`.
+    /// `PUT /secrets/{name}`: stores a write-only secret bound to `allowed_hosts`, each
+    /// `[https://|http://]host[:port]` (an entry without a port allows only 443 or 80).
     pub async fn put_secret(
         &self,
         name: &str,

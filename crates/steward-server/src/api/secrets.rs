@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-use steward_core::{hosts_within, is_valid_secret_name, scopes, Placement};
+use steward_core::{hosts_within, is_valid_secret_name, scopes, HostRule, Placement};
 use steward_store::{Actor, SecretRecord, StoreError};
 
 /// A field that may be left out (keep), sent as null (clear), or given.
@@ -21,23 +21,30 @@ enum Field<T> {
     Given(T),
 }
 
+/// A list of strings, each checked and written in its canonical form by `check` (which says
+/// why an entry is refused).
 fn string_list(
     map: &Map<String, Value>,
     field: &str,
-    check: impl Fn(&str) -> bool,
+    check: impl Fn(&str) -> Result<String, String>,
 ) -> ApiResult<Field<Vec<String>>> {
     match map.get(field) {
         None => Ok(Field::Absent),
         Some(Value::Null) => Ok(Field::Null),
         Some(Value::Array(items)) => {
-            let mut out = Vec::new();
+            let mut out: Vec<String> = Vec::new();
             for item in items {
-                match item.as_str().map(|s| s.trim().to_ascii_lowercase()) {
-                    Some(s) if check(&s) => out.push(s),
-                    _ => {
+                let checked = match item.as_str() {
+                    Some(s) => check(s),
+                    None => Err("is not a string".to_string()),
+                };
+                match checked {
+                    Ok(s) if !out.contains(&s) => out.push(s),
+                    Ok(_) => {}
+                    Err(why) => {
                         return Err(ApiError::validation(
                             field,
-                            format!("contains an invalid entry: {item}"),
+                            format!("contains an invalid entry {item}: it {why}"),
                         ))
                     }
                 }
@@ -51,12 +58,19 @@ fn string_list(
     }
 }
 
-fn valid_host(host: &str) -> bool {
-    let bare = host.strip_prefix('.').unwrap_or(host);
-    !bare.is_empty()
-        && bare
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+/// An `allowedHosts` entry: `[https://|http://]host[:port]`, `.domain[:port]` or `[v6][:port]`.
+fn valid_host(entry: &str) -> Result<String, String> {
+    HostRule::parse(entry)
+        .map(|rule| rule.to_string())
+        .map_err(|e| e.to_string())
+}
+
+fn valid_placement(entry: &str) -> Result<String, String> {
+    let entry = entry.trim().to_ascii_lowercase();
+    match Placement::parse(&entry) {
+        Some(_) => Ok(entry),
+        None => Err("is not url, header or body".to_string()),
+    }
 }
 
 fn check_name(name: &str) -> ApiResult<()> {
@@ -123,7 +137,7 @@ pub async fn put(
     };
     let description = optional_string(&map, "description")?;
     let hosts = string_list(&map, "allowedHosts", valid_host)?;
-    let placements = string_list(&map, "allowedPlacements", |p| Placement::parse(p).is_some())?;
+    let placements = string_list(&map, "allowedPlacements", valid_placement)?;
     let mut fingerprinted = map.clone();
     fingerprinted.insert("value".into(), json!(state.vault.tag(&value)));
     let request = json!({"op": "secret.put", "name": name, "body": fingerprinted});

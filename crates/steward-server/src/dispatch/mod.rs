@@ -2,7 +2,8 @@
 //!
 //! The write path, in order (docs/ARCHITECTURE.md numbers it the same way):
 //! 1. (invoke) the request is accepted and governed, from one read of what it needs;
-//! 2. the request is prepared and checked (secrets, hosts, placements, outbound safety); a
+//! 2. the request is prepared and checked (secrets, hosts and ports, placements, outbound safety,
+//!    and the whole request built as HTTP will carry it, `request.rs`); a
 //!    refusal records the invocation, settles it `failed`, and nothing is sent;
 //! 3. the invocation, its impact reservation and its attempt (`dispatching`, owned by this
 //!    replica) are committed in one transaction (`Store::submit_and_begin`,
@@ -18,17 +19,18 @@
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
+pub(crate) mod request;
 pub(crate) mod reserve;
 pub(crate) mod stripe;
 
 use crate::crash;
 use crate::error::ApiError;
 use crate::state::AppState;
-use prepare::{Blocked, Prepared, PreparedBody};
+use prepare::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
-    classify, next, redact, ActionDefinition, AttemptReport, CrashPoint, EffectEvent, EffectState,
-    IdempotencyKey,
+    classify, next, redact, redact_json, ActionDefinition, AttemptReport, CrashPoint, Destination,
+    EffectEvent, EffectState, IdempotencyKey,
 };
 use steward_store::{
     Actor, AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, InvocationRecord,
@@ -190,16 +192,19 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Resu
         .map(|_| ())
 }
 
-/// Write path step 2: the request is prepared and checked (secrets, destination, the secrets'
-/// hosts). `Err` means it must not be sent; nothing was recorded.
+/// Write path step 2: the request is prepared and checked (secrets, the request as HTTP will
+/// carry it, destination, the secrets' hosts). `Err` means it must not be sent; nothing was recorded.
 async fn checked(
     state: &AppState,
     inv: &InvocationRecord,
     def: &ActionDefinition,
     effect_key: Option<&str>,
     secrets: Option<&[SecretRecord]>,
-) -> Result<(Prepared, String), Blocked> {
+) -> Result<(Prepared, Destination), Blocked> {
     let prepared = prepare::prepare(state, inv, def, effect_key, secrets).await?;
+    // The whole request (URL, method, header names and values, body) must be one HTTP can
+    // carry, or it is refused here, unrecorded and unsent, rather than failing once it is sent.
+    request::build(&state.http, &prepared, state.dispatch_timeout)?;
     let host = state
         .outbound
         .check(&prepared.url)
@@ -223,7 +228,7 @@ fn begin_change(
     from: EffectState,
     event: EffectEvent,
     number: u32,
-    host: &str,
+    host: &Destination,
     prepared: &Prepared,
     effect_key: Option<&str>,
 ) -> Result<EffectChange, ApiError> {
@@ -404,44 +409,25 @@ struct Answer {
 }
 
 async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError> {
-    let mut request = state
-        .http
-        .request(prepared.method.clone(), &prepared.url)
-        .timeout(state.dispatch_timeout);
-    for (name, value) in &prepared.headers {
-        request = request.header(name, value);
-    }
-    request = match &prepared.body {
-        Some(PreparedBody::Json(v)) => request.json(v),
-        Some(PreparedBody::Form(f)) => request
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(f.clone()),
-        None => request,
+    let no_answer = |report: AttemptReport| Answer {
+        report,
+        status: None,
+        body: None,
+        external_reference: None,
+        verified: None,
     };
-    let transport_failure = |err: reqwest::Error| -> AttemptReport {
-        if err.is_connect() {
-            AttemptReport::NotConnected {
-                reason: describe(err),
-            }
-        } else if err.is_timeout() {
-            AttemptReport::TimedOut
-        } else {
-            AttemptReport::BrokenAfterSend {
-                reason: describe(err),
-            }
-        }
-    };
-    let response = match request.send().await {
+    // Checked in step 2 already; should it fail now all the same, nothing left.
+    let request = match request::build(&state.http, prepared, state.dispatch_timeout) {
         Ok(r) => r,
-        Err(e) => {
-            return Ok(Answer {
-                report: transport_failure(e),
-                status: None,
-                body: None,
-                external_reference: None,
-                verified: None,
-            })
+        Err(blocked) => {
+            return Ok(no_answer(AttemptReport::NotBuilt {
+                reason: blocked.message,
+            }))
         }
+    };
+    let response = match state.http.execute(request).await {
+        Ok(r) => r,
+        Err(e) => return Ok(no_answer(transport_failure(e))),
     };
     crash::reach(state, CrashPoint::ServerAfterSend)?;
     let status = response.status().as_u16();
@@ -487,6 +473,27 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
     })
 }
 
+/// What a transport error says about whether the request left.
+fn transport_failure(err: reqwest::Error) -> AttemptReport {
+    // The client refused to build or start the request (a URL or header it cannot carry): it
+    // never opened a connection for it.
+    if err.is_builder() {
+        AttemptReport::NotBuilt {
+            reason: describe(err),
+        }
+    } else if err.is_connect() {
+        AttemptReport::NotConnected {
+            reason: describe(err),
+        }
+    } else if err.is_timeout() {
+        AttemptReport::TimedOut
+    } else {
+        AttemptReport::BrokenAfterSend {
+            reason: describe(err),
+        }
+    }
+}
+
 /// A transport error's chain, without the URL (a template may put a secret in its query).
 fn describe(err: reqwest::Error) -> String {
     let err = err.without_url();
@@ -500,22 +507,29 @@ fn describe(err: reqwest::Error) -> String {
     text
 }
 
+/// The answer's JSON, or its text when it is not JSON (cut only once it is redacted, so that no
+/// cut can leave the start of a secret behind).
 fn parse_body(bytes: &[u8]) -> Value {
-    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-        return v;
-    }
-    let cut = bytes.len().min(RESPONSE_BODY_BYTES_MAX);
-    let mut text = String::from_utf8_lossy(&bytes[..cut]).into_owned();
-    if bytes.len() > cut {
-        text.push_str(" [truncated]");
-    }
-    Value::String(text)
+    serde_json::from_slice::<Value>(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
 }
 
-/// Scrubs every secret value out of a JSON value.
-fn scrub(value: &Value, secrets: &[String]) -> Value {
-    let text = redact(&value.to_string(), secrets);
-    serde_json::from_str(&text).unwrap_or(Value::String(text))
+/// The body as it is stored: every secret redacted (on parsed values: the provider's own JSON
+/// escaping is undone before the secrets are looked for, in every encoding
+/// `steward_core::redact` covers), then a text answer cut to [`RESPONSE_BODY_BYTES_MAX`].
+fn stored_body(body: &Value, secrets: &[String]) -> Value {
+    match redact_json(body, secrets) {
+        Value::String(mut text) if text.len() > RESPONSE_BODY_BYTES_MAX => {
+            let mut cut = RESPONSE_BODY_BYTES_MAX;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(" [truncated]");
+            Value::String(text)
+        }
+        other => other,
+    }
 }
 
 async fn record_answer(
@@ -563,8 +577,8 @@ async fn record_answer(
         error: failed.then(|| reason.clone()),
     });
     change.response_status = answer.status;
-    change.response_body = answer.body.as_ref().map(|b| scrub(b, &secrets));
-    change.external_reference = answer.external_reference;
+    change.response_body = answer.body.as_ref().map(|b| stored_body(b, &secrets));
+    change.external_reference = answer.external_reference.map(|r| redact(&r, &secrets));
     if failed {
         let code = match to {
             EffectState::Unknown => "outcome_unknown",
@@ -629,4 +643,49 @@ async fn late_answer(
 /// The provider identity Steward sends for an effect: the same for every attempt, ever.
 pub fn provider_idempotency_key(effect: &steward_core::EffectId) -> String {
     format!("steward-{effect}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_answer_is_cut_only_after_it_is_redacted() {
+        let secret = "sk_test_straddles_the_cut".to_string();
+        let mut text = "x".repeat(RESPONSE_BODY_BYTES_MAX - 5);
+        text.push_str(&secret);
+        let stored = stored_body(&parse_body(text.as_bytes()), std::slice::from_ref(&secret));
+        let stored = stored.as_str().unwrap();
+        // Before, the cut came first and left the secret's first five bytes behind.
+        assert!(
+            !stored.contains("sk_te"),
+            "{}",
+            &stored[stored.len() - 40..]
+        );
+        assert!(stored.ends_with("x[REDA [truncated]"));
+        let long = "y".repeat(RESPONSE_BODY_BYTES_MAX + 10);
+        let stored = stored_body(&parse_body(long.as_bytes()), &[]);
+        assert!(stored.as_str().unwrap().ends_with(" [truncated]"));
+        assert_eq!(
+            stored.as_str().unwrap().len(),
+            RESPONSE_BODY_BYTES_MAX + " [truncated]".len()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_the_client_cannot_build_is_classified_never_sent() {
+        let client = reqwest::Client::new();
+        let err = client
+            .post("http://127.0.0.1:9/x")
+            .header("x-note", "a\r\nX-Evil: 1")
+            .send()
+            .await
+            .expect_err("a header value with CR LF cannot be sent");
+        let report = transport_failure(err);
+        assert!(
+            matches!(report, AttemptReport::NotBuilt { .. }),
+            "{report:?}"
+        );
+        assert_eq!(classify(&report).event, EffectEvent::NotSent);
+    }
 }

@@ -8,6 +8,7 @@
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use steward_core::Destination;
 use url::Url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +43,33 @@ fn internal_v4(ip: Ipv4Addr) -> bool {
         || a >= 240
 }
 
-fn internal_v6(ip: Ipv6Addr) -> bool {
+/// The IPv4 address an IPv6 address carries, when it carries one that a network can route to:
+/// IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d` (deprecated, still routed by some
+/// stacks), NAT64 `64:ff9b::/96` (RFC 6052) and local-use NAT64 `64:ff9b:1::/48` (RFC 8215, the
+/// IPv4 address in the last 32 bits as with the well-known prefix), and 6to4 `2002:a.b.c.d::/48`
+/// (RFC 3056). Such an address reaches whatever its IPv4 address reaches.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let last32 =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    // `::` and `::1` are IPv6's own unspecified and loopback addresses, not IPv4-compatible ones.
+    if s[..6] == [0; 6] && !ip.is_unspecified() && !ip.is_loopback() {
+        return Some(last32(s[6], s[7]));
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) {
+        return Some(last32(s[6], s[7]));
+    }
+    if s[0] == 0x2002 {
+        return Some(last32(s[1], s[2]));
+    }
+    None
+}
+
+fn internal_v6(ip: Ipv6Addr) -> bool {
+    if let Some(v4) = embedded_v4(ip) {
         return internal_v4(v4);
     }
     let first = ip.segments()[0];
@@ -62,8 +88,9 @@ pub fn is_internal(ip: IpAddr) -> bool {
 }
 
 impl OutboundPolicy {
-    /// Checks scheme and address before anything is recorded or sent. Returns the host name.
-    pub async fn check(&self, url: &str) -> Result<String, OutboundError> {
+    /// Checks scheme and address before anything is recorded or sent. Returns where the request
+    /// goes (scheme, host, port), for the secrets' `allowedHosts`.
+    pub async fn check(&self, url: &str) -> Result<Destination, OutboundError> {
         let parsed = Url::parse(url).map_err(|_| OutboundError::BadUrl)?;
         let host = parsed
             .host_str()
@@ -75,24 +102,26 @@ impl OutboundPolicy {
             "http" if self.allow_insecure => {}
             _ => return Err(OutboundError::NotHttps),
         }
+        let port = parsed
+            .port_or_known_default()
+            .ok_or(OutboundError::BadUrl)?;
+        let destination =
+            Destination::new(parsed.scheme(), &host, port).ok_or(OutboundError::BadUrl)?;
         if self.allow_insecure {
-            return Ok(host);
+            return Ok(destination);
         }
         let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
             Ok(ip) => vec![ip],
-            Err(_) => {
-                let port = parsed.port_or_known_default().unwrap_or(443);
-                tokio::net::lookup_host((host.as_str(), port))
-                    .await
-                    .map_err(|_| OutboundError::Unresolvable { host: host.clone() })?
-                    .map(|a| a.ip())
-                    .collect()
-            }
+            Err(_) => tokio::net::lookup_host((host.as_str(), port))
+                .await
+                .map_err(|_| OutboundError::Unresolvable { host: host.clone() })?
+                .map(|a| a.ip())
+                .collect(),
         };
         if addrs.is_empty() || addrs.iter().any(|ip| is_internal(*ip)) {
             return Err(OutboundError::Internal { host });
         }
-        Ok(host)
+        Ok(destination)
     }
 }
 
@@ -158,6 +187,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn ipv4_embedded_in_ipv6_is_judged_by_its_ipv4_address() {
+        for ip in [
+            // IPv4-compatible
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::169.254.169.254",
+            // NAT64, well-known prefix and local-use prefix
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::192.168.0.1",
+            "64:ff9b:1::10.1.2.3",
+            "64:ff9b:1:abcd::7f00:1",
+            // 6to4
+            "2002:7f00:1::",
+            "2002:a00:1::1",
+            "2002:a9fe:a9fe:1::1",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "::93.184.216.34",
+            "64:ff9b::93.184.216.34",
+            "64:ff9b:1::5db8:d822",
+            "2002:5db8:d822::1",
+        ] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
     #[tokio::test]
     async fn strict_policy_refuses_http_and_loopback() {
         let strict = OutboundPolicy {
@@ -180,7 +239,11 @@ mod tests {
         };
         assert_eq!(
             open.check("http://127.0.0.1:9/x").await.unwrap(),
-            "127.0.0.1"
+            Destination::new("http", "127.0.0.1", 9).unwrap()
+        );
+        assert_eq!(
+            open.check("http://[::1]/x").await.unwrap(),
+            Destination::new("http", "::1", 80).unwrap()
         );
     }
 }

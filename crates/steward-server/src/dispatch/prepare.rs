@@ -5,7 +5,8 @@ use crate::state::AppState;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use steward_core::{
-    host_matches, render, secret_references, ActionDefinition, EnvironmentId, Placement,
+    host_allowed, render, secret_references, ActionDefinition, Destination, EnvironmentId,
+    Placement,
 };
 use steward_store::{InvocationRecord, SecretRecord};
 
@@ -52,11 +53,12 @@ impl OpenedSecret {
         }
     }
 
-    pub fn allow_host(&self, host: &str) -> Result<(), Blocked> {
+    /// Scheme, host and port must be allowed by one of the secret's `allowedHosts`.
+    pub fn allow_host(&self, destination: &Destination) -> Result<(), Blocked> {
         match &self.allowed_hosts {
-            Some(list) if !list.iter().any(|p| host_matches(p, host)) => Err(Blocked::new(
+            Some(list) if !host_allowed(list, destination) => Err(Blocked::new(
                 "secret_host_not_allowed",
-                format!("secret {} may not be sent to {host}", self.name),
+                format!("secret {} may not be sent to {destination}", self.name),
             )),
             _ => Ok(()),
         }

@@ -1,6 +1,6 @@
 //! Read-only lookups at the provider: what does the provider's own record say about an effect?
 
-use crate::dispatch::prepare::{open_secret, Blocked};
+use crate::dispatch::prepare::{open_secret, Blocked, OpenedSecret};
 use crate::state::AppState;
 use serde_json::Value;
 use steward_core::{redact, AdapterSpec, Placement};
@@ -24,6 +24,39 @@ pub enum Finding {
     },
     /// The lookup could not decide.
     Inconclusive { detail: String },
+}
+
+impl Finding {
+    /// The finding with every secret value (in every encoding `redact` covers) scrubbed out of
+    /// the provider's text it carries.
+    fn redacted(self, secrets: &[String]) -> Finding {
+        let text = |s: String| redact(&s, secrets);
+        let reference = |r: Option<String>| r.map(text);
+        match self {
+            Finding::Found {
+                confirmed,
+                reference: r,
+                detail,
+            } => Finding::Found {
+                confirmed,
+                reference: reference(r),
+                detail: text(detail),
+            },
+            Finding::Absent { detail } => Finding::Absent {
+                detail: text(detail),
+            },
+            Finding::ProviderFailed {
+                reference: r,
+                detail,
+            } => Finding::ProviderFailed {
+                reference: reference(r),
+                detail: text(detail),
+            },
+            Finding::Inconclusive { detail } => Finding::Inconclusive {
+                detail: text(detail),
+            },
+        }
+    }
 }
 
 /// The most refunds one lookup reads for a payment intent; Stripe's own page maximum.
@@ -50,6 +83,20 @@ pub async fn stripe_refund(
             detail: format!("cannot look up: {}", b.message),
         };
     }
+    let secrets = [credential.value.clone()];
+    query(state, inv, adapter, effect_key, &credential)
+        .await
+        .redacted(&secrets)
+}
+
+/// The lookup itself, once the credential is open and may go in a header.
+async fn query(
+    state: &AppState,
+    inv: &InvocationRecord,
+    adapter: &AdapterSpec,
+    effect_key: &str,
+    credential: &OpenedSecret,
+) -> Finding {
     let base = adapter
         .config
         .get("baseUrl")
@@ -85,12 +132,11 @@ pub async fn stripe_refund(
         .timeout(state.dispatch_timeout)
         .send()
         .await;
-    let secrets = [credential.value.clone()];
     let response = match response {
         Ok(r) => r,
         Err(e) => {
             return Finding::Inconclusive {
-                detail: redact(&format!("lookup failed: {}", e.without_url()), &secrets),
+                detail: format!("lookup failed: {}", e.without_url()),
             }
         }
     };

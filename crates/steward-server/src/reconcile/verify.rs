@@ -245,7 +245,8 @@ pub async fn read_back(
         ));
     }
     let body: Value = answer.json().await.unwrap_or(Value::Null);
-    matches(spec, &body, &inv.input, response)
+    // What did not match may quote the provider's answer.
+    matches(spec, &body, &inv.input, response).map_err(|e| redact(&e, &values))
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ pub async fn world() -> World {
         .put_secret(
             "STRIPE_TEST_KEY",
             "sk_test_clientTests01",
-            &["127.0.0.1"],
+            &[&fixture.addr().to_string()],
             &key("s"),
         )
         .await

@@ -295,13 +295,24 @@ impl Api {
 /// The secret every test stores; checked for leaks.
 pub const STRIPE_SECRET: &str = "sk_test_e2eSECRETvalue0123456789";
 
+/// The `host:port` of a URL such as the fixture's base URL, as an `allowedHosts` entry names it
+/// (an entry without a port allows only the scheme's default port).
+pub fn host_port(url: &str) -> String {
+    let parsed = reqwest::Url::parse(url).expect("a URL");
+    format!(
+        "{}:{}",
+        parsed.host_str().expect("a host"),
+        parsed.port_or_known_default().expect("a port")
+    )
+}
+
 /// Puts the Stripe test key and creates a `refund` adapter action pointing at the fixture.
 pub async fn refund_action(operator: &Api, fixture_url: &str, name: &str) {
     let put = operator
         .call(
             "PUT",
             "/secrets/STRIPE_TEST_KEY",
-            Some(json!({"value": STRIPE_SECRET, "allowedHosts": ["127.0.0.1"]})),
+            Some(json!({"value": STRIPE_SECRET, "allowedHosts": [host_port(fixture_url)]})),
             None,
         )
         .await;

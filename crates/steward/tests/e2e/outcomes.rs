@@ -145,12 +145,115 @@ async fn a_secret_is_only_sent_to_its_allowed_hosts() {
         .call(
             "PUT",
             "/secrets/STRIPE_TEST_KEY",
-            Some(serde_json::json!({"value": STRIPE_SECRET, "allowedHosts": ["127.0.0.1"]})),
+            Some(serde_json::json!({"value": STRIPE_SECRET, "allowedHosts": [host_port(&w.fixture.base_url())]})),
             None,
         )
         .await;
     assert_eq!(widened.status, 400);
     assert_eq!(widened.body["error"]["details"]["field"], "allowedHosts");
+}
+
+/// Accepts connections on 127.0.0.1 and counts them: another service on the fixture's host.
+async fn counting_listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test]
+async fn a_secret_allowed_on_one_port_is_refused_for_another_port_on_the_same_host() {
+    let w = world(&[]).await;
+    let (other_port, accepted) = counting_listener().await;
+    let get_secret = w.operator.get("/secrets/STRIPE_TEST_KEY").await;
+    assert_eq!(
+        get_secret.data()["allowedHosts"],
+        serde_json::json!([host_port(&w.fixture.base_url())]),
+        "the world's secret names the fixture's port"
+    );
+    let created = w
+        .operator
+        .post(
+            "/actions",
+            serde_json::json!({
+                "name": "elsewhere",
+                "adapter": {
+                    "type": "stripe.refund",
+                    "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                               "baseUrl": format!("http://127.0.0.1:{other_port}")},
+                    "credentialSecret": "STRIPE_TEST_KEY"
+                }
+            }),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let refused = w
+        .agent
+        .invoke("elsewhere", refund_input(1), None, None)
+        .await;
+    assert_eq!(refused.data()["status"], "failed", "{:?}", refused.body);
+    assert_eq!(refused.data()["grade"], "failed");
+    assert_eq!(refused.data()["error"]["code"], "secret_host_not_allowed");
+    let effect = w
+        .operator
+        .get(&format!(
+            "/actions/effects/{}",
+            refused.data()["effectId"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(effect.data()["attempts"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the other service on the same host received no request"
+    );
+    // The named port still works.
+    let allowed = w.agent.invoke("refund", refund_input(2), None, None).await;
+    assert_eq!(allowed.data()["status"], "succeeded", "{:?}", allowed.body);
+    assert_eq!(w.fixture.write_count(), 1);
+
+    // Entries are checked when the secret is saved.
+    for bad in [
+        "127.0.0.1/x",
+        "127.0.0.1:0",
+        "ftp://127.0.0.1",
+        "[::1",
+        "a b",
+    ] {
+        let put = w
+            .operator
+            .call(
+                "PUT",
+                "/secrets/OTHER_KEY",
+                Some(serde_json::json!({"value": "v", "allowedHosts": [bad]})),
+                None,
+            )
+            .await;
+        assert_eq!(put.status, 400, "{bad}: {:?}", put.body);
+        assert_eq!(put.body["error"]["details"]["field"], "allowedHosts");
+    }
+    let put = w
+        .operator
+        .call(
+            "PUT",
+            "/secrets/OTHER_KEY",
+            Some(serde_json::json!({"value": "v",
+                "allowedHosts": ["HTTPS://API.example.com:443/", "[0::1]:8080", ".example.org"]})),
+            None,
+        )
+        .await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    assert_eq!(
+        put.data()["allowedHosts"],
+        serde_json::json!(["https://api.example.com:443", "[::1]:8080", ".example.org"])
+    );
 }
 
 #[tokio::test]
@@ -184,4 +287,127 @@ async fn validation_errors_name_the_field_and_record_nothing() {
         bad_json.request_id.is_some(),
         "every response has x-request-id"
     );
+}
+
+#[tokio::test]
+async fn a_request_http_cannot_carry_is_failed_unsent_and_holds_no_impact_reservation() {
+    let w = world(&[]).await;
+    let fixture_host = host_port(&w.fixture.base_url());
+    let limit = w
+        .operator
+        .post(
+            "/impact-limits",
+            serde_json::json!({"name": "five mutations", "dimension": "resource_mutations",
+                               "period": "total", "amount": 5}),
+        )
+        .await;
+    assert_eq!(limit.status, 201, "{:?}", limit.body);
+    let limit_id = limit.data()["id"].as_str().unwrap().to_string();
+    // A template action that puts part of the input into a header.
+    let created = w
+        .operator
+        .post(
+            "/actions",
+            serde_json::json!({
+                "name": "noted",
+                "method": "POST",
+                "urlTemplate": format!("{}/v1/refunds", w.fixture.base_url()),
+                "headers": {"Authorization": "Bearer {{secret:STRIPE_TEST_KEY}}",
+                            "X-Note": "{{input.note}}"},
+                "bodyTemplate": {"payment_intent": "{{input.pi}}", "amount": "{{input.amount}}"},
+                "impact": {"dimension": "resource_mutations", "amount": "1", "bound": "exact"}
+            }),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    // An adapter whose credential holds a line break (a header injection from the vault).
+    let bad_secret = "sk_test_badKey\r\nX-Injected: 1";
+    let put = w
+        .operator
+        .call(
+            "PUT",
+            "/secrets/BROKEN_KEY",
+            Some(serde_json::json!({"value": bad_secret, "allowedHosts": [fixture_host]})),
+            None,
+        )
+        .await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    let created = w
+        .operator
+        .post(
+            "/actions",
+            serde_json::json!({
+                "name": "broken-key",
+                "adapter": {
+                    "type": "stripe.refund",
+                    "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                               "baseUrl": w.fixture.base_url()},
+                    "credentialSecret": "BROKEN_KEY"
+                }
+            }),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+
+    let mut bad = Vec::new();
+    for (n, note) in [
+        "a\r\nX-Evil: 1",
+        "line\nbreak",
+        "carriage\rreturn",
+        "nul\u{0}byte",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let input = serde_json::json!({"pi": format!("pi_bad_{n}"), "amount": 10, "note": note});
+        bad.push(w.agent.invoke("noted", input, None, None).await);
+    }
+    bad.push(
+        w.agent
+            .invoke("broken-key", refund_input(7), None, None)
+            .await,
+    );
+    for reply in &bad {
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert_eq!(reply.data()["status"], "failed", "{:?}", reply.body);
+        assert_eq!(reply.data()["grade"], "failed", "{:?}", reply.body);
+        assert_eq!(reply.data()["error"]["code"], "request_invalid");
+        let effect = w
+            .operator
+            .get(&format!(
+                "/actions/effects/{}",
+                reply.data()["effectId"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(effect.data()["outcome"], "failed", "{:?}", effect.body);
+        assert_eq!(
+            effect.data()["attempts"].as_array().unwrap().len(),
+            0,
+            "no attempt was recorded: {:?}",
+            effect.body
+        );
+    }
+    assert_eq!(w.fixture.write_count(), 0, "nothing was sent");
+    let unresolved = w.operator.get("/actions/effects?unresolved=true").await;
+    assert_eq!(unresolved.data().as_array().unwrap().len(), 0);
+
+    // None of the five holds any of the limit: a legitimate sixth goes through.
+    let good = w
+        .agent
+        .invoke(
+            "noted",
+            serde_json::json!({"pi": "pi_good", "amount": 10, "note": "fine"}),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(good.data()["status"], "succeeded", "{:?}", good.body);
+    assert_eq!(w.fixture.write_count(), 1);
+    let after = w.operator.get(&format!("/impact-limits/{limit_id}")).await;
+    assert_eq!(after.data()["consumed"], 1, "{:?}", after.body);
+    assert_eq!(after.data()["reserved"], 0);
+    assert_eq!(after.data()["unknownExposure"], 0);
+    for body in w.agent.seen.lock().unwrap().iter() {
+        assert!(!body.contains("sk_test_badKey"), "{body}");
+    }
 }

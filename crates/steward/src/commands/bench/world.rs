@@ -267,11 +267,18 @@ impl World {
 
     async fn set_up(&mut self, fixture_url: &str, suffix: &str) -> anyhow::Result<()> {
         let operator = StewardApi::new(&self.url, &self.agent)?;
+        // The fixture's host and port: an entry without a port allows only 80/443.
+        let fixture = reqwest::Url::parse(fixture_url).context("the fixture URL")?;
+        let fixture_host = format!(
+            "{}:{}",
+            fixture.host_str().unwrap_or_default(),
+            fixture.port_or_known_default().unwrap_or_default()
+        );
         operator
             .put_secret(
                 SECRET,
                 SECRET_VALUE,
-                &["127.0.0.1"],
+                &[&fixture_host],
                 &key(&format!("bench-secret-{suffix}")),
             )
             .await

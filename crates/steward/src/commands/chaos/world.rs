@@ -168,7 +168,13 @@ impl World {
         let agent_key = create_key(exe, &data, "chaos-worker", "agent").await?;
         let operator = StewardApi::new(&server.url, &operator_key)?;
         operator
-            .put_secret(SECRET, SECRET_VALUE, &["127.0.0.1"], &key("chaos-secret"))
+            .put_secret(
+                SECRET,
+                SECRET_VALUE,
+                // The fixture's own port: an entry without one allows only 80/443.
+                &[&fixture.addr().to_string()],
+                &key("chaos-secret"),
+            )
             .await?;
         for (name, gated) in [(ACTION, false), (GATED_ACTION, true)] {
             let definition = json!({
