@@ -350,6 +350,78 @@ mod tests {
         assert!(!vault.check_value().contains(&hex::encode([7u8; 32])));
     }
 
+    async fn store_with_a_secret(dir: &Path, sealed_by: &Vault) -> steward_store::SqliteStore {
+        let store = steward_store::SqliteStore::open(&dir.join("steward.db")).unwrap();
+        let actor = Actor::system(Millis(1_000));
+        let env = store
+            .ensure_environment("test", &EnvironmentId::from_unique("t"), &actor)
+            .await
+            .unwrap();
+        let (nonce, ciphertext) = sealed_by.seal(&env.id, "KEY", "sk_test_abc").unwrap();
+        let secret = steward_store::SecretRecord {
+            env_id: env.id,
+            name: "KEY".into(),
+            nonce,
+            ciphertext,
+            description: None,
+            allowed_hosts: None,
+            allowed_placements: None,
+            version: 0,
+            created_at: Millis(1_000),
+            updated_at: Millis(1_000),
+        };
+        store.put_secret(&secret, None, &actor).await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn a_database_without_a_check_value_is_proved_by_one_of_its_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let (right, wrong) = (Vault::from_key([7; 32]), Vault::from_key([8; 32]));
+        // As an earlier Steward left it: secrets, no check value.
+        let store = store_with_a_secret(dir.path(), &right).await;
+        assert!(matches!(
+            verify_master_key(&store, &wrong, Millis(2_000)).await,
+            Err(VaultError::WrongMasterKey)
+        ));
+        assert_eq!(
+            store.master_key_check().await.unwrap(),
+            None,
+            "a refused key records nothing"
+        );
+        verify_master_key(&store, &right, Millis(2_000))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.master_key_check().await.unwrap(),
+            Some(right.check_value())
+        );
+        // From now on the check value decides.
+        verify_master_key(&store, &right, Millis(3_000))
+            .await
+            .unwrap();
+        assert!(matches!(
+            verify_master_key(&store, &wrong, Millis(3_000)).await,
+            Err(VaultError::WrongMasterKey)
+        ));
+        let message = VaultError::WrongMasterKey.to_string();
+        assert!(!message.contains(&hex::encode([8u8; 32])), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_new_database_records_the_first_master_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = steward_store::SqliteStore::open(&dir.path().join("steward.db")).unwrap();
+        let first = Vault::from_key([1; 32]);
+        verify_master_key(&store, &first, Millis(1_000))
+            .await
+            .unwrap();
+        assert!(matches!(
+            verify_master_key(&store, &Vault::from_key([2; 32]), Millis(2_000)).await,
+            Err(VaultError::WrongMasterKey)
+        ));
+    }
+
     #[test]
     fn the_master_key_file_is_private() {
         let dir = tempfile::tempdir().unwrap();

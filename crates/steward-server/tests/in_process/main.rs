@@ -4,4 +4,5 @@
 mod harness;
 
 mod replay_window;
+mod secret_tags;
 mod simulation;
