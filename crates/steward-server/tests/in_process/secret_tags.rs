@@ -8,7 +8,7 @@ use axum::http::Request;
 use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{fingerprint, EnvironmentId, IdempotencyKey, KeyId};
-use steward_server::{app, Clock};
+use steward_server::app;
 use steward_store::Store;
 use tower::ServiceExt;
 
