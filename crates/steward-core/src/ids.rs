@@ -148,7 +148,7 @@ impl OperationKey {
     }
 }
 
-/// The `Idempotency-Key` of one HTTP request, scoped to an environment.
+/// The `Idempotency-Key` of one HTTP request, scoped to the API key that sent it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct IdempotencyKey(String);

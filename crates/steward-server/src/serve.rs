@@ -89,6 +89,7 @@ pub async fn serve(
     let store = open_store(&config.data_dir, config.database.as_deref()).await?;
     let vault = Vault::open_or_create(&config.data_dir)?;
     let clock = Arc::new(SystemClock);
+    crate::vault::verify_master_key(store.as_ref(), &vault, clock.now()).await?;
     let replica = crate::replica::new_id();
     let sweep = if shared {
         store
@@ -119,6 +120,7 @@ pub async fn serve(
         metrics: Arc::new(crate::metrics::Metrics::default()),
         crash_hook: None,
         replica,
+        key_usage: Arc::default(),
     };
     crate::replica::took_over(&state, &report);
     if shared {

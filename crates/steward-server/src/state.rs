@@ -31,6 +31,8 @@ pub struct AppState {
     /// This process among the replicas sharing the store: the owner recorded on everything it
     /// puts in flight (`replica.rs`).
     pub replica: steward_core::ReplicaId,
+    /// When this process last recorded each key's use (`auth::note_used`).
+    pub key_usage: Arc<crate::auth::KeyUsage>,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

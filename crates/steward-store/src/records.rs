@@ -25,6 +25,34 @@ pub struct ApiKeyRecord {
     /// `sha256:<hex>` of the bearer token. The token itself is never stored.
     pub token_hash: String,
     pub created_at: Millis,
+    /// From this time on the key no longer authenticates (set at creation, or by a rotation
+    /// to end the old key's overlap).
+    pub expires_at: Option<Millis>,
+    /// When the key was revoked; a revoked key never authenticates again.
+    pub revoked_at: Option<Millis>,
+    /// Roughly when the key last authenticated a request: written at most once per key per
+    /// interval (the server's `KEY_LAST_USED_INTERVAL_S`), never on a request's critical path.
+    pub last_used_at: Option<Millis>,
+}
+
+impl ApiKeyRecord {
+    /// True when the key may authenticate a request at `now`: not revoked, not expired.
+    pub fn usable_at(&self, now: Millis) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|at| now < at)
+    }
+}
+
+/// A key rotation: a new key with the old one's environment, name and scopes, in the same
+/// transaction as the old key's new expiry (the end of the overlap, never later than it was).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRotation {
+    pub old: KeyId,
+    pub new_id: KeyId,
+    /// The new key's `token_hash`.
+    pub new_token_hash: String,
+    pub new_expires_at: Option<Millis>,
+    /// The old key stops authenticating at this time.
+    pub old_expires_at: Millis,
 }
 
 /// A vault entry. `ciphertext` is sealed with the master key; nothing else holds the value.
@@ -206,6 +234,7 @@ pub struct Submission {
     pub input: Value,
     pub input_fingerprint: String,
     pub operation_key: Option<OperationKey>,
+    /// Scoped to `actor`, the API key that sent it; the operation key spans keys.
     pub idempotency_key: Option<IdempotencyKey>,
     /// Fingerprint of the whole request, for `Idempotency-Key` comparison.
     pub request_fingerprint: String,

@@ -28,11 +28,43 @@ pub trait Store: Send + Sync + 'static {
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>>;
     /// Stores a key's hash and metadata. `Duplicate` if the hash exists.
     async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()>;
+    /// The key with this hash, usable or not (revoked and expired keys included).
     async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>>;
     /// `key_by_hash` and that key's environment, in one read: what authenticating a request
-    /// needs. `None` when either is missing.
-    async fn caller(&self, token_hash: &str) -> StoreResult<Option<(ApiKeyRecord, Environment)>>;
+    /// needs. `None` when either is missing, or when the key is not usable at `now`
+    /// (`ApiKeyRecord::usable_at`: revoked or expired). Read from the database every time, so
+    /// a revocation committed by any process refuses the next request on every replica.
+    async fn caller(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>>;
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>>;
+    /// Revokes a key, with its `key.revoked` audit event in the same transaction. `false` when
+    /// there is no such key or it was already revoked (nothing is written).
+    async fn revoke_key(&self, id: &KeyId, actor: &Actor) -> StoreResult<bool>;
+    /// Rotates a key in one transaction: inserts the new key with the old one's environment,
+    /// name and scopes, moves the old key's expiry to `rotation.old_expires_at` (never later
+    /// than it already was), and appends the `key.rotated` audit event. `NotFound` when the old
+    /// key does not exist or is no longer usable at `actor.now`. Returns the new key.
+    async fn rotate_key(&self, rotation: &KeyRotation, actor: &Actor) -> StoreResult<ApiKeyRecord>;
+    /// Records that the key authenticated a request at `at` (only moves `last_used_at`
+    /// forward). Bookkeeping, not a state change: no audit event, and callers run it off the
+    /// request's path and at most once per key per interval.
+    async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()>;
+
+    // --- the master key's check value --------------------------------------------------------
+
+    /// The check value of the master key the database's secrets are sealed with, if recorded.
+    async fn master_key_check(&self) -> StoreResult<Option<String>>;
+    /// Records `check` as the master key's check value unless one is recorded already (with
+    /// its audit event), and returns the recorded one: of replicas starting together on a
+    /// new database, the first one's value wins and the others compare against it.
+    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String>;
+    /// One stored secret of any environment (the oldest), to prove a master key against a
+    /// database that has secrets but no check value yet.
+    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>>;
 
     // --- secrets ---------------------------------------------------------------------------
 
@@ -97,12 +129,14 @@ pub trait Store: Send + Sync + 'static {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome>;
 
     /// What an invoke reads before deciding anything, in one read: the caller (as `caller`
-    /// finds it by `token_hash`), and in the caller's environment the action by id or name,
-    /// the policies, the action's secrets, and the request already recorded under
-    /// `idempotency_key`. `None` when the key or its environment does not exist.
+    /// finds it by `token_hash` at `now`), and in the caller's environment the action by id or
+    /// name, the policies, the action's secrets, and the request the caller already recorded
+    /// under `idempotency_key`. `None` when the key is missing or unusable at `now`, or its
+    /// environment does not exist.
     async fn invoke_context(
         &self,
         token_hash: &str,
+        now: Millis,
         action: &str,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> StoreResult<Option<InvokeContext>>;
@@ -118,11 +152,12 @@ pub trait Store: Send + Sync + 'static {
         first: &FirstAttempt,
     ) -> StoreResult<Submitted>;
 
-    /// Marks the request behind an invoke's `Idempotency-Key` as answered, so a resend gets the
-    /// invocation instead of `InProgress`.
+    /// Marks the request behind an invoke's `Idempotency-Key` (sent by `caller`) as answered, so
+    /// a resend gets the invocation instead of `InProgress`.
     async fn finish_invoke_request(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()>;
 
@@ -242,6 +277,11 @@ pub trait Store: Send + Sync + 'static {
     }
 
     // --- generic request idempotency -------------------------------------------------------
+    //
+    // An `Idempotency-Key` is scoped to the API key that sent it (`caller`), within its
+    // environment: another API key's request with the same header value is a separate request,
+    // which neither replays nor is refused by this one. Rows written before keys were scoped
+    // (`key_id = ''`) still answer any key of their environment.
 
     /// Records the key as in flight, owned by `owner`, or answers what it found. A recovery
     /// sweep forgets an in-flight marker once its owner is dead, so the request may be sent
@@ -249,6 +289,7 @@ pub trait Store: Send + Sync + 'static {
     async fn idempotency_begin(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
         fingerprint: &str,
         now: Millis,
@@ -257,6 +298,7 @@ pub trait Store: Send + Sync + 'static {
     async fn idempotency_finish(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
         status: u16,
         body: &Value,
@@ -266,6 +308,7 @@ pub trait Store: Send + Sync + 'static {
     async fn idempotency_abandon(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()>;
 

@@ -55,6 +55,9 @@ use replicas::*;
 #[path = "conformance/hotpath.rs"]
 mod hotpath;
 use hotpath::*;
+#[path = "conformance/key_lifecycle.rs"]
+mod key_lifecycle;
+use key_lifecycle::*;
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -90,6 +93,11 @@ pub async fn run_all(store: Arc<dyn Store>) {
     submit_and_begin_halted_or_refused_records_no_attempt(store.clone()).await;
     invoke_reads_match_the_single_reads(store.clone()).await;
     submit_and_begin_under_concurrency_begins_once(store.clone()).await;
+    revoked_and_expired_keys_do_not_authenticate(store.clone()).await;
+    a_rotated_key_works_until_the_overlap_ends(store.clone()).await;
+    a_keys_last_use_only_moves_forward(store.clone()).await;
+    idempotency_keys_are_scoped_to_the_sending_key(store.clone()).await;
+    the_master_key_check_is_recorded_once(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -196,6 +204,9 @@ fn key_record(env: &Env, name: &str) -> ApiKeyRecord {
         scopes: vec!["actions:invoke".into(), "effects:read".into()],
         token_hash: format!("sha256:{}", unique("token")),
         created_at: T0,
+        expires_at: None,
+        revoked_at: None,
+        last_used_at: None,
     }
 }
 
@@ -393,6 +404,11 @@ macro_rules! conformance_tests {
 }
 
 conformance_tests!(
+    revoked_and_expired_keys_do_not_authenticate,
+    a_rotated_key_works_until_the_overlap_ends,
+    a_keys_last_use_only_moves_forward,
+    idempotency_keys_are_scoped_to_the_sending_key,
+    the_master_key_check_is_recorded_once,
     operation_key_is_unique_under_concurrency,
     operation_key_with_other_input_conflicts,
     invoke_idempotency_keys,
@@ -466,9 +482,133 @@ async fn sqlite_writes_naming_an_unknown_environment_are_not_duplicates() {
     writes_naming_an_unknown_environment_are_not_duplicates(store).await;
 }
 
+/// An environment, a key and a finished generic `Idempotency-Key` record, as a store from
+/// before key lifecycles and scoped idempotency keys held them.
+const LEGACY_ENV: &str = "env_legacy";
+const LEGACY_KEY: &str = "key_legacy";
+const LEGACY_TOKEN_HASH: &str = "sha256:legacy";
+const LEGACY_IDEMPOTENCY_KEY: &str = "legacy-request";
+
+/// What a migrated store must do with the legacy records: the key authenticates as before (no
+/// expiry, not revoked), and the legacy `Idempotency-Key` record still answers every key of
+/// its environment, while new records are scoped.
+async fn legacy_records_still_answer(store: Arc<dyn Store>) {
+    let (key, _) = store
+        .caller(LEGACY_TOKEN_HASH, T0)
+        .await
+        .expect("caller")
+        .expect("the legacy key authenticates");
+    assert_eq!(
+        (key.expires_at, key.revoked_at, key.last_used_at),
+        (None, None, None)
+    );
+    let env = EnvironmentId::parse(LEGACY_ENV).expect("env id");
+    let legacy = idem(LEGACY_IDEMPOTENCY_KEY);
+    for sender in [
+        KeyId::parse(LEGACY_KEY).expect("key id"),
+        KeyId::from_unique(&unique("key")),
+    ] {
+        assert_eq!(
+            store
+                .idempotency_begin(&env, &sender, &legacy, "fp-legacy", T0, &writer())
+                .await
+                .expect("begin"),
+            IdempotencyBegin::Replay {
+                status: 201,
+                body: json!({"legacy": true})
+            },
+            "{sender} gets the legacy answer"
+        );
+    }
+    let fresh = idem("after-migration");
+    let (a, b) = (
+        KeyId::from_unique(&unique("key")),
+        KeyId::from_unique(&unique("key")),
+    );
+    for sender in [&a, &b] {
+        assert_eq!(
+            store
+                .idempotency_begin(&env, sender, &fresh, "fp-new", T0, &writer())
+                .await
+                .expect("begin"),
+            IdempotencyBegin::Begun,
+            "new records are scoped to their sender"
+        );
+    }
+    assert!(store.master_key_check().await.expect("check").is_none());
+}
+
+/// The legacy rows, in SQL both backends accept.
+const LEGACY_ROWS: &str = "
+INSERT INTO environments (id, name, halted, created_at) VALUES ('env_legacy', 'legacy', FALSE, 1000);
+INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at)
+    VALUES ('key_legacy', 'env_legacy', 'old', '[\"actions:invoke\"]', 'sha256:legacy', 1000);
+INSERT INTO idempotency (env_id, key, fingerprint, kind, state, response_status, response_body, created_at)
+    VALUES ('env_legacy', 'legacy-request', 'fp-legacy', 'generic', 'done', 201, '{\"legacy\":true}', 1000);
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_store_from_before_key_lifecycles_opens_with_its_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("steward.db");
+    {
+        // The three tables as the previous schema created them.
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE environments (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                 halted INTEGER NOT NULL DEFAULT 0, halt_reason TEXT, created_at INTEGER NOT NULL);
+             CREATE TABLE api_keys (id TEXT PRIMARY KEY, env_id TEXT NOT NULL REFERENCES environments(id),
+                 name TEXT NOT NULL, scopes TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+                 created_at INTEGER NOT NULL);
+             CREATE TABLE idempotency (env_id TEXT NOT NULL, key TEXT NOT NULL,
+                 fingerprint TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+                 invocation_id TEXT, response_status INTEGER, response_body TEXT,
+                 created_at INTEGER NOT NULL, owner TEXT, PRIMARY KEY (env_id, key));",
+        )
+        .expect("old schema");
+        conn.execute_batch(LEGACY_ROWS).expect("legacy rows");
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open migrates"));
+    legacy_records_still_answer(store).await;
+    // Opening again finds nothing left to migrate.
+    let again: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open again"));
+    assert!(again
+        .caller(LEGACY_TOKEN_HASH, T0)
+        .await
+        .expect("caller")
+        .is_some());
+}
+
 // ------------------------------------------------------------------------------------------
 // The PostgreSQL backend
 // ------------------------------------------------------------------------------------------
+
+/// Migration 4 applied to a database holding rows: the database is first taken back to the
+/// schema before it (so the migration runs on real rows, as on an upgrade).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_database_from_before_key_lifecycles_migrates_with_its_records() {
+    let database = TestDatabase::create().await;
+    drop(database.store().await);
+    let client = admin_client(&database.url).await;
+    client
+        .batch_execute(
+            "DELETE FROM steward_migrations WHERE version = 4;
+             ALTER TABLE api_keys DROP COLUMN expires_at, DROP COLUMN revoked_at,
+                 DROP COLUMN last_used_at;
+             ALTER TABLE idempotency DROP CONSTRAINT idempotency_pkey;
+             ALTER TABLE idempotency DROP COLUMN key_id;
+             ALTER TABLE idempotency ADD PRIMARY KEY (env_id, key);
+             DROP TABLE settings;",
+        )
+        .await
+        .expect("back to schema version 3");
+    client
+        .batch_execute(LEGACY_ROWS)
+        .await
+        .expect("legacy rows");
+    drop(client);
+    legacy_records_still_answer(database.store().await).await;
+}
 
 /// The server the PostgreSQL tests create their databases on, unless `STEWARD_TEST_DATABASE_URL`
 /// names another (CI and developers run one on loopback with trust auth).

@@ -1,6 +1,7 @@
 //! `Idempotency-Key` for write endpoints other than invoke: the first answer is recorded; the same
 //! key with the same request replays it; a different request is refused; a concurrent one waits
-//! its turn with 409.
+//! its turn with 409. Keys are scoped to the calling API key: another key's request with the
+//! same header value is a separate request.
 
 use super::body::idempotency_key;
 use crate::auth::Caller;
@@ -50,19 +51,45 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = ApiResult<(StatusCode, Value)>>,
 {
+    run_matching(state, caller, headers, request, &[], work).await
+}
+
+/// `run`, where the same request may also have been recorded as one of `earlier_forms` (by an
+/// earlier Steward that described it differently, e.g. with an older `Vault::tag`): a resend
+/// that matches one of them replays it instead of being refused. New records use `request`.
+pub async fn run_matching<F, Fut>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    request: Value,
+    earlier_forms: &[Value],
+    work: F,
+) -> ApiResult<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ApiResult<(StatusCode, Value)>>,
+{
     let envelope = |status: StatusCode, data: Value| {
         (status, axum::Json(json!({"success": true, "data": data}))).into_response()
     };
     let Some(key) = idempotency_key(headers)? else {
         return work().await.map(|(status, data)| envelope(status, data));
     };
-    let env = &caller.env.id;
+    let (env, sender) = (&caller.env.id, &caller.key.id);
     let now = state.clock.now();
-    match state
-        .store
-        .idempotency_begin(env, &key, &fingerprint(&request), now, &state.replica)
-        .await?
-    {
+    let mut begun = IdempotencyBegin::Mismatch;
+    // A mismatch writes nothing, so trying the next form is safe; the first form that is not
+    // a mismatch decides (with no record yet, the current form begins one).
+    for form in std::iter::once(&request).chain(earlier_forms) {
+        begun = state
+            .store
+            .idempotency_begin(env, sender, &key, &fingerprint(form), now, &state.replica)
+            .await?;
+        if !matches!(begun, IdempotencyBegin::Mismatch) {
+            break;
+        }
+    }
+    match begun {
         IdempotencyBegin::Begun => {}
         IdempotencyBegin::Replay { status, body } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -76,19 +103,19 @@ where
             let body = json!({"success": true, "data": data});
             state
                 .store
-                .idempotency_finish(env, &key, status.as_u16(), &body, now)
+                .idempotency_finish(env, sender, &key, status.as_u16(), &body, now)
                 .await?;
             Ok((status, axum::Json(body)).into_response())
         }
         Err(err) if err.status.is_client_error() => {
             state
                 .store
-                .idempotency_finish(env, &key, err.status.as_u16(), &err.body(), now)
+                .idempotency_finish(env, sender, &key, err.status.as_u16(), &err.body(), now)
                 .await?;
             Err(err)
         }
         Err(err) => {
-            if let Err(e) = state.store.idempotency_abandon(env, &key).await {
+            if let Err(e) = state.store.idempotency_abandon(env, sender, &key).await {
                 tracing::error!(error = %e, "could not release an idempotency key after a failed request");
             }
             Err(err)

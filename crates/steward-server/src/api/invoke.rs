@@ -130,11 +130,13 @@ pub async fn invoke(
         .store
         .invoke_context(
             &token_hash,
+            state.clock.now(),
             &reference,
             idempotency_key.as_ref().ok().and_then(Option::as_ref),
         )
         .await?
         .ok_or_else(ApiError::unauthenticated)?;
+    crate::auth::note_used(&state, &context.key);
     let caller = Caller {
         key: context.key,
         env: context.environment,
@@ -237,7 +239,11 @@ async fn record_and_dispatch(
     if let (SubmitOutcome::Created(inv), Some(key), None) =
         (&outcome, &submission.idempotency_key, &answered)
     {
-        if let Err(e) = state.store.finish_invoke_request(&inv.env_id, key).await {
+        if let Err(e) = state
+            .store
+            .finish_invoke_request(&inv.env_id, &submission.actor, key)
+            .await
+        {
             tracing::error!(error = %e, invocation = %inv.id, "could not mark the invoke request answered");
         }
     }

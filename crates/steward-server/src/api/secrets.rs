@@ -138,10 +138,14 @@ pub async fn put(
     let description = optional_string(&map, "description")?;
     let hosts = string_list(&map, "allowedHosts", valid_host)?;
     let placements = string_list(&map, "allowedPlacements", valid_placement)?;
-    let mut fingerprinted = map.clone();
-    fingerprinted.insert("value".into(), json!(state.vault.tag(&value)));
-    let request = json!({"op": "secret.put", "name": name, "body": fingerprinted});
-    idempotent::run(&state, &caller, &headers, request, || async {
+    // The value is fingerprinted by its tag; a request recorded with an earlier version's tag
+    // (`Vault::tags`) is still recognised.
+    let [request, earlier] = state.vault.tags(&value).map(|tag| {
+        let mut fingerprinted = map.clone();
+        fingerprinted.insert("value".into(), json!(tag));
+        json!({"op": "secret.put", "name": name, "body": fingerprinted})
+    });
+    idempotent::run_matching(&state, &caller, &headers, request, &[earlier], || async {
         let env = &caller.env.id;
         let existing = state.store.secret(env, &name).await?;
         let allowed_hosts = narrowed(

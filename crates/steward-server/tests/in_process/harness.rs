@@ -95,6 +95,7 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         metrics: Arc::new(Metrics::default()),
         crash_hook,
         replica: steward_core::ReplicaId::from_unique(&steward_server::unique()),
+        key_usage: Arc::default(),
     };
     let now = SystemClock.now();
     let env = store
@@ -113,6 +114,9 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
             scopes: Role::Operator.scopes(),
             token_hash: hash_token(token),
             created_at: now,
+            expires_at: None,
+            revoked_at: None,
+            last_used_at: None,
         };
         store.insert_key(&key, &Actor::system(now)).await.unwrap();
     }

@@ -5,4 +5,5 @@ mod harness;
 
 mod edge;
 mod replay_window;
+mod secret_tags;
 mod simulation;

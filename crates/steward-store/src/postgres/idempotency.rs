@@ -6,13 +6,18 @@ use super::rows::{col, int_opt};
 use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
+use steward_core::{EnvironmentId, IdempotencyKey, KeyId, Millis, ReplicaId};
+
+/// The `key_id` of rows recorded before `Idempotency-Key` was scoped to the calling API key:
+/// they still answer every key of their environment, as they did when they were written.
+pub(crate) const LEGACY_SCOPE: &str = "";
 
 /// Runs behind the write lock: of concurrent first sends of one key, one begins and the others
-/// find it in progress. The primary key on `(env_id, key)` is the second check.
+/// find it in progress. The primary key on `(env_id, key_id, key)` is the second check.
 pub(crate) async fn begin(
     tx: &Tx<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
     fingerprint: &str,
     now: Millis,
@@ -20,14 +25,20 @@ pub(crate) async fn begin(
 ) -> StoreResult<IdempotencyBegin> {
     let seen = tx
         .query_first(
-            "SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = $1 AND key = $2",
-            &[&env.as_str(), &key.as_str()],
+            "SELECT fingerprint, state, response_status, response_body FROM idempotency
+             WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) ORDER BY key_id DESC",
+            &[
+                &env.as_str(),
+                &key.as_str(),
+                &caller.as_str(),
+                &LEGACY_SCOPE,
+            ],
         )
         .await?;
     let Some(row) = seen else {
         tx.execute(
-            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at, owner) VALUES ($1, $2, $3, 'generic', 'in_progress', $4, $5)",
-            &[&env.as_str(), &key.as_str(), &fingerprint, &now.0, &owner.as_str()],
+            "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, created_at, owner) VALUES ($1, $6, $2, $3, 'generic', 'in_progress', $4, $5)",
+            &[&env.as_str(), &key.as_str(), &fingerprint, &now.0, &owner.as_str(), &caller.as_str()],
         )
         .await?;
         return Ok(IdempotencyBegin::Begun);
@@ -53,18 +64,20 @@ pub(crate) async fn begin(
 pub(crate) async fn finish(
     tx: &Tx<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
     status: u16,
     body: &Value,
 ) -> StoreResult<()> {
     tx.execute(
         "UPDATE idempotency SET state = 'done', response_status = $1, response_body = $2
-         WHERE env_id = $3 AND key = $4 AND kind = 'generic'",
+         WHERE env_id = $3 AND key_id = $5 AND key = $4 AND kind = 'generic'",
         &[
             &i64::from(status),
             &body.to_string(),
             &env.as_str(),
             &key.as_str(),
+            &caller.as_str(),
         ],
     )
     .await?;
@@ -74,27 +87,35 @@ pub(crate) async fn finish(
 pub(crate) async fn abandon(
     tx: &Tx<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
 ) -> StoreResult<()> {
     tx.execute(
-        "DELETE FROM idempotency WHERE env_id = $1 AND key = $2 AND kind = 'generic' AND state = 'in_progress'",
-        &[&env.as_str(), &key.as_str()],
+        "DELETE FROM idempotency WHERE env_id = $1 AND key_id = $3 AND key = $2 AND kind = 'generic' AND state = 'in_progress'",
+        &[&env.as_str(), &key.as_str(), &caller.as_str()],
     )
     .await?;
     Ok(())
 }
 
-/// The request recorded under `key`, with the invocation it answered with: what `submit`
+/// The request `caller` recorded under `key` (or a legacy row of the environment), with the invocation it answered with: what `submit`
 /// checks first, and what answers a resend without writing.
 pub(crate) async fn earlier(
     tx: &Tx<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
 ) -> StoreResult<Option<EarlierRequest>> {
     let Some(row) = tx
         .query_first(
-            "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = $1 AND key = $2",
-            &[&env.as_str(), &key.as_str()],
+            "SELECT fingerprint, state, invocation_id FROM idempotency
+             WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) ORDER BY key_id DESC",
+            &[
+                &env.as_str(),
+                &key.as_str(),
+                &caller.as_str(),
+                &LEGACY_SCOPE,
+            ],
         )
         .await?
     else {

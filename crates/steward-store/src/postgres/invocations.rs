@@ -7,7 +7,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use serde_json::{json, Value};
 use steward_core::{
-    EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, Millis, Rejection,
+    EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis, Rejection,
 };
 
 pub(crate) async fn invocation(
@@ -58,7 +58,7 @@ pub(crate) async fn must_invocation(
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
     let env = &s.env_id;
     if let Some(key) = &s.idempotency_key {
-        if let Some(earlier) = super::idempotency::earlier(tx, env, key).await? {
+        if let Some(earlier) = super::idempotency::earlier(tx, env, &s.actor, key).await? {
             return Ok(earlier.outcome(&s.request_fingerprint));
         }
     }
@@ -137,8 +137,8 @@ async fn record_invoke_key(
     state: &str,
 ) -> StoreResult<()> {
     tx.execute(
-        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
-         VALUES ($1, $2, $3, 'invoke', $4, $5, $6, $7)",
+        "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
+         VALUES ($1, $8, $2, $3, 'invoke', $4, $5, $6, $7)",
         &[
             &s.env_id.as_str(),
             &key.as_str(),
@@ -147,6 +147,7 @@ async fn record_invoke_key(
             &invocation.as_str(),
             &s.now.0,
             &s.owner.as_str(),
+            &s.actor.as_str(),
         ],
     )
     .await?;
@@ -267,11 +268,36 @@ pub(crate) async fn insert_evidence(
 pub(crate) async fn finish_invoke_request(
     tx: &Tx<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
 ) -> StoreResult<()> {
     tx.execute(
-        "UPDATE idempotency SET state = 'done' WHERE env_id = $1 AND key = $2 AND kind = 'invoke'",
-        &[&env.as_str(), &key.as_str()],
+        "UPDATE idempotency SET state = 'done'
+         WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) AND kind = 'invoke'",
+        &[
+            &env.as_str(),
+            &key.as_str(),
+            &caller.as_str(),
+            &super::idempotency::LEGACY_SCOPE,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks answered the invoke request behind `key` that created the effect's invocation (the
+/// request an `EffectChange::answers_request` names: its sender is the invocation's creator).
+async fn finish_answered_request(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    key: &IdempotencyKey,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE idempotency SET state = 'done'
+         WHERE env_id = $1 AND key = $2 AND kind = 'invoke'
+           AND invocation_id = (SELECT invocation_id FROM effects WHERE id = $3)",
+        &[&env.as_str(), &key.as_str(), &effect.as_str()],
     )
     .await?;
     Ok(())
@@ -404,7 +430,7 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
         insert_evidence(tx, &c.effect_id, e, &c.actor).await?;
     }
     if let Some(key) = &c.answers_request {
-        finish_invoke_request(tx, &c.env_id, key).await?;
+        finish_answered_request(tx, &c.env_id, &c.effect_id, key).await?;
     }
     append(
         tx,

@@ -122,9 +122,52 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Read, |tx| admin::key_by_hash(&tx, token_hash))
     }
 
-    async fn caller(&self, token_hash: &str) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
+    async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::key(&tx, id))
+    }
+
+    async fn revoke_key(&self, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| admin::revoke_key(&tx, id, actor))
+    }
+
+    async fn rotate_key(&self, rotation: &KeyRotation, actor: &Actor) -> StoreResult<ApiKeyRecord> {
+        in_transaction!(self, Mode::Write, |tx| admin::rotate_key(
+            &tx, rotation, actor
+        ))
+    }
+
+    async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()> {
+        // No audit event, so the write lock is never taken: bookkeeping does not queue behind
+        // (or hold up) the audited writes.
+        in_transaction!(self, Mode::WriteLate, |tx| admin::mark_key_used(
+            &tx, id, at
+        ))
+    }
+
+    async fn master_key_check(&self) -> StoreResult<Option<String>> {
+        in_transaction!(self, Mode::Read, |tx| admin::master_key_check(&tx))
+    }
+
+    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
+        in_transaction!(self, Mode::Write, |tx| admin::init_master_key_check(
+            &tx, check, actor
+        ))
+    }
+
+    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::any_secret(&tx))
+    }
+
+    async fn caller(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
         in_transaction!(self, Mode::Read, |tx| async {
-            let Some(key) = admin::key_by_hash(&tx, token_hash).await? else {
+            let Some(key) = admin::key_by_hash(&tx, token_hash)
+                .await?
+                .filter(|k| k.usable_at(now))
+            else {
                 return Ok(None);
             };
             Ok(admin::environment(&tx, &key.env_id)
@@ -232,11 +275,15 @@ impl Store for PostgresStore {
     async fn invoke_context(
         &self,
         token_hash: &str,
+        now: Millis,
         action: &str,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> StoreResult<Option<InvokeContext>> {
         in_transaction!(self, Mode::Read, |tx| async {
-            let Some(caller) = admin::key_by_hash(&tx, token_hash).await? else {
+            let Some(caller) = admin::key_by_hash(&tx, token_hash)
+                .await?
+                .filter(|k| k.usable_at(now))
+            else {
                 return Ok(None);
             };
             let Some(environment) = admin::environment(&tx, &caller.env_id).await? else {
@@ -251,7 +298,7 @@ impl Store for PostgresStore {
             Ok(Some(InvokeContext {
                 policies: policies::list(&tx, env).await?,
                 earlier: match idempotency_key {
-                    Some(key) => idempotency::earlier(&tx, env, key).await?,
+                    Some(key) => idempotency::earlier(&tx, env, &caller.id, key).await?,
                     None => None,
                 },
                 key: caller,
@@ -275,10 +322,11 @@ impl Store for PostgresStore {
     async fn finish_invoke_request(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
         in_transaction!(self, Mode::WriteLate, |tx| {
-            invocations::finish_invoke_request(&tx, env, key)
+            invocations::finish_invoke_request(&tx, env, caller, key)
         })
     }
 
@@ -426,6 +474,7 @@ impl Store for PostgresStore {
     async fn idempotency_begin(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
         fingerprint: &str,
         now: Millis,
@@ -434,6 +483,7 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Write, |tx| idempotency::begin(
             &tx,
             env,
+            caller,
             key,
             fingerprint,
             now,
@@ -444,22 +494,26 @@ impl Store for PostgresStore {
     async fn idempotency_finish(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
         status: u16,
         body: &Value,
         _now: Millis,
     ) -> StoreResult<()> {
         in_transaction!(self, Mode::Write, |tx| idempotency::finish(
-            &tx, env, key, status, body
+            &tx, env, caller, key, status, body
         ))
     }
 
     async fn idempotency_abandon(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| idempotency::abandon(&tx, env, key))
+        in_transaction!(self, Mode::Write, |tx| idempotency::abandon(
+            &tx, env, caller, key
+        ))
     }
 
     async fn create_policy(

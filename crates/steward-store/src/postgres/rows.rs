@@ -91,7 +91,8 @@ pub(crate) fn environment(row: &Row) -> StoreResult<Environment> {
     })
 }
 
-pub(crate) const KEY_COLUMNS: &str = "id, env_id, name, scopes, token_hash, created_at";
+pub(crate) const KEY_COLUMNS: &str =
+    "id, env_id, name, scopes, token_hash, created_at, expires_at, revoked_at, last_used_at";
 
 pub(crate) fn api_key(row: &Row) -> StoreResult<ApiKeyRecord> {
     Ok(ApiKeyRecord {
@@ -101,6 +102,9 @@ pub(crate) fn api_key(row: &Row) -> StoreResult<ApiKeyRecord> {
         scopes: serde_json::from_str(col(row, 3)?).map_err(|e| corrupt("scopes", e))?,
         token_hash: col(row, 4)?,
         created_at: millis(row, 5)?,
+        expires_at: millis_opt(row, 6)?,
+        revoked_at: millis_opt(row, 7)?,
+        last_used_at: millis_opt(row, 8)?,
     })
 }
 

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", INITIAL),
     (2, "governance", GOVERNANCE),
     (3, "replicas", REPLICAS),
+    (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
 ];
 
 const INITIAL: &str = r#"
@@ -264,6 +265,25 @@ ALTER TABLE effects ADD COLUMN owner TEXT COLLATE "C";
 ALTER TABLE attempts ADD COLUMN owner TEXT COLLATE "C";
 ALTER TABLE idempotency ADD COLUMN owner TEXT COLLATE "C";
 CREATE INDEX effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
+"#;
+
+/// A key's expiry, revocation and last use (existing keys: no expiry, not revoked, never seen
+/// used); `Idempotency-Key` records scoped to the API key that sent them, existing rows given
+/// the legacy scope `''`, which still answers every key of their environment (which key sent
+/// a generic request was never recorded); and store-wide settings (the master key's check
+/// value).
+const KEY_LIFECYCLE: &str = r#"
+ALTER TABLE api_keys ADD COLUMN expires_at BIGINT;
+ALTER TABLE api_keys ADD COLUMN revoked_at BIGINT;
+ALTER TABLE api_keys ADD COLUMN last_used_at BIGINT;
+ALTER TABLE idempotency ADD COLUMN key_id TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE idempotency ALTER COLUMN key_id DROP DEFAULT;
+ALTER TABLE idempotency DROP CONSTRAINT idempotency_pkey;
+ALTER TABLE idempotency ADD PRIMARY KEY (env_id, key_id, key);
+CREATE TABLE settings (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    value TEXT NOT NULL
+);
 "#;
 
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer

@@ -8,7 +8,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use rusqlite::{params, Connection, ErrorCode, Transaction};
 use serde_json::json;
-use steward_core::{ActionDefinition, ActionId, EnvironmentId};
+use steward_core::{ActionDefinition, ActionId, EnvironmentId, KeyId, Millis};
 
 /// SQLite's extended result codes for the constraints Steward relies on.
 const SQLITE_CONSTRAINT_FOREIGNKEY: i32 = 787;
@@ -86,8 +86,8 @@ pub(crate) fn insert_key(
 ) -> StoreResult<()> {
     let scopes = serde_json::to_string(&key.scopes).map_err(|e| rows::corrupt("scopes", e))?;
     tx.execute(
-        "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![key.id.as_str(), key.env_id.as_str(), key.name, scopes, key.token_hash, key.created_at.0],
+        "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![key.id.as_str(), key.env_id.as_str(), key.name, scopes, key.token_hash, key.created_at.0, key.expires_at.map(|m| m.0)],
     )
     .map_err(|e| constraint(e, "key"))?;
     append(
@@ -98,9 +98,156 @@ pub(crate) fn insert_key(
             kind: "key.created",
             subject: key.id.as_str(),
             before: None,
-            after: Some(json!({"name": key.name, "scopes": key.scopes})),
+            after: Some(key_audit(key)),
         },
     )
+}
+
+/// What the audit log says about a key: never its hash.
+fn key_audit(key: &ApiKeyRecord) -> serde_json::Value {
+    let mut view = json!({"name": key.name, "scopes": key.scopes});
+    if let Some(at) = key.expires_at {
+        view["expiresAt"] = json!(at.0);
+    }
+    if let Some(at) = key.revoked_at {
+        view["revokedAt"] = json!(at.0);
+    }
+    view
+}
+
+pub(crate) fn key(conn: &Connection, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
+    let sql = format!("SELECT {} FROM api_keys WHERE id = ?1", rows::KEY_COLUMNS);
+    query_one(conn, &sql, &[&id.as_str()], rows::api_key)
+}
+
+pub(crate) fn revoke_key(tx: &Transaction<'_>, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
+    let Some(before) = key(tx, id)?.filter(|k| k.revoked_at.is_none()) else {
+        return Ok(false);
+    };
+    tx.execute(
+        "UPDATE api_keys SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
+        params![actor.now.0, id.as_str()],
+    )
+    .map_err(unavailable)?;
+    let after = key(tx, id)?.ok_or(StoreError::NotFound { what: "key" })?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(before.env_id.as_str()),
+            kind: "key.revoked",
+            subject: id.as_str(),
+            before: Some(key_audit(&before)),
+            after: Some(key_audit(&after)),
+        },
+    )?;
+    Ok(true)
+}
+
+pub(crate) fn rotate_key(
+    tx: &Transaction<'_>,
+    r: &KeyRotation,
+    actor: &Actor,
+) -> StoreResult<ApiKeyRecord> {
+    let old = key(tx, &r.old)?
+        .filter(|k| k.usable_at(actor.now))
+        .ok_or(StoreError::NotFound { what: "key" })?;
+    let old_expires_at = old
+        .expires_at
+        .map_or(r.old_expires_at, |at| at.min(r.old_expires_at));
+    tx.execute(
+        "UPDATE api_keys SET expires_at = ?1 WHERE id = ?2",
+        params![old_expires_at.0, r.old.as_str()],
+    )
+    .map_err(unavailable)?;
+    let new = ApiKeyRecord {
+        id: r.new_id.clone(),
+        env_id: old.env_id.clone(),
+        name: old.name.clone(),
+        scopes: old.scopes.clone(),
+        token_hash: r.new_token_hash.clone(),
+        created_at: actor.now,
+        expires_at: r.new_expires_at,
+        revoked_at: None,
+        last_used_at: None,
+    };
+    let scopes = serde_json::to_string(&new.scopes).map_err(|e| rows::corrupt("scopes", e))?;
+    tx.execute(
+        "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![new.id.as_str(), new.env_id.as_str(), new.name, scopes, new.token_hash, new.created_at.0, new.expires_at.map(|m| m.0)],
+    )
+    .map_err(|e| constraint(e, "key"))?;
+    let after_old = key(tx, &r.old)?.ok_or(StoreError::NotFound { what: "key" })?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(old.env_id.as_str()),
+            kind: "key.rotated",
+            subject: r.old.as_str(),
+            before: Some(key_audit(&old)),
+            after: Some(
+                json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),
+            ),
+        },
+    )?;
+    key(tx, &new.id)?.ok_or(StoreError::NotFound { what: "key" })
+}
+
+pub(crate) fn mark_key_used(tx: &Transaction<'_>, id: &KeyId, at: Millis) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE api_keys SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)",
+        params![at.0, id.as_str()],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// The settings row naming the master key's check value.
+const MASTER_KEY_CHECK: &str = "master_key_check";
+
+pub(crate) fn master_key_check(conn: &Connection) -> StoreResult<Option<String>> {
+    query_one(
+        conn,
+        "SELECT value FROM settings WHERE name = ?1",
+        &[&MASTER_KEY_CHECK],
+        |row| rows::col::<String>(row, 0),
+    )
+}
+
+pub(crate) fn init_master_key_check(
+    tx: &Transaction<'_>,
+    check: &str,
+    actor: &Actor,
+) -> StoreResult<String> {
+    if let Some(stored) = master_key_check(tx)? {
+        return Ok(stored);
+    }
+    tx.execute(
+        "INSERT INTO settings (name, value) VALUES (?1, ?2)",
+        params![MASTER_KEY_CHECK, check],
+    )
+    .map_err(unavailable)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: None,
+            kind: "vault.key_check_recorded",
+            subject: MASTER_KEY_CHECK,
+            before: None,
+            after: None,
+        },
+    )?;
+    Ok(check.to_string())
+}
+
+pub(crate) fn any_secret(conn: &Connection) -> StoreResult<Option<SecretRecord>> {
+    let sql = format!(
+        "SELECT {} FROM secrets ORDER BY created_at, env_id, name LIMIT 1",
+        rows::SECRET_COLUMNS
+    );
+    query_one(conn, &sql, &[], rows::secret)
 }
 
 pub(crate) fn key_by_hash(conn: &Connection, hash: &str) -> StoreResult<Option<ApiKeyRecord>> {

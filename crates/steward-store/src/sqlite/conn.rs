@@ -193,8 +193,7 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-/// Adds a nullable TEXT column to a table created by an earlier schema.
-fn add_column_if_missing(conn: &Connection, table: &str, column: &str) -> StoreResult<()> {
+fn has_column(conn: &Connection, table: &str, column: &str) -> StoreResult<bool> {
     let present: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
@@ -202,8 +201,18 @@ fn add_column_if_missing(conn: &Connection, table: &str, column: &str) -> StoreR
             |r| r.get(0),
         )
         .map_err(unavailable)?;
-    if present == 0 {
-        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+    Ok(present > 0)
+}
+
+/// Adds a nullable column of `kind` to a table created by an earlier schema.
+fn add_column_if_missing(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    kind: &str,
+) -> StoreResult<()> {
+    if !has_column(conn, table, column)? {
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))
             .map_err(unavailable)?;
     }
     Ok(())
@@ -270,6 +279,9 @@ impl Pool {
         writer
             .execute_batch(super::schema::REPLICA_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::SETTINGS_SCHEMA)
+            .map_err(unavailable)?;
         // One IMMEDIATE transaction, so that two processes opening an older store at once
         // (the server and `steward keys`) add each column once.
         let mut writer = writer;
@@ -277,7 +289,14 @@ impl Pool {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(unavailable)?;
         for (table, column) in super::schema::OWNER_COLUMNS {
-            add_column_if_missing(&tx, table, column)?;
+            add_column_if_missing(&tx, table, column, "TEXT")?;
+        }
+        for (table, column, kind) in super::schema::KEY_LIFECYCLE_COLUMNS {
+            add_column_if_missing(&tx, table, column, kind)?;
+        }
+        if !has_column(&tx, "idempotency", "key_id")? {
+            tx.execute_batch(super::schema::SCOPE_IDEMPOTENCY)
+                .map_err(unavailable)?;
         }
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;

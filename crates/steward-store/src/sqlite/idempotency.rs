@@ -6,11 +6,16 @@ use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::Value;
-use steward_core::{EnvironmentId, IdempotencyKey, Millis, ReplicaId};
+use steward_core::{EnvironmentId, IdempotencyKey, KeyId, Millis, ReplicaId};
+
+/// The `key_id` of rows recorded before `Idempotency-Key` was scoped to the calling API key:
+/// they still answer every key of their environment, as they did when they were written.
+pub(crate) const LEGACY_SCOPE: &str = "";
 
 pub(crate) fn begin(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
     fingerprint: &str,
     now: Millis,
@@ -18,8 +23,9 @@ pub(crate) fn begin(
 ) -> StoreResult<IdempotencyBegin> {
     let seen: Option<(String, String, Option<u16>, Option<String>)> = tx
         .query_row_cached(
-            "SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = ?1 AND key = ?2",
-            params![env.as_str(), key.as_str()],
+            "SELECT fingerprint, state, response_status, response_body FROM idempotency
+             WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) ORDER BY key_id DESC",
+            params![env.as_str(), key.as_str(), caller.as_str(), LEGACY_SCOPE],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()
@@ -27,8 +33,8 @@ pub(crate) fn begin(
     let Some((stored, state, status, body)) = seen else {
         super::conn::execute_cached(
         tx,
-            "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, created_at, owner) VALUES (?1, ?2, ?3, 'generic', 'in_progress', ?4, ?5)",
-            params![env.as_str(), key.as_str(), fingerprint, now.0, owner.as_str()],
+            "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, created_at, owner) VALUES (?1, ?6, ?2, ?3, 'generic', 'in_progress', ?4, ?5)",
+            params![env.as_str(), key.as_str(), fingerprint, now.0, owner.as_str(), caller.as_str()],
         )
         .map_err(unavailable)?;
         return Ok(IdempotencyBegin::Begun);
@@ -50,6 +56,7 @@ pub(crate) fn begin(
 pub(crate) fn finish(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
     status: u16,
     body: &Value,
@@ -57,8 +64,14 @@ pub(crate) fn finish(
     super::conn::execute_cached(
         tx,
         "UPDATE idempotency SET state = 'done', response_status = ?1, response_body = ?2
-         WHERE env_id = ?3 AND key = ?4 AND kind = 'generic'",
-        params![status, body.to_string(), env.as_str(), key.as_str()],
+         WHERE env_id = ?3 AND key_id = ?5 AND key = ?4 AND kind = 'generic'",
+        params![
+            status,
+            body.to_string(),
+            env.as_str(),
+            key.as_str(),
+            caller.as_str()
+        ],
     )
     .map_err(unavailable)?;
     Ok(())
@@ -67,28 +80,31 @@ pub(crate) fn finish(
 pub(crate) fn abandon(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
 ) -> StoreResult<()> {
     super::conn::execute_cached(
         tx,
-        "DELETE FROM idempotency WHERE env_id = ?1 AND key = ?2 AND kind = 'generic' AND state = 'in_progress'",
-        params![env.as_str(), key.as_str()],
+        "DELETE FROM idempotency WHERE env_id = ?1 AND key_id = ?3 AND key = ?2 AND kind = 'generic' AND state = 'in_progress'",
+        params![env.as_str(), key.as_str(), caller.as_str()],
     )
     .map_err(unavailable)?;
     Ok(())
 }
 
-/// The request recorded under `key`, with the invocation it answered with: what `submit`
+/// The request `caller` recorded under `key` (or a legacy row of the environment), with the invocation it answered with: what `submit`
 /// checks first, and what answers a resend without writing.
 pub(crate) fn earlier(
     conn: &Connection,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
 ) -> StoreResult<Option<EarlierRequest>> {
     let seen: Option<(String, String, Option<String>)> = conn
         .query_row_cached(
-            "SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = ?1 AND key = ?2",
-            params![env.as_str(), key.as_str()],
+            "SELECT fingerprint, state, invocation_id FROM idempotency
+             WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) ORDER BY key_id DESC",
+            params![env.as_str(), key.as_str(), caller.as_str(), LEGACY_SCOPE],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()

@@ -7,7 +7,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::{json, Value};
-use steward_core::{EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, Rejection};
+use steward_core::{
+    EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Rejection,
+};
 
 pub(crate) fn invocation(
     conn: &Connection,
@@ -52,7 +54,7 @@ pub(crate) fn must_invocation(
 pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
     let env = &s.env_id;
     if let Some(key) = &s.idempotency_key {
-        if let Some(earlier) = super::idempotency::earlier(tx, env, key)? {
+        if let Some(earlier) = super::idempotency::earlier(tx, env, &s.actor, key)? {
             return Ok(earlier.outcome(&s.request_fingerprint));
         }
     }
@@ -166,8 +168,8 @@ fn record_invoke_key(
 ) -> StoreResult<()> {
     super::conn::execute_cached(
         tx,
-        "INSERT INTO idempotency (env_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
-         VALUES (?1, ?2, ?3, 'invoke', ?4, ?5, ?6, ?7)",
+        "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
+         VALUES (?1, ?8, ?2, ?3, 'invoke', ?4, ?5, ?6, ?7)",
         params![
             s.env_id.as_str(),
             key.as_str(),
@@ -175,7 +177,8 @@ fn record_invoke_key(
             state,
             invocation.as_str(),
             s.now.0,
-            s.owner.as_str()
+            s.owner.as_str(),
+            s.actor.as_str()
         ],
     )
     .map_err(unavailable)?;
@@ -269,12 +272,38 @@ pub(crate) fn insert_evidence(
 pub(crate) fn finish_invoke_request(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
+    caller: &KeyId,
     key: &IdempotencyKey,
 ) -> StoreResult<()> {
     super::conn::execute_cached(
         tx,
-        "UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'",
-        params![env.as_str(), key.as_str()],
+        "UPDATE idempotency SET state = 'done'
+         WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) AND kind = 'invoke'",
+        params![
+            env.as_str(),
+            key.as_str(),
+            caller.as_str(),
+            super::idempotency::LEGACY_SCOPE
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// Marks answered the invoke request behind `key` that created the effect's invocation (the
+/// request an `EffectChange::answers_request` names: its sender is the invocation's creator).
+fn finish_answered_request(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    effect: &EffectId,
+    key: &IdempotencyKey,
+) -> StoreResult<()> {
+    super::conn::execute_cached(
+        tx,
+        "UPDATE idempotency SET state = 'done'
+         WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'
+           AND invocation_id = (SELECT invocation_id FROM effects WHERE id = ?3)",
+        params![env.as_str(), key.as_str(), effect.as_str()],
     )
     .map_err(unavailable)?;
     Ok(())
@@ -383,7 +412,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         insert_evidence(tx, &c.effect_id, e, &c.actor)?;
     }
     if let Some(key) = &c.answers_request {
-        finish_invoke_request(tx, &c.env_id, key)?;
+        finish_answered_request(tx, &c.env_id, &c.effect_id, key)?;
     }
     append(
         tx,

@@ -95,14 +95,55 @@ impl Store for SqliteStore {
         self.read(move |c| admin::key_by_hash(c, &hash)).await
     }
 
+    async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
+        let id = id.clone();
+        self.read(move |c| admin::key(c, &id)).await
+    }
+
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
         self.read(admin::list_keys).await
     }
 
-    async fn caller(&self, token_hash: &str) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
+    async fn revoke_key(&self, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
+        let (id, actor) = (id.clone(), actor.clone());
+        self.write(move |tx| admin::revoke_key(tx, &id, &actor))
+            .await
+    }
+
+    async fn rotate_key(&self, rotation: &KeyRotation, actor: &Actor) -> StoreResult<ApiKeyRecord> {
+        let (rotation, actor) = (rotation.clone(), actor.clone());
+        self.write(move |tx| admin::rotate_key(tx, &rotation, &actor))
+            .await
+    }
+
+    async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()> {
+        let id = id.clone();
+        self.write(move |tx| admin::mark_key_used(tx, &id, at))
+            .await
+    }
+
+    async fn master_key_check(&self) -> StoreResult<Option<String>> {
+        self.read(admin::master_key_check).await
+    }
+
+    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
+        let (check, actor) = (check.to_string(), actor.clone());
+        self.write(move |tx| admin::init_master_key_check(tx, &check, &actor))
+            .await
+    }
+
+    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
+        self.read(admin::any_secret).await
+    }
+
+    async fn caller(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
         let hash = token_hash.to_string();
         self.read(move |c| {
-            let Some(key) = admin::key_by_hash(c, &hash)? else {
+            let Some(key) = admin::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
                 return Ok(None);
             };
             Ok(admin::environment(c, &key.env_id)?.map(|env| (key, env)))
@@ -205,6 +246,7 @@ impl Store for SqliteStore {
     async fn invoke_context(
         &self,
         token_hash: &str,
+        now: Millis,
         action: &str,
         idempotency_key: Option<&IdempotencyKey>,
     ) -> StoreResult<Option<InvokeContext>> {
@@ -214,7 +256,7 @@ impl Store for SqliteStore {
             idempotency_key.cloned(),
         );
         self.read(move |c| {
-            let Some(caller) = admin::key_by_hash(c, &hash)? else {
+            let Some(caller) = admin::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
                 return Ok(None);
             };
             let Some(environment) = admin::environment(c, &caller.env_id)? else {
@@ -229,7 +271,7 @@ impl Store for SqliteStore {
             Ok(Some(InvokeContext {
                 policies: policies::list(c, env)?,
                 earlier: match &key {
-                    Some(key) => idempotency::earlier(c, env, key)?,
+                    Some(key) => idempotency::earlier(c, env, &caller.id, key)?,
                     None => None,
                 },
                 key: caller,
@@ -254,10 +296,11 @@ impl Store for SqliteStore {
     async fn finish_invoke_request(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        let (env, key) = (env.clone(), key.clone());
-        self.write(move |tx| invocations::finish_invoke_request(tx, &env, &key))
+        let (env, caller, key) = (env.clone(), caller.clone(), key.clone());
+        self.write(move |tx| invocations::finish_invoke_request(tx, &env, &caller, &key))
             .await
     }
 
@@ -418,41 +461,45 @@ impl Store for SqliteStore {
     async fn idempotency_begin(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
         fingerprint: &str,
         now: Millis,
         owner: &ReplicaId,
     ) -> StoreResult<IdempotencyBegin> {
-        let (env, key, fingerprint, owner) = (
+        let (env, caller, key, fingerprint, owner) = (
             env.clone(),
+            caller.clone(),
             key.clone(),
             fingerprint.to_string(),
             owner.clone(),
         );
-        self.write(move |tx| idempotency::begin(tx, &env, &key, &fingerprint, now, &owner))
+        self.write(move |tx| idempotency::begin(tx, &env, &caller, &key, &fingerprint, now, &owner))
             .await
     }
 
     async fn idempotency_finish(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
         status: u16,
         body: &Value,
         _now: Millis,
     ) -> StoreResult<()> {
-        let (env, key, body) = (env.clone(), key.clone(), body.clone());
-        self.write(move |tx| idempotency::finish(tx, &env, &key, status, &body))
+        let (env, caller, key, body) = (env.clone(), caller.clone(), key.clone(), body.clone());
+        self.write(move |tx| idempotency::finish(tx, &env, &caller, &key, status, &body))
             .await
     }
 
     async fn idempotency_abandon(
         &self,
         env: &EnvironmentId,
+        caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        let (env, key) = (env.clone(), key.clone());
-        self.write(move |tx| idempotency::abandon(tx, &env, &key))
+        let (env, caller, key) = (env.clone(), caller.clone(), key.clone());
+        self.write(move |tx| idempotency::abandon(tx, &env, &caller, &key))
             .await
     }
 

@@ -50,7 +50,8 @@ pub(crate) fn environment(row: &Row<'_>) -> StoreResult<Environment> {
     })
 }
 
-pub(crate) const KEY_COLUMNS: &str = "id, env_id, name, scopes, token_hash, created_at";
+pub(crate) const KEY_COLUMNS: &str =
+    "id, env_id, name, scopes, token_hash, created_at, expires_at, revoked_at, last_used_at";
 
 pub(crate) fn api_key(row: &Row<'_>) -> StoreResult<ApiKeyRecord> {
     let scopes: String = col(row, 3)?;
@@ -61,6 +62,9 @@ pub(crate) fn api_key(row: &Row<'_>) -> StoreResult<ApiKeyRecord> {
         scopes: serde_json::from_str(&scopes).map_err(|e| corrupt("scopes", e))?,
         token_hash: col(row, 4)?,
         created_at: Millis(col(row, 5)?),
+        expires_at: col::<Option<i64>>(row, 6)?.map(Millis),
+        revoked_at: col::<Option<i64>>(row, 7)?.map(Millis),
+        last_used_at: col::<Option<i64>>(row, 8)?.map(Millis),
     })
 }
 

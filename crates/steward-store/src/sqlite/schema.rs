@@ -14,7 +14,10 @@ CREATE TABLE IF NOT EXISTS api_keys (
     name TEXT NOT NULL,
     scopes TEXT NOT NULL,
     token_hash TEXT NOT NULL UNIQUE,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    revoked_at INTEGER,
+    last_used_at INTEGER
 );
 CREATE TABLE IF NOT EXISTS secrets (
     env_id TEXT NOT NULL REFERENCES environments(id),
@@ -119,6 +122,7 @@ CREATE TABLE IF NOT EXISTS evidence (
 );
 CREATE TABLE IF NOT EXISTS idempotency (
     env_id TEXT NOT NULL,
+    key_id TEXT NOT NULL,
     key TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -127,7 +131,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     response_status INTEGER,
     response_body TEXT,
     created_at INTEGER NOT NULL,
-    PRIMARY KEY (env_id, key)
+    PRIMARY KEY (env_id, key_id, key)
 );
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY,
@@ -251,4 +255,47 @@ pub const OWNER_COLUMNS: &[(&str, &str)] = &[
 /// Indexes over the owner columns, created once the columns exist.
 pub const OWNER_INDEXES: &str = r#"
 CREATE INDEX IF NOT EXISTS effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
+"#;
+
+/// `(table, column, type)` added to tables created by an earlier Steward: a key's expiry,
+/// revocation and last use. Their rows get `NULL`: no expiry, not revoked, never seen used.
+pub const KEY_LIFECYCLE_COLUMNS: &[(&str, &str, &str)] = &[
+    ("api_keys", "expires_at", "INTEGER"),
+    ("api_keys", "revoked_at", "INTEGER"),
+    ("api_keys", "last_used_at", "INTEGER"),
+];
+
+/// Store-wide settings, one value per name: the master key's check value.
+pub const SETTINGS_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#;
+
+/// Rebuilds an `idempotency` table from before `Idempotency-Key` was scoped to the calling API
+/// key (SQLite cannot change a primary key in place). Its rows get the legacy scope `''`, which
+/// still answers every key of their environment: which key sent a generic request was never
+/// recorded, and an invoke row may name an invocation another key created.
+pub const SCOPE_IDEMPOTENCY: &str = r#"
+CREATE TABLE idempotency_scoped (
+    env_id TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    invocation_id TEXT,
+    response_status INTEGER,
+    response_body TEXT,
+    created_at INTEGER NOT NULL,
+    owner TEXT,
+    PRIMARY KEY (env_id, key_id, key)
+);
+INSERT INTO idempotency_scoped (env_id, key_id, key, fingerprint, kind, state, invocation_id,
+    response_status, response_body, created_at, owner)
+SELECT env_id, '', key, fingerprint, kind, state, invocation_id, response_status,
+    response_body, created_at, owner FROM idempotency;
+DROP TABLE idempotency;
+ALTER TABLE idempotency_scoped RENAME TO idempotency;
 "#;

@@ -7,10 +7,11 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     let env = Env::new(&store, "generic").await;
     let key = idem("create-secret-1");
     let begin = |fp: &'static str| {
-        let (store, env_id, key) = (store.clone(), env.id.clone(), key.clone());
+        let (store, env_id, sender, key) =
+            (store.clone(), env.id.clone(), env.key.clone(), key.clone());
         async move {
             store
-                .idempotency_begin(&env_id, &key, fp, T0, &writer())
+                .idempotency_begin(&env_id, &sender, &key, fp, T0, &writer())
                 .await
                 .expect("idempotency_begin")
         }
@@ -21,7 +22,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
 
     let body = json!({"success": true, "data": {"name": "STRIPE_TEST_KEY", "version": 1}});
     store
-        .idempotency_finish(&env.id, &key, 201, &body, Millis(2_000))
+        .idempotency_finish(&env.id, &env.key, &key, 201, &body, Millis(2_000))
         .await
         .expect("finish");
     assert_eq!(
@@ -34,7 +35,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     assert_eq!(begin("fp-2").await, IdempotencyBegin::Mismatch);
     // Abandon only forgets a request still in progress, never a recorded answer.
     store
-        .idempotency_abandon(&env.id, &key)
+        .idempotency_abandon(&env.id, &env.key, &key)
         .await
         .expect("abandon");
     assert_eq!(
@@ -48,18 +49,18 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     let failed = idem("create-secret-2");
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &failed, "fp-x", T0, &writer())
+            .idempotency_begin(&env.id, &env.key, &failed, "fp-x", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
     );
     store
-        .idempotency_abandon(&env.id, &failed)
+        .idempotency_abandon(&env.id, &env.key, &failed)
         .await
         .expect("abandon");
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &failed, "fp-y", T0, &writer())
+            .idempotency_begin(&env.id, &env.key, &failed, "fp-y", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -69,7 +70,7 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     let other = Env::new(&store, "generic-other").await;
     assert_eq!(
         store
-            .idempotency_begin(&other.id, &key, "fp-2", T0, &writer())
+            .idempotency_begin(&other.id, &other.key, &key, "fp-2", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -83,10 +84,11 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
     let race = idem("race");
     let mut tasks = Vec::new();
     for _ in 0..32 {
-        let (store, env_id, race) = (store.clone(), env.id.clone(), race.clone());
+        let (store, env_id, sender, race) =
+            (store.clone(), env.id.clone(), env.key.clone(), race.clone());
         tasks.push(tokio::spawn(async move {
             store
-                .idempotency_begin(&env_id, &race, "fp-r", T0, &writer())
+                .idempotency_begin(&env_id, &sender, &race, "fp-r", T0, &writer())
                 .await
         }));
     }
@@ -104,11 +106,11 @@ pub async fn generic_idempotency(store: Arc<dyn Store>) {
         .count();
     assert_eq!((begun, in_progress), (1, 31), "{outcomes:?}");
     store
-        .idempotency_abandon(&env.id, &failed)
+        .idempotency_abandon(&env.id, &env.key, &failed)
         .await
         .expect("abandon");
     store
-        .idempotency_abandon(&env.id, &race)
+        .idempotency_abandon(&env.id, &env.key, &race)
         .await
         .expect("abandon");
 }

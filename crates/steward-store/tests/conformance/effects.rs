@@ -287,7 +287,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     let generic = idem("generic-in-flight");
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &generic, "fp-g", T0, &writer())
+            .idempotency_begin(&env.id, &env.key, &generic, "fp-g", T0, &writer())
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
@@ -396,13 +396,20 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     // An in-flight generic request was forgotten: it may be sent again.
     assert_eq!(
         store
-            .idempotency_begin(&env.id, &generic, "fp-g", Millis(9_500), &writer())
+            .idempotency_begin(
+                &env.id,
+                &env.key,
+                &generic,
+                "fp-g",
+                Millis(9_500),
+                &writer()
+            )
             .await
             .expect("begin"),
         IdempotencyBegin::Begun
     );
     store
-        .idempotency_abandon(&env.id, &generic)
+        .idempotency_abandon(&env.id, &env.key, &generic)
         .await
         .expect("abandon");
 

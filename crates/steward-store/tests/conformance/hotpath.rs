@@ -184,14 +184,14 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         .await
         .expect("insert_key");
     let (found, environment) = store
-        .caller(&key.token_hash)
+        .caller(&key.token_hash, T0)
         .await
         .expect("caller")
         .expect("the key is found");
     assert_eq!(found.id, key.id);
     assert_eq!(environment.id, env.id);
     assert!(store
-        .caller("sha256:nobody")
+        .caller("sha256:nobody", T0)
         .await
         .expect("caller")
         .is_none());
@@ -214,14 +214,14 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         let (store, hash) = (store.clone(), key.token_hash.clone());
         async move {
             store
-                .invoke_context(&hash, &reference, request.as_ref())
+                .invoke_context(&hash, T0, &reference, request.as_ref())
                 .await
                 .expect("invoke_context")
                 .expect("the caller is found")
         }
     };
     assert!(store
-        .invoke_context("sha256:nobody", action.name.as_str(), None)
+        .invoke_context("sha256:nobody", T0, action.name.as_str(), None)
         .await
         .expect("invoke_context")
         .is_none());
@@ -246,6 +246,8 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
 
     let mut sub = env.submission(&action, json!({"n": 1}));
     sub.idempotency_key = Some(idem("req-ctx"));
+    // Sent by the key the context is read with: `Idempotency-Key` is scoped to its sender.
+    sub.actor = key.id.clone();
     let inv = expect_created(store.submit(&sub).await.expect("submit"));
     let earlier = |context: steward_store::InvokeContext| context.earlier.expect("earlier");
     let pending = earlier(context(action.name.clone(), sub.idempotency_key.clone()).await);
@@ -258,7 +260,7 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         SubmitOutcome::IdempotencyMismatch
     ));
     store
-        .finish_invoke_request(&env.id, sub.idempotency_key.as_ref().unwrap())
+        .finish_invoke_request(&env.id, &key.id, sub.idempotency_key.as_ref().unwrap())
         .await
         .expect("finish_invoke_request");
     let answered = earlier(context(action.name.clone(), sub.idempotency_key.clone()).await);

@@ -225,7 +225,7 @@ pub async fn invoke_idempotency_keys(store: Arc<dyn Store>) {
     // Abandoning is for generic requests: it must not free an invoke's key (a resend would
     // then record a second invocation of the same request).
     store
-        .idempotency_abandon(&env.id, &key)
+        .idempotency_abandon(&env.id, &env.key, &key)
         .await
         .expect("idempotency_abandon");
     assert!(matches!(
@@ -235,7 +235,7 @@ pub async fn invoke_idempotency_keys(store: Arc<dyn Store>) {
 
     // Answered: a resend gets the invocation as it stands now.
     store
-        .finish_invoke_request(&env.id, &key)
+        .finish_invoke_request(&env.id, &env.key, &key)
         .await
         .expect("finish_invoke_request");
     env.begin_attempt(&original.effect_id, 2_000).await;

@@ -133,7 +133,9 @@ pub async fn a_sweep_takes_over_only_dead_replicas_work(store: Arc<dyn Store>) {
     let approved_by_dead = env.approved_on(&action, "dead", &dead).await;
     let (generic_live, generic_dead) = (idem("sweep-generic-live"), idem("sweep-generic-dead"));
     for (key, owner) in [(&generic_live, &live), (&generic_dead, &dead)] {
-        let begun = store.idempotency_begin(&env.id, key, "fp", T0, owner).await;
+        let begun = store
+            .idempotency_begin(&env.id, &env.key, key, "fp", T0, owner)
+            .await;
         assert_eq!(begun.expect("begin"), IdempotencyBegin::Begun);
     }
     let live_before = [
@@ -245,11 +247,11 @@ pub async fn a_sweep_takes_over_only_dead_replicas_work(store: Arc<dyn Store>) {
         other => panic!("the live replica's request is still in flight, got {other:?}"),
     }
     let again = store
-        .idempotency_begin(&env.id, &generic_dead, "fp", T0, &sweeper)
+        .idempotency_begin(&env.id, &env.key, &generic_dead, "fp", T0, &sweeper)
         .await;
     assert_eq!(again.expect("begin"), IdempotencyBegin::Begun, "forgotten");
     let again = store
-        .idempotency_begin(&env.id, &generic_live, "fp", T0, &sweeper)
+        .idempotency_begin(&env.id, &env.key, &generic_live, "fp", T0, &sweeper)
         .await;
     assert_eq!(again.expect("begin"), IdempotencyBegin::InProgress, "kept");
 
@@ -316,7 +318,7 @@ pub async fn a_sweep_takes_over_only_dead_replicas_work(store: Arc<dyn Store>) {
         assert!(third.expired_replicas.contains(gone), "{third:?}");
     }
     let again = store
-        .idempotency_begin(&env.id, &generic_live, "fp", T0, &other)
+        .idempotency_begin(&env.id, &env.key, &generic_live, "fp", T0, &other)
         .await;
     assert_eq!(
         again.expect("begin"),
@@ -324,11 +326,11 @@ pub async fn a_sweep_takes_over_only_dead_replicas_work(store: Arc<dyn Store>) {
         "the marker of the replica that died since is forgotten too"
     );
     store
-        .idempotency_abandon(&env.id, &generic_live)
+        .idempotency_abandon(&env.id, &env.key, &generic_live)
         .await
         .expect("abandon");
     store
-        .idempotency_abandon(&env.id, &generic_dead)
+        .idempotency_abandon(&env.id, &env.key, &generic_dead)
         .await
         .expect("abandon");
     assert_chain_intact(&store).await;

@@ -1,11 +1,20 @@
-//! `steward keys`: keys are created here, never over the API. The key is printed once.
+//! `steward keys`: keys are created, rotated and revoked here, never over the API. A key is
+//! printed once, on stdout, and nothing else is.
+//!
+//! A revocation or rotation commits to the database (with its audit event) and takes effect on
+//! every server sharing it at the next request: servers read keys from the store per request.
 
 use crate::DataArgs;
 use anyhow::{bail, Context};
 use std::process::ExitCode;
-use steward_core::{EnvironmentId, KeyId, Role};
+use steward_core::{EnvironmentId, KeyId, Millis, Role};
 use steward_server::{generate_token, hash_token, open_store, Clock, SystemClock};
-use steward_store::{Actor, ApiKeyRecord};
+use steward_store::{Actor, ApiKeyRecord, KeyRotation};
+
+/// The longest `--expires-in` or `--overlap-s` accepted, in seconds (ten years): longer is
+/// "never", which is what leaving `--expires-in` out says; the bound keeps every sum of
+/// milliseconds far from overflowing.
+const DURATION_S_MAX: i64 = 10 * 365 * 86_400;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -25,11 +34,40 @@ pub enum Command {
         /// An explicit comma-separated scope list.
         #[arg(long, value_delimiter = ',')]
         scopes: Option<Vec<String>>,
+        /// The key stops working this long after creation: a whole number and a unit,
+        /// s (seconds), m (minutes), h (hours) or d (days), e.g. 3600s, 12h, 30d. Without it
+        /// the key works until it is revoked.
+        #[arg(long, value_name = "DURATION")]
+        expires_in: Option<String>,
     },
-    /// List keys: ids, names, environments and scopes, never the keys.
+    /// List keys: ids, names, environments, scopes, creation, expiry, last use (to within a
+    /// minute) and state (active, expired, revoked); never the keys.
     List {
         #[command(flatten)]
         data: DataArgs,
+    },
+    /// Revoke a key: its next request, on any server, is refused with 401.
+    Revoke {
+        #[command(flatten)]
+        data: DataArgs,
+        /// The key's id (key_...), as `keys list` shows it.
+        key_id: String,
+    },
+    /// Replace a key with a new one of the same environment, name and scopes; prints only the
+    /// new key on stdout. The old key keeps working for the overlap, then gets 401.
+    Rotate {
+        #[command(flatten)]
+        data: DataArgs,
+        /// The key's id (key_...), as `keys list` shows it.
+        key_id: String,
+        /// How long the old key keeps working, in seconds (0: it stops at once).
+        #[arg(long, default_value_t = 0)]
+        overlap_s: i64,
+        /// The new key's lifetime (as for `create`). Without it, a key that expires is
+        /// replaced by one with the same lifetime from now, and one that does not by one that
+        /// does not.
+        #[arg(long, value_name = "DURATION")]
+        expires_in: Option<String>,
     },
 }
 
@@ -41,6 +79,69 @@ fn valid_label(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
+/// Parses `--expires-in`: a whole positive number and one unit, `s`, `m`, `h` or `d`; in
+/// seconds.
+fn parse_duration_s(text: &str) -> Result<i64, String> {
+    let usage = || {
+        format!("{text:?}: expected a whole number and a unit s, m, h or d (e.g. 30d, 12h, 3600s)")
+    };
+    let Some((last, _)) = text.char_indices().last() else {
+        return Err(usage());
+    };
+    let (number, unit) = text.split_at(last);
+    let unit_s = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(usage()),
+    };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(usage());
+    }
+    let seconds = number
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_s))
+        .filter(|s| (1..=DURATION_S_MAX).contains(s))
+        .ok_or_else(|| {
+            format!(
+                "{text:?}: must be between 1s and {}d",
+                DURATION_S_MAX / 86_400
+            )
+        })?;
+    Ok(seconds)
+}
+
+fn expires_at(now: Millis, expires_in: Option<&str>) -> anyhow::Result<Option<Millis>> {
+    expires_in
+        .map(|text| {
+            parse_duration_s(text)
+                .map(|s| now.plus_ms(s * 1_000))
+                .map_err(|e| anyhow::anyhow!("--expires-in {e}"))
+        })
+        .transpose()
+}
+
+fn parse_key_id(text: &str) -> anyhow::Result<KeyId> {
+    KeyId::parse(text).map_err(|_| anyhow::anyhow!("{text:?} is not a key id (key_...)"))
+}
+
+/// A key's state for `keys list`.
+fn state(key: &ApiKeyRecord, now: Millis) -> &'static str {
+    if key.revoked_at.is_some() {
+        "revoked"
+    } else if key.usable_at(now) {
+        "active"
+    } else {
+        "expired"
+    }
+}
+
+fn when(at: Option<Millis>) -> String {
+    at.map_or_else(|| "-".to_string(), Millis::to_rfc3339)
+}
+
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Create {
@@ -49,6 +150,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             name,
             role,
             scopes,
+            expires_in,
         } => {
             if !valid_label(&env) {
                 bail!("--env must be 1-64 characters of A-Z a-z 0-9 - _ .");
@@ -64,8 +166,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .scopes(),
                 (None, None) => Role::Agent.scopes(),
             };
-            let store = open_store(&data.data, data.database.as_deref()).await?;
             let now = SystemClock.now();
+            let expires_at = expires_at(now, expires_in.as_deref())?;
+            let store = open_store(&data.data, data.database.as_deref()).await?;
             let actor = Actor::system(now);
             let environment = store
                 .ensure_environment(
@@ -82,6 +185,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 scopes,
                 token_hash: hash_token(&token),
                 created_at: now,
+                expires_at,
+                revoked_at: None,
+                last_used_at: None,
             };
             store.insert_key(&record, &actor).await?;
             println!("{token}");
@@ -90,6 +196,8 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::List { data } => {
             let store = open_store(&data.data, data.database.as_deref()).await?;
+            let now = SystemClock.now();
+            println!("id\tname\tenvironment\tscopes\tcreated\texpires\tlast_used\tstate");
             for key in store.list_keys().await? {
                 let env = store
                     .environment(&key.env_id)
@@ -97,14 +205,106 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .map(|e| e.name)
                     .unwrap_or_default();
                 println!(
-                    "{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     key.id,
                     key.name,
                     env,
-                    key.scopes.join(",")
+                    key.scopes.join(","),
+                    key.created_at.to_rfc3339(),
+                    when(key.expires_at),
+                    when(key.last_used_at),
+                    state(&key, now),
                 );
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Revoke { data, key_id } => {
+            let id = parse_key_id(&key_id)?;
+            let store = open_store(&data.data, data.database.as_deref()).await?;
+            let now = SystemClock.now();
+            match store.key(&id).await? {
+                None => bail!("no key {id}"),
+                Some(key) if key.revoked_at.is_some() => {
+                    eprintln!("{id} was already revoked");
+                }
+                Some(_) => {
+                    if store.revoke_key(&id, &Actor::system(now)).await? {
+                        eprintln!("revoked {id}");
+                    } else {
+                        eprintln!("{id} was already revoked");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rotate {
+            data,
+            key_id,
+            overlap_s,
+            expires_in,
+        } => {
+            let id = parse_key_id(&key_id)?;
+            if !(0..=DURATION_S_MAX).contains(&overlap_s) {
+                bail!("--overlap-s must be between 0 and {DURATION_S_MAX}");
+            }
+            let now = SystemClock.now();
+            let requested = expires_at(now, expires_in.as_deref())?;
+            let store = open_store(&data.data, data.database.as_deref()).await?;
+            let Some(old) = store.key(&id).await?.filter(|k| k.usable_at(now)) else {
+                bail!("no usable key {id} (it does not exist, or is revoked or expired)");
+            };
+            let new_expires_at = requested.or_else(|| {
+                old.expires_at
+                    .map(|at| now.plus_ms(at.0.saturating_sub(old.created_at.0)))
+            });
+            let token = generate_token();
+            let rotation = KeyRotation {
+                old: id.clone(),
+                new_id: KeyId::from_unique(&steward_server::unique()),
+                new_token_hash: hash_token(&token),
+                new_expires_at,
+                old_expires_at: now.plus_ms(overlap_s * 1_000),
+            };
+            let new = store
+                .rotate_key(&rotation, &Actor::system(now))
+                .await
+                .with_context(|| format!("cannot rotate {id}"))?;
+            println!("{token}");
+            eprintln!(
+                "created {} to replace {id}, which stops working at {}",
+                new.id,
+                rotation.old_expires_at.to_rfc3339()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expires_in_takes_a_number_and_a_unit() {
+        assert_eq!(parse_duration_s("3600s"), Ok(3_600));
+        assert_eq!(parse_duration_s("15m"), Ok(900));
+        assert_eq!(parse_duration_s("12h"), Ok(43_200));
+        assert_eq!(parse_duration_s("30d"), Ok(2_592_000));
+        for bad in [
+            "",
+            "s",
+            "30",
+            "30x",
+            "-1d",
+            "0s",
+            "1.5h",
+            "+3d",
+            "3 d",
+            "99999999999999999999d",
+            "3651d",
+            "1é",
+        ] {
+            assert!(parse_duration_s(bad).is_err(), "{bad:?} was accepted");
         }
     }
 }

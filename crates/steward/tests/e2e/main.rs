@@ -10,6 +10,7 @@ mod crash;
 mod exactly_once;
 mod halt;
 mod isolation;
+mod keys;
 mod limits;
 mod outcomes;
 mod policies;

@@ -177,6 +177,9 @@ async fn generate(store: Arc<dyn Store>, effects: u64) -> anyhow::Result<()> {
         scopes: steward_core::Role::Operator.scopes(),
         token_hash: steward_server::hash_token(&steward_server::generate_token()),
         created_at: now,
+        expires_at: None,
+        revoked_at: None,
+        last_used_at: None,
     };
     store.insert_key(&key, &system).await?;
     let definition: ActionDefinition = serde_json::from_value(json!({
