@@ -9,6 +9,7 @@ mod idempotent;
 mod identity;
 mod invoke;
 mod limits;
+mod openapi;
 mod policies;
 mod reads;
 mod recovery;
@@ -21,85 +22,69 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// Every `/api/v2` route. Each is registered through `routes!`, which adds the handler to the
+/// router and its `#[utoipa::path]` operation to the OpenAPI document together; register no route
+/// here any other way (`openapi/drift.rs` checks).
+fn v2_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(openapi::serve))
+        .routes(routes!(identity::identity))
+        .routes(routes!(identity::environment))
+        .routes(routes!(environment::halt))
+        .routes(routes!(environment::resume))
+        .routes(routes!(policies::list, policies::create))
+        .routes(routes!(policies::evaluate))
+        .routes(routes!(policies::get, policies::update, policies::delete))
+        .routes(routes!(policies::versions))
+        .routes(routes!(policies::version))
+        .routes(routes!(limits::list, limits::create))
+        .routes(routes!(limits::get, limits::update, limits::archive))
+        .routes(routes!(approvals::list, approvals::request))
+        .routes(routes!(approvals::get))
+        .routes(routes!(approvals::approve))
+        .routes(routes!(approvals::deny))
+        .routes(routes!(secrets::list))
+        .routes(routes!(secrets::get, secrets::put, secrets::delete))
+        .routes(routes!(actions::list, actions::create))
+        .routes(routes!(reads::list_invocations))
+        .routes(routes!(reads::invocation))
+        .routes(routes!(reads::list_effects))
+        .routes(routes!(reads::effect))
+        .routes(routes!(recovery::reconcile))
+        .routes(routes!(recovery::resolve_effect))
+        .routes(routes!(recovery::note))
+        .routes(routes!(recovery::replay))
+        .routes(routes!(recovery::resolve_invocation))
+        .routes(routes!(actions::get, actions::update, actions::delete))
+        .routes(routes!(actions::versions))
+        .routes(routes!(invoke::invoke))
+        .routes(routes!(reads::invocations_for_action))
+}
+
+/// The `/api/v2` router and its OpenAPI document, built from the same registrations.
+pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(openapi::base())
+        .nest("/api/v2", v2_routes())
+        .split_for_parts()
+}
+
 /// The whole HTTP surface.
 pub fn app(state: AppState) -> Router {
-    let v2 = Router::new()
-        .route("/auth/identity", get(identity::identity))
-        .route("/environment", get(identity::environment))
-        .route("/environment/halt", post(environment::halt))
-        .route("/environment/resume", post(environment::resume))
-        .route(
-            "/approval-policies",
-            get(policies::list).post(policies::create),
-        )
-        .route("/approval-policies/evaluate", post(policies::evaluate))
-        .route(
-            "/approval-policies/{id}",
-            get(policies::get)
-                .patch(policies::update)
-                .delete(policies::delete),
-        )
-        .route("/approval-policies/{id}/versions", get(policies::versions))
-        .route(
-            "/approval-policies/{id}/versions/{version}",
-            get(policies::version),
-        )
-        .route("/impact-limits", get(limits::list).post(limits::create))
-        .route(
-            "/impact-limits/{id}",
-            get(limits::get)
-                .patch(limits::update)
-                .delete(limits::archive),
-        )
-        .route("/approvals", get(approvals::list).post(approvals::request))
-        .route("/approvals/{id}", get(approvals::get))
-        .route("/approvals/{id}/approve", post(approvals::approve))
-        .route("/approvals/{id}/deny", post(approvals::deny))
-        .route("/secrets", get(secrets::list))
-        .route(
-            "/secrets/{name}",
-            get(secrets::get).put(secrets::put).delete(secrets::delete),
-        )
-        .route("/actions", get(actions::list).post(actions::create))
-        .route("/actions/invocations", get(reads::list_invocations))
-        .route("/actions/invocations/{id}", get(reads::invocation))
-        .route("/actions/effects", get(reads::list_effects))
-        .route("/actions/effects/{id}", get(reads::effect))
-        .route("/actions/effects/{id}/reconcile", post(recovery::reconcile))
-        .route(
-            "/actions/effects/{id}/resolve",
-            post(recovery::resolve_effect),
-        )
-        .route("/actions/effects/{id}/notes", post(recovery::note))
-        .route("/actions/effects/{id}/replay", post(recovery::replay))
-        .route(
-            "/actions/invocations/{id}/resolve",
-            post(recovery::resolve_invocation),
-        )
-        .route(
-            "/actions/{reference}",
-            get(actions::get)
-                .patch(actions::update)
-                .delete(actions::delete),
-        )
-        .route("/actions/{reference}/versions", get(actions::versions))
-        .route("/actions/{reference}/invoke", post(invoke::invoke))
-        .route(
-            "/actions/{reference}/invocations",
-            get(reads::invocations_for_action),
-        );
+    let (v2, _) = surface();
     Router::new()
         .route(
             "/healthz",
             get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
         )
         .route("/metrics", get(metrics))
-        .nest("/api/v2", v2)
+        .merge(v2)
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
         })
