@@ -88,7 +88,7 @@ async fn find(state: &AppState, caller: &Caller, reference: &str) -> ApiResult<A
     params(doc::IdempotencyHeader),
     request_body = doc::ActionBody,
     responses(
-        (status = 201, description = "the action created (version 1)", body = doc::Single),
+        (status = 201, description = "the action created (version 1)", body = doc::Single<doc::Action>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,
@@ -174,7 +174,7 @@ fn changes_declarations(current: &ActionDefinition, next: &ActionDefinition) -> 
     params(doc::ActionPath, doc::IdempotencyHeader),
     request_body = doc::ActionBody,
     responses(
-        (status = 200, description = "the action after the edit (a new version when anything changed)", body = doc::Single),
+        (status = 200, description = "the action after the edit (a new version when anything changed)", body = doc::Single<doc::Action>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -224,7 +224,7 @@ pub async fn update(
     tag = "actions",
     params(doc::ActionPath),
     responses(
-        (status = 200, description = "the action", body = doc::Single),
+        (status = 200, description = "the action", body = doc::Single<doc::Action>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -245,7 +245,7 @@ pub async fn get(
     operation_id = "actions_list",
     tag = "actions",
     responses(
-        (status = 200, description = "the actions", body = doc::List),
+        (status = 200, description = "the actions", body = doc::List<doc::Action>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -265,7 +265,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
     tag = "actions",
     params(doc::ActionPath),
     responses(
-        (status = 200, description = "every version of the action", body = doc::List),
+        (status = 200, description = "every version of the action", body = doc::List<doc::Action>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -297,7 +297,7 @@ pub async fn versions(
     tag = "actions",
     params(doc::ActionPath, doc::IdempotencyHeader),
     responses(
-        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single),
+        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single<doc::Deleted>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

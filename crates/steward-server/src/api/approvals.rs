@@ -51,7 +51,7 @@ pub struct WaitQuery {
     tag = "approvals",
     params(doc::IdPath, WaitQuery),
     responses(
-        (status = 200, description = "the approval, once decided or after `waitSeconds`", body = doc::Single),
+        (status = 200, description = "the approval, once decided or after `waitSeconds`", body = doc::Single<doc::Approval>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -106,7 +106,7 @@ pub struct ListQuery {
     tag = "approvals",
     params(ListQuery),
     responses(
-        (status = 200, description = "a page of approvals", body = doc::Page),
+        (status = 200, description = "a page of approvals", body = doc::Page<doc::Approval>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -174,7 +174,7 @@ pub async fn list(
     params(doc::IdempotencyHeader),
     request_body = doc::ApprovalRequestBody,
     responses(
-        (status = 201, description = "the approval requested", body = doc::Single),
+        (status = 201, description = "the approval requested", body = doc::Single<doc::Approval>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,
@@ -243,7 +243,7 @@ pub async fn request(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::DecisionBody,
     responses(
-        (status = 200, description = "the approval after the decision; a gated invocation it completes is dispatched once", body = doc::Single),
+        (status = 200, description = "the approval after the decision; a gated invocation it completes is dispatched once", body = doc::Single<doc::Approval>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -270,7 +270,7 @@ pub async fn approve(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::DecisionBody,
     responses(
-        (status = 200, description = "the approval after the decision", body = doc::Single),
+        (status = 200, description = "the approval after the decision", body = doc::Single<doc::Approval>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

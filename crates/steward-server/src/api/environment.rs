@@ -39,7 +39,7 @@ fn view(env: &Environment) -> Value {
     params(doc::IdempotencyHeader),
     request_body = doc::HaltBody,
     responses(
-        (status = 200, description = "the environment, now halted", body = doc::Single),
+        (status = 200, description = "the environment, now halted", body = doc::Single<doc::Environment>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,
@@ -87,7 +87,7 @@ pub async fn halt(
     params(doc::IdempotencyHeader),
     request_body = doc::ResumeBody,
     responses(
-        (status = 200, description = "the environment, resumed, with `released`: how many parked effects were dispatched", body = doc::Single),
+        (status = 200, description = "the environment, resumed, with `released`: how many parked effects were dispatched", body = doc::Single<doc::Environment>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,

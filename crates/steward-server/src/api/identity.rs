@@ -12,7 +12,7 @@ use serde_json::json;
     operation_id = "identity_identity",
     tag = "identity",
     responses(
-        (status = 200, description = "the calling key: its id, name, environment and scopes", body = doc::Single),
+        (status = 200, description = "the calling key: its id, name, environment and scopes", body = doc::Single<doc::Identity>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -35,7 +35,7 @@ pub async fn identity(caller: Caller) -> Response {
     operation_id = "identity_environment",
     tag = "identity",
     responses(
-        (status = 200, description = "the key's environment and whether it is halted", body = doc::Single),
+        (status = 200, description = "the key's environment and whether it is halted", body = doc::Single<doc::Environment>),
         doc::Guarded,
         doc::Invalid,
     )

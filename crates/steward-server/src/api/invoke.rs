@@ -125,8 +125,8 @@ fn answer(inv: &InvocationRecord, replayed: bool) -> Response {
     params(doc::ActionPath, doc::IdempotencyHeader),
     request_body = doc::InvokeBody,
     responses(
-        (status = 200, description = "the invocation as it stands after dispatch", body = doc::Single),
-        (status = 202, description = "the invocation, waiting for approval", body = doc::Single),
+        (status = 200, description = "the invocation as it stands after dispatch", body = doc::Single<doc::Invocation>),
+        (status = 202, description = "the invocation, waiting for approval", body = doc::Single<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

@@ -76,7 +76,7 @@ pub struct ListQuery {
     tag = "impact-limits",
     params(ListQuery),
     responses(
-        (status = 200, description = "the limits with their current usage", body = doc::List),
+        (status = 200, description = "the limits with their current usage", body = doc::List<doc::Limit>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -111,7 +111,7 @@ pub async fn list(
     tag = "impact-limits",
     params(doc::IdPath),
     responses(
-        (status = 200, description = "the limit with its current usage", body = doc::Single),
+        (status = 200, description = "the limit with its current usage", body = doc::Single<doc::Limit>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -135,7 +135,7 @@ pub async fn get(
     params(doc::IdempotencyHeader),
     request_body = doc::LimitBody,
     responses(
-        (status = 201, description = "the limit created", body = doc::Single),
+        (status = 201, description = "the limit created", body = doc::Single<doc::Limit>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,
@@ -193,7 +193,7 @@ pub async fn create(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::LimitUpdateBody,
     responses(
-        (status = 200, description = "the limit after the change", body = doc::Single),
+        (status = 200, description = "the limit after the change", body = doc::Single<doc::Limit>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -243,7 +243,7 @@ pub async fn update(
     tag = "impact-limits",
     params(doc::IdPath, doc::IdempotencyHeader),
     responses(
-        (status = 200, description = "the limit, archived", body = doc::Single),
+        (status = 200, description = "the limit, archived", body = doc::Single<doc::Limit>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

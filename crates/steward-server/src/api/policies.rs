@@ -161,7 +161,7 @@ fn could_govern(spec: &PolicySpec, action: &str) -> bool {
     tag = "approval-policies",
     params(ListQuery),
     responses(
-        (status = 200, description = "the policies, in evaluation order", body = doc::List),
+        (status = 200, description = "the policies, in evaluation order", body = doc::List<doc::Policy>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -198,7 +198,7 @@ pub async fn list(
     tag = "approval-policies",
     params(doc::IdPath),
     responses(
-        (status = 200, description = "the policy", body = doc::Single),
+        (status = 200, description = "the policy", body = doc::Single<doc::Policy>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -222,7 +222,7 @@ pub async fn get(
     params(doc::IdempotencyHeader),
     request_body = doc::PolicyBody,
     responses(
-        (status = 201, description = "the policy created", body = doc::Single),
+        (status = 201, description = "the policy created", body = doc::Single<doc::Policy>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,
@@ -269,7 +269,7 @@ pub async fn create(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::PolicyBody,
     responses(
-        (status = 200, description = "the policy after the change (a new version when anything changed)", body = doc::Single),
+        (status = 200, description = "the policy after the change (a new version when anything changed)", body = doc::Single<doc::Policy>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -324,7 +324,7 @@ pub async fn update(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::PolicyDeleteBody,
     responses(
-        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single),
+        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single<doc::Deleted>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -390,7 +390,7 @@ async fn versions_of(
     tag = "approval-policies",
     params(doc::IdPath, VersionsQuery),
     responses(
-        (status = 200, description = "retained versions, newest first", body = doc::VersionPage),
+        (status = 200, description = "retained versions, newest first", body = doc::VersionPage<doc::PolicyVersion>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -439,7 +439,7 @@ pub async fn versions(
     tag = "approval-policies",
     params(doc::PolicyVersionPath),
     responses(
-        (status = 200, description = "one version (a tombstone after deletion)", body = doc::Single),
+        (status = 200, description = "one version (a tombstone after deletion)", body = doc::Single<doc::PolicyVersion>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -477,7 +477,7 @@ pub(super) const EVALUATE_FIELDS: [&str; 5] =
     tag = "approval-policies",
     request_body = doc::EvaluateBody,
     responses(
-        (status = 200, description = "which policy would decide a described request, and how; nothing is recorded", body = doc::Single),
+        (status = 200, description = "which policy would decide a described request, and how; nothing is recorded", body = doc::Single<doc::Evaluation>),
         doc::Guarded,
         doc::Invalid,
         doc::TooLarge,

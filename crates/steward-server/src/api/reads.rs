@@ -153,7 +153,7 @@ async fn invocations_page(
     tag = "invocations",
     params(InvocationQuery),
     responses(
-        (status = 200, description = "a page of invocations, newest first", body = doc::Page),
+        (status = 200, description = "a page of invocations, newest first", body = doc::Page<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -173,7 +173,7 @@ pub async fn list_invocations(
     tag = "invocations",
     params(doc::ActionPath, InvocationQuery),
     responses(
-        (status = 200, description = "a page of the action's invocations", body = doc::Page),
+        (status = 200, description = "a page of the action's invocations", body = doc::Page<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -203,7 +203,7 @@ pub async fn invocations_for_action(
     tag = "invocations",
     params(doc::IdPath),
     responses(
-        (status = 200, description = "the invocation", body = doc::Single),
+        (status = 200, description = "the invocation", body = doc::Single<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -231,7 +231,7 @@ pub async fn invocation(
     tag = "effects",
     params(EffectQuery),
     responses(
-        (status = 200, description = "a page of effects, newest first", body = doc::Page),
+        (status = 200, description = "a page of effects, newest first", body = doc::Page<doc::Effect>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -284,7 +284,7 @@ pub async fn list_effects(
     tag = "effects",
     params(doc::IdPath),
     responses(
-        (status = 200, description = "the effect with its attempts and evidence", body = doc::Single),
+        (status = 200, description = "the effect with its attempts and evidence", body = doc::Single<doc::Effect>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

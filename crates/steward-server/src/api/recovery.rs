@@ -42,7 +42,7 @@ async fn detail(state: &AppState, caller: &Caller, id: &EffectId) -> ApiResult<E
     tag = "effects",
     params(doc::IdPath),
     responses(
-        (status = 200, description = "the effect after asking the provider what happened", body = doc::Single),
+        (status = 200, description = "the effect after asking the provider what happened", body = doc::Single<doc::Effect>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -150,7 +150,7 @@ async fn resolve_by_hand(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::ResolveEffectBody,
     responses(
-        (status = 200, description = "the effect, settled by hand", body = doc::Single),
+        (status = 200, description = "the effect, settled by hand", body = doc::Single<doc::Effect>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -210,7 +210,7 @@ pub async fn resolve_effect(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::ResolveInvocationBody,
     responses(
-        (status = 200, description = "the invocation, settled by hand", body = doc::Single),
+        (status = 200, description = "the invocation, settled by hand", body = doc::Single<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -266,7 +266,7 @@ pub async fn resolve_invocation(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::NoteBody,
     responses(
-        (status = 200, description = "the effect with the note appended to its evidence", body = doc::Single),
+        (status = 200, description = "the effect with the note appended to its evidence", body = doc::Single<doc::Effect>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -315,7 +315,7 @@ pub async fn note(
     tag = "effects",
     params(doc::IdPath, doc::IdempotencyHeader),
     responses(
-        (status = 200, description = "the effect after sending it again under the same provider idempotency key", body = doc::Single),
+        (status = 200, description = "the effect after sending it again under the same provider idempotency key", body = doc::Single<doc::Effect>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

@@ -107,7 +107,7 @@ fn placements_within(narrow: Option<&[String]>, wide: Option<&[String]>) -> bool
     params(doc::SecretPath, doc::IdempotencyHeader),
     request_body = doc::SecretBody,
     responses(
-        (status = 200, description = "the secret's metadata after the write", body = doc::Single),
+        (status = 200, description = "the secret's metadata after the write", body = doc::Single<doc::Secret>),
         doc::Guarded,
         doc::Invalid,
         doc::Idempotent,
@@ -201,7 +201,7 @@ pub async fn put(
     tag = "secrets",
     params(doc::SecretPath),
     responses(
-        (status = 200, description = "the secret's metadata; never its value", body = doc::Single),
+        (status = 200, description = "the secret's metadata; never its value", body = doc::Single<doc::Secret>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -228,7 +228,7 @@ pub async fn get(
     operation_id = "secrets_list",
     tag = "secrets",
     responses(
-        (status = 200, description = "the secrets' metadata; never a value", body = doc::List),
+        (status = 200, description = "the secrets' metadata; never a value", body = doc::List<doc::Secret>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -248,7 +248,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
     tag = "secrets",
     params(doc::SecretPath, doc::IdempotencyHeader),
     responses(
-        (status = 200, description = "`{\"name\", \"deleted\": true}`", body = doc::Single),
+        (status = 200, description = "`{\"name\", \"deleted\": true}`", body = doc::Single<doc::SecretDeleted>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,

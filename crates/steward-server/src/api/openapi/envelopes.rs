@@ -32,26 +32,23 @@ pub struct ErrorBody {
 
 /// `{"success": true, "data": {...}}`: one record.
 #[derive(ToSchema)]
-pub struct Single {
+pub struct Single<T> {
     success: bool,
-    #[schema(value_type = Object)]
-    data: serde_json::Value,
+    data: T,
 }
 
 /// `{"success": true, "data": [...]}`: an unpaged listing.
 #[derive(ToSchema)]
-pub struct List {
+pub struct List<T> {
     success: bool,
-    #[schema(value_type = Vec<Object>)]
-    data: Vec<serde_json::Value>,
+    data: Vec<T>,
 }
 
 /// `{"success": true, "data": [...], "pagination": {...}}`: a page of a listing.
 #[derive(ToSchema)]
-pub struct Page {
+pub struct Page<T> {
     success: bool,
-    #[schema(value_type = Vec<Object>)]
-    data: Vec<serde_json::Value>,
+    data: Vec<T>,
     #[schema(inline)]
     pagination: Pagination,
 }
@@ -71,10 +68,9 @@ pub struct Pagination {
 
 /// A page of policy versions, newest first; `nextBefore` asks for the next page.
 #[derive(ToSchema)]
-pub struct VersionPage {
+pub struct VersionPage<T> {
     success: bool,
-    #[schema(value_type = Vec<Object>)]
-    data: Vec<serde_json::Value>,
+    data: Vec<T>,
     #[schema(inline)]
     pagination: VersionPagination,
 }

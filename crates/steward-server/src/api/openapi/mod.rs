@@ -12,10 +12,12 @@ mod bodies;
 mod drift;
 mod envelopes;
 mod params;
+mod records;
 
 pub(crate) use bodies::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
+pub(crate) use records::*;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
