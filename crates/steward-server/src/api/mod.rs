@@ -77,7 +77,10 @@ pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The whole HTTP surface.
 pub fn app(state: AppState) -> Router {
-    let (v2, _) = surface();
+    // Built once: describing 40-odd operations is work tests that build an app per request
+    // should not repeat.
+    static V2: std::sync::OnceLock<Router<AppState>> = std::sync::OnceLock::new();
+    let v2 = V2.get_or_init(|| surface().0).clone();
     Router::new()
         .route(
             "/healthz",
