@@ -40,7 +40,8 @@ impl ResumeBody {
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
 pub struct ActionBody {
-    /// Unique in the environment; required on create.
+    /// Unique in the environment, not starting with `act_`; required on create.
+    #[schema(pattern = "^[A-Za-z0-9._-]+$", min_length = 1, max_length = 64)]
     name: Option<String>,
     description: Option<String>,
     /// The HTTP method of `urlTemplate` (default POST).
@@ -181,15 +182,18 @@ pub struct EvaluateBody {
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
 pub struct LimitBody {
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
-    /// `money`, `resource_mutations`, or a unit matching `^[a-z][a-z0-9_]{0,31}$`.
+    /// `money`, `resource_mutations`, or a unit of your own.
+    #[schema(pattern = "^[a-z][a-z0-9_]{0,31}$")]
     dimension: String,
-    /// `day`, `month` or `total`.
-    period: String,
+    #[schema(inline)]
+    period: Period,
     /// A non-negative integer in the limit's unit (minor units for money).
-    #[schema(minimum = 0)]
-    amount: u64,
-    /// A three-letter currency; required for money.
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    amount: i64,
+    /// A three-letter currency such as `usd`; required for money.
+    #[schema(pattern = "^[A-Za-z]{3}$")]
     currency: Option<String>,
     unit: Option<String>,
     /// Only invocations of this action count.
@@ -199,13 +203,23 @@ pub struct LimitBody {
     resource_prefix: Option<()>,
 }
 
+/// The window a limit counts over.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum Period {
+    Day,
+    Month,
+    Total,
+}
+
 /// `PATCH /impact-limits/{id}`.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitUpdateBody {
+    #[schema(min_length = 1, max_length = 100)]
     name: Option<String>,
-    #[schema(minimum = 0)]
-    amount: Option<u64>,
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    amount: Option<i64>,
 }
 
 impl LimitUpdateBody {

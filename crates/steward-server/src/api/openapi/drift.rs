@@ -378,6 +378,20 @@ fn bounds_in_the_document_are_the_named_constants() {
     for (pointer, expected) in checks {
         assert_eq!(at(&doc, &pointer).as_i64(), Some(expected), "{pointer}");
     }
+    use steward_core::impact::{LIMIT_AMOUNT_MAX, LIMIT_NAME_LEN_MAX};
+    for body in ["LimitBody", "LimitUpdateBody"] {
+        let name = at(&doc, &format!("{schemas}/{body}/properties/name/maxLength"));
+        assert_eq!(name.as_u64(), Some(LIMIT_NAME_LEN_MAX as u64), "{body}");
+        let amount = at(&doc, &format!("{schemas}/{body}/properties/amount/maximum"));
+        assert_eq!(amount.as_i64(), Some(LIMIT_AMOUNT_MAX), "{body}");
+    }
+    let longest = at(
+        &doc,
+        &format!("{schemas}/ActionBody/properties/name/maxLength"),
+    );
+    let longest = longest.as_u64().unwrap() as usize;
+    assert!(steward_core::validate_name(&"a".repeat(longest)).is_ok());
+    assert!(steward_core::validate_name(&"a".repeat(longest + 1)).is_err());
     let mut limits = 0;
     for (path, method) in operations(&doc) {
         let op = &doc["paths"][&path][method.to_ascii_lowercase()];
