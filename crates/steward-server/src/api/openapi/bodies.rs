@@ -129,6 +129,7 @@ pub struct PolicyBody {
     #[schema(minimum = 0)]
     min_amount: Option<f64>,
     /// A CEL expression over `input`, `action`, `agentId` and `amount`.
+    #[schema(max_length = 4096)]
     condition: Option<String>,
     effect: Option<PolicyEffect>,
     #[schema(minimum = 1, maximum = 10)]

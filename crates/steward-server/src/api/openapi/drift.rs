@@ -347,6 +347,10 @@ fn bounds_in_the_document_are_the_named_constants() {
             POLICY_NAME_LEN_MAX as i64,
         ),
         (
+            format!("{schemas}/PolicyBody/properties/condition/maxLength"),
+            steward_core::policy::CONDITION_LEN_MAX as i64,
+        ),
+        (
             format!("{schemas}/PolicyBody/properties/matchTags/maxItems"),
             MATCH_TAGS_MAX as i64,
         ),
