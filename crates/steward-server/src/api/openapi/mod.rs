@@ -11,6 +11,8 @@ mod bodies;
 #[cfg(test)]
 mod drift;
 mod envelopes;
+#[cfg(test)]
+mod flow;
 mod params;
 mod records;
 
