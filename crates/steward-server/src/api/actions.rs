@@ -1,6 +1,7 @@
 //! `actions`: create, read, edit (each edit appends an immutable version), delete.
 
 use super::body::{self, only_known};
+use super::openapi as doc;
 use super::views::ActionView;
 use super::{idempotent, views};
 use crate::auth::Caller;
@@ -15,7 +16,7 @@ use serde_json::{json, Map, Value};
 use steward_core::{scopes, ActionDefinition, ActionId};
 use steward_store::{ActionRecord, Actor, StoreError};
 
-const FIELDS: [&str; 13] = [
+pub(super) const FIELDS: [&str; 13] = [
     "name",
     "description",
     "method",
@@ -89,6 +90,22 @@ async fn find(state: &AppState, caller: &Caller, reference: &str) -> ApiResult<A
         .ok_or_else(|| ApiError::not_found("action"))
 }
 
+#[utoipa::path(
+    post,
+    path = "/actions",
+    operation_id = "actions_create",
+    tag = "actions",
+    params(doc::IdempotencyHeader),
+    request_body = doc::ActionBody,
+    responses(
+        (status = 201, description = "the action created (version 1)", body = doc::Single<doc::Action>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -162,6 +179,23 @@ fn changes_declarations(current: &ActionDefinition, next: &ActionDefinition) -> 
             || current.is_governed() != next.is_governed())
 }
 
+#[utoipa::path(
+    patch,
+    path = "/actions/{reference}",
+    operation_id = "actions_update",
+    tag = "actions",
+    params(doc::ActionPath, doc::IdempotencyHeader),
+    request_body = doc::ActionBody,
+    responses(
+        (status = 200, description = "the action after the edit (a new version when anything changed)", body = doc::Single<doc::Action>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -198,6 +232,19 @@ pub async fn update(
     .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/{reference}",
+    operation_id = "actions_get",
+    tag = "actions",
+    params(doc::ActionPath),
+    responses(
+        (status = 200, description = "the action", body = doc::Single<doc::Action>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -210,6 +257,17 @@ pub async fn get(
     )))
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions",
+    operation_id = "actions_list",
+    tag = "actions",
+    responses(
+        (status = 200, description = "the actions", body = doc::List<doc::Action>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
     let actions = state.store.list_actions(&caller.env.id).await?;
@@ -221,6 +279,19 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
     )))
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/{reference}/versions",
+    operation_id = "actions_versions",
+    tag = "actions",
+    params(doc::ActionPath),
+    responses(
+        (status = 200, description = "every version of the action", body = doc::List<doc::Action>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn versions(
     State(state): State<AppState>,
     caller: Caller,
@@ -243,6 +314,21 @@ pub async fn versions(
     )))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/actions/{reference}",
+    operation_id = "actions_delete",
+    tag = "actions",
+    params(doc::ActionPath, doc::IdempotencyHeader),
+    responses(
+        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single<doc::Deleted>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+    )
+)]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,

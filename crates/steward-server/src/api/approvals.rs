@@ -2,6 +2,7 @@
 //! invocation dispatches it exactly once; denying or expiry means it never runs.
 
 use super::body::{self, only_known, optional_string};
+use super::openapi as doc;
 use super::query::Query;
 use super::{idempotent, views};
 use crate::auth::Caller;
@@ -35,12 +36,28 @@ async fn find(state: &AppState, caller: &Caller, id: &ApprovalId) -> ApiResult<A
         .ok_or_else(|| ApiError::not_found("approval"))
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct WaitQuery {
+    /// Wait up to this many seconds (at most 55) for a pending approval to be decided.
+    #[param(minimum = 0, maximum = 55)]
     #[serde(rename = "waitSeconds")]
     wait_seconds: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/approvals/{id}",
+    operation_id = "approvals_get",
+    tag = "approvals",
+    params(doc::IdPath, WaitQuery),
+    responses(
+        (status = 200, description = "the approval, once decided or after `waitSeconds`", body = doc::Single<doc::Approval>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -68,15 +85,33 @@ pub async fn get(
     }
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    #[param(value_type = Option<doc::ApprovalStatusParam>, inline)]
     status: Option<String>,
     #[serde(rename = "decisionOrigin")]
+    #[param(value_type = Option<doc::DecisionOriginParam>, inline)]
     decision_origin: Option<String>,
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
+    /// How many to skip.
     offset: Option<u32>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/approvals",
+    operation_id = "approvals_list",
+    tag = "approvals",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page of approvals", body = doc::Page<doc::Approval>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -132,6 +167,22 @@ pub async fn list(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/approvals",
+    operation_id = "approvals_request",
+    tag = "approvals",
+    params(doc::IdempotencyHeader),
+    request_body = doc::ApprovalRequestBody,
+    responses(
+        (status = 201, description = "the approval requested", body = doc::Single<doc::Approval>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn request(
     State(state): State<AppState>,
     caller: Caller,
@@ -140,17 +191,7 @@ pub async fn request(
 ) -> ApiResult<Response> {
     caller.require(scopes::APPROVALS_REQUEST)?;
     let map = body::object(&bytes)?;
-    only_known(
-        &map,
-        &[
-            "title",
-            "description",
-            "payload",
-            "expiresInSeconds",
-            "runId",
-            "parentSpanId",
-        ],
-    )?;
+    only_known(&map, doc::ApprovalRequestBody::FIELDS)?;
     let title = match optional_string(&map, "title")? {
         Some(t) if !t.trim().is_empty() => {
             steward_core::check_text("title", &t, steward_core::TextKind::Line)
@@ -199,6 +240,23 @@ pub async fn request(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/approvals/{id}/approve",
+    operation_id = "approvals_approve",
+    tag = "approvals",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::DecisionBody,
+    responses(
+        (status = 200, description = "the approval after the decision; a gated invocation it completes is dispatched once", body = doc::Single<doc::Approval>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn approve(
     state: State<AppState>,
     caller: Caller,
@@ -209,6 +267,23 @@ pub async fn approve(
     decide(state, caller, id, headers, bytes, Decision::Approve).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/approvals/{id}/deny",
+    operation_id = "approvals_deny",
+    tag = "approvals",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::DecisionBody,
+    responses(
+        (status = 200, description = "the approval after the decision", body = doc::Single<doc::Approval>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn deny(
     state: State<AppState>,
     caller: Caller,
@@ -230,7 +305,7 @@ async fn decide(
     caller.require(scopes::APPROVALS_DECIDE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &["note"])?;
+    only_known(&map, doc::DecisionBody::FIELDS)?;
     let note = optional_string(&map, "note")?;
     let request = json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
     idempotent::run(&state, &caller, &headers, request, || async {

@@ -7,6 +7,7 @@
 
 use super::body::{self, only_known, optional_string};
 use super::idempotent;
+use super::openapi as doc;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -30,6 +31,22 @@ fn view(env: &Environment) -> Value {
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/environment/halt",
+    operation_id = "environment_halt",
+    tag = "environment",
+    params(doc::IdempotencyHeader),
+    request_body = doc::HaltBody,
+    responses(
+        (status = 200, description = "the environment, now halted", body = doc::Single<doc::Environment>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn halt(
     State(state): State<AppState>,
     caller: Caller,
@@ -38,7 +55,7 @@ pub async fn halt(
 ) -> ApiResult<Response> {
     caller.require(scopes::ENVIRONMENTS_HALT)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &["reason"])?;
+    only_known(&map, doc::HaltBody::FIELDS)?;
     let reason = optional_string(&map, "reason")?;
     if reason
         .as_ref()
@@ -62,6 +79,22 @@ pub async fn halt(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/environment/resume",
+    operation_id = "environment_resume",
+    tag = "environment",
+    params(doc::IdempotencyHeader),
+    request_body = doc::ResumeBody,
+    responses(
+        (status = 200, description = "the environment, resumed, with `released`: how many parked effects were dispatched", body = doc::Single<doc::Environment>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
@@ -70,7 +103,7 @@ pub async fn resume(
 ) -> ApiResult<Response> {
     caller.require(scopes::ENVIRONMENTS_HALT)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &[])?;
+    only_known(&map, doc::ResumeBody::FIELDS)?;
     let request = json!({"op": "environment.resume"});
     idempotent::run(&state, &caller, &headers, request, || async {
         let actor = Actor::key(&caller.key.id, state.clock.now());

@@ -1,10 +1,22 @@
 //! `auth/identity` and `environment`: what the calling key is and where it is bound.
 
+use super::openapi as doc;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use axum::response::Response;
 use serde_json::json;
 
+#[utoipa::path(
+    get,
+    path = "/auth/identity",
+    operation_id = "identity_identity",
+    tag = "identity",
+    responses(
+        (status = 200, description = "the calling key: its id, name, environment and scopes", body = doc::Single<doc::Identity>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn identity(caller: Caller) -> Response {
     ok(json!({
         "credentialType": "api_key",
@@ -17,6 +29,17 @@ pub async fn identity(caller: Caller) -> Response {
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/environment",
+    operation_id = "identity_environment",
+    tag = "identity",
+    responses(
+        (status = 200, description = "the key's environment and whether it is halted", body = doc::Single<doc::Environment>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn environment(caller: Caller) -> Response {
     ok(json!({
         "id": caller.env.id,

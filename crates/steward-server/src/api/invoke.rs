@@ -1,6 +1,7 @@
 //! `actions/{ref}/invoke`: accept, record, dispatch once, answer with the invocation as it stands.
 
 use super::body::{self, only_known, optional_string};
+use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::dispatch::{self, provider_idempotency_key, stripe};
@@ -17,7 +18,7 @@ use steward_core::{
 };
 use steward_store::{ActionRecord, InvocationRecord, SecretRecord, Submission, SubmitOutcome};
 
-const FIELDS: [&str; 8] = [
+pub(super) const FIELDS: [&str; 8] = [
     "input",
     "runId",
     "parentSpanId",
@@ -116,6 +117,24 @@ fn answer(inv: &InvocationRecord, replayed: bool) -> Response {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/actions/{reference}/invoke",
+    operation_id = "invoke_invoke",
+    tag = "invocations",
+    params(doc::ActionPath, doc::IdempotencyHeader),
+    request_body = doc::InvokeBody,
+    responses(
+        (status = 200, description = "the invocation as it stands after dispatch", body = doc::Single<doc::Invocation>),
+        (status = 202, description = "the invocation, waiting for approval", body = doc::Single<doc::Invocation>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn invoke(
     State(state): State<AppState>,
     Path(reference): Path<String>,

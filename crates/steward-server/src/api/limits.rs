@@ -5,6 +5,7 @@
 
 use super::body::{self, only_known, optional_string};
 use super::idempotent;
+use super::openapi as doc;
 use super::query::Query;
 use crate::auth::Caller;
 use crate::envelope::ok;
@@ -60,12 +61,27 @@ async fn find(state: &AppState, caller: &Caller, id: &LimitId) -> ApiResult<Limi
         .ok_or_else(|| ApiError::not_found("impact limit"))
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Include archived limits.
     #[serde(rename = "includeArchived")]
+    #[param(value_type = Option<bool>)]
     include_archived: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/impact-limits",
+    operation_id = "limits_list",
+    tag = "impact-limits",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "the limits with their current usage", body = doc::List<doc::Limit>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -89,6 +105,19 @@ pub async fn list(
     Ok(ok(Value::Array(limits.iter().map(view).collect())))
 }
 
+#[utoipa::path(
+    get,
+    path = "/impact-limits/{id}",
+    operation_id = "limits_get",
+    tag = "impact-limits",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the limit with its current usage", body = doc::Single<doc::Limit>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -99,6 +128,22 @@ pub async fn get(
     Ok(ok(view(&find(&state, &caller, &id).await?)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/impact-limits",
+    operation_id = "limits_create",
+    tag = "impact-limits",
+    params(doc::IdempotencyHeader),
+    request_body = doc::LimitBody,
+    responses(
+        (status = 201, description = "the limit created", body = doc::Single<doc::Limit>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -141,6 +186,23 @@ pub async fn create(
     .await
 }
 
+#[utoipa::path(
+    patch,
+    path = "/impact-limits/{id}",
+    operation_id = "limits_update",
+    tag = "impact-limits",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::LimitUpdateBody,
+    responses(
+        (status = 200, description = "the limit after the change", body = doc::Single<doc::Limit>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -151,7 +213,7 @@ pub async fn update(
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &["name", "amount"])?;
+    only_known(&map, doc::LimitUpdateBody::FIELDS)?;
     let name = optional_string(&map, "name")?
         .map(|n| check_limit_name(&n))
         .transpose()
@@ -175,6 +237,21 @@ pub async fn update(
 }
 
 /// Archives a limit: it stops applying to new effects; existing reservations still settle.
+#[utoipa::path(
+    delete,
+    path = "/impact-limits/{id}",
+    operation_id = "limits_archive",
+    tag = "impact-limits",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    responses(
+        (status = 200, description = "the limit, archived", body = doc::Single<doc::Limit>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+    )
+)]
 pub async fn archive(
     State(state): State<AppState>,
     caller: Caller,

@@ -10,6 +10,7 @@ mod identity;
 mod invoke;
 mod limits;
 pub(crate) mod metrics;
+mod openapi;
 mod policies;
 mod query;
 mod reads;
@@ -24,10 +25,98 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A documented route: its handlers, their OpenAPI operations and the schemas they name.
+type Documented = utoipa_axum::router::UtoipaMethodRouter<AppState>;
+
+/// Checks the route's query string against `T` before anything else runs, authentication
+/// included, so every endpoint refuses the same mistakes in the same order: the ones whose
+/// handlers take `Query<T>` against `T`, the others against no parameters at all, all through
+/// one parser (`query.rs`).
+fn query<T: serde::de::DeserializeOwned + Send + 'static>(routes: Documented) -> Documented {
+    let (schemas, paths, method_router) = routes;
+    (
+        schemas,
+        paths,
+        method_router.route_layer(middleware::from_fn(only_query::<T>)),
+    )
+}
+
+/// A route that takes no query parameters.
+fn plain(routes: Documented) -> Documented {
+    query::<NoParameters>(routes)
+}
+
+/// Every `/api/v2` route. Each is registered through `routes!`, which adds the handler to the
+/// router and its `#[utoipa::path]` operation to the OpenAPI document together; register no route
+/// here any other way (`openapi/drift.rs` checks). Handlers with different query parameters on
+/// one path are registered apart, each with its own check.
+fn v2_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(plain(routes!(openapi::serve)))
+        .routes(plain(routes!(identity::identity)))
+        .routes(plain(routes!(identity::environment)))
+        .routes(plain(routes!(environment::halt)))
+        .routes(plain(routes!(environment::resume)))
+        .routes(query::<policies::ListQuery>(routes!(policies::list)))
+        .routes(plain(routes!(policies::create)))
+        .routes(plain(routes!(policies::evaluate)))
+        .routes(plain(routes!(
+            policies::get,
+            policies::update,
+            policies::delete
+        )))
+        .routes(query::<policies::VersionsQuery>(routes!(
+            policies::versions
+        )))
+        .routes(plain(routes!(policies::version)))
+        .routes(query::<limits::ListQuery>(routes!(limits::list)))
+        .routes(plain(routes!(limits::create)))
+        .routes(plain(routes!(limits::get, limits::update, limits::archive)))
+        .routes(query::<approvals::ListQuery>(routes!(approvals::list)))
+        .routes(plain(routes!(approvals::request)))
+        .routes(query::<approvals::WaitQuery>(routes!(approvals::get)))
+        .routes(plain(routes!(approvals::approve)))
+        .routes(plain(routes!(approvals::deny)))
+        .routes(query::<UnpagedList>(routes!(secrets::list)))
+        .routes(plain(routes!(secrets::get, secrets::put, secrets::delete)))
+        .routes(query::<UnpagedList>(routes!(actions::list)))
+        .routes(plain(routes!(actions::create)))
+        .routes(query::<reads::InvocationQuery>(routes!(
+            reads::list_invocations
+        )))
+        .routes(plain(routes!(reads::invocation)))
+        .routes(query::<reads::EffectQuery>(routes!(reads::list_effects)))
+        .routes(plain(routes!(reads::effect)))
+        .routes(plain(routes!(recovery::reconcile)))
+        .routes(plain(routes!(recovery::resolve_effect)))
+        .routes(plain(routes!(recovery::note)))
+        .routes(plain(routes!(recovery::replay)))
+        .routes(plain(routes!(recovery::resolve_invocation)))
+        .routes(plain(routes!(
+            actions::get,
+            actions::update,
+            actions::delete
+        )))
+        .routes(plain(routes!(actions::versions)))
+        .routes(plain(routes!(invoke::invoke)))
+        .routes(query::<reads::InvocationQuery>(routes!(
+            reads::invocations_for_action
+        )))
+}
+
+/// The `/api/v2` router and its OpenAPI document, built from the same registrations.
+pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(openapi::base())
+        .nest("/api/v2", v2_routes())
+        .split_for_parts()
+}
 
 /// The whole HTTP surface, without `/metrics` (see [`router`]).
 pub fn app(state: AppState) -> Router {
@@ -37,163 +126,10 @@ pub fn app(state: AppState) -> Router {
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
 /// (`metrics.rs`).
 pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToken>) -> Router {
-    // Every endpoint checks its query string before anything else runs, authentication
-    // included, so every endpoint refuses the same mistakes in the same order: the ones whose
-    // handlers take `Query<T>` against `T`, the others against no parameters at all, all
-    // through one parser (`query.rs`).
-    let none = || middleware::from_fn(only_query::<NoParameters>);
-    let unpaged = || middleware::from_fn(only_query::<UnpagedList>);
-    let v2 = Router::new()
-        .route(
-            "/auth/identity",
-            get(identity::identity).route_layer(none()),
-        )
-        .route(
-            "/environment",
-            get(identity::environment).route_layer(none()),
-        )
-        .route(
-            "/environment/halt",
-            post(environment::halt).route_layer(none()),
-        )
-        .route(
-            "/environment/resume",
-            post(environment::resume).route_layer(none()),
-        )
-        .route(
-            "/approval-policies",
-            post(policies::create)
-                .route_layer(none())
-                .get(policies::list)
-                .route_layer(middleware::from_fn(only_query::<policies::ListQuery>)),
-        )
-        .route(
-            "/approval-policies/evaluate",
-            post(policies::evaluate).route_layer(none()),
-        )
-        .route(
-            "/approval-policies/{id}",
-            get(policies::get)
-                .patch(policies::update)
-                .delete(policies::delete)
-                .route_layer(none()),
-        )
-        .route(
-            "/approval-policies/{id}/versions",
-            get(policies::versions)
-                .route_layer(middleware::from_fn(only_query::<policies::VersionsQuery>)),
-        )
-        .route(
-            "/approval-policies/{id}/versions/{version}",
-            get(policies::version).route_layer(none()),
-        )
-        .route(
-            "/impact-limits",
-            post(limits::create)
-                .route_layer(none())
-                .get(limits::list)
-                .route_layer(middleware::from_fn(only_query::<limits::ListQuery>)),
-        )
-        .route(
-            "/impact-limits/{id}",
-            get(limits::get)
-                .patch(limits::update)
-                .delete(limits::archive)
-                .route_layer(none()),
-        )
-        .route(
-            "/approvals",
-            post(approvals::request)
-                .route_layer(none())
-                .get(approvals::list)
-                .route_layer(middleware::from_fn(only_query::<approvals::ListQuery>)),
-        )
-        .route(
-            "/approvals/{id}",
-            get(approvals::get)
-                .route_layer(middleware::from_fn(only_query::<approvals::WaitQuery>)),
-        )
-        .route(
-            "/approvals/{id}/approve",
-            post(approvals::approve).route_layer(none()),
-        )
-        .route(
-            "/approvals/{id}/deny",
-            post(approvals::deny).route_layer(none()),
-        )
-        .route("/secrets", get(secrets::list).route_layer(unpaged()))
-        .route(
-            "/secrets/{name}",
-            get(secrets::get)
-                .put(secrets::put)
-                .delete(secrets::delete)
-                .route_layer(none()),
-        )
-        .route(
-            "/actions",
-            post(actions::create)
-                .route_layer(none())
-                .get(actions::list)
-                .route_layer(unpaged()),
-        )
-        .route(
-            "/actions/invocations",
-            get(reads::list_invocations)
-                .route_layer(middleware::from_fn(only_query::<reads::InvocationQuery>)),
-        )
-        .route(
-            "/actions/invocations/{id}",
-            get(reads::invocation).route_layer(none()),
-        )
-        .route(
-            "/actions/effects",
-            get(reads::list_effects)
-                .route_layer(middleware::from_fn(only_query::<reads::EffectQuery>)),
-        )
-        .route(
-            "/actions/effects/{id}",
-            get(reads::effect).route_layer(none()),
-        )
-        .route(
-            "/actions/effects/{id}/reconcile",
-            post(recovery::reconcile).route_layer(none()),
-        )
-        .route(
-            "/actions/effects/{id}/resolve",
-            post(recovery::resolve_effect).route_layer(none()),
-        )
-        .route(
-            "/actions/effects/{id}/notes",
-            post(recovery::note).route_layer(none()),
-        )
-        .route(
-            "/actions/effects/{id}/replay",
-            post(recovery::replay).route_layer(none()),
-        )
-        .route(
-            "/actions/invocations/{id}/resolve",
-            post(recovery::resolve_invocation).route_layer(none()),
-        )
-        .route(
-            "/actions/{reference}",
-            get(actions::get)
-                .patch(actions::update)
-                .delete(actions::delete)
-                .route_layer(none()),
-        )
-        .route(
-            "/actions/{reference}/versions",
-            get(actions::versions).route_layer(none()),
-        )
-        .route(
-            "/actions/{reference}/invoke",
-            post(invoke::invoke).route_layer(none()),
-        )
-        .route(
-            "/actions/{reference}/invocations",
-            get(reads::invocations_for_action)
-                .route_layer(middleware::from_fn(only_query::<reads::InvocationQuery>)),
-        );
+    // Built once: describing 40-odd operations is work tests that build an app per request
+    // should not repeat.
+    static V2: std::sync::OnceLock<Router<AppState>> = std::sync::OnceLock::new();
+    let v2 = V2.get_or_init(|| surface().0).clone();
     let mut top = Router::new().route(
         "/healthz",
         get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
@@ -201,7 +137,7 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
     if let Some(token) = metrics_token {
         top = top.route("/metrics", scrape(Some(token)));
     }
-    edge(top.nest("/api/v2", v2)).with_state(state)
+    edge(top.merge(v2)).with_state(state)
 }
 
 /// The separate metrics listener's surface: `/metrics` alone, behind `metrics_token` if given.

@@ -6,6 +6,7 @@
 use super::body::{self, only_known, optional_string};
 use super::gate::decision_json;
 use super::idempotent;
+use super::openapi as doc;
 use super::query::Query;
 use crate::auth::Caller;
 use crate::envelope::{ok, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
@@ -134,8 +135,10 @@ async fn find(state: &AppState, caller: &Caller, id: &PolicyId) -> ApiResult<Pol
         .ok_or_else(|| ApiError::not_found("policy"))
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only the policies that could govern this action: the ones naming it and the broad ones.
     #[serde(rename = "actionName")]
     action_name: Option<String>,
 }
@@ -152,6 +155,18 @@ fn could_govern(spec: &PolicySpec, action: &str) -> bool {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/approval-policies",
+    operation_id = "policies_list",
+    tag = "approval-policies",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "the policies, in evaluation order", body = doc::List<doc::Policy>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -177,6 +192,19 @@ pub async fn list(
     Ok(ok(Value::Array(items)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/approval-policies/{id}",
+    operation_id = "policies_get",
+    tag = "approval-policies",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the policy", body = doc::Single<doc::Policy>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -187,6 +215,22 @@ pub async fn get(
     Ok(ok(view(&find(&state, &caller, &id).await?)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/approval-policies",
+    operation_id = "policies_create",
+    tag = "approval-policies",
+    params(doc::IdempotencyHeader),
+    request_body = doc::PolicyBody,
+    responses(
+        (status = 201, description = "the policy created", body = doc::Single<doc::Policy>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -218,6 +262,23 @@ pub async fn create(
     .await
 }
 
+#[utoipa::path(
+    patch,
+    path = "/approval-policies/{id}",
+    operation_id = "policies_update",
+    tag = "approval-policies",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::PolicyBody,
+    responses(
+        (status = 200, description = "the policy after the change (a new version when anything changed)", body = doc::Single<doc::Policy>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -256,6 +317,23 @@ pub async fn update(
     .await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/approval-policies/{id}",
+    operation_id = "policies_delete",
+    tag = "approval-policies",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::PolicyDeleteBody,
+    responses(
+        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single<doc::Deleted>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
@@ -266,7 +344,7 @@ pub async fn delete(
     caller.require(scopes::POLICIES_WRITE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &["changeNote"])?;
+    only_known(&map, doc::PolicyDeleteBody::FIELDS)?;
     let note = optional_string(&map, "changeNote")?;
     let request = json!({"op": "policy.delete", "id": id, "changeNote": note});
     idempotent::run(&state, &caller, &headers, request, || async {
@@ -283,9 +361,13 @@ pub async fn delete(
     .await
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct VersionsQuery {
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
+    /// Only versions older than this one (the previous page's `nextBefore`).
     before: Option<u32>,
 }
 
@@ -302,6 +384,19 @@ async fn versions_of(
 }
 
 /// Retained versions, newest first; `before` pages back (the previous page's `nextBefore`).
+#[utoipa::path(
+    get,
+    path = "/approval-policies/{id}/versions",
+    operation_id = "policies_versions",
+    tag = "approval-policies",
+    params(doc::IdPath, VersionsQuery),
+    responses(
+        (status = 200, description = "retained versions, newest first", body = doc::VersionPage<doc::PolicyVersion>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn versions(
     State(state): State<AppState>,
     caller: Caller,
@@ -338,13 +433,31 @@ pub async fn versions(
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/approval-policies/{id}/versions/{version}",
+    operation_id = "policies_version",
+    tag = "approval-policies",
+    params(doc::PolicyVersionPath),
+    responses(
+        (status = 200, description = "one version (a tombstone after deletion)", body = doc::Single<doc::PolicyVersion>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn version(
     State(state): State<AppState>,
     caller: Caller,
-    Path((id, version)): Path<(String, u32)>,
+    Path((id, version)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     caller.require(scopes::POLICIES_READ)?;
     let id = parse_id(&id)?;
+    // Parsed here, not by the extractor, whose refusal would be a plain-text 400: a version that
+    // is not a number names no version.
+    let version: u32 = version
+        .parse()
+        .map_err(|_| ApiError::not_found("policy version"))?;
     let all = versions_of(&state, &caller, &id).await?;
     let found = all
         .iter()
@@ -353,10 +466,24 @@ pub async fn version(
     Ok(ok(version_view(found)))
 }
 
-const EVALUATE_FIELDS: [&str; 5] = ["kind", "actionName", "agentId", "userId", "payload"];
+pub(super) const EVALUATE_FIELDS: [&str; 5] =
+    ["kind", "actionName", "agentId", "userId", "payload"];
 
 /// Read-only policy matching for a described request: which policy would decide, and how. It
 /// records nothing and is not an authorization: limits, halts and scopes still apply at invoke.
+#[utoipa::path(
+    post,
+    path = "/approval-policies/evaluate",
+    operation_id = "policies_evaluate",
+    tag = "approval-policies",
+    request_body = doc::EvaluateBody,
+    responses(
+        (status = 200, description = "which policy would decide a described request, and how; nothing is recorded", body = doc::Single<doc::Evaluation>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::TooLarge,
+    )
+)]
 pub async fn evaluate(
     State(state): State<AppState>,
     caller: Caller,

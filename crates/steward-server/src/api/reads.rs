@@ -1,5 +1,6 @@
 //! Reading invocations and effects, with the SDK's filters.
 
+use super::openapi as doc;
 use super::query::Query;
 use super::views;
 use crate::auth::Caller;
@@ -13,22 +14,38 @@ use steward_core::{
     scopes, ActionId, EffectId, EffectState, Grade, InvocationId, InvocationStatus,
 };
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct InvocationQuery {
+    /// Only this action's invocations (name or id).
     action: Option<String>,
+    #[param(value_type = Option<doc::InvocationStatusParam>, inline)]
     status: Option<String>,
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
+    /// How many to skip.
     offset: Option<u32>,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EffectQuery {
+    /// Only this action's effects (name or id).
     action: Option<String>,
+    #[param(value_type = Option<doc::OutcomeParam>, inline)]
     outcome: Option<String>,
+    #[param(value_type = Option<doc::StageParam>, inline)]
     stage: Option<String>,
+    #[param(value_type = Option<doc::GradeParam>, inline)]
     grade: Option<String>,
+    /// Only effects that still need someone (or only those that do not).
+    #[param(value_type = Option<bool>)]
     unresolved: Option<String>,
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
+    /// How many to skip.
     offset: Option<u32>,
 }
 
@@ -130,6 +147,18 @@ async fn invocations_page(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/invocations",
+    operation_id = "reads_list_invocations",
+    tag = "invocations",
+    params(InvocationQuery),
+    responses(
+        (status = 200, description = "a page of invocations, newest first", body = doc::Page<doc::Invocation>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list_invocations(
     State(state): State<AppState>,
     caller: Caller,
@@ -138,6 +167,19 @@ pub async fn list_invocations(
     invocations_page(&state, &caller, q.action.as_deref(), &q).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/{reference}/invocations",
+    operation_id = "reads_invocations_for_action",
+    tag = "invocations",
+    params(doc::ActionPath, InvocationQuery),
+    responses(
+        (status = 200, description = "a page of the action's invocations", body = doc::Page<doc::Invocation>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn invocations_for_action(
     State(state): State<AppState>,
     caller: Caller,
@@ -155,6 +197,19 @@ pub async fn invocations_for_action(
     invocations_page(&state, &caller, Some(&reference), &q).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/invocations/{id}",
+    operation_id = "reads_invocation",
+    tag = "invocations",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the invocation", body = doc::Single<doc::Invocation>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn invocation(
     State(state): State<AppState>,
     caller: Caller,
@@ -170,6 +225,18 @@ pub async fn invocation(
     Ok(ok(views::invocation(&found)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/effects",
+    operation_id = "reads_list_effects",
+    tag = "effects",
+    params(EffectQuery),
+    responses(
+        (status = 200, description = "a page of effects, newest first", body = doc::Page<doc::Effect>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list_effects(
     State(state): State<AppState>,
     caller: Caller,
@@ -211,6 +278,19 @@ pub async fn list_effects(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/actions/effects/{id}",
+    operation_id = "reads_effect",
+    tag = "effects",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the effect with its attempts and evidence", body = doc::Single<doc::Effect>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn effect(
     State(state): State<AppState>,
     caller: Caller,

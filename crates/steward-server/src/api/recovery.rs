@@ -1,6 +1,7 @@
 //! Settling what Steward could not: reconcile (read-only), manual resolution, notes, replay.
 
 use super::body::{self, only_known, optional_string};
+use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -34,6 +35,20 @@ async fn detail(state: &AppState, caller: &Caller, id: &EffectId) -> ApiResult<E
 }
 
 /// Read-only and safe to repeat, so a resend simply looks again: it takes no idempotency record.
+#[utoipa::path(
+    post,
+    path = "/actions/effects/{id}/reconcile",
+    operation_id = "recovery_reconcile",
+    tag = "effects",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the effect after asking the provider what happened", body = doc::Single<doc::Effect>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Conflict,
+    )
+)]
 pub async fn reconcile(
     State(state): State<AppState>,
     caller: Caller,
@@ -127,6 +142,23 @@ async fn resolve_by_hand(
         })
 }
 
+#[utoipa::path(
+    post,
+    path = "/actions/effects/{id}/resolve",
+    operation_id = "recovery_resolve_effect",
+    tag = "effects",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::ResolveEffectBody,
+    responses(
+        (status = 200, description = "the effect, settled by hand", body = doc::Single<doc::Effect>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn resolve_effect(
     State(state): State<AppState>,
     caller: Caller,
@@ -137,16 +169,7 @@ pub async fn resolve_effect(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = effect_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(
-        &map,
-        &[
-            "outcome",
-            "reason",
-            "partialEffect",
-            "actualImpact",
-            "externalReference",
-        ],
-    )?;
+    only_known(&map, doc::ResolveEffectBody::FIELDS)?;
     let outcome = outcome(&map)?;
     let reason = required_text(&map, "reason")?;
     let partial = optional_string(&map, "partialEffect")?;
@@ -179,6 +202,23 @@ pub async fn resolve_effect(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/actions/invocations/{id}/resolve",
+    operation_id = "recovery_resolve_invocation",
+    tag = "invocations",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::ResolveInvocationBody,
+    responses(
+        (status = 200, description = "the invocation, settled by hand", body = doc::Single<doc::Invocation>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn resolve_invocation(
     State(state): State<AppState>,
     caller: Caller,
@@ -189,7 +229,7 @@ pub async fn resolve_invocation(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = InvocationId::parse(&id).map_err(|_| ApiError::not_found("invocation"))?;
     let map = body::object(&bytes)?;
-    only_known(&map, &["outcome", "evidence", "externalReference"])?;
+    only_known(&map, doc::ResolveInvocationBody::FIELDS)?;
     let outcome = outcome(&map)?;
     let text = required_text(&map, "evidence")?;
     let reference = optional_string(&map, "externalReference")?;
@@ -218,6 +258,23 @@ pub async fn resolve_invocation(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/actions/effects/{id}/notes",
+    operation_id = "recovery_note",
+    tag = "effects",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::NoteBody,
+    responses(
+        (status = 200, description = "the effect with the note appended to its evidence", body = doc::Single<doc::Effect>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn note(
     State(state): State<AppState>,
     caller: Caller,
@@ -228,7 +285,7 @@ pub async fn note(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = effect_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &["note"])?;
+    only_known(&map, doc::NoteBody::FIELDS)?;
     let text = required_text(&map, "note")?;
     let request = json!({"op": "effect.note", "id": id, "note": text});
     idempotent::run(&state, &caller, &headers, request, || async {
@@ -251,6 +308,21 @@ pub async fn note(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/actions/effects/{id}/replay",
+    operation_id = "recovery_replay",
+    tag = "effects",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    responses(
+        (status = 200, description = "the effect after sending it again under the same provider idempotency key", body = doc::Single<doc::Effect>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+    )
+)]
 pub async fn replay(
     State(state): State<AppState>,
     caller: Caller,

@@ -1,6 +1,7 @@
 //! `secrets`: a write-only vault. No endpoint returns a value.
 
 use super::body::{self, only_known, optional_string};
+use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::envelope::ok;
@@ -112,6 +113,22 @@ fn placements_within(narrow: Option<&[String]>, wide: Option<&[String]>) -> bool
     }
 }
 
+#[utoipa::path(
+    put,
+    path = "/secrets/{name}",
+    operation_id = "secrets_put",
+    tag = "secrets",
+    params(doc::SecretPath, doc::IdempotencyHeader),
+    request_body = doc::SecretBody,
+    responses(
+        (status = 200, description = "the secret's metadata after the write", body = doc::Single<doc::Secret>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
 pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
@@ -122,10 +139,7 @@ pub async fn put(
     caller.require(scopes::SECRETS_WRITE)?;
     check_name(&name)?;
     let map = body::object(&bytes)?;
-    only_known(
-        &map,
-        &["value", "description", "allowedHosts", "allowedPlacements"],
-    )?;
+    only_known(&map, doc::SecretBody::FIELDS)?;
     let value = match map.get("value") {
         Some(Value::String(v)) if !v.is_empty() => v.clone(),
         _ => {
@@ -198,6 +212,19 @@ pub async fn put(
     .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/secrets/{name}",
+    operation_id = "secrets_get",
+    tag = "secrets",
+    params(doc::SecretPath),
+    responses(
+        (status = 200, description = "the secret's metadata; never its value", body = doc::Single<doc::Secret>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -213,6 +240,17 @@ pub async fn get(
     Ok(ok(views::secret(&secret)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/secrets",
+    operation_id = "secrets_list",
+    tag = "secrets",
+    responses(
+        (status = 200, description = "the secrets' metadata; never a value", body = doc::List<doc::Secret>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_READ)?;
     let secrets = state.store.list_secrets(&caller.env.id).await?;
@@ -221,6 +259,21 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
     )))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/secrets/{name}",
+    operation_id = "secrets_delete",
+    tag = "secrets",
+    params(doc::SecretPath, doc::IdempotencyHeader),
+    responses(
+        (status = 200, description = "`{\"name\", \"deleted\": true}`", body = doc::Single<doc::SecretDeleted>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::Conflict,
+    )
+)]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,

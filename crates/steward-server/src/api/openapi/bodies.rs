@@ -1,0 +1,354 @@
+//! Request bodies as schemas. Handlers parse bodies by hand (`body::object` then
+//! `body::only_known(map, FIELDS)`); each body here carries the field list its handler passes to
+//! `only_known`, and a test (`drift.rs`) checks that list equals the schema's properties.
+//!
+//! Every body is a JSON object; an empty body reads as `{}`. A field sent as `null` reads as left
+//! out, so optional fields are nullable.
+//!
+//! `utoipa` takes only literals for bounds; `drift.rs` checks each against its named constant.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// `POST /environment/halt`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HaltBody {
+    /// Why the environment is halted, shown to whoever resumes it.
+    #[schema(max_length = 1000)]
+    reason: Option<String>,
+}
+
+impl HaltBody {
+    pub const FIELDS: &[&str] = &["reason"];
+}
+
+/// `POST /environment/resume`: no fields.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {}
+
+impl ResumeBody {
+    pub const FIELDS: &[&str] = &[];
+}
+
+/// `POST /actions` and `PATCH /actions/{reference}` (a field left out is unchanged, `null`
+/// clears it).
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ActionBody {
+    /// Unique in the environment, not starting with `act_`; required on create.
+    #[schema(pattern = "^[A-Za-z0-9._-]+$", min_length = 1, max_length = 64)]
+    name: Option<String>,
+    description: Option<String>,
+    /// The HTTP method of `urlTemplate` (default POST).
+    method: Option<String>,
+    /// The URL called, with `{{input.path}}` placeholders.
+    url_template: Option<String>,
+    headers: Option<std::collections::BTreeMap<String, String>>,
+    #[schema(value_type = Object)]
+    body_template: Option<Value>,
+    /// A JSON Schema the input must satisfy.
+    #[schema(value_type = Object)]
+    input_schema: Option<Value>,
+    requires_approval: Option<bool>,
+    enabled: Option<bool>,
+    /// A built-in adapter (`stripe.refund`) instead of a URL.
+    #[schema(value_type = Object)]
+    adapter: Option<Value>,
+    /// What the action changes, for limits and verification.
+    #[schema(value_type = Object)]
+    impact: Option<Value>,
+    /// How an unknown outcome is checked with the provider.
+    #[schema(value_type = Object)]
+    verify: Option<Value>,
+    governed: Option<bool>,
+}
+
+/// `POST /actions/{reference}/invoke`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct InvokeBody {
+    /// The action's input (default `{}`).
+    #[schema(value_type = Object)]
+    input: Option<Value>,
+    run_id: Option<String>,
+    parent_span_id: Option<String>,
+    /// A failed invocation (`inv_...`) this one retries.
+    retry_of: Option<String>,
+    /// Names the business operation: the same key and input is the same effect.
+    #[schema(min_length = 1, max_length = 255)]
+    operation_key: Option<String>,
+    /// Not supported here: any value but `null` is refused.
+    #[schema(value_type = Option<()>)]
+    preview_id: Option<()>,
+    /// Not supported here: any value but `null` is refused.
+    #[schema(value_type = Option<()>)]
+    depends_on: Option<()>,
+    /// Not supported here: any value but `null` is refused.
+    #[schema(value_type = Option<()>)]
+    compensates: Option<()>,
+}
+
+/// What a policy matches on.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum MatchKind {
+    Any,
+    Action,
+    Custom,
+}
+
+/// What a matching policy decides.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum PolicyEffect {
+    RequireApproval,
+    AutoApprove,
+    AutoDeny,
+}
+
+/// `POST /approval-policies` and `PATCH /approval-policies/{id}`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyBody {
+    /// Required on create.
+    #[schema(min_length = 1, max_length = 100)]
+    name: Option<String>,
+    match_kind: Option<MatchKind>,
+    match_action_name: Option<String>,
+    match_agent_id: Option<String>,
+    match_user_id: Option<String>,
+    #[schema(max_items = 20)]
+    match_tags: Option<Vec<String>>,
+    #[schema(minimum = 0)]
+    min_amount: Option<f64>,
+    /// A CEL expression over `input`, `action`, `agentId` and `amount`.
+    #[schema(max_length = 4096)]
+    condition: Option<String>,
+    effect: Option<PolicyEffect>,
+    #[schema(minimum = 1, maximum = 10)]
+    required_approvals: Option<u32>,
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    priority: Option<i64>,
+    enabled: Option<bool>,
+    acknowledge_broad_scope: Option<bool>,
+    /// Not supported here (use `condition`): any value but `null` is refused.
+    #[schema(value_type = Option<()>)]
+    conditions: Option<()>,
+    /// Recorded on the version this change creates.
+    change_note: Option<String>,
+}
+
+/// `DELETE /approval-policies/{id}`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyDeleteBody {
+    change_note: Option<String>,
+}
+
+impl PolicyDeleteBody {
+    pub const FIELDS: &[&str] = &["changeNote"];
+}
+
+/// What kind of request `evaluate` describes.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum RequestKind {
+    Action,
+    Custom,
+}
+
+/// `POST /approval-policies/evaluate`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct EvaluateBody {
+    kind: RequestKind,
+    action_name: Option<String>,
+    agent_id: Option<String>,
+    user_id: Option<String>,
+    #[schema(value_type = Object)]
+    payload: Option<Value>,
+}
+
+/// `POST /impact-limits`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct LimitBody {
+    #[schema(min_length = 1, max_length = 100)]
+    name: String,
+    /// `money`, `resource_mutations`, or a unit of your own.
+    #[schema(pattern = "^[a-z][a-z0-9_]{0,31}$")]
+    dimension: String,
+    #[schema(inline)]
+    period: Period,
+    /// A non-negative integer in the limit's unit (minor units for money).
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    amount: i64,
+    /// A three-letter currency such as `usd`; required for money.
+    #[schema(pattern = "^[A-Za-z]{3}$")]
+    currency: Option<String>,
+    unit: Option<String>,
+    /// Only invocations of this action count.
+    action_name: Option<String>,
+    /// Not supported here (use `actionName`): any value but `null` is refused.
+    #[schema(value_type = Option<()>)]
+    resource_prefix: Option<()>,
+}
+
+/// The window a limit counts over.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum Period {
+    Day,
+    Month,
+    Total,
+}
+
+/// `PATCH /impact-limits/{id}`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitUpdateBody {
+    #[schema(min_length = 1, max_length = 100)]
+    name: Option<String>,
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    amount: Option<i64>,
+}
+
+impl LimitUpdateBody {
+    pub const FIELDS: &[&str] = &["name", "amount"];
+}
+
+/// `POST /approvals`: a custom approval request.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ApprovalRequestBody {
+    #[schema(min_length = 1)]
+    title: String,
+    description: Option<String>,
+    #[schema(value_type = Object)]
+    payload: Option<Value>,
+    #[schema(minimum = 1, maximum = 2592000)]
+    expires_in_seconds: Option<i64>,
+    run_id: Option<String>,
+    parent_span_id: Option<String>,
+}
+
+impl ApprovalRequestBody {
+    pub const FIELDS: &[&str] = &[
+        "title",
+        "description",
+        "payload",
+        "expiresInSeconds",
+        "runId",
+        "parentSpanId",
+    ];
+}
+
+/// `POST /approvals/{id}/approve` and `/deny`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    note: Option<String>,
+}
+
+impl DecisionBody {
+    pub const FIELDS: &[&str] = &["note"];
+}
+
+/// `PUT /secrets/{name}`: create or rotate. A rotation may narrow where the secret may go, never
+/// widen it.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct SecretBody {
+    /// The secret; never returned by any endpoint.
+    #[schema(min_length = 1)]
+    value: String,
+    description: Option<String>,
+    /// Hosts (or `.suffix` domains) the secret may be sent to; `null` is anywhere.
+    allowed_hosts: Option<Vec<String>>,
+    /// Where in a request the secret may be placed; `null` is anywhere.
+    allowed_placements: Option<Vec<String>>,
+}
+
+impl SecretBody {
+    pub const FIELDS: &[&str] = &["value", "description", "allowedHosts", "allowedPlacements"];
+}
+
+/// A manual outcome.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ManualOutcome {
+    Succeeded,
+    Failed,
+}
+
+/// Whether part of the write may have happened.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum PartialEffect {
+    None,
+    Possible,
+    Confirmed,
+}
+
+/// `POST /actions/effects/{id}/resolve`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ResolveEffectBody {
+    outcome: ManualOutcome,
+    #[schema(min_length = 1)]
+    reason: String,
+    partial_effect: Option<PartialEffect>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    actual_impact: Option<Vec<Value>>,
+    external_reference: Option<String>,
+}
+
+impl ResolveEffectBody {
+    pub const FIELDS: &[&str] = &[
+        "outcome",
+        "reason",
+        "partialEffect",
+        "actualImpact",
+        "externalReference",
+    ];
+}
+
+/// `POST /actions/invocations/{id}/resolve`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ResolveInvocationBody {
+    outcome: ManualOutcome,
+    #[schema(min_length = 1)]
+    evidence: String,
+    external_reference: Option<String>,
+}
+
+impl ResolveInvocationBody {
+    pub const FIELDS: &[&str] = &["outcome", "evidence", "externalReference"];
+}
+
+/// `POST /actions/effects/{id}/notes`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteBody {
+    #[schema(min_length = 1)]
+    note: String,
+}
+
+impl NoteBody {
+    pub const FIELDS: &[&str] = &["note"];
+}

@@ -1,0 +1,161 @@
+//! The envelopes every `/api/v2` answer is wrapped in, as schemas, and the sets of error answers
+//! an operation lists in its `responses(...)`.
+//!
+//! The structs here are never built: they exist so that `utoipa` can describe the JSON that
+//! `crate::envelope` and `crate::error::ApiError` write.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use utoipa::openapi::{Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{IntoResponses, ToSchema};
+
+/// `{"success": false, "error": {...}}`: every error answer.
+#[derive(ToSchema)]
+pub struct ErrorEnvelope {
+    /// Always `false`.
+    success: bool,
+    #[schema(inline)]
+    error: ErrorBody,
+}
+
+#[derive(ToSchema)]
+pub struct ErrorBody {
+    /// A stable code, e.g. `VALIDATION_ERROR`, `NOT_FOUND`, `environment_halted`.
+    code: String,
+    /// What went wrong, for a human.
+    message: String,
+    /// Structured context, e.g. `{"field": "name"}` for a validation error.
+    #[schema(value_type = Object, required = false)]
+    details: Option<serde_json::Value>,
+}
+
+/// `{"success": true, "data": {...}}`: one record.
+#[derive(ToSchema)]
+pub struct Single<T> {
+    success: bool,
+    data: T,
+}
+
+/// `{"success": true, "data": [...]}`: an unpaged listing.
+#[derive(ToSchema)]
+pub struct List<T> {
+    success: bool,
+    data: Vec<T>,
+}
+
+/// `{"success": true, "data": [...], "pagination": {...}}`: a page of a listing.
+#[derive(ToSchema)]
+pub struct Page<T> {
+    success: bool,
+    data: Vec<T>,
+    #[schema(inline)]
+    pagination: Pagination,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct Pagination {
+    total: u64,
+    #[schema(minimum = 1, maximum = 200)]
+    limit: u32,
+    offset: u32,
+    #[schema(minimum = 1)]
+    page: u64,
+    total_pages: u64,
+    has_more: bool,
+}
+
+/// A page of policy versions, newest first; `nextBefore` asks for the next page.
+#[derive(ToSchema)]
+pub struct VersionPage<T> {
+    success: bool,
+    data: Vec<T>,
+    #[schema(inline)]
+    pagination: VersionPagination,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct VersionPagination {
+    total: u64,
+    #[schema(minimum = 1, maximum = 200)]
+    limit: u32,
+    has_more: bool,
+    next_before: Option<u32>,
+}
+
+fn error(description: &str) -> RefOr<Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            utoipa::openapi::ContentBuilder::new()
+                .schema(Some(RefOr::Ref(Ref::from_schema_name(
+                    ErrorEnvelope::name(),
+                ))))
+                .build(),
+        )
+        .into()
+}
+
+/// One set of error answers, each with the error envelope.
+macro_rules! error_set {
+    ($(#[$doc:meta])* $name:ident { $($status:literal => $description:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                BTreeMap::from([$(($status.to_string(), error($description))),+])
+            }
+        }
+    };
+}
+
+error_set!(
+    /// Every authenticated operation: no or an unknown key, a key without the scope, storage
+    /// down.
+    Guarded {
+        "401" => "missing or invalid API key (`AUTHENTICATION_FAILED`)",
+        "403" => "the key lacks the operation's scope (`FORBIDDEN`)",
+        "503" => "storage is unavailable; nothing was changed (`STORAGE_UNAVAILABLE`)",
+    }
+);
+
+error_set!(
+    /// A body, path or query value the operation refuses, naming the field.
+    Invalid {
+        "400" => "a field is missing, malformed or unknown (`VALIDATION_ERROR`, `details.field` names it)",
+    }
+);
+
+error_set!(
+    /// The body is larger than the server accepts.
+    TooLarge {
+        "413" => "the request body is too large (`PAYLOAD_TOO_LARGE`)",
+    }
+);
+
+error_set!(
+    /// The record named in the path does not exist in the key's environment.
+    Missing {
+        "404" => "no such record in this environment (`NOT_FOUND`)",
+    }
+);
+
+error_set!(
+    /// The request conflicts with the record's state.
+    Conflict {
+        "409" => "the request conflicts with the current state (e.g. `already_exists`, `concurrent_modification`, `environment_halted`)",
+    }
+);
+
+error_set!(
+    /// Operations that honour `Idempotency-Key`.
+    Idempotent {
+        "400" => "a field is malformed or unknown, or the `Idempotency-Key` is not printable ASCII of 1 to 255 bytes (`VALIDATION_ERROR`)",
+        "409" => "the original request with this `Idempotency-Key` is still running (`idempotency_request_in_progress`), or the request conflicts with the current state",
+        "422" => "this `Idempotency-Key` was used for a different request (`idempotency_key_reused`)",
+    }
+);

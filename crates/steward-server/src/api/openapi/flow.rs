@@ -1,0 +1,320 @@
+//! One real flow through every documented operation, each answer validated against the
+//! document: the test that catches a view (`json!` in a handler) drifting from its schema.
+
+use super::drift::{document_json, operations, send_body, state, SECOND_TOKEN, TOKEN};
+use crate::state::AppState;
+use axum::http::Method;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// Drives every documented operation once through a real flow (the provider fixture answering
+/// the refund) and checks each answer against the document: its status is documented for the
+/// operation and its body validates against that status's schema.
+struct Flow {
+    state: AppState,
+    doc: Value,
+    covered: BTreeSet<(String, String)>,
+}
+
+impl Flow {
+    async fn call(
+        &mut self,
+        token: &str,
+        method: Method,
+        template: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let full_template = format!("/api/v2{template}");
+        let uri = format!("/api/v2{path}");
+        let (status, content_type, reply) =
+            send_body(&self.state, method.clone(), &uri, Some(token), body).await;
+        let operation = &self.doc["paths"][&full_template][method.as_str().to_ascii_lowercase()];
+        assert!(
+            !operation.is_null(),
+            "{method} {full_template} is not documented"
+        );
+        let response = &operation["responses"][status.as_str()];
+        assert!(
+            !response.is_null(),
+            "{method} {path} answered {status}, which is not documented: {reply}"
+        );
+        assert_eq!(content_type, "application/json", "{method} {path}");
+        let mut schema = response["content"]["application/json"]["schema"].clone();
+        schema["components"] = self.doc["components"].clone();
+        let validator = jsonschema::validator_for(&schema)
+            .unwrap_or_else(|e| panic!("{method} {full_template} {status}: bad schema: {e}"));
+        let errors: Vec<String> = validator
+            .iter_errors(&reply)
+            .map(|e| format!("{e} at {}", e.instance_path))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{method} {path} {status} does not match its schema: {errors:?}\n{reply}"
+        );
+        self.covered
+            .insert((full_template, method.as_str().to_string()));
+        reply
+    }
+}
+
+fn id_of(reply: &Value, field: &str) -> String {
+    reply["data"][field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no data.{field} in {reply}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn every_operation_answers_a_real_flow_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = steward_fixture::spawn(steward_fixture::FixtureConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state_file: None,
+    })
+    .await
+    .unwrap();
+    let mut f = Flow {
+        state: state(&dir).await,
+        doc: document_json(),
+        covered: BTreeSet::new(),
+    };
+    let (a, b) = (TOKEN, SECOND_TOKEN);
+    use Method as M;
+    f.call(a, M::GET, "/openapi.json", "/openapi.json", None)
+        .await;
+    f.call(a, M::GET, "/auth/identity", "/auth/identity", None)
+        .await;
+    f.call(a, M::GET, "/environment", "/environment", None)
+        .await;
+
+    let secret = "/secrets/{name}";
+    let fixture_host = fixture
+        .base_url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let secret_body = json!({"value": "sk_test_drift", "allowedHosts": [fixture_host]});
+    f.call(
+        a,
+        M::PUT,
+        secret,
+        "/secrets/STRIPE_TEST_KEY",
+        Some(secret_body),
+    )
+    .await;
+    f.call(a, M::GET, "/secrets", "/secrets", None).await;
+    f.call(a, M::GET, secret, "/secrets/STRIPE_TEST_KEY", None)
+        .await;
+
+    let adapter = json!({"type": "stripe.refund", "credentialSecret": "STRIPE_TEST_KEY",
+        "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                   "baseUrl": fixture.base_url()}});
+    let create = json!({"name": "refund", "adapter": adapter});
+    f.call(a, M::POST, "/actions", "/actions", Some(create))
+        .await;
+    f.call(a, M::GET, "/actions", "/actions", None).await;
+    let action = "/actions/{reference}";
+    f.call(a, M::GET, action, "/actions/refund", None).await;
+    let edit = json!({"description": "a refund"});
+    f.call(a, M::PATCH, action, "/actions/refund", Some(edit))
+        .await;
+    let versions = "/actions/{reference}/versions";
+    f.call(a, M::GET, versions, "/actions/refund/versions", None)
+        .await;
+
+    let input = json!({"input": {"paymentIntent": "pi_drift", "amount": 100},
+                       "operationKey": "drift-1"});
+    let invoke = "/actions/{reference}/invoke";
+    let invoked = f
+        .call(a, M::POST, invoke, "/actions/refund/invoke", Some(input))
+        .await;
+    assert_eq!(invoked["data"]["status"], json!("succeeded"), "{invoked}");
+    let invocation = id_of(&invoked, "id");
+    let effect = id_of(&invoked, "effectId");
+    let inv_path = format!("/actions/invocations/{invocation}");
+    let eff_path = format!("/actions/effects/{effect}");
+    f.call(
+        a,
+        M::GET,
+        "/actions/invocations",
+        "/actions/invocations?limit=5",
+        None,
+    )
+    .await;
+    f.call(a, M::GET, "/actions/invocations/{id}", &inv_path, None)
+        .await;
+    let by_action = "/actions/refund/invocations?status=succeeded";
+    f.call(
+        a,
+        M::GET,
+        "/actions/{reference}/invocations",
+        by_action,
+        None,
+    )
+    .await;
+    f.call(
+        a,
+        M::GET,
+        "/actions/effects",
+        "/actions/effects?unresolved=false",
+        None,
+    )
+    .await;
+    f.call(a, M::GET, "/actions/effects/{id}", &eff_path, None)
+        .await;
+    let note = json!({"note": "checked"});
+    let notes = format!("{eff_path}/notes");
+    f.call(
+        a,
+        M::POST,
+        "/actions/effects/{id}/notes",
+        &notes,
+        Some(note),
+    )
+    .await;
+    let reconcile = format!("{eff_path}/reconcile");
+    f.call(
+        a,
+        M::POST,
+        "/actions/effects/{id}/reconcile",
+        &reconcile,
+        None,
+    )
+    .await;
+    // The effect succeeded: replaying or resolving it by hand is refused (409).
+    let replay = format!("{eff_path}/replay");
+    f.call(a, M::POST, "/actions/effects/{id}/replay", &replay, None)
+        .await;
+    let resolve = json!({"outcome": "failed", "reason": "drift"});
+    let resolve_path = format!("{eff_path}/resolve");
+    f.call(
+        b,
+        M::POST,
+        "/actions/effects/{id}/resolve",
+        &resolve_path,
+        Some(resolve),
+    )
+    .await;
+    let resolve = json!({"outcome": "failed", "evidence": "drift"});
+    let resolve_path = format!("{inv_path}/resolve");
+    let template = "/actions/invocations/{id}/resolve";
+    f.call(b, M::POST, template, &resolve_path, Some(resolve))
+        .await;
+
+    let request = json!({"title": "drift"});
+    let approval = f
+        .call(a, M::POST, "/approvals", "/approvals", Some(request))
+        .await;
+    let approval = id_of(&approval, "id");
+    let request = json!({"title": "drift 2"});
+    let denied = f
+        .call(a, M::POST, "/approvals", "/approvals", Some(request))
+        .await;
+    let denied = id_of(&denied, "id");
+    f.call(a, M::GET, "/approvals", "/approvals?status=pending", None)
+        .await;
+    let approve = format!("/approvals/{approval}/approve");
+    let note = json!({"note": "ok"});
+    f.call(b, M::POST, "/approvals/{id}/approve", &approve, Some(note))
+        .await;
+    let deny = format!("/approvals/{denied}/deny");
+    f.call(b, M::POST, "/approvals/{id}/deny", &deny, None)
+        .await;
+    let read = format!("/approvals/{approval}?waitSeconds=1");
+    f.call(a, M::GET, "/approvals/{id}", &read, None).await;
+
+    let create = json!({"name": "drift", "matchKind": "action", "matchActionName": "refund",
+                        "effect": "require_approval", "minAmount": 500});
+    let policy = f
+        .call(
+            a,
+            M::POST,
+            "/approval-policies",
+            "/approval-policies",
+            Some(create),
+        )
+        .await;
+    let policy = id_of(&policy, "id");
+    f.call(a, M::GET, "/approval-policies", "/approval-policies", None)
+        .await;
+    let one = "/approval-policies/{id}";
+    let path = format!("/approval-policies/{policy}");
+    f.call(a, M::GET, one, &path, None).await;
+    let edit = json!({"priority": 5, "changeNote": "up"});
+    f.call(a, M::PATCH, one, &path, Some(edit)).await;
+    let evaluate = json!({"kind": "action", "actionName": "refund",
+                          "payload": {"paymentIntent": "pi_x", "amount": 900}});
+    let template = "/approval-policies/evaluate";
+    f.call(a, M::POST, template, template, Some(evaluate)).await;
+    f.call(
+        a,
+        M::DELETE,
+        one,
+        &path,
+        Some(json!({"changeNote": "gone"})),
+    )
+    .await;
+    let versions = format!("{path}/versions?limit=1");
+    f.call(
+        a,
+        M::GET,
+        "/approval-policies/{id}/versions",
+        &versions,
+        None,
+    )
+    .await;
+    let version = format!("{path}/versions/3");
+    let template = "/approval-policies/{id}/versions/{version}";
+    f.call(a, M::GET, template, &version, None).await;
+
+    let create = json!({"name": "drift", "dimension": "money", "currency": "usd",
+                        "period": "day", "amount": 100000});
+    let limit = f
+        .call(a, M::POST, "/impact-limits", "/impact-limits", Some(create))
+        .await;
+    let limit = id_of(&limit, "id");
+    f.call(
+        a,
+        M::GET,
+        "/impact-limits",
+        "/impact-limits?includeArchived=true",
+        None,
+    )
+    .await;
+    let one = "/impact-limits/{id}";
+    let path = format!("/impact-limits/{limit}");
+    f.call(a, M::GET, one, &path, None).await;
+    f.call(a, M::PATCH, one, &path, Some(json!({"amount": 5000})))
+        .await;
+    f.call(a, M::DELETE, one, &path, None).await;
+
+    let halt = json!({"reason": "drift"});
+    f.call(
+        a,
+        M::POST,
+        "/environment/halt",
+        "/environment/halt",
+        Some(halt),
+    )
+    .await;
+    f.call(
+        a,
+        M::POST,
+        "/environment/resume",
+        "/environment/resume",
+        None,
+    )
+    .await;
+
+    f.call(a, M::DELETE, action, "/actions/refund", None).await;
+    f.call(a, M::DELETE, secret, "/secrets/STRIPE_TEST_KEY", None)
+        .await;
+
+    let documented: BTreeSet<(String, String)> = operations(&f.doc).into_iter().collect();
+    let missed: Vec<_> = documented.difference(&f.covered).collect();
+    assert!(
+        missed.is_empty(),
+        "operations this flow does not exercise: {missed:?}"
+    );
+}

@@ -1,0 +1,358 @@
+//! What `data` holds in each success answer, as schemas. They mirror the `json!` views in
+//! `api/views.rs`, `policies.rs`, `limits.rs`, `environment.rs` and `identity.rs`; every field
+//! those views write is present (`null` when empty), and no other field may appear
+//! (`deny_unknown_fields`), so `drift.rs` and the fuzzer notice a view that changes alone.
+//!
+//! Timestamps are RFC 3339 strings. `Value` fields hold any JSON the client or provider sent.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// `GET /auth/identity`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Identity {
+    /// Always `api_key`.
+    credential_type: String,
+    api_key_id: String,
+    name: String,
+    environment_id: String,
+    environment: String,
+    scopes: Vec<String>,
+    /// Keys do not expire: always `null`.
+    #[schema(value_type = Option<String>)]
+    expires_at: Option<String>,
+}
+
+/// An environment and its kill switch.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Environment {
+    id: String,
+    name: String,
+    halted: bool,
+    halt_reason: Option<String>,
+    /// Only on resume: how many parked effects were dispatched.
+    #[schema(required = false)]
+    released: Option<u64>,
+}
+
+/// What an action definition says, on the action and on each of its versions.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Action {
+    id: String,
+    name: String,
+    description: Option<String>,
+    method: Option<String>,
+    url_template: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    body_template: Option<Value>,
+    input_schema: Option<Value>,
+    requires_approval: bool,
+    enabled: bool,
+    adapter: Option<Value>,
+    impact: Option<Value>,
+    verify: Option<Value>,
+    governed: bool,
+    version: u32,
+    /// `<actionId>:v<version>` on the action.
+    #[schema(required = false)]
+    version_id: Option<String>,
+    /// On a version: the action it belongs to (the version's own `id` is `<actionId>:v<n>`).
+    #[schema(required = false)]
+    action_id: Option<String>,
+    /// On a version: the key that made it.
+    #[schema(required = false)]
+    created_by: Option<String>,
+    created_at: String,
+    #[schema(required = false)]
+    updated_at: Option<String>,
+}
+
+/// A secret's metadata; the value is never returned.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Secret {
+    name: String,
+    description: Option<String>,
+    allowed_hosts: Option<Vec<String>>,
+    allowed_placements: Option<Vec<String>>,
+    version: u64,
+    created_at: String,
+    updated_at: String,
+}
+
+/// One call of an action.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Invocation {
+    id: String,
+    action_id: String,
+    action: String,
+    action_name: String,
+    action_version: u32,
+    action_version_id: String,
+    /// `pending_approval`, `running`, `succeeded`, `failed`, `unknown`, `denied` or `expired`.
+    status: String,
+    pending_approval: bool,
+    approval_id: Option<String>,
+    input: Value,
+    operation_key: Option<String>,
+    run_id: Option<String>,
+    retry_of: Option<String>,
+    response_status: Option<u16>,
+    body: Option<Value>,
+    error: Option<Value>,
+    decision: Option<Value>,
+    created_at: String,
+    completed_at: Option<String>,
+    duration_ms: Option<i64>,
+    /// Governed invocations only, like the four fields after it.
+    #[schema(required = false)]
+    effect_id: Option<String>,
+    #[schema(required = false)]
+    grade: Option<String>,
+    #[schema(required = false)]
+    outcome: Option<String>,
+    #[schema(required = false)]
+    stage: Option<String>,
+    #[schema(required = false)]
+    unresolved: Option<bool>,
+}
+
+/// One attempt to send an effect.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Attempt {
+    number: u32,
+    status: String,
+    started_at: String,
+    deadline_at: String,
+    finished_at: Option<String>,
+    response_status: Option<u16>,
+    error: Option<String>,
+}
+
+/// One entry of an effect's evidence log.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Evidence {
+    seq: u32,
+    at: String,
+    kind: String,
+    source: String,
+    message: String,
+    data: Option<Value>,
+    actor_key_id: Option<String>,
+}
+
+/// The external write an invocation makes; the detail adds attempts and evidence.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Effect {
+    id: String,
+    invocation_id: String,
+    action_id: String,
+    action: String,
+    operation_key: Option<String>,
+    outcome: String,
+    stage: String,
+    grade: String,
+    unresolved: bool,
+    attempt_count: u32,
+    external_reference: Option<String>,
+    provider_idempotency_key: Option<String>,
+    created_at: String,
+    updated_at: String,
+    /// On a single effect, not in listings.
+    #[schema(required = false)]
+    attempts: Option<Vec<Attempt>>,
+    /// On a single effect, not in listings.
+    #[schema(required = false)]
+    evidence: Option<Vec<Evidence>>,
+}
+
+/// One key's decision on an approval.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ApprovalDecision {
+    key_id: String,
+    decision: String,
+    note: Option<String>,
+    at: String,
+}
+
+/// An approval request: gated invocations and custom requests.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Approval {
+    id: String,
+    /// `pending`, `approved`, `denied` or `expired`.
+    status: String,
+    title: String,
+    description: Option<String>,
+    payload: Value,
+    invocation_id: Option<String>,
+    effect_id: Option<String>,
+    action_id: Option<String>,
+    action_version: Option<u32>,
+    input_fingerprint: Option<String>,
+    requested_by: String,
+    required_approvals: u32,
+    decisions: Vec<ApprovalDecision>,
+    decision_origin: Option<String>,
+    decided_at: Option<String>,
+    expires_at: Option<String>,
+    run_id: Option<String>,
+    created_at: String,
+}
+
+/// What a policy matches, repeated under `match`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyMatch {
+    kind: String,
+    action_name: Option<String>,
+    agent_id: Option<String>,
+    user_id: Option<String>,
+    tags: Option<Vec<String>>,
+    min_amount: Option<f64>,
+    condition: Option<String>,
+}
+
+/// An approval policy (or, inside a version, its definition at that version).
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Policy {
+    name: String,
+    enabled: bool,
+    /// `require_approval`, `auto_approve` or `auto_deny`.
+    effect: String,
+    required_approvals: u32,
+    priority: i64,
+    match_kind: String,
+    match_action_name: Option<String>,
+    match_agent_id: Option<String>,
+    match_user_id: Option<String>,
+    match_tags: Option<Vec<String>>,
+    min_amount: Option<f64>,
+    condition: Option<String>,
+    /// Not supported here: always `null`.
+    #[schema(value_type = Option<()>)]
+    conditions: Option<()>,
+    acknowledge_broad_scope: bool,
+    scope: String,
+    needs_scope_review: bool,
+    #[schema(inline)]
+    r#match: PolicyMatch,
+    /// The policy's own fields; absent inside a version's `policy`.
+    #[schema(required = false)]
+    id: Option<String>,
+    #[schema(required = false)]
+    version: Option<u32>,
+    #[schema(required = false)]
+    created_at: Option<String>,
+    #[schema(required = false)]
+    updated_at: Option<String>,
+}
+
+/// One retained version of a policy; `policy` is `null` on the deletion's tombstone.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyVersion {
+    policy_id: String,
+    version: u32,
+    deleted: bool,
+    change_note: Option<String>,
+    created_at: String,
+    created_by: Option<String>,
+    policy: Option<Policy>,
+}
+
+/// One policy `evaluate` considered.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Considered {
+    id: String,
+    name: String,
+    version: u32,
+    /// `"matched"`, or `{"undecidable": reason}`.
+    result: Value,
+}
+
+/// `POST /approval-policies/evaluate`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Evaluation {
+    /// Always `policy_only`.
+    evaluation: String,
+    effect: Option<String>,
+    required_approvals: Option<u32>,
+    decision: Option<Value>,
+    explanation: String,
+    matched: Vec<Considered>,
+}
+
+/// An impact limit with its usage in the current window.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Limit {
+    id: String,
+    name: String,
+    dimension: String,
+    unit: String,
+    currency: Option<String>,
+    period: String,
+    amount: i64,
+    action_name: Option<String>,
+    /// Not supported here: always `null`.
+    #[schema(value_type = Option<()>)]
+    resource_prefix: Option<()>,
+    archived: bool,
+    archived_at: Option<String>,
+    created_at: String,
+    updated_at: String,
+    window_start: String,
+    consumed: i64,
+    reserved: i64,
+    unknown_exposure: i64,
+    #[schema(minimum = 0)]
+    available: i64,
+}
+
+/// A deleted action or policy.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Deleted {
+    id: String,
+    /// Always `true`.
+    deleted: bool,
+}
+
+/// A deleted secret.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretDeleted {
+    name: String,
+    /// Always `true`.
+    deleted: bool,
+}
