@@ -55,6 +55,36 @@ pub struct KeyRotation {
     pub old_expires_at: Millis,
 }
 
+impl KeyRotation {
+    /// What the rotation writes, the same in every backend, from the old key as read in the
+    /// rotation's transaction: the old key's new expiry (the overlap's end, never later than
+    /// it was) and the new key. A key that is unknown, revoked or expired is not rotated.
+    pub(crate) fn plan(
+        &self,
+        old: Option<ApiKeyRecord>,
+        now: Millis,
+    ) -> crate::StoreResult<(ApiKeyRecord, Millis, ApiKeyRecord)> {
+        let old = old
+            .filter(|k| k.usable_at(now))
+            .ok_or(crate::StoreError::NotFound { what: "key" })?;
+        let old_expires_at = old
+            .expires_at
+            .map_or(self.old_expires_at, |at| at.min(self.old_expires_at));
+        let new = ApiKeyRecord {
+            id: self.new_id.clone(),
+            env_id: old.env_id.clone(),
+            name: old.name.clone(),
+            scopes: old.scopes.clone(),
+            token_hash: self.new_token_hash.clone(),
+            created_at: now,
+            expires_at: self.new_expires_at,
+            revoked_at: None,
+            last_used_at: None,
+        };
+        Ok((old, old_expires_at, new))
+    }
+}
+
 /// A vault entry. `ciphertext` is sealed with the master key; nothing else holds the value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SecretRecord {

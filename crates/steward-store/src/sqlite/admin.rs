@@ -149,28 +149,12 @@ pub(crate) fn rotate_key(
     r: &KeyRotation,
     actor: &Actor,
 ) -> StoreResult<ApiKeyRecord> {
-    let old = key(tx, &r.old)?
-        .filter(|k| k.usable_at(actor.now))
-        .ok_or(StoreError::NotFound { what: "key" })?;
-    let old_expires_at = old
-        .expires_at
-        .map_or(r.old_expires_at, |at| at.min(r.old_expires_at));
+    let (old, old_expires_at, new) = r.plan(key(tx, &r.old)?, actor.now)?;
     tx.execute(
         "UPDATE api_keys SET expires_at = ?1 WHERE id = ?2",
         params![old_expires_at.0, r.old.as_str()],
     )
     .map_err(unavailable)?;
-    let new = ApiKeyRecord {
-        id: r.new_id.clone(),
-        env_id: old.env_id.clone(),
-        name: old.name.clone(),
-        scopes: old.scopes.clone(),
-        token_hash: r.new_token_hash.clone(),
-        created_at: actor.now,
-        expires_at: r.new_expires_at,
-        revoked_at: None,
-        last_used_at: None,
-    };
     let scopes = serde_json::to_string(&new.scopes).map_err(|e| rows::corrupt("scopes", e))?;
     tx.execute(
         "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
