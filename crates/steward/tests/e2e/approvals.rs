@@ -5,7 +5,8 @@ use crate::harness::*;
 use serde_json::json;
 use std::time::Duration;
 
-async fn gated_world(args: &[&str]) -> World {
+/// A world whose `refund` action requires approval.
+pub(crate) async fn gated_world(args: &[&str]) -> World {
     let w = world(args).await;
     let gated = w
         .operator

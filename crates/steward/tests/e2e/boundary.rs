@@ -5,18 +5,9 @@
 use crate::harness::*;
 use serde_json::{json, Value};
 
-/// Parks one invocation of `refund` for approval; returns (invocation id, approval id).
+/// Parks one invocation of `refund` (gated by `approvals::gated_world`); returns (invocation
+/// id, approval id).
 async fn park_one(w: &World) -> (String, String) {
-    let gated = w
-        .operator
-        .call(
-            "PATCH",
-            "/actions/refund",
-            Some(json!({"requiresApproval": true})),
-            None,
-        )
-        .await;
-    assert_eq!(gated.status, 200, "{:?}", gated.body);
     let parked = w
         .agent
         .invoke("refund", refund_input(7), Some("order-7"), None)
@@ -59,7 +50,7 @@ async fn assert_cancelled_and_never_runs(w: &World, invocation: &str, approval: 
 /// later still wrote to the provider.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn disabling_an_action_cancels_its_parked_invocations() {
-    let w = world(&[]).await;
+    let w = crate::approvals::gated_world(&[]).await;
     let (invocation, approval) = park_one(&w).await;
     let disabled = w
         .operator
@@ -90,7 +81,7 @@ async fn disabling_an_action_cancels_its_parked_invocations() {
 /// Probe repro: deleting an action did not stop an invocation parked for approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deleting_an_action_cancels_its_parked_invocations() {
-    let w = world(&[]).await;
+    let w = crate::approvals::gated_world(&[]).await;
     let (invocation, approval) = park_one(&w).await;
     let deleted = w
         .operator
