@@ -16,6 +16,7 @@
 //!    replica, which a recovery sweep turns into `unknown` (at start-up with the embedded store;
 //!    within a lease on a shared one).
 
+pub(crate) mod answer;
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
@@ -435,8 +436,8 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
         .headers()
         .get("stripe-should-retry")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-    let bytes = match response.bytes().await {
-        Ok(b) => b,
+    let bytes = match answer::read_capped(response, answer::PROVIDER_ANSWER_BYTES_MAX).await {
+        Ok(b) => b.bytes,
         Err(e) => {
             return Ok(Answer {
                 report: transport_failure(e),

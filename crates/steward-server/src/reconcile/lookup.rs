@@ -141,9 +141,14 @@ async fn query(
         }
     };
     let status = response.status().as_u16();
-    let body: Value = match response.json().await {
-        Ok(b) => b,
-        Err(_) => {
+    let read = crate::dispatch::answer::read_capped(
+        response,
+        crate::dispatch::answer::PROVIDER_ANSWER_BYTES_MAX,
+    )
+    .await;
+    let body: Value = match read.map(|b| serde_json::from_slice(&b.bytes)) {
+        Ok(Ok(b)) => b,
+        _ => {
             return Finding::Inconclusive {
                 detail: format!("lookup answered {status} without a readable body"),
             }

@@ -244,7 +244,14 @@ pub async fn read_back(
             spec.status
         ));
     }
-    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    let body: Value = crate::dispatch::answer::read_capped(
+        answer,
+        crate::dispatch::answer::PROVIDER_ANSWER_BYTES_MAX,
+    )
+    .await
+    .ok()
+    .and_then(|b| serde_json::from_slice(&b.bytes).ok())
+    .unwrap_or(Value::Null);
     // What did not match may quote the provider's answer.
     matches(spec, &body, &inv.input, response).map_err(|e| redact(&e, &values))
 }
