@@ -172,7 +172,7 @@ pub async fn serve(
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
         listener,
-        crate::api::router(state, config.metrics_token),
+        crate::api::router(state, config.metrics_token, Some(addr.ip())),
         limits,
         stopped,
     )
