@@ -246,6 +246,55 @@ def test_mcp_gated_call_is_pending_then_observed_then_dispatched_once_after_appr
     assert steward.fixture_writes() == before + 1
 
 
+def test_mcp_denied_call_is_an_error_with_the_decision_note_and_no_write(
+        world: World, steward: Steward) -> None:
+    args = {**refund(), "operationKey": op_key("deny")}
+    before = steward.fixture_writes()
+    _, parked = call(steward, world.agent_key, "http", "mcp-gated-refund", args)
+    assert parked["status"] == "pending_approval", parked
+    world.operator.approvals.deny(parked["approvalId"], note="not this customer")
+    is_error, denied = call(steward, world.agent_key, "stdio", "mcp-gated-refund", args)
+    assert is_error and denied["status"] == "denied", denied
+    assert denied["approvalId"] == parked["approvalId"]
+    assert denied["decisionNote"] == "not this customer"
+    assert "do not retry" in denied["instruction"]
+    assert steward.fixture_writes() == before
+
+
+def test_mcp_unknown_outcome_says_do_not_retry_and_a_recall_never_resends(
+        world: World, faults: Steward) -> None:
+    steward = faults
+    args = {**refund(), "operationKey": op_key("unknown")}
+    before = steward.fixture_writes()
+    steward.set_fault("drop_after_commit")
+    is_error, unknown = call(steward, world.agent_key, "http", "mcp_refund", args)
+    assert is_error and unknown["status"] == "unknown", unknown
+    assert unknown["instruction"].startswith("do not retry: the outcome is unknown")
+    assert steward.fixture_writes() == before + 1
+    steward.clear_faults()
+    # The background reconciler is off in this suite: the outcome stays unknown, and the
+    # re-call observes it instead of sending again.
+    is_error, again = call(steward, world.agent_key, "stdio", "mcp_refund", args)
+    assert is_error and again["status"] == "unknown"
+    assert again["effectId"] == unknown["effectId"]
+    assert steward.fixture_writes() == before + 1
+
+
+def test_mcp_calls_are_refused_with_no_write_while_the_environment_is_halted(
+        world: World, steward: Steward) -> None:
+    before = steward.fixture_writes()
+    world.other_operator.environment.halt(reason="mcp incident")
+    try:
+        for transport in TRANSPORTS:
+            is_error, refused = call(steward, world.other_agent_key, transport, "mcp-other-refund",
+                                     {**refund(), "operationKey": op_key(transport)})
+            assert is_error and refused["status"] == "rejected", refused
+            assert refused["error"]["code"] == "environment_halted"
+    finally:
+        world.other_operator.environment.resume()
+    assert steward.fixture_writes() == before
+
+
 def post_mcp(steward: Steward, headers: dict[str, str]) -> tuple[int, str]:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},

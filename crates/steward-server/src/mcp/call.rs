@@ -4,7 +4,7 @@
 //! runs through `api::invoke::run`, the code `POST /actions/{ref}/invoke` runs, so governance,
 //! operation keys, approvals, limits and the halt apply exactly as there.
 
-use super::result::Envelope;
+use super::result::{Envelope, Status};
 use super::tools::{self, OPERATION_KEY_ARGUMENT};
 use crate::api::invoke;
 use crate::api::views;
@@ -15,7 +15,8 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
-use steward_core::scopes;
+use steward_core::{scopes, ApprovalId, Decision};
+use steward_store::InvocationRecord;
 
 /// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
 pub const META_OPERATION_KEY: &str = "steward/operationKey";
@@ -91,7 +92,14 @@ pub async fn call(
     let bytes = Bytes::from(body.to_string());
     Ok(
         match invoke::run(state, token_hash, &action.name, Ok(None), &bytes).await {
-            Ok(invoked) => Envelope::of_invocation(&views::invocation(&invoked.invocation)),
+            Ok(invoked) => {
+                let mut envelope =
+                    Envelope::of_invocation(&views::invocation(&invoked.invocation));
+                if envelope.status == Status::Denied {
+                    envelope.note_denial(denial_note(state, &invoked.invocation).await);
+                }
+                envelope
+            }
             Err(e) if e.status.is_server_error() => {
                 // The invoke may have been recorded before the failure: the same key finds it.
                 let unknown = ApiError::new(
@@ -104,6 +112,24 @@ pub async fn call(
             Err(e) => Envelope::of_error(&e, operation_key.as_deref()),
         },
     )
+}
+
+/// The note of the denial that rejected `invocation`, if the person left one. A failure to read
+/// it only leaves the note out: the status is already settled.
+async fn denial_note(state: &AppState, invocation: &InvocationRecord) -> Option<String> {
+    let id = ApprovalId::parse(invocation.approval_id.as_deref()?).ok()?;
+    let approval = state
+        .store
+        .approval(&invocation.env_id, &id)
+        .await
+        .ok()
+        .flatten()?;
+    approval
+        .decisions
+        .iter()
+        .rev()
+        .find(|d| d.decision == Decision::Deny)
+        .and_then(|d| d.note.clone())
 }
 
 /// The operation key from the argument or `_meta`; both given must agree.

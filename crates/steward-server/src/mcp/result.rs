@@ -68,7 +68,7 @@ impl Status {
             Status::Failed => "the action failed and was not applied; do not retry with the same operationKey: fix the cause and use a new operationKey for a new attempt",
             Status::Unknown => "do not retry: the outcome is unknown and is being reconciled; call again with the same operationKey to see the settled result",
             Status::PendingApproval => "a person must approve this; call again with the same operationKey to observe the decision",
-            Status::Denied => "a person denied this operation and it was not run; do not retry it (see decision for their note)",
+            Status::Denied => "a person denied this operation and it was not run; do not retry it (see decisionNote for their reason)",
             Status::Expired => "no one decided in time and the operation was not run; use a new operationKey to ask again",
             Status::InProgress => "the operation is still running; call again with the same operationKey to see the settled result",
             Status::Conflict => "this operationKey already names an operation with other arguments; nothing was done: resend the original arguments, or use a new operationKey for a new operation",
@@ -105,6 +105,13 @@ impl Envelope {
             body["decision"] = view["decision"].clone();
         }
         Envelope { status, body }
+    }
+
+    /// Adds the note the person who denied the operation left (`decisionNote`).
+    pub fn note_denial(&mut self, note: Option<String>) {
+        if let Some(note) = note {
+            self.body["decisionNote"] = json!(note);
+        }
     }
 
     /// A call the API refused (nothing recorded, or a conflict with what is recorded).

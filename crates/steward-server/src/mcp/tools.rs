@@ -190,7 +190,8 @@ mod tests {
 
     #[test]
     fn disabled_actions_are_not_tools() {
-        let tools = catalog(&[action("on", true), action("off", false)]);
+        let actions = [action("on", true), action("off", false)];
+        let tools = catalog(&actions);
         assert_eq!(tools.keys().collect::<Vec<_>>(), vec!["on"]);
     }
 
