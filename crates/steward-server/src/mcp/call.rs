@@ -93,8 +93,7 @@ pub async fn call(
     Ok(
         match invoke::run(state, token_hash, &action.name, Ok(None), &bytes).await {
             Ok(invoked) => {
-                let mut envelope =
-                    Envelope::of_invocation(&views::invocation(&invoked.invocation));
+                let mut envelope = Envelope::of_invocation(&views::invocation(&invoked.invocation));
                 if envelope.status == Status::Denied {
                     envelope.note_denial(denial_note(state, &invoked.invocation).await);
                 }
@@ -166,9 +165,18 @@ mod tests {
     #[test]
     fn the_operation_key_comes_from_the_argument_or_meta_and_both_must_agree() {
         let k = json!("op-1");
-        assert_eq!(operation_key(Some(&k), None).unwrap().as_deref(), Some("op-1"));
-        assert_eq!(operation_key(None, Some(&k)).unwrap().as_deref(), Some("op-1"));
-        assert_eq!(operation_key(Some(&k), Some(&k)).unwrap().as_deref(), Some("op-1"));
+        assert_eq!(
+            operation_key(Some(&k), None).unwrap().as_deref(),
+            Some("op-1")
+        );
+        assert_eq!(
+            operation_key(None, Some(&k)).unwrap().as_deref(),
+            Some("op-1")
+        );
+        assert_eq!(
+            operation_key(Some(&k), Some(&k)).unwrap().as_deref(),
+            Some("op-1")
+        );
         assert_eq!(operation_key(None, None).unwrap(), None);
         let err = operation_key(Some(&k), Some(&json!("op-2"))).unwrap_err();
         assert!(err.message.contains("operationKey"));

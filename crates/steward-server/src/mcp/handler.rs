@@ -49,13 +49,15 @@ impl ServerHandler for Handler {
         let tools = call::list(&self.state, &caller)
             .await
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
-        let mut result = ListToolsResult::default();
-        result.tools = tools
+        let tools = tools
             .into_iter()
             .map(serde_json::from_value::<Tool>)
             .collect::<Result<_, _>>()
             .map_err(|e| ErrorData::internal_error(format!("tool: {e}"), None))?;
-        Ok(result)
+        Ok(ListToolsResult {
+            tools,
+            ..Default::default()
+        })
     }
 
     async fn call_tool(

@@ -181,9 +181,18 @@ mod tests {
     #[test]
     fn origin_must_name_the_same_host_and_port() {
         let origin = |o: &str| HeaderValue::from_str(o).unwrap();
-        assert!(same_host(&origin("http://127.0.0.1:8080"), "127.0.0.1:8080"));
-        assert!(!same_host(&origin("http://127.0.0.1:8081"), "127.0.0.1:8080"));
-        assert!(!same_host(&origin("https://evil.example"), "127.0.0.1:8080"));
+        assert!(same_host(
+            &origin("http://127.0.0.1:8080"),
+            "127.0.0.1:8080"
+        ));
+        assert!(!same_host(
+            &origin("http://127.0.0.1:8081"),
+            "127.0.0.1:8080"
+        ));
+        assert!(!same_host(
+            &origin("https://evil.example"),
+            "127.0.0.1:8080"
+        ));
         assert!(!same_host(&origin("null"), "127.0.0.1:8080"));
     }
 }

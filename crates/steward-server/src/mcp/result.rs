@@ -196,19 +196,28 @@ mod tests {
         assert_eq!(e.body()["result"]["id"], "re_1");
         let r = e.into_call_result();
         assert_eq!(r.is_error, Some(false));
-        assert_eq!(r.structured_content.as_ref().unwrap()["status"], "succeeded");
+        assert_eq!(
+            r.structured_content.as_ref().unwrap()["status"],
+            "succeeded"
+        );
     }
 
     #[test]
     fn unknown_tells_the_model_not_to_retry_and_is_an_error() {
         let e = Envelope::of_invocation(&view("unknown"));
-        assert!(e.body()["instruction"].as_str().unwrap().starts_with("do not retry"));
+        assert!(e.body()["instruction"]
+            .as_str()
+            .unwrap()
+            .starts_with("do not retry"));
         assert_eq!(e.into_call_result().is_error, Some(true));
     }
 
     #[test]
     fn running_is_in_progress_and_pending_approval_is_no_error() {
-        assert_eq!(Envelope::of_invocation(&view("running")).status, Status::InProgress);
+        assert_eq!(
+            Envelope::of_invocation(&view("running")).status,
+            Status::InProgress
+        );
         for s in ["running", "pending_approval"] {
             assert!(!Envelope::of_invocation(&view(s)).status.is_error(), "{s}");
         }

@@ -72,9 +72,7 @@ pub fn tool(name: &str, def: &ActionDefinition) -> Value {
     };
     schema.insert("type".into(), json!("object"));
     if governed {
-        let properties = schema
-            .entry("properties")
-            .or_insert_with(|| json!({}));
+        let properties = schema.entry("properties").or_insert_with(|| json!({}));
         if let Value::Object(properties) = properties {
             properties.insert(
                 OPERATION_KEY_ARGUMENT.into(),
@@ -117,7 +115,13 @@ pub fn description(def: &ActionDefinition) -> String {
         ));
     }
     if let Some(impact) = def.impact.as_ref() {
-        let field = |f: &str| impact.get(f).and_then(Value::as_str).unwrap_or("?").to_string();
+        let field = |f: &str| {
+            impact
+                .get(f)
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string()
+        };
         let bound = if field("bound") == "upper_bound" {
             "at most"
         } else {
@@ -165,8 +169,14 @@ mod tests {
 
     #[test]
     fn dots_map_to_underscores_and_every_valid_action_name_is_a_valid_tool_name() {
-        assert_eq!(tool_name("billing.refund").as_deref(), Some("billing_refund"));
-        assert_eq!(tool_name("refund-payment").as_deref(), Some("refund-payment"));
+        assert_eq!(
+            tool_name("billing.refund").as_deref(),
+            Some("billing_refund")
+        );
+        assert_eq!(
+            tool_name("refund-payment").as_deref(),
+            Some("refund-payment")
+        );
         let longest = "a.".repeat(32);
         assert_eq!(tool_name(&longest).map(|n| n.len()), Some(64));
         assert_eq!(tool_name(""), None);
@@ -176,8 +186,16 @@ mod tests {
 
     #[test]
     fn a_colliding_mapped_name_is_skipped_whatever_the_order() {
-        let forward = [action("a.b", true), action("a_b", true), action("c.d", true)];
-        let backward = [action("c.d", true), action("a_b", true), action("a.b", true)];
+        let forward = [
+            action("a.b", true),
+            action("a_b", true),
+            action("c.d", true),
+        ];
+        let backward = [
+            action("c.d", true),
+            action("a_b", true),
+            action("a.b", true),
+        ];
         for actions in [&forward[..], &backward[..]] {
             let tools = catalog(actions);
             let names: Vec<(&str, &str)> = tools

@@ -9,10 +9,10 @@
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use std::io::{BufRead, Write};
 use tokio::sync::mpsc;
 
 /// How long one forwarded request may take, in seconds: far longer than the server's dispatch
@@ -227,7 +227,10 @@ fn sse_data(body: &str) -> Vec<String> {
             current.push(data.strip_prefix(' ').unwrap_or(data));
         }
     }
-    events.into_iter().filter(|e| !e.trim().is_empty()).collect()
+    events
+        .into_iter()
+        .filter(|e| !e.trim().is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -236,13 +239,15 @@ mod tests {
 
     #[test]
     fn sse_data_yields_one_message_per_event_and_skips_priming_events() {
-        let body = "id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"a\":1}\n\ndata: {\"b\":2}\n";
+        let body =
+            "id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"a\":1}\n\ndata: {\"b\":2}\n";
         assert_eq!(sse_data(body), vec!["{\"a\":1}", "{\"b\":2}"]);
     }
 
     #[test]
     fn the_envelope_message_is_shown_for_a_refused_request() {
-        let body = r#"{"success":false,"error":{"code":"AUTHENTICATION_FAILED","message":"no key"}}"#;
+        let body =
+            r#"{"success":false,"error":{"code":"AUTHENTICATION_FAILED","message":"no key"}}"#;
         assert_eq!(error_message(body), "no key");
     }
 }
