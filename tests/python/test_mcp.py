@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import secrets as pysecrets
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,9 +27,11 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import (
+    LOOPBACK,
     STRIPE_SECRET_NAME,
     STRIPE_SECRET_VALUE,
     _DIRECT,
+    Proc,
     Steward,
     child_env,
     create_key,
@@ -295,7 +299,7 @@ def test_mcp_calls_are_refused_with_no_write_while_the_environment_is_halted(
     assert steward.fixture_writes() == before
 
 
-def post_mcp(steward: Steward, headers: dict[str, str]) -> tuple[int, str]:
+def post_mcp(steward: Any, headers: dict[str, str]) -> tuple[int, str]:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}}).encode()
@@ -326,6 +330,29 @@ def test_mcp_http_needs_a_bearer_key_and_a_host_of_this_server(
     assert status == 403 and json.loads(body)["error"]["code"] == "origin_not_allowed"
     same_origin = "http://" + steward.url.split("://", 1)[1]
     assert post_mcp(steward, {**bearer, "Origin": same_origin})[0] == 200
+
+
+class Served:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def test_mcp_http_answers_a_host_name_the_operator_allowed_and_no_other() -> None:
+    with tempfile.TemporaryDirectory(prefix="steward-mcp-host-") as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        server = Proc("steward serve (mcp host)",
+                      [str(steward_bin()), "serve", "--data", str(data), "--listen", f"{LOOPBACK}:0",
+                       "--mcp-allowed-host", "steward.example.test"],
+                      Path(tmp) / "server.stderr.log")
+        try:
+            served = Served(server.wait_ready())
+            bearer = {"Authorization": f"Bearer {create_key(data, 'mcp-host', 'agent')}"}
+            assert post_mcp(served, {**bearer, "Host": "steward.example.test:443"})[0] == 200
+            assert post_mcp(served, {**bearer, "Host": "other.example.test"})[0] == 403
+            assert post_mcp(served, bearer)[0] == 200
+        finally:
+            server.stop()
 
 
 def test_mcp_no_secret_value_appears_in_any_mcp_answer(steward: Steward) -> None:

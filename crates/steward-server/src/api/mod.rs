@@ -122,16 +122,15 @@ pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The whole HTTP surface, without `/metrics` (see [`router`]).
 pub fn app(state: AppState) -> Router {
-    router(state, None, None)
+    router(state, None, crate::mcp::http::Hosts::default())
 }
 
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
-/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers loopback host names and `listen`, the
-/// address the server is bound to.
+/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp_hosts`.
 pub(crate) fn router(
     state: AppState,
     metrics_token: Option<metrics::MetricsToken>,
-    listen: Option<std::net::IpAddr>,
+    mcp_hosts: crate::mcp::http::Hosts,
 ) -> Router {
     // Built once: describing 40-odd operations is work tests that build an app per request
     // should not repeat.
@@ -144,10 +143,7 @@ pub(crate) fn router(
     if let Some(token) = metrics_token {
         top = top.route("/metrics", scrape(Some(token)));
     }
-    top = top.merge(crate::mcp::http::route(
-        state.clone(),
-        crate::mcp::http::Hosts::new(listen),
-    ));
+    top = top.merge(crate::mcp::http::route(state.clone(), mcp_hosts));
     edge(top.merge(v2)).with_state(state)
 }
 

@@ -1,9 +1,10 @@
 //! Streamable HTTP at `/mcp`: stateless (no sessions, a JSON answer per request), so any
 //! replica answers any request. Before rmcp sees a request, [`guard`] checks, in this order:
 //!
-//! 1. `Host` (DNS rebinding): a loopback name (`localhost`, `127.0.0.0/8`, `::1`) or the
-//!    address the server listens on (when it is not the unspecified address); anything else,
-//!    or no `Host`, is `403 host_not_allowed`.
+//! 1. `Host` (DNS rebinding): a loopback name (`localhost`, `127.0.0.0/8`, `::1`), the
+//!    address the server listens on (when it is not the unspecified address), or a name the
+//!    operator allowed (`steward serve --mcp-allowed-host`), any port; anything else, or no
+//!    `Host`, is `403 host_not_allowed`.
 //! 2. `Origin`, when present: its `host:port` must be the request's `Host`; otherwise
 //!    `403 origin_not_allowed` (a browser page of another site may not drive the tools).
 //! 3. The bearer key: missing, unknown, revoked or expired is `401`, with
@@ -26,26 +27,51 @@ use std::sync::Arc;
 pub const PATH: &str = "/mcp";
 
 /// The host names `/mcp` answers to (see the module documentation).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Hosts {
     listen: Option<IpAddr>,
+    /// Further host names, lower case, as the operator allowed them.
+    names: Vec<String>,
 }
 
+/// Why an allowed host name was refused at start-up.
+#[derive(Debug, thiserror::Error)]
+#[error("--mcp-allowed-host {0:?} must be a host name or an IPv4 address, without a port")]
+pub struct InvalidHostName(pub String);
+
 impl Hosts {
-    /// `listen`: the address the server is bound to, if known.
-    pub fn new(listen: Option<IpAddr>) -> Hosts {
-        Hosts {
+    /// `listen`: the address the server is bound to, if known; `names`: further host names
+    /// (a public name behind which Steward is deployed).
+    pub fn new(listen: Option<IpAddr>, names: &[String]) -> Result<Hosts, InvalidHostName> {
+        let names = names
+            .iter()
+            .map(|n| {
+                let valid = !n.is_empty()
+                    && n.len() <= 253
+                    && n.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+                if valid {
+                    Ok(n.to_ascii_lowercase())
+                } else {
+                    Err(InvalidHostName(n.clone()))
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Hosts {
             listen: listen.filter(|ip| !ip.is_unspecified()),
-        }
+            names,
+        })
     }
 
     /// True when `authority` (a `Host` header value) names this server.
     pub fn allows(&self, authority: &str) -> bool {
         let name = host_name(authority);
-        match name.parse::<IpAddr>() {
-            Ok(ip) => ip.is_loopback() || Some(ip) == self.listen,
-            Err(_) => name.eq_ignore_ascii_case("localhost"),
-        }
+        let named = self.names.iter().any(|n| n.eq_ignore_ascii_case(name));
+        named
+            || match name.parse::<IpAddr>() {
+                Ok(ip) => ip.is_loopback() || Some(ip) == self.listen,
+                Err(_) => name.eq_ignore_ascii_case("localhost"),
+            }
     }
 }
 
@@ -149,7 +175,7 @@ mod tests {
 
     #[test]
     fn loopback_names_and_the_listen_address_are_allowed_and_nothing_else() {
-        let hosts = Hosts::new(Some("10.0.0.5".parse().unwrap()));
+        let hosts = Hosts::new(Some("10.0.0.5".parse().unwrap()), &[]).unwrap();
         for ok in [
             "localhost",
             "LOCALHOST:8080",
@@ -173,9 +199,22 @@ mod tests {
 
     #[test]
     fn an_unspecified_listen_address_allows_only_loopback() {
-        let hosts = Hosts::new(Some("0.0.0.0".parse().unwrap()));
+        let hosts = Hosts::new(Some("0.0.0.0".parse().unwrap()), &[]).unwrap();
         assert!(!hosts.allows("0.0.0.0"));
         assert!(hosts.allows("127.0.0.1"));
+    }
+
+    #[test]
+    fn an_allowed_host_name_is_accepted_on_any_port_and_only_that_name() {
+        let names = ["Steward.Example.com".to_string()];
+        let hosts = Hosts::new(Some("0.0.0.0".parse().unwrap()), &names).unwrap();
+        assert!(hosts.allows("steward.example.com"));
+        assert!(hosts.allows("STEWARD.example.com:443"));
+        assert!(!hosts.allows("evil.example.com"));
+        assert!(!hosts.allows("steward.example.com.evil.test"));
+        for bad in ["", "host:8080", "a/b", "[::1]"] {
+            assert!(Hosts::new(None, &[bad.to_string()]).is_err(), "{bad}");
+        }
     }
 
     #[test]
