@@ -332,6 +332,22 @@ def test_mcp_http_needs_a_bearer_key_and_a_host_of_this_server(
     assert post_mcp(steward, {**bearer, "Origin": same_origin})[0] == 200
 
 
+def test_mcp_stdio_with_an_unknown_key_fails_with_the_servers_401(steward: Steward) -> None:
+    from mcp.shared.exceptions import McpError
+
+    with pytest.raises(BaseException) as refused:
+        list_tools(steward, "stw_" + "0" * 64, "stdio")
+    # The client's task group wraps the error; the leaf is the JSON-RPC error the proxy wrote.
+    leaves, errors = [], [refused.value]
+    while errors:
+        error = errors.pop()
+        if isinstance(error, BaseExceptionGroup):
+            errors += error.exceptions
+        else:
+            leaves.append(error)
+    assert any(isinstance(e, McpError) and "HTTP 401" in str(e) for e in leaves), leaves
+
+
 class Served:
     def __init__(self, url: str) -> None:
         self.url = url
