@@ -21,6 +21,7 @@ mod error;
 mod input_schema;
 mod keys;
 mod listener;
+mod mcp;
 mod metrics;
 mod reconcile;
 mod replica;

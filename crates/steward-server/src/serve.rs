@@ -41,6 +41,9 @@ pub struct ServerConfig {
     /// A second listener serving `/metrics` alone. Off a loopback address it needs
     /// `metrics_token`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Host names `/mcp` answers besides loopback names and the listen address
+    /// (`mcp/http.rs`): the public name of a deployment behind a proxy.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -72,6 +75,8 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let mcp_hosts =
+        crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?;
     if let Some(addr) = config.metrics_listen {
         anyhow::ensure!(
             addr.ip().is_loopback() || config.metrics_token.is_some(),
@@ -172,7 +177,7 @@ pub async fn serve(
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
         listener,
-        crate::api::router(state, config.metrics_token),
+        crate::api::router(state, config.metrics_token, mcp_hosts),
         limits,
         stopped,
     )

@@ -48,6 +48,8 @@ enum Command {
     Fixture(commands::fixture::Args),
     /// Kill a worker (or the server) in every crash window, restart it, and count provider writes.
     Chaos(commands::chaos::Args),
+    /// Serve MCP on stdio, forwarding to a Steward server (agent key from STEWARD_API_KEY).
+    Mcp(commands::mcp::Args),
     /// Load-test the governed write path and report throughput and latency percentiles.
     Bench(commands::bench::Args),
     /// The bundled refund worker (what `steward chaos` drives by default).
@@ -75,6 +77,7 @@ fn main() -> std::process::ExitCode {
             Command::Fixture(args) => commands::fixture::run(args).await,
             Command::Chaos(args) => commands::chaos::run(args).await,
             Command::Bench(args) => commands::bench::run(args).await,
+            Command::Mcp(args) => commands::mcp::run(args).await,
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }
     });

@@ -141,27 +141,54 @@ pub async fn invoke(
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
+    let token_hash = crate::auth::token_hash(&headers)?;
+    let invoked = run(
+        &state,
+        &token_hash,
+        &reference,
+        body::idempotency_key(&headers),
+        &bytes,
+    )
+    .await?;
+    Ok(answer(&invoked.invocation, invoked.replayed))
+}
+
+/// What an invoke came to: the invocation as it stands, and whether it was answered from an
+/// earlier request with the same `Idempotency-Key`.
+pub(crate) struct Invoked {
+    pub invocation: InvocationRecord,
+    pub replayed: bool,
+}
+
+/// The whole invoke, for the HTTP handler and the MCP `tools/call` (`mcp/call.rs`) alike:
+/// authentication, governance, operation keys, idempotency, approvals, limits and halt.
+/// `bytes` is the invoke request body as `POST /actions/{reference}/invoke` takes it.
+pub(crate) async fn run(
+    state: &AppState,
+    token_hash: &str,
+    reference: &str,
+    idempotency_key: ApiResult<Option<IdempotencyKey>>,
+    bytes: &Bytes,
+) -> ApiResult<Invoked> {
     // Authentication and everything the invoke reads come from one read (`invoke_context`);
     // the checks then run in the order every other endpoint uses: 401, 403, 400, 409, 404.
-    let token_hash = crate::auth::token_hash(&headers)?;
-    let idempotency_key = body::idempotency_key(&headers);
     let context = state
         .store
         .invoke_context(
-            &token_hash,
+            token_hash,
             state.clock.now(),
-            &reference,
+            reference,
             idempotency_key.as_ref().ok().and_then(Option::as_ref),
         )
         .await?
         .ok_or_else(ApiError::unauthenticated)?;
-    crate::auth::note_used(&state, &context.key);
+    crate::auth::note_used(state, &context.key);
     let caller = Caller {
         key: context.key,
         env: context.environment,
     };
     caller.require(scopes::ACTIONS_INVOKE)?;
-    let request = parse(idempotency_key?, &bytes)?;
+    let request = parse(idempotency_key?, bytes)?;
     if caller.env.halted {
         return Err(ApiError::conflict(
             "environment_halted",
@@ -179,7 +206,7 @@ pub async fn invoke(
     // A resend under the same Idempotency-Key is answered from what is recorded, with nothing
     // written: the same answer `submit` would give (`EarlierRequest::outcome`).
     if let Some(earlier) = context.earlier {
-        return settle_outcome(&state, earlier.outcome(&request_fingerprint), false).await;
+        return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
 
     let effect_id = EffectId::from_unique(&crate::clock::unique());
@@ -231,9 +258,12 @@ pub async fn invoke(
             state
                 .metrics
                 .invocation(current.state.invocation_status().as_str());
-            Ok(answer(&current, false))
+            Ok(Invoked {
+                invocation: current,
+                replayed: false,
+            })
         }
-        (submitted, _) => settle_outcome(&state, submitted, true).await,
+        (submitted, _) => settle_outcome(state, submitted, true).await,
     }
 }
 
@@ -274,11 +304,21 @@ async fn settle_outcome(
     state: &AppState,
     submitted: SubmitOutcome,
     fresh: bool,
-) -> ApiResult<Response> {
+) -> ApiResult<Invoked> {
     let created = match submitted {
         SubmitOutcome::Created(inv) => inv,
-        SubmitOutcome::Existing(inv) => return Ok(answer(&inv, false)),
-        SubmitOutcome::Replayed(inv) => return Ok(answer(&inv, true)),
+        SubmitOutcome::Existing(inv) => {
+            return Ok(Invoked {
+                invocation: inv,
+                replayed: false,
+            })
+        }
+        SubmitOutcome::Replayed(inv) => {
+            return Ok(Invoked {
+                invocation: inv,
+                replayed: true,
+            })
+        }
         SubmitOutcome::InProgress => return Err(idempotent::in_progress()),
         SubmitOutcome::IdempotencyMismatch => return Err(idempotent::reused()),
         SubmitOutcome::OperationKeyConflict {
@@ -325,5 +365,8 @@ async fn settle_outcome(
             .metrics
             .invocation(current.state.invocation_status().as_str());
     }
-    Ok(answer(&current, false))
+    Ok(Invoked {
+        invocation: current,
+        replayed: false,
+    })
 }

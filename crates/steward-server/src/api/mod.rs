@@ -7,7 +7,7 @@ mod environment;
 mod gate;
 mod idempotent;
 mod identity;
-mod invoke;
+pub(crate) mod invoke;
 mod limits;
 pub(crate) mod metrics;
 mod openapi;
@@ -29,6 +29,8 @@ use axum::routing::get;
 use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+pub(crate) use body::JSON_BODY_BYTES_MAX;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -120,12 +122,16 @@ pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The whole HTTP surface, without `/metrics` (see [`router`]).
 pub fn app(state: AppState) -> Router {
-    router(state, None)
+    router(state, None, crate::mcp::http::Hosts::default())
 }
 
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
-/// (`metrics.rs`).
-pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToken>) -> Router {
+/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp_hosts`.
+pub(crate) fn router(
+    state: AppState,
+    metrics_token: Option<metrics::MetricsToken>,
+    mcp_hosts: crate::mcp::http::Hosts,
+) -> Router {
     // Built once: describing 40-odd operations is work tests that build an app per request
     // should not repeat.
     static V2: std::sync::OnceLock<Router<AppState>> = std::sync::OnceLock::new();
@@ -137,6 +143,7 @@ pub(crate) fn router(state: AppState, metrics_token: Option<metrics::MetricsToke
     if let Some(token) = metrics_token {
         top = top.route("/metrics", scrape(Some(token)));
     }
+    top = top.merge(crate::mcp::http::route(state.clone(), mcp_hosts));
     edge(top.merge(v2)).with_state(state)
 }
 

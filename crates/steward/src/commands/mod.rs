@@ -3,6 +3,7 @@ pub mod bench;
 pub mod chaos;
 pub mod fixture;
 pub mod keys;
+pub mod mcp;
 pub mod serve;
 
 /// Resolves on SIGINT or SIGTERM.

@@ -61,6 +61,15 @@ pub struct Args {
     /// set). A non-loopback address requires --metrics-token.
     #[arg(long, env = "STEWARD_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// A host name `/mcp` answers besides loopback names and the listen address (repeatable;
+    /// e.g. the public name of a deployment behind a proxy). Any other `Host` is refused (403)
+    /// against DNS rebinding.
+    #[arg(
+        long = "mcp-allowed-host",
+        env = "STEWARD_MCP_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    mcp_allowed_hosts: Vec<String>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -87,6 +96,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(MetricsToken::new)
             .transpose()?,
         metrics_listen: args.metrics_listen,
+        mcp_allowed_hosts: args.mcp_allowed_hosts,
     };
     serve(config, super::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

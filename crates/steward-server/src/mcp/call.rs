@@ -1,0 +1,186 @@
+//! A `tools/call` turned into an invoke: the tool names the action, the arguments are its
+//! input, and the operation key comes from the `operationKey` argument or the `_meta` key
+//! [`META_OPERATION_KEY`], never from the JSON-RPC id (a per-connection counter). The invoke
+//! runs through `api::invoke::run`, the code `POST /actions/{ref}/invoke` runs, so governance,
+//! operation keys, approvals, limits and the halt apply exactly as there.
+
+use super::result::{Envelope, Status};
+use super::tools::{self, OPERATION_KEY_ARGUMENT};
+use crate::api::invoke;
+use crate::api::views;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use rmcp::ErrorData;
+use serde_json::{json, Map, Value};
+use steward_core::{scopes, ApprovalId, Decision};
+use steward_store::InvocationRecord;
+
+/// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
+pub const META_OPERATION_KEY: &str = "steward/operationKey";
+
+/// What the model is told when a governed tool is called without an operation key.
+const OPERATION_KEY_REQUIRED: &str = "call again with an operationKey: a stable key you choose for this business operation (for example a short description plus a random suffix), and reuse the same key if you retry this same operation; nothing was done";
+
+/// The caller of a `tools/list` or `tools/call`, or the envelope that refuses it.
+pub async fn caller(state: &AppState, token_hash: &str) -> Result<Caller, ApiError> {
+    let (key, env) = state
+        .store
+        .caller(token_hash, state.clock.now())
+        .await?
+        .ok_or_else(ApiError::unauthenticated)?;
+    crate::auth::note_used(state, &key);
+    Ok(Caller { key, env })
+}
+
+/// The tools `caller` may call: every enabled action of its environment when it may invoke
+/// actions, none otherwise.
+pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiError> {
+    if !caller.has(scopes::ACTIONS_INVOKE) {
+        return Ok(Vec::new());
+    }
+    let actions = state.store.list_actions(&caller.env.id).await?;
+    Ok(tools::catalog(&actions)
+        .into_iter()
+        .map(|(name, action)| tools::tool(&name, &action.definition))
+        .collect())
+}
+
+/// Runs one `tools/call`. An unknown tool is a protocol error (`invalid_params`); everything
+/// else, refusals included, is an [`Envelope`].
+pub async fn call(
+    state: &AppState,
+    token_hash: &str,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+    meta_key: Option<&Value>,
+) -> Result<Envelope, ErrorData> {
+    let caller = match caller(state, token_hash).await {
+        Ok(caller) => caller,
+        Err(e) => return Ok(Envelope::of_error(&e, None)),
+    };
+    if let Err(e) = caller.require(scopes::ACTIONS_INVOKE) {
+        return Ok(Envelope::of_error(&e, None));
+    }
+    let actions = match state.store.list_actions(&caller.env.id).await {
+        Ok(actions) => actions,
+        Err(e) => return Ok(Envelope::of_error(&e.into(), None)),
+    };
+    let catalog = tools::catalog(&actions);
+    let Some(action) = catalog.get(tool) else {
+        return Err(ErrorData::invalid_params(
+            format!("no tool named {tool:?} is offered to this key"),
+            None,
+        ));
+    };
+    let mut input = arguments.unwrap_or_default();
+    let argument_key = input.remove(OPERATION_KEY_ARGUMENT);
+    let operation_key = match operation_key(argument_key.as_ref(), meta_key) {
+        Ok(key) => key,
+        Err(e) => return Ok(Envelope::of_error(&e, None)),
+    };
+    if action.definition.is_governed() && operation_key.is_none() {
+        return Ok(Envelope::rejected(
+            "operation_key_required",
+            "operationKey: is required for this tool",
+            OPERATION_KEY_REQUIRED,
+        ));
+    }
+    let body = json!({"input": input, "operationKey": operation_key});
+    let bytes = Bytes::from(body.to_string());
+    Ok(
+        match invoke::run(state, token_hash, &action.name, Ok(None), &bytes).await {
+            Ok(invoked) => {
+                let mut envelope = Envelope::of_invocation(&views::invocation(&invoked.invocation));
+                if envelope.status == Status::Denied {
+                    envelope.note_denial(denial_note(state, &invoked.invocation).await);
+                }
+                envelope
+            }
+            Err(e) if e.status.is_server_error() => {
+                // The invoke may have been recorded before the failure: the same key finds it.
+                let unknown = ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "outcome_unknown",
+                    "the server could not answer; call again with the same operationKey to see what was recorded",
+                );
+                Envelope::of_error(&unknown, operation_key.as_deref())
+            }
+            Err(e) => Envelope::of_error(&e, operation_key.as_deref()),
+        },
+    )
+}
+
+/// The note of the denial that rejected `invocation`, if the person left one. A failure to read
+/// it only leaves the note out: the status is already settled.
+async fn denial_note(state: &AppState, invocation: &InvocationRecord) -> Option<String> {
+    let id = ApprovalId::parse(invocation.approval_id.as_deref()?).ok()?;
+    let approval = state
+        .store
+        .approval(&invocation.env_id, &id)
+        .await
+        .ok()
+        .flatten()?;
+    approval
+        .decisions
+        .iter()
+        .rev()
+        .find(|d| d.decision == Decision::Deny)
+        .and_then(|d| d.note.clone())
+}
+
+/// The operation key from the argument or `_meta`; both given must agree.
+fn operation_key(
+    argument: Option<&Value>,
+    meta: Option<&Value>,
+) -> Result<Option<String>, ApiError> {
+    let as_key = |v: &Value, field: &str| match v {
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Null => Ok(None),
+        _ => Err(ApiError::validation(field, "must be a string")),
+    };
+    let argument = argument
+        .map(|v| as_key(v, OPERATION_KEY_ARGUMENT))
+        .transpose()?
+        .flatten();
+    let meta = meta
+        .map(|v| as_key(v, &format!("_meta.{META_OPERATION_KEY}")))
+        .transpose()?
+        .flatten();
+    match (argument, meta) {
+        (Some(a), Some(m)) if a != m => Err(ApiError::validation(
+            OPERATION_KEY_ARGUMENT,
+            format!("differs from _meta.{META_OPERATION_KEY}; send one key"),
+        )),
+        (a, m) => Ok(a.or(m)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operation_key_comes_from_the_argument_or_meta_and_both_must_agree() {
+        let k = json!("op-1");
+        assert_eq!(
+            operation_key(Some(&k), None).unwrap().as_deref(),
+            Some("op-1")
+        );
+        assert_eq!(
+            operation_key(None, Some(&k)).unwrap().as_deref(),
+            Some("op-1")
+        );
+        assert_eq!(
+            operation_key(Some(&k), Some(&k)).unwrap().as_deref(),
+            Some("op-1")
+        );
+        assert_eq!(operation_key(None, None).unwrap(), None);
+        let err = operation_key(Some(&k), Some(&json!("op-2"))).unwrap_err();
+        assert!(err.message.contains("operationKey"));
+        let err = operation_key(Some(&json!(7)), None).unwrap_err();
+        assert!(err.message.contains("operationKey: must be a string"));
+    }
+}

@@ -1,0 +1,85 @@
+//! The rmcp server handler. One is made per HTTP request (the transport is stateless); it reads
+//! the caller's bearer key from that request and holds nothing between requests, so any
+//! replica can answer any request.
+
+use super::call;
+use crate::state::AppState;
+use axum::http::request::Parts;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+/// What every host shows the model about this server.
+const INSTRUCTIONS: &str = "Each tool is a governed action of Steward. Governed tools take an operationKey: choose one per business operation and reuse it on every retry of that operation, so it runs at most once. Every result has a status and an instruction: follow the instruction (for example, do not retry an unknown outcome; call again with the same operationKey to observe an approval).";
+
+#[derive(Clone)]
+pub struct Handler {
+    pub state: AppState,
+}
+
+/// The token hash of the request's bearer key (checked before the request reached rmcp).
+fn token_hash(context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    let parts = context
+        .extensions
+        .get::<Parts>()
+        .ok_or_else(|| ErrorData::invalid_request("no HTTP request", None))?;
+    crate::auth::token_hash(&parts.headers)
+        .map_err(|_| ErrorData::invalid_request("a bearer key is required", None))
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let token_hash = token_hash(&context)?;
+        let caller = call::caller(&self.state, &token_hash)
+            .await
+            .map_err(|e| ErrorData::invalid_request(e.message, None))?;
+        let tools = call::list(&self.state, &caller)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.message, None))?;
+        let tools = tools
+            .into_iter()
+            .map(serde_json::from_value::<Tool>)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ErrorData::internal_error(format!("tool: {e}"), None))?;
+        Ok(ListToolsResult {
+            tools,
+            ..Default::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let token_hash = token_hash(&context)?;
+        let meta_key = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.0 .0.get(call::META_OPERATION_KEY))
+            .or_else(|| context.meta.0 .0.get(call::META_OPERATION_KEY))
+            .cloned();
+        let envelope = call::call(
+            &self.state,
+            &token_hash,
+            &request.name,
+            request.arguments,
+            meta_key.as_ref(),
+        )
+        .await?;
+        Ok(envelope.into_call_result().into())
+    }
+}

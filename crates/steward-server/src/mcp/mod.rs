@@ -1,0 +1,14 @@
+//! The Model Context Protocol surface: the actions a key may invoke, offered as MCP tools, each
+//! call an invoke through the same path as `POST /api/v2/actions/{ref}/invoke`.
+//!
+//! - [`tools`]: which actions become which tools (names, schemas, descriptions, annotations).
+//! - [`call`]: a `tools/call` turned into an invoke, with its operation key.
+//! - [`result`]: the one result envelope every call answers with.
+//! - [`handler`]: the rmcp server handler tying them together, per request, holding no state.
+//! - [`http`]: Streamable HTTP at `/mcp`, behind the bearer key and the `Host`/`Origin` checks.
+
+mod call;
+mod handler;
+pub(crate) mod http;
+mod result;
+mod tools;
