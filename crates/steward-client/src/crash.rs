@@ -1,4 +1,4 @@
-//! The client's crash points (DESIGN.md section 3), armed by `STEWARD_CRASH_AT=<name>`.
+//! The client's crash points (docs/INVARIANTS.md, the crash windows), armed by `STEWARD_CRASH_AT=<name>`.
 //!
 //! Reaching the armed point aborts the process at once: no destructors, no flush, like SIGKILL.
 //! Unarmed (the normal case), a check is one load of an initialised `OnceLock`. Server points

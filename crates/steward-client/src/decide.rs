@@ -3,7 +3,7 @@
 //! action, saves, observes again and asks again. The same function serves a first run and
 //! recovery after a crash, so both take the same path.
 //!
-//! The rules, from DESIGN.md section 3:
+//! The rules, from docs/INVARIANTS.md (the crash windows):
 //! - no invocation id known and nothing settled: send with the operation's saved keys (the
 //!   first send, or a resend that the server's identity behaviour answers with the original);
 //! - `pending_approval`: observe the existing approval, never request another;

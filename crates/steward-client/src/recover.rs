@@ -1,5 +1,5 @@
 //! Start-up recovery: load every unfinished operation and drive it with the same decision a
-//! first run uses (DESIGN.md section 3). Nothing is sent with a new key, nothing `unknown` is
+//! first run uses (docs/INVARIANTS.md, the crash windows). Nothing is sent with a new key, nothing `unknown` is
 //! resent, and no second approval is requested.
 
 use crate::decide::RecoveryAction;
@@ -89,7 +89,7 @@ impl RecoveryReport {
 }
 
 impl Operations {
-    /// Loads every operation not yet `continued` and drives each per DESIGN.md section 3:
+    /// Loads every operation not yet `continued` and drives each per docs/INVARIANTS.md (the crash windows):
     /// a known invocation is read; one with no invocation id is resent with its saved keys
     /// (the server returns the original); a pending approval is observed; `unknown` is assigned
     /// for reconciliation; settled ones are handed back to the application in the report.

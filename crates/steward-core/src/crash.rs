@@ -1,4 +1,4 @@
-//! The named crash windows of DESIGN.md section 3. Test harnesses make a process abort at one of
+//! The named crash windows of docs/INVARIANTS.md. Test harnesses make a process abort at one of
 //! them (`STEWARD_CRASH_AT=<name>`) to prove that recovery neither loses nor repeats a write.
 
 /// A point where a process may die with work half done.
@@ -21,7 +21,7 @@ pub enum CrashPoint {
     /// Server: the provider's response is received, not saved.
     ServerAfterResponse,
     /// Server: an approval's decision is committed, the released invocation not yet attempted.
-    /// (Not in DESIGN.md's list; Steward's own tests use it.)
+    /// (Beyond the client's list; Steward's own tests use it.)
     ServerAfterApproval,
 }
 
@@ -37,7 +37,7 @@ impl CrashPoint {
         CrashPoint::ServerAfterResponse,
     ];
 
-    /// Points beyond DESIGN.md's list, used by Steward's own tests.
+    /// Points beyond the original list, used by Steward's own tests.
     pub const EXTRA: [CrashPoint; 1] = [CrashPoint::ServerAfterApproval];
 
     pub fn name(self) -> &'static str {

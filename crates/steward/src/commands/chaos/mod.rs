@@ -1,4 +1,4 @@
-//! `steward chaos`: the controlled-termination kit (DESIGN.md section 3).
+//! `steward chaos`: the controlled-termination kit (docs/INVARIANTS.md, the crash windows).
 //!
 //! For each crash point and iteration it builds a fresh world on loopback (the provider fixture
 //! in-process, a `steward serve` child on a fresh data directory, keys, a `stripe.refund` action
@@ -56,9 +56,9 @@ pub struct Args {
     /// Runs per crash point, each in a fresh world.
     #[arg(long, default_value_t = 3)]
     iterations: u32,
-    /// Comma-separated points to exercise (default: all). The crash points of DESIGN.md, plus
-    /// `sigkill_hold` (SIGKILL the server while the provider holds a committed write) and
-    /// `sigkill_worker` (SIGKILL the worker in the same window).
+    /// Comma-separated points to exercise (default: all). The crash points of
+    /// docs/INVARIANTS.md, plus `sigkill_hold` (SIGKILL the server while the provider holds a
+    /// committed write) and `sigkill_worker` (SIGKILL the worker in the same window).
     #[arg(long, value_delimiter = ',')]
     points: Option<Vec<String>>,
     /// The worker to drive, run with `sh -c` (default: the bundled refund worker).
