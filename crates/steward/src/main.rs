@@ -20,6 +20,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines on stderr are written: `text` (colour only on a terminal) or `json` (one
+    /// object per line).
+    #[arg(
+        long,
+        global = true,
+        env = "STEWARD_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: commands::LogFormat,
 }
 
 /// Where the embedded store lives; shared by every command that reads or writes it.
@@ -59,6 +69,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    commands::set_log_format(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -12,6 +12,7 @@ mod halt;
 mod isolation;
 mod keys;
 mod limits;
+mod logs;
 mod outcomes;
 mod policies;
 mod postgres;
