@@ -18,6 +18,8 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,6 +227,16 @@ def create_key(data_dir: Path, env: str, name: str, *, role: str | None = None,
 
 @pytest.fixture(scope="session")
 def steward() -> Any:
+    # Fault tests assert on `unknown` lists; the background reconciler would settle them
+    # underneath. Tests of the reconciler start their own server with it on.
+    with running_steward(["--reconcile-interval-ms", "0"]) as state:
+        yield state
+
+
+@contextmanager
+def running_steward(serve_args: list[str]) -> Iterator[Steward]:
+    """A fresh fixture and server (`steward serve` with `serve_args`) with the suite's keys;
+    both processes are stopped on exit."""
     binary = str(steward_bin())
     with tempfile.TemporaryDirectory(prefix="steward-sdk-") as tmp:
         tmp_path = Path(tmp)
@@ -242,10 +254,7 @@ def steward() -> Any:
             server = Proc(
                 "steward serve",
                 [binary, "serve", "--data", str(data_dir), "--listen", f"{LOOPBACK}:0",
-                 "--allow-insecure-destinations",
-                 # Fault tests assert on `unknown` lists; the background reconciler would settle
-                 # them underneath. The Rust end-to-end tests cover it.
-                 "--reconcile-interval-ms", "0"],
+                 "--allow-insecure-destinations", *serve_args],
                 tmp_path / "server.stderr.log",
             )
             procs.append(server)

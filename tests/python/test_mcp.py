@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp.types as mcp_types
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -39,6 +40,10 @@ from conftest import (
 )
 
 TRANSPORTS = ["stdio", "http"]
+# The revision the client offers: the newest it knows, and the one before it (older hosts).
+CURRENT_PROTOCOL = mcp_types.LATEST_PROTOCOL_VERSION
+PREVIOUS_PROTOCOL = "2025-06-18"
+PROTOCOLS = [CURRENT_PROTOCOL, PREVIOUS_PROTOCOL]
 # One MCP exchange (connect, initialize, one request), in seconds: generous; nothing is timed.
 EXCHANGE_TIMEOUT_S = 60.0
 
@@ -80,15 +85,26 @@ def world(steward: Steward) -> World:
 
 
 @asynccontextmanager
-async def connect(steward: Steward, key: str, transport: str) -> AsyncIterator[ClientSession]:
+async def connect(steward: Steward, key: str, transport: str,
+                  protocol: str = CURRENT_PROTOCOL) -> AsyncIterator[ClientSession]:
+    """A new initialized session offering `protocol`; the server must agree to it."""
+    async def initialized(session: ClientSession) -> ClientSession:
+        # The client offers the module's newest revision; an older host offers an older one.
+        offered, mcp_types.LATEST_PROTOCOL_VERSION = mcp_types.LATEST_PROTOCOL_VERSION, protocol
+        try:
+            result = await session.initialize()
+        finally:
+            mcp_types.LATEST_PROTOCOL_VERSION = offered
+        assert result.protocolVersion == protocol, result
+        return session
+
     if transport == "http":
         headers = {"Authorization": f"Bearer {key}"}
         async with httpx.AsyncClient(headers=headers, timeout=EXCHANGE_TIMEOUT_S) as http:
             async with streamable_http_client(steward.url + "/mcp", http_client=http) as (
                     read, write, _):
                 async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    yield session
+                    yield await initialized(session)
     else:
         params = StdioServerParameters(
             command=str(steward_bin()),
@@ -97,13 +113,13 @@ async def connect(steward: Steward, key: str, transport: str) -> AsyncIterator[C
         )
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+                yield await initialized(session)
 
 
-def list_tools(steward: Steward, key: str, transport: str) -> list[Any]:
+def list_tools(steward: Steward, key: str, transport: str,
+               protocol: str = CURRENT_PROTOCOL) -> list[Any]:
     async def go() -> list[Any]:
-        async with connect(steward, key, transport) as session:
+        async with connect(steward, key, transport, protocol) as session:
             listed = await session.list_tools()
             ANSWERS.append(listed.model_dump_json())
             return listed.tools
@@ -112,10 +128,11 @@ def list_tools(steward: Steward, key: str, transport: str) -> list[Any]:
 
 
 def call(steward: Steward, key: str, transport: str, tool: str, arguments: dict[str, Any],
-         meta: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+         meta: dict[str, Any] | None = None,
+         protocol: str = CURRENT_PROTOCOL) -> tuple[bool, dict[str, Any]]:
     """One tools/call on a new connection: (isError, the envelope)."""
     async def go() -> tuple[bool, dict[str, Any]]:
-        async with connect(steward, key, transport) as session:
+        async with connect(steward, key, transport, protocol) as session:
             result = await session.call_tool(tool, arguments, meta=meta)
             ANSWERS.append(result.model_dump_json())
             envelope = result.structuredContent
@@ -135,10 +152,11 @@ def op_key(transport: str) -> str:
     return f"mcp-{transport}-{uuid.uuid4()}"
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_mcp_lists_exactly_the_actions_the_key_may_invoke(
-        world: World, steward: Steward, transport: str) -> None:
-    tools = {t.name: t for t in list_tools(steward, world.agent_key, transport)}
+        world: World, steward: Steward, transport: str, protocol: str) -> None:
+    tools = {t.name: t for t in list_tools(steward, world.agent_key, transport, protocol)}
     assert sorted(tools) == ["mcp-gated-refund", "mcp_refund"]
     refund_tool = tools["mcp_refund"]
     props = refund_tool.inputSchema["properties"]
@@ -149,19 +167,20 @@ def test_mcp_lists_exactly_the_actions_the_key_may_invoke(
     annotations = refund_tool.annotations
     assert annotations.readOnlyHint is False and annotations.idempotentHint is True
     assert annotations.destructiveHint is True and annotations.openWorldHint is True
-    other = [t.name for t in list_tools(steward, world.other_agent_key, transport)]
+    other = [t.name for t in list_tools(steward, world.other_agent_key, transport, protocol)]
     assert other == ["mcp-other-refund"]
     # A key that may not invoke is offered nothing.
-    assert list_tools(steward, world.reader_key, transport) == []
+    assert list_tools(steward, world.reader_key, transport, protocol) == []
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_mcp_call_writes_once_and_a_replay_on_a_new_connection_returns_the_recorded_result(
-        world: World, steward: Steward, transport: str) -> None:
+        world: World, steward: Steward, transport: str, protocol: str) -> None:
     key, payload = op_key(transport), refund()
     before = steward.fixture_writes()
     is_error, first = call(steward, world.agent_key, transport, "mcp_refund",
-                           {**payload, "operationKey": key})
+                           {**payload, "operationKey": key}, protocol=protocol)
     assert not is_error, first
     assert first["status"] == "succeeded" and first["operationKey"] == key
     assert first["invocationId"].startswith("inv_") and first["effectId"]
@@ -169,14 +188,15 @@ def test_mcp_call_writes_once_and_a_replay_on_a_new_connection_returns_the_recor
     assert steward.fixture_writes() == before + 1
 
     is_error, again = call(steward, world.agent_key, transport, "mcp_refund",
-                           {**payload, "operationKey": key})
+                           {**payload, "operationKey": key}, protocol=protocol)
     assert not is_error and again["status"] == "succeeded"
     assert again["invocationId"] == first["invocationId"]
     assert again["result"] == first["result"]
     assert steward.fixture_writes() == before + 1, "a replay never writes again"
 
     is_error, conflict = call(steward, world.agent_key, transport, "mcp_refund",
-                              {**payload, "amount": 1001, "operationKey": key})
+                              {**payload, "amount": 1001, "operationKey": key},
+                              protocol=protocol)
     assert is_error and conflict["status"] == "conflict", conflict
     assert conflict["error"]["code"] == "operation_key_conflict"
     assert steward.fixture_writes() == before + 1, "a conflict writes nothing"

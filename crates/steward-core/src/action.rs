@@ -34,6 +34,10 @@ pub struct ActionDefinition {
     pub input_schema: Option<Value>,
     #[serde(default)]
     pub requires_approval: bool,
+    /// How long an approval this action's calls wait for stays open, in seconds; past it the
+    /// approval and its invocation are `expired` and nothing runs. None: open until decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_expires_in_seconds: Option<u64>,
     #[serde(default = "yes")]
     pub enabled: bool,
     #[serde(default)]
@@ -71,6 +75,8 @@ impl FieldError {
 pub const ACTION_NAME_LEN_MAX: usize = 64;
 /// HTTP methods a template action may use.
 pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+/// The longest `approvalExpiresInSeconds`, in seconds (30 days, as for a custom request).
+pub const APPROVAL_EXPIRY_SECONDS_MAX: u64 = 30 * 24 * 3600;
 /// Adapter types this build knows.
 pub const ADAPTER_TYPES: [&str; 1] = ["stripe.refund"];
 
@@ -121,6 +127,14 @@ impl ActionDefinition {
         }
         if let Some(impact) = &self.impact {
             crate::impact::ImpactDeclaration::parse(impact)?;
+        }
+        if let Some(seconds) = self.approval_expires_in_seconds {
+            if !(1..=APPROVAL_EXPIRY_SECONDS_MAX).contains(&seconds) {
+                return Err(FieldError::new(
+                    "approvalExpiresInSeconds",
+                    format!("must be between 1 and {APPROVAL_EXPIRY_SECONDS_MAX} seconds"),
+                ));
+            }
         }
         if let Some(schema) = &self.input_schema {
             if !schema.is_object() {
@@ -226,6 +240,20 @@ mod tests {
 
     fn parse(v: Value) -> ActionDefinition {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn an_approval_expiry_is_bounded_in_seconds() {
+        let with = |s: u64| {
+            parse(json!({"name": "x", "urlTemplate": "https://a.example",
+                         "approvalExpiresInSeconds": s}))
+            .validate()
+        };
+        assert!(with(1).is_ok());
+        assert!(with(APPROVAL_EXPIRY_SECONDS_MAX).is_ok());
+        for bad in [0, APPROVAL_EXPIRY_SECONDS_MAX + 1] {
+            assert_eq!(with(bad).unwrap_err().field, "approvalExpiresInSeconds");
+        }
     }
 
     #[test]

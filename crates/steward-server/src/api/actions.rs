@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use steward_core::{scopes, ActionDefinition, ActionId};
 use steward_store::{ActionRecord, Actor, StoreError};
 
-pub(super) const FIELDS: [&str; 13] = [
+pub(super) const FIELDS: [&str; 14] = [
     "name",
     "description",
     "method",
@@ -25,6 +25,7 @@ pub(super) const FIELDS: [&str; 13] = [
     "bodyTemplate",
     "inputSchema",
     "requiresApproval",
+    "approvalExpiresInSeconds",
     "enabled",
     "adapter",
     "impact",

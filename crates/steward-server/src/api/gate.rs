@@ -12,7 +12,7 @@ use crate::error::ApiResult;
 use serde_json::{json, Value};
 use steward_core::impact::money_amount;
 use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
-use steward_core::{ApprovalId, EffectState, OperationKey, Rejection};
+use steward_core::{ApprovalId, EffectState, Millis, OperationKey, Rejection};
 use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord};
 
 /// How an invocation starts.
@@ -70,6 +70,7 @@ fn approval(
     operation_key: Option<&OperationKey>,
     run_id: Option<&String>,
     required: u32,
+    now: Millis,
 ) -> NewApproval {
     NewApproval {
         id: ApprovalId::from_unique(&crate::clock::unique()),
@@ -82,7 +83,10 @@ fn approval(
             "operationKey": operation_key,
         }),
         required_approvals: required,
-        expires_at: None,
+        expires_at: action
+            .definition
+            .approval_expires_in_seconds
+            .map(|s| now.plus_ms(i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX))),
         run_id: run_id.cloned(),
     }
 }
@@ -94,12 +98,20 @@ pub(crate) fn gate(
     input: &Value,
     operation_key: Option<&OperationKey>,
     run_id: Option<&String>,
+    now: Millis,
 ) -> ApiResult<Gate> {
     let accepted = NewEvidence::new("accepted", "steward", "invocation accepted and recorded");
     let own_gate = action.definition.requires_approval;
     let parked = |required: u32, decision: Option<Value>, evidence: NewEvidence| Gate {
         initial: EffectState::AwaitingApproval,
-        approval: Some(approval(action, input, operation_key, run_id, required)),
+        approval: Some(approval(
+            action,
+            input,
+            operation_key,
+            run_id,
+            required,
+            now,
+        )),
         decision,
         evidence,
     };

@@ -222,6 +222,7 @@ pub(crate) async fn run(
         &request.input,
         request.operation_key.as_ref(),
         request.run_id.as_ref(),
+        state.clock.now(),
     )?;
     let submission = Submission {
         env_id: caller.env.id.clone(),

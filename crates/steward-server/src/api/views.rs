@@ -42,7 +42,7 @@ impl ActionView {
 }
 
 fn definition_fields(def: &ActionDefinition) -> Value {
-    json!({
+    let mut fields = json!({
         "name": def.name,
         "description": def.description,
         "method": def.url_template.as_ref().map(|_| def.method()),
@@ -56,7 +56,11 @@ fn definition_fields(def: &ActionDefinition) -> Value {
         "impact": def.impact,
         "verify": def.verify,
         "governed": def.is_governed(),
-    })
+    });
+    if let Some(seconds) = def.approval_expires_in_seconds {
+        fields["approvalExpiresInSeconds"] = json!(seconds);
+    }
+    fields
 }
 
 pub fn action(a: &ActionRecord, view: ActionView) -> Value {

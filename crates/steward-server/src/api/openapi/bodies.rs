@@ -55,6 +55,10 @@ pub struct ActionBody {
     #[schema(value_type = Object)]
     input_schema: Option<Value>,
     requires_approval: Option<bool>,
+    /// How long an approval of this action's calls stays open, in seconds (1 to 2592000);
+    /// past it the call is `expired` and never runs. Left out: open until decided.
+    #[schema(minimum = 1, maximum = 2592000)]
+    approval_expires_in_seconds: Option<u64>,
     enabled: Option<bool>,
     /// A built-in adapter (`stripe.refund`) instead of a URL.
     #[schema(value_type = Object)]

@@ -56,6 +56,8 @@ pub struct Action {
     body_template: Option<Value>,
     input_schema: Option<Value>,
     requires_approval: bool,
+    #[schema(required = false)]
+    approval_expires_in_seconds: Option<u64>,
     enabled: bool,
     adapter: Option<Value>,
     impact: Option<Value>,
