@@ -57,7 +57,8 @@ class World:
     def __init__(self, steward: Steward) -> None:
         self.steward = steward
         d = steward.data_dir
-        self.operator = steward.client(create_key(d, "mcp-main", "mcp-op", role="operator"))
+        self.operator_key = create_key(d, "mcp-main", "mcp-op", role="operator")
+        self.operator = steward.client(self.operator_key)
         self.agent_key = create_key(d, "mcp-main", "mcp-agent")
         self.reader_key = create_key(d, "mcp-main", "mcp-reader", scopes=["actions:read"])
         self.other_operator = steward.client(create_key(d, "mcp-other", "mcp-other-op", role="operator"))
@@ -77,6 +78,19 @@ class World:
         self.operator.actions.create(name="mcp-gated-refund", adapter=dict(adapter),
                                      requires_approval=True)
         self.other_operator.actions.create(name="mcp-other-refund", adapter=dict(adapter))
+        # Raw HTTP: the SDK has no parameter for what an MCP call without a key does.
+        created = post_api(steward, self.operator_key, "/actions", {
+            "name": "mcp-derived-refund", "adapter": dict(adapter),
+            "mcpMissingOperationKey": "derive"})
+        assert created["data"]["mcpMissingOperationKey"] == "derive", created
+
+
+def post_api(steward: Steward, key: str, path: str, body: Any) -> Any:
+    request = urllib.request.Request(
+        steward.url + "/api/v2" + path, method="POST", data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with _DIRECT.open(request, timeout=EXCHANGE_TIMEOUT_S) as response:
+        return json.loads(response.read())
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +171,7 @@ def op_key(transport: str) -> str:
 def test_mcp_lists_exactly_the_actions_the_key_may_invoke(
         world: World, steward: Steward, transport: str, protocol: str) -> None:
     tools = {t.name: t for t in list_tools(steward, world.agent_key, transport, protocol)}
-    assert sorted(tools) == ["mcp-gated-refund", "mcp_refund"]
+    assert sorted(tools) == ["mcp-derived-refund", "mcp-gated-refund", "mcp_refund"]
     refund_tool = tools["mcp_refund"]
     props = refund_tool.inputSchema["properties"]
     assert props["operationKey"]["type"] == "string"
@@ -225,6 +239,30 @@ def test_mcp_call_without_an_operation_key_is_refused_with_no_write(
     assert "call again with an operationKey" in refused["instruction"]
     assert refused["invocationId"] is None
     assert steward.fixture_writes() == before
+
+
+def test_mcp_an_action_that_derives_keys_takes_an_identical_call_for_a_retry(
+        world: World, steward: Steward) -> None:
+    payload = refund()
+    before = steward.fixture_writes()
+    is_error, first = call(steward, world.agent_key, "http", "mcp-derived-refund", payload)
+    assert not is_error and first["status"] == "succeeded", first
+    assert first["operationKeyDerived"] is True
+    assert first["operationKey"].startswith("mcp-derived:")
+    assert "Steward derived one" in first["instruction"]
+    assert steward.fixture_writes() == before + 1
+    # The host retries on a new connection (a new JSON-RPC id), over the other transport.
+    _, again = call(steward, world.agent_key, "stdio", "mcp-derived-refund", payload)
+    assert again["invocationId"] == first["invocationId"], again
+    assert again["operationKey"] == first["operationKey"]
+    assert steward.fixture_writes() == before + 1, "a retry without a key never writes again"
+    # Other arguments are another operation.
+    _, other = call(steward, world.agent_key, "http", "mcp-derived-refund", refund())
+    assert other["status"] == "succeeded" and other["invocationId"] != first["invocationId"]
+    assert steward.fixture_writes() == before + 2
+    # The refusing action is not affected by its neighbour's choice.
+    _, refused = call(steward, world.agent_key, "http", "mcp_refund", payload)
+    assert refused["error"]["code"] == "operation_key_required"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -38,6 +38,10 @@ pub struct ActionDefinition {
     /// approval and its invocation are `expired` and nothing runs. None: open until decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_expires_in_seconds: Option<u64>,
+    /// What an MCP `tools/call` of this governed action without an operation key does; None:
+    /// the server's default (`steward serve --mcp-missing-operation-key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_missing_operation_key: Option<MissingOperationKey>,
     #[serde(default = "yes")]
     pub enabled: bool,
     #[serde(default)]
@@ -48,6 +52,27 @@ pub struct ActionDefinition {
     pub verify: Option<Value>,
     #[serde(default)]
     pub governed: bool,
+}
+
+/// What a governed MCP tool call that carries no operation key (neither the `operationKey`
+/// argument nor the `_meta` key) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MissingOperationKey {
+    /// Refused with an instruction to call again with a key; nothing is recorded.
+    Refuse,
+    /// A key is derived from (agent key, action version, canonical input) within a window, and
+    /// the result says so: an identical call within the window observes the first one.
+    Derive,
+}
+
+impl MissingOperationKey {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MissingOperationKey::Refuse => "refuse",
+            MissingOperationKey::Derive => "derive",
+        }
+    }
 }
 
 fn yes() -> bool {

@@ -39,6 +39,9 @@ pub use listener::{
     ConnectionLimits, ACCEPT_ERROR_BACKOFF_MS, BODY_READ_TIMEOUT_MS_DEFAULT,
     CONNECTIONS_MAX_DEFAULT, HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
 };
+pub use mcp::derive::{
+    KeyPolicy as McpKeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
+};
 pub use metrics::Metrics;
 pub use replica::{
     heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,

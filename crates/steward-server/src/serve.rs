@@ -44,6 +44,8 @@ pub struct ServerConfig {
     /// Host names `/mcp` answers besides loopback names and the listen address
     /// (`mcp/http.rs`): the public name of a deployment behind a proxy.
     pub mcp_allowed_hosts: Vec<String>,
+    /// What a governed MCP call without an operation key does (`mcp/derive.rs`).
+    pub mcp_keys: crate::mcp::derive::KeyPolicy,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -75,8 +77,10 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let mcp_hosts =
-        crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?;
+    let mcp = crate::mcp::Settings {
+        hosts: crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?,
+        keys: config.mcp_keys,
+    };
     if let Some(addr) = config.metrics_listen {
         anyhow::ensure!(
             addr.ip().is_loopback() || config.metrics_token.is_some(),
@@ -177,7 +181,7 @@ pub async fn serve(
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
         listener,
-        crate::api::router(state, config.metrics_token, mcp_hosts),
+        crate::api::router(state, config.metrics_token, mcp),
         limits,
         stopped,
     )

@@ -10,7 +10,7 @@ use serde_json::Value;
 use steward_core::policy::PolicySpec;
 use steward_core::{
     ActionDefinition, ActionId, ApprovalId, Decision, EffectId, EnvironmentId, IdempotencyKey,
-    InvocationId, KeyId, LimitId, Millis, PolicyId, ReplicaId,
+    InvocationId, KeyId, LimitId, Millis, OperationKey, PolicyId, ReplicaId,
 };
 use tokio::sync::broadcast;
 
@@ -211,6 +211,14 @@ pub trait Store: Send + Sync + 'static {
         &self,
         env: &EnvironmentId,
         id: &InvocationId,
+    ) -> StoreResult<Option<InvocationRecord>>;
+    /// The invocation whose effect `(env, action, operation_key)` names, if any (the identity
+    /// of invariant 2).
+    async fn invocation_by_operation_key(
+        &self,
+        env: &EnvironmentId,
+        action: &ActionId,
+        operation_key: &OperationKey,
     ) -> StoreResult<Option<InvocationRecord>>;
     async fn list_invocations(
         &self,

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use steward_core::{scopes, ActionDefinition, ActionId};
 use steward_store::{ActionRecord, Actor, StoreError};
 
-pub(super) const FIELDS: [&str; 14] = [
+pub(super) const FIELDS: [&str; 15] = [
     "name",
     "description",
     "method",
@@ -26,6 +26,7 @@ pub(super) const FIELDS: [&str; 14] = [
     "inputSchema",
     "requiresApproval",
     "approvalExpiresInSeconds",
+    "mcpMissingOperationKey",
     "enabled",
     "adapter",
     "impact",

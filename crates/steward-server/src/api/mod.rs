@@ -122,15 +122,15 @@ pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The whole HTTP surface, without `/metrics` (see [`router`]).
 pub fn app(state: AppState) -> Router {
-    router(state, None, crate::mcp::http::Hosts::default())
+    router(state, None, crate::mcp::Settings::default())
 }
 
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
-/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp_hosts`.
+/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp.hosts`.
 pub(crate) fn router(
     state: AppState,
     metrics_token: Option<metrics::MetricsToken>,
-    mcp_hosts: crate::mcp::http::Hosts,
+    mcp: crate::mcp::Settings,
 ) -> Router {
     // Built once: describing 40-odd operations is work tests that build an app per request
     // should not repeat.
@@ -143,7 +143,7 @@ pub(crate) fn router(
     if let Some(token) = metrics_token {
         top = top.route("/metrics", scrape(Some(token)));
     }
-    top = top.merge(crate::mcp::http::route(state.clone(), mcp_hosts));
+    top = top.merge(crate::mcp::http::route(state.clone(), mcp));
     edge(top.merge(v2)).with_state(state)
 }
 

@@ -60,6 +60,9 @@ fn definition_fields(def: &ActionDefinition) -> Value {
     if let Some(seconds) = def.approval_expires_in_seconds {
         fields["approvalExpiresInSeconds"] = json!(seconds);
     }
+    if let Some(missing) = def.mcp_missing_operation_key {
+        fields["mcpMissingOperationKey"] = json!(missing.as_str());
+    }
     fields
 }
 

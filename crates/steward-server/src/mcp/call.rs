@@ -4,6 +4,7 @@
 //! runs through `api::invoke::run`, the code `POST /actions/{ref}/invoke` runs, so governance,
 //! operation keys, approvals, limits and the halt apply exactly as there.
 
+use super::derive::{self, KeyPolicy};
 use super::result::{Envelope, Status};
 use super::tools::{self, OPERATION_KEY_ARGUMENT};
 use crate::api::invoke;
@@ -15,8 +16,8 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
-use steward_core::{scopes, ApprovalId, Decision};
-use steward_store::InvocationRecord;
+use steward_core::{scopes, ApprovalId, Decision, MissingOperationKey, OperationKey};
+use steward_store::{ActionRecord, InvocationRecord};
 
 /// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
 pub const META_OPERATION_KEY: &str = "steward/operationKey";
@@ -52,6 +53,7 @@ pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiEr
 /// else, refusals included, is an [`Envelope`].
 pub async fn call(
     state: &AppState,
+    keys: &KeyPolicy,
     token_hash: &str,
     tool: &str,
     arguments: Option<Map<String, Value>>,
@@ -81,36 +83,81 @@ pub async fn call(
         Ok(key) => key,
         Err(e) => return Ok(Envelope::of_error(&e, None)),
     };
-    if action.definition.is_governed() && operation_key.is_none() {
-        return Ok(Envelope::rejected(
-            "operation_key_required",
-            "operationKey: is required for this tool",
-            OPERATION_KEY_REQUIRED,
-        ));
-    }
+    let mut derived = false;
+    let operation_key = match operation_key {
+        Some(key) => Some(key),
+        None if !action.definition.is_governed() => None,
+        None => match keys.for_action(action.definition.mcp_missing_operation_key) {
+            MissingOperationKey::Refuse => {
+                return Ok(Envelope::rejected(
+                    "operation_key_required",
+                    "operationKey: is required for this tool",
+                    OPERATION_KEY_REQUIRED,
+                ))
+            }
+            MissingOperationKey::Derive => {
+                let key = match derived_key(state, keys, &caller, action, &input).await {
+                    Ok(key) => key,
+                    Err(e) => return Ok(Envelope::of_error(&e, None)),
+                };
+                derived = true;
+                Some(key.as_str().to_string())
+            }
+        },
+    };
     let body = json!({"input": input, "operationKey": operation_key});
     let bytes = Bytes::from(body.to_string());
-    Ok(
-        match invoke::run(state, token_hash, &action.name, Ok(None), &bytes).await {
-            Ok(invoked) => {
-                let mut envelope = Envelope::of_invocation(&views::invocation(&invoked.invocation));
-                if envelope.status == Status::Denied {
-                    envelope.note_denial(denial_note(state, &invoked.invocation).await);
-                }
-                envelope
+    let mut envelope = match invoke::run(state, token_hash, &action.name, Ok(None), &bytes).await {
+        Ok(invoked) => {
+            let mut envelope = Envelope::of_invocation(&views::invocation(&invoked.invocation));
+            if envelope.status == Status::Denied {
+                envelope.note_denial(denial_note(state, &invoked.invocation).await);
             }
-            Err(e) if e.status.is_server_error() => {
-                // The invoke may have been recorded before the failure: the same key finds it.
-                let unknown = ApiError::new(
+            envelope
+        }
+        Err(e) if e.status.is_server_error() => {
+            // The invoke may have been recorded before the failure: the same key finds it.
+            let unknown = ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "outcome_unknown",
                     "the server could not answer; call again with the same operationKey to see what was recorded",
                 );
-                Envelope::of_error(&unknown, operation_key.as_deref())
-            }
-            Err(e) => Envelope::of_error(&e, operation_key.as_deref()),
-        },
-    )
+            Envelope::of_error(&unknown, operation_key.as_deref())
+        }
+        Err(e) => Envelope::of_error(&e, operation_key.as_deref()),
+    };
+    if derived {
+        envelope.note_derived_key(keys.window);
+    }
+    Ok(envelope)
+}
+
+/// The operation key derived for a call without one (`derive.rs`): the previous bucket's key
+/// when it already names a recent invocation, else the current bucket's.
+async fn derived_key(
+    state: &AppState,
+    keys: &KeyPolicy,
+    caller: &Caller,
+    action: &ActionRecord,
+    input: &Map<String, Value>,
+) -> Result<OperationKey, ApiError> {
+    let now = state.clock.now();
+    let input = Value::Object(input.clone());
+    let basis = derive::Basis {
+        key: &caller.key.id,
+        action: &action.id,
+        version: action.version,
+        input: &input,
+    };
+    let [current, previous] = derive::candidates(&basis, keys, now);
+    let earlier = state
+        .store
+        .invocation_by_operation_key(&caller.env.id, &action.id, &previous)
+        .await?;
+    Ok(match earlier {
+        Some(found) if derive::within_window(keys, found.created_at, now) => previous,
+        _ => current,
+    })
 }
 
 /// The note of the denial that rejected `invocation`, if the person left one. A failure to read

@@ -18,6 +18,8 @@ const INSTRUCTIONS: &str = "Each tool is a governed action of Steward. Governed 
 #[derive(Clone)]
 pub struct Handler {
     pub state: AppState,
+    /// What a governed call without an operation key does.
+    pub keys: super::derive::KeyPolicy,
 }
 
 /// The token hash of the request's bearer key (checked before the request reached rmcp).
@@ -74,6 +76,7 @@ impl ServerHandler for Handler {
             .cloned();
         let envelope = call::call(
             &self.state,
+            &self.keys,
             &token_hash,
             &request.name,
             request.arguments,

@@ -87,7 +87,8 @@ fn host_name(authority: &str) -> &str {
 }
 
 /// The `/mcp` route, guarded.
-pub fn route(state: AppState, hosts: Hosts) -> Router<AppState> {
+pub fn route(state: AppState, settings: super::Settings) -> Router<AppState> {
+    let super::Settings { hosts, keys } = settings;
     let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     config.legacy_session_mode = false;
     config.json_response = true;
@@ -97,6 +98,7 @@ pub fn route(state: AppState, hosts: Hosts) -> Router<AppState> {
         move || {
             Ok(Handler {
                 state: handler_state.clone(),
+                keys,
             })
         },
         Arc::new(NeverSessionManager::default()),

@@ -3,12 +3,22 @@
 //!
 //! - [`tools`]: which actions become which tools (names, schemas, descriptions, annotations).
 //! - [`call`]: a `tools/call` turned into an invoke, with its operation key.
+//! - [`derive`]: the operation key of a call that carries none, where the action allows it.
 //! - [`result`]: the one result envelope every call answers with.
 //! - [`handler`]: the rmcp server handler tying them together, per request, holding no state.
 //! - [`http`]: Streamable HTTP at `/mcp`, behind the bearer key and the `Host`/`Origin` checks.
 
 mod call;
+pub mod derive;
 mod handler;
-pub(crate) mod http;
+pub mod http;
 mod result;
 mod tools;
+
+/// How `/mcp` answers: the host names it serves and what a governed call without an operation
+/// key does.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub hosts: http::Hosts,
+    pub keys: derive::KeyPolicy,
+}

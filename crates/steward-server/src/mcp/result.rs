@@ -114,6 +114,17 @@ impl Envelope {
         }
     }
 
+    /// Says that Steward chose the operation key (the call carried none) and for how long an
+    /// identical call is taken for a retry of this one.
+    pub fn note_derived_key(&mut self, window: std::time::Duration) {
+        self.body["operationKeyDerived"] = json!(true);
+        let instruction = self.body["instruction"].as_str().unwrap_or_default();
+        self.body["instruction"] = json!(format!(
+            "{instruction} (no operationKey was given, so Steward derived one from your key, this tool's version and these exact arguments: an identical call within {} s is taken for a retry of this one; pass an operationKey to choose yourself)",
+            window.as_secs()
+        ));
+    }
+
     /// A call the API refused (nothing recorded, or a conflict with what is recorded).
     pub fn of_error(error: &ApiError, operation_key: Option<&str>) -> Envelope {
         let status = if error.code == "operation_key_conflict" {

@@ -7,7 +7,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use serde_json::{json, Value};
 use steward_core::{
-    EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis, Rejection,
+    ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis,
+    OperationKey, Rejection,
 };
 
 pub(crate) async fn invocation(
@@ -21,6 +22,26 @@ pub(crate) async fn invocation(
     );
     tx.one(&sql, &[&env.as_str(), &id.as_str()], rows::invocation)
         .await
+}
+
+/// The invocation whose effect `(env, action, key)` names.
+pub(crate) async fn invocation_by_operation_key(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    action: &ActionId,
+    key: &OperationKey,
+) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id =
+           (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)",
+        rows::INVOCATION_COLUMNS
+    );
+    tx.one(
+        &sql,
+        &[&env.as_str(), &action.as_str(), &key.as_str()],
+        rows::invocation,
+    )
+    .await
 }
 
 /// The invocation whose effect is `effect`.

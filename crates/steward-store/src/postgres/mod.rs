@@ -388,6 +388,17 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Read, |tx| invocations::invocation(&tx, env, id))
     }
 
+    async fn invocation_by_operation_key(
+        &self,
+        env: &EnvironmentId,
+        action: &ActionId,
+        operation_key: &OperationKey,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| {
+            invocations::invocation_by_operation_key(&tx, env, action, operation_key)
+        })
+    }
+
     async fn list_invocations(
         &self,
         env: &EnvironmentId,

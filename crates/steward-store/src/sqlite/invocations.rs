@@ -8,7 +8,8 @@ use crate::records::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::{json, Value};
 use steward_core::{
-    EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Rejection,
+    ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId,
+    OperationKey, Rejection,
 };
 
 pub(crate) fn invocation(
@@ -21,6 +22,26 @@ pub(crate) fn invocation(
         rows::INVOCATION_COLUMNS
     );
     query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::invocation)
+}
+
+/// The invocation whose effect `(env, action, key)` names.
+pub(crate) fn invocation_by_operation_key(
+    conn: &Connection,
+    env: &EnvironmentId,
+    action: &ActionId,
+    key: &OperationKey,
+) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id =
+           (SELECT id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
+        rows::INVOCATION_COLUMNS
+    );
+    query_one(
+        conn,
+        &sql,
+        &[&env.as_str(), &action.as_str(), &key.as_str()],
+        rows::invocation,
+    )
 }
 
 /// The invocation whose effect is `effect`.

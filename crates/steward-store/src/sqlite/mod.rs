@@ -363,6 +363,17 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn invocation_by_operation_key(
+        &self,
+        env: &EnvironmentId,
+        action: &ActionId,
+        operation_key: &OperationKey,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        let (env, action, key) = (env.clone(), action.clone(), operation_key.clone());
+        self.read(move |c| invocations::invocation_by_operation_key(c, &env, &action, &key))
+            .await
+    }
+
     async fn list_invocations(
         &self,
         env: &EnvironmentId,

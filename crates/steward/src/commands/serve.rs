@@ -2,11 +2,15 @@ use crate::DataArgs;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
+use steward_core::MissingOperationKey;
 use steward_server::{
     serve, ConnectionLimits, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
     BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
     HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
     REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
+};
+use steward_server::{
+    McpKeyPolicy as KeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
 
 #[derive(clap::Args)]
@@ -70,6 +74,33 @@ pub struct Args {
         value_delimiter = ','
     )]
     mcp_allowed_hosts: Vec<String>,
+    /// What an MCP call of a governed action without an operation key does, for actions that
+    /// do not say (`mcpMissingOperationKey`): `refuse` it with an instruction, or `derive` a key
+    /// from (agent key, action version, arguments), so an identical call within
+    /// --mcp-derived-key-window-s is taken for a retry.
+    #[arg(
+        long,
+        env = "STEWARD_MCP_MISSING_OPERATION_KEY",
+        value_enum,
+        default_value = "refuse"
+    )]
+    mcp_missing_operation_key: MissingKey,
+    /// How long an identical call without an operation key is taken for a retry of the first,
+    /// in seconds (1 to 86400).
+    #[arg(
+        long,
+        env = "STEWARD_MCP_DERIVED_KEY_WINDOW_S",
+        default_value_t = DERIVED_KEY_WINDOW_S_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=DERIVED_KEY_WINDOW_S_MAX)
+    )]
+    mcp_derived_key_window_s: u64,
+}
+
+/// `--mcp-missing-operation-key`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum MissingKey {
+    Refuse,
+    Derive,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -97,6 +128,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .transpose()?,
         metrics_listen: args.metrics_listen,
         mcp_allowed_hosts: args.mcp_allowed_hosts,
+        mcp_keys: KeyPolicy {
+            default: match args.mcp_missing_operation_key {
+                MissingKey::Refuse => MissingOperationKey::Refuse,
+                MissingKey::Derive => MissingOperationKey::Derive,
+            },
+            window: Duration::from_secs(args.mcp_derived_key_window_s),
+        },
     };
     serve(config, super::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -59,6 +59,10 @@ pub struct ActionBody {
     /// past it the call is `expired` and never runs. Left out: open until decided.
     #[schema(minimum = 1, maximum = 2592000)]
     approval_expires_in_seconds: Option<u64>,
+    /// What an MCP call of this governed action without an operation key does: `refuse` it, or
+    /// `derive` a key from (agent key, action version, input) within the server's window. Left
+    /// out: the server's default (`steward serve --mcp-missing-operation-key`).
+    mcp_missing_operation_key: Option<MissingOperationKeyChoice>,
     enabled: Option<bool>,
     /// A built-in adapter (`stripe.refund`) instead of a URL.
     #[schema(value_type = Object)]
@@ -96,6 +100,14 @@ pub struct InvokeBody {
     /// Not supported here: any value but `null` is refused.
     #[schema(value_type = Option<()>)]
     compensates: Option<()>,
+}
+
+/// What an MCP call without an operation key does (`mcpMissingOperationKey`).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum MissingOperationKeyChoice {
+    Refuse,
+    Derive,
 }
 
 /// What a policy matches on.

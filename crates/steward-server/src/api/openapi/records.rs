@@ -58,6 +58,8 @@ pub struct Action {
     requires_approval: bool,
     #[schema(required = false)]
     approval_expires_in_seconds: Option<u64>,
+    #[schema(required = false, value_type = Option<super::bodies::MissingOperationKeyChoice>)]
+    mcp_missing_operation_key: Option<String>,
     enabled: bool,
     adapter: Option<Value>,
     impact: Option<Value>,
