@@ -143,11 +143,19 @@ def list_tools(steward: Steward, key: str, transport: str,
 
 def call(steward: Steward, key: str, transport: str, tool: str, arguments: dict[str, Any],
          meta: dict[str, Any] | None = None,
-         protocol: str = CURRENT_PROTOCOL) -> tuple[bool, dict[str, Any]]:
-    """One tools/call on a new connection: (isError, the envelope)."""
+         protocol: str = CURRENT_PROTOCOL,
+         progress: list[str] | None = None) -> tuple[bool, dict[str, Any]]:
+    """One tools/call on a new connection: (isError, the envelope). With `progress`, the call
+    carries a progress token and each notification's message is appended to it."""
+    async def on_progress(_done: float, _total: float | None, message: str | None) -> None:
+        assert progress is not None
+        progress.append(message or "")
+
     async def go() -> tuple[bool, dict[str, Any]]:
         async with connect(steward, key, transport, protocol) as session:
-            result = await session.call_tool(tool, arguments, meta=meta)
+            result = await session.call_tool(
+                tool, arguments, meta=meta,
+                progress_callback=on_progress if progress is not None else None)
             ANSWERS.append(result.model_dump_json())
             envelope = result.structuredContent
             assert envelope is not None, result
@@ -266,6 +274,46 @@ def test_mcp_an_action_that_derives_keys_takes_an_identical_call_for_a_retry(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_mcp_a_progress_token_hears_each_stage_before_the_result(
+        world: World, steward: Steward, transport: str) -> None:
+    heard: list[str] = []
+    _, done = call(steward, world.agent_key, transport, "mcp_refund",
+                   {**refund(), "operationKey": op_key(transport)}, progress=heard)
+    assert done["status"] == "succeeded", done
+    assert heard == ["policy evaluated: the call may run",
+                     "the attempt is recorded; dispatching to the provider",
+                     "settled: succeeded"], heard
+    heard = []
+    _, parked = call(steward, world.agent_key, transport, "mcp-gated-refund",
+                     {**refund(), "operationKey": op_key(transport)}, progress=heard)
+    assert parked["status"] == "pending_approval", parked
+    assert heard == ["policy evaluated: a person must approve the call",
+                     "awaiting approval"], heard
+
+
+def test_mcp_without_a_progress_token_the_answer_is_plain_json_with_no_notification(
+        world: World, steward: Steward) -> None:
+    def post(params: dict[str, Any]) -> tuple[str, str]:
+        body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                           "params": params}).encode()
+        request = urllib.request.Request(steward.url + "/mcp", data=body, method="POST", headers={
+            "Authorization": f"Bearer {world.agent_key}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        with _DIRECT.open(request, timeout=EXCHANGE_TIMEOUT_S) as response:
+            return response.headers.get("Content-Type", ""), response.read().decode()
+
+    arguments = {**refund(), "operationKey": op_key("plain")}
+    content_type, text = post({"name": "mcp_refund", "arguments": arguments})
+    assert content_type.startswith("application/json"), content_type
+    assert "notifications/progress" not in text
+    content_type, text = post({"name": "mcp_refund", "arguments": arguments,
+                               "_meta": {"progressToken": "p-1"}})
+    assert content_type.startswith("text/event-stream"), content_type
+    assert text.count("notifications/progress") == 2, text  # a replay: policy, then settled
+    assert text.index("notifications/progress") < text.index('"result"')
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_mcp_invalid_input_is_an_error_naming_the_field(
         world: World, steward: Steward, transport: str) -> None:
     before = steward.fixture_writes()
@@ -355,6 +403,38 @@ def test_mcp_calls_are_refused_with_no_write_while_the_environment_is_halted(
     finally:
         world.other_operator.environment.resume()
     assert steward.fixture_writes() == before
+
+
+def test_mcp_stdio_tells_the_host_when_the_tool_list_changes(steward: Steward) -> None:
+    d = steward.data_dir
+    operator_key = create_key(d, "mcp-changes", "changes-op", role="operator")
+    agent_key = create_key(d, "mcp-changes", "changes-agent")
+
+    async def go() -> tuple[bool | None, list[str], list[str]]:
+        changed = asyncio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, mcp_types.ServerNotification) and isinstance(
+                    message.root, mcp_types.ToolListChangedNotification):
+                changed.set()
+
+        params = StdioServerParameters(
+            command=str(steward_bin()),
+            args=["mcp", "--server", steward.url, "--tools-poll-ms", "200"],
+            env={**child_env(), "STEWARD_API_KEY": agent_key})
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, message_handler=on_message) as session:
+                init = await session.initialize()
+                before = [t.name for t in (await session.list_tools()).tools]
+                post_api(steward, operator_key, "/actions", {
+                    "name": "changes.appeared", "urlTemplate": steward.fixture_url + "/x"})
+                await asyncio.wait_for(changed.wait(), EXCHANGE_TIMEOUT_S)
+                after = [t.name for t in (await session.list_tools()).tools]
+                return init.capabilities.tools.listChanged, before, after
+
+    list_changed, before, after = asyncio.run(go())
+    assert list_changed is True
+    assert before == [] and after == ["changes_appeared"], (before, after)
 
 
 def post_mcp(steward: Any, headers: dict[str, str]) -> tuple[int, str]:

@@ -23,6 +23,7 @@ mod keys;
 mod listener;
 mod mcp;
 mod metrics;
+mod progress;
 mod reconcile;
 mod replica;
 mod serve;

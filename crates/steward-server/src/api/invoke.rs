@@ -6,6 +6,7 @@ use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::dispatch::{self, provider_idempotency_key, stripe};
 use crate::error::{ApiError, ApiResult};
+use crate::progress::{Progress, Stage};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -148,6 +149,7 @@ pub async fn invoke(
         &reference,
         body::idempotency_key(&headers),
         &bytes,
+        Progress::none(),
     )
     .await?;
     Ok(answer(&invoked.invocation, invoked.replayed))
@@ -169,6 +171,7 @@ pub(crate) async fn run(
     reference: &str,
     idempotency_key: ApiResult<Option<IdempotencyKey>>,
     bytes: &Bytes,
+    progress: Progress,
 ) -> ApiResult<Invoked> {
     // Authentication and everything the invoke reads come from one read (`invoke_context`);
     // the checks then run in the order every other endpoint uses: 401, 403, 400, 409, 404.
@@ -224,6 +227,9 @@ pub(crate) async fn run(
         request.run_id.as_ref(),
         state.clock.now(),
     )?;
+    progress.report(Stage::PolicyEvaluated {
+        initial: gate.initial,
+    });
     let submission = Submission {
         env_id: caller.env.id.clone(),
         invocation_id: InvocationId::from_unique(&crate::clock::unique()),
@@ -249,10 +255,11 @@ pub(crate) async fn run(
     // either halfway.
     let task_state = state.clone();
     let secrets = context.secrets;
-    let (submitted, answered) =
-        tokio::spawn(async move { record_and_dispatch(&task_state, submission, &secrets).await })
-            .await
-            .map_err(|e| ApiError::internal("dispatch task", &e))??;
+    let (submitted, answered) = tokio::spawn(async move {
+        record_and_dispatch(&task_state, submission, &secrets, &progress).await
+    })
+    .await
+    .map_err(|e| ApiError::internal("dispatch task", &e))??;
     match (submitted, answered) {
         // The recorded answer came back with the invocation as it left it: no read needed.
         (SubmitOutcome::Created(_), Some(current)) => {
@@ -275,11 +282,13 @@ async fn record_and_dispatch(
     state: &AppState,
     submission: Submission,
     secrets: &[SecretRecord],
+    progress: &Progress,
 ) -> ApiResult<(SubmitOutcome, Option<InvocationRecord>)> {
     let started = std::time::Instant::now();
     let (outcome, answered) = if submission.initial == EffectState::Ready {
         let def = submission.action.definition.clone();
-        let done = dispatch::submit_and_dispatch(state, &submission, &def, secrets).await?;
+        let done =
+            dispatch::submit_and_dispatch(state, &submission, &def, secrets, progress).await?;
         (done.outcome, done.answered)
     } else {
         let outcome = state.store.submit(&submission).await?;

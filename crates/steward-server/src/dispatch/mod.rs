@@ -26,6 +26,7 @@ pub(crate) mod stripe;
 
 use crate::crash;
 use crate::error::ApiError;
+use crate::progress::{Progress, Stage};
 use crate::state::AppState;
 use prepare::{Blocked, Prepared};
 use serde_json::{json, Value};
@@ -321,6 +322,7 @@ pub async fn submit_and_dispatch(
     submission: &Submission,
     def: &ActionDefinition,
     secrets: &[SecretRecord],
+    progress: &Progress,
 ) -> Result<Submitted, ApiError> {
     let inv = submission.created();
     let effect_key = submission.provider_idempotency_key.as_deref();
@@ -359,6 +361,7 @@ pub async fn submit_and_dispatch(
     let answered = match submitted.first {
         None => None,
         Some(FirstAttemptOutcome::Begun) => {
+            progress.report(Stage::Dispatching);
             let key = submission.idempotency_key.clone();
             send_and_record(state, &inv, def, 1, &prepared, key).await?
         }

@@ -11,6 +11,7 @@ use crate::api::invoke;
 use crate::api::views;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::progress::Progress;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::http::StatusCode;
@@ -58,6 +59,7 @@ pub async fn call(
     tool: &str,
     arguments: Option<Map<String, Value>>,
     meta_key: Option<&Value>,
+    progress: Progress,
 ) -> Result<Envelope, ErrorData> {
     let caller = match caller(state, token_hash).await {
         Ok(caller) => caller,
@@ -107,7 +109,16 @@ pub async fn call(
     };
     let body = json!({"input": input, "operationKey": operation_key});
     let bytes = Bytes::from(body.to_string());
-    let mut envelope = match invoke::run(state, token_hash, &action.name, Ok(None), &bytes).await {
+    let mut envelope = match invoke::run(
+        state,
+        token_hash,
+        &action.name,
+        Ok(None),
+        &bytes,
+        progress,
+    )
+    .await
+    {
         Ok(invoked) => {
             let mut envelope = Envelope::of_invocation(&views::invocation(&invoked.invocation));
             if envelope.status == Status::Denied {

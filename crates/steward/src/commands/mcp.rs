@@ -1,11 +1,14 @@
 //! `steward mcp`: an MCP server on stdio for hosts that start their tools as a subprocess.
 //!
-//! It holds nothing of its own: every JSON-RPC message read from stdin (one per line) is
+//! It keeps no record of any call: every JSON-RPC message read from stdin (one per line) is
 //! POSTed to the Steward server's Streamable HTTP endpoint (`--server URL` + `/mcp`) with the
 //! agent key from `STEWARD_API_KEY`, and every message the server answers is written to stdout,
-//! one per line. Tools, operation keys, approvals and results are all the server's; the only
-//! thing remembered is the protocol revision the server negotiated at `initialize`, which the
-//! HTTP transport expects on every later request (`MCP-Protocol-Version`).
+//! one per line, as it arrives (progress notifications before the result). Tools, operation
+//! keys, approvals and results are all the server's; what the proxy keeps is the protocol
+//! revision the server negotiated at `initialize`, which the HTTP transport expects on every
+//! later request (`MCP-Protocol-Version`), and the last tool list it saw: it asks for the list
+//! every `--tools-poll-ms` and tells the host `notifications/tools/list_changed` when it
+//! differs, which the stateless HTTP transport cannot push.
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
@@ -33,6 +36,20 @@ pub struct Args {
     /// The Steward server to forward to, e.g. http://127.0.0.1:8080.
     #[arg(long, env = "STEWARD_SERVER")]
     server: String,
+    /// How often to ask the server for the tool list, in milliseconds, to tell the host when it
+    /// changed (`notifications/tools/list_changed`): actions added, edited, disabled or deleted.
+    #[arg(long, default_value_t = TOOLS_POLL_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    tools_poll_ms: u64,
+}
+
+/// Five seconds: a changed action reaches the model's tool list within a turn or two, for one
+/// small `tools/list` per host every few seconds.
+pub const TOOLS_POLL_MS_DEFAULT: u64 = 5_000;
+
+/// True once `initialize` was answered (the revision is known).
+fn proxy_ready(proxy: &Proxy) -> bool {
+    proxy.protocol().is_some()
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -77,27 +94,44 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     });
     let mut tasks = tokio::task::JoinSet::new();
+    let mut watcher = None;
     while let Some(line) = lines.recv().await {
         if line.trim().is_empty() {
             continue;
         }
-        let (proxy, out) = (proxy.clone(), out.clone());
+        let (forwarder, out_for_forward) = (proxy.clone(), out.clone());
         // `initialize` is answered before anything else is sent, so the negotiated revision is
         // known for every later request.
         let is_initialize = serde_json::from_str::<Value>(&line)
             .is_ok_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
         let forward = async move {
-            for answer in proxy.forward(&line).await {
-                let _ = out.send(answer);
-            }
+            forwarder.forward(&line, &out_for_forward).await;
         };
         if is_initialize {
+            // The first tool list is read before the host hears `initialize`'s answer, so any
+            // change the host could cause or see after it is a change from this list.
+            let first = match watcher {
+                None => Some(proxy.tools().await),
+                Some(_) => None,
+            };
             forward.await;
+            if let (Some(first), true) = (first, proxy_ready(&proxy)) {
+                let interval = Duration::from_millis(args.tools_poll_ms);
+                watcher = Some(tokio::spawn(watch_tools(
+                    proxy.clone(),
+                    out.clone(),
+                    first,
+                    interval,
+                )));
+            }
         } else {
             tasks.spawn(forward);
         }
     }
     while tasks.join_next().await.is_some() {}
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     drop(out);
     let _ = writer.await;
     Ok(ExitCode::SUCCESS)
@@ -112,8 +146,39 @@ struct Proxy {
 }
 
 impl Proxy {
-    /// Sends one message; returns the messages to write back (none for a notification).
-    async fn forward(&self, line: &str) -> Vec<String> {
+    /// A POST of `body` to the server's `/mcp`, with the key and the negotiated revision.
+    fn post(&self, body: String) -> reqwest::RequestBuilder {
+        let request = self
+            .http
+            .post(&self.endpoint)
+            .bearer_auth(&self.key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        match self.protocol() {
+            Some(protocol) => request.header("mcp-protocol-version", protocol),
+            None => request,
+        }
+    }
+
+    fn protocol(&self) -> Option<String> {
+        self.protocol
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sends one message and writes every message the server answers to `out` as it arrives
+    /// (an event stream carries progress notifications before the result).
+    async fn forward(&self, line: &str, out: &mpsc::UnboundedSender<String>) {
+        for answer in self.exchange(line, out).await {
+            let _ = out.send(answer);
+        }
+    }
+
+    /// [`Proxy::forward`]'s work; messages of an event stream go to `out` at once, and what is
+    /// returned is written after them (a whole JSON answer, or the error that cut one off).
+    async fn exchange(&self, line: &str, out: &mpsc::UnboundedSender<String>) -> Vec<String> {
         let message: Value = match serde_json::from_str(line) {
             Ok(m) => m,
             Err(_) => {
@@ -123,21 +188,7 @@ impl Proxy {
             }
         };
         let id = message.get("id").cloned();
-        let mut request = self
-            .http
-            .post(&self.endpoint)
-            .bearer_auth(&self.key)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(line.to_string());
-        let protocol = self
-            .protocol
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(protocol) = protocol {
-            request = request.header("mcp-protocol-version", protocol);
-        }
+        let request = self.post(line.to_string());
         let failed = |message: String| match &id {
             Some(id) => vec![json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": PROXY_ERROR_CODE, "message": message}})
@@ -157,6 +208,12 @@ impl Proxy {
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_stream && status.is_success() {
+            return match self.relay_stream(response, out).await {
+                Ok(()) => Vec::new(),
+                Err(e) => failed(format!("the Steward server's answer was cut off: {e}")),
+            };
+        }
         let body = match response.text().await {
             Ok(b) => b,
             Err(e) => {
@@ -171,10 +228,7 @@ impl Proxy {
         } else {
             vec![body.trim().to_string()]
         };
-        let answers: Vec<String> = answers
-            .into_iter()
-            .filter(|a| serde_json::from_str::<Value>(a).is_ok_and(|v| v.get("jsonrpc").is_some()))
-            .collect();
+        let answers: Vec<String> = answers.into_iter().filter(|a| is_message(a)).collect();
         if !status.is_success() && answers.is_empty() {
             return failed(format!(
                 "the Steward server refused the request (HTTP {}): {}",
@@ -182,23 +236,110 @@ impl Proxy {
                 error_message(&body)
             ));
         }
-        for answer in &answers {
-            self.note_protocol(answer);
-        }
-        answers
+        answers.into_iter().map(|a| self.inspect(a)).collect()
     }
 
-    /// Remembers `protocolVersion` from an `initialize` result.
-    fn note_protocol(&self, answer: &str) {
-        let version = serde_json::from_str::<Value>(answer).ok().and_then(|v| {
-            v.pointer("/result/protocolVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        });
-        if let Some(version) = version {
-            *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
+    /// Writes each message of an event stream to `out` as its event completes.
+    async fn relay_stream(
+        &self,
+        mut response: reqwest::Response,
+        out: &mpsc::UnboundedSender<String>,
+    ) -> Result<(), reqwest::Error> {
+        // Bytes, not text, until an event is whole: a chunk may end inside a character. A `\r`
+        // can only be a line ending here (JSON escapes control characters), so it is dropped.
+        let mut pending: Vec<u8> = Vec::new();
+        let relay = |events: Vec<String>| {
+            for event in events.into_iter().filter(|e| is_message(e)) {
+                let _ = out.send(self.inspect(event));
+            }
+        };
+        while let Some(chunk) = response.chunk().await.map_err(|e| e.without_url())? {
+            pending.extend(chunk.iter().filter(|&&b| b != b'\r'));
+            // Everything up to the last blank line is whole events; the rest waits for more.
+            if let Some(end) = pending.windows(2).rposition(|w| w == b"\n\n") {
+                let whole: Vec<u8> = pending.drain(..end + 2).collect();
+                relay(sse_data(&String::from_utf8_lossy(&whole)));
+            }
+        }
+        relay(sse_data(&String::from_utf8_lossy(&pending)));
+        Ok(())
+    }
+
+    /// Passes an answer on, looking at an `initialize` result on the way: its
+    /// `protocolVersion` is remembered, and its tools capability gains `listChanged`, which
+    /// this proxy provides (the HTTP transport is stateless and cannot push it).
+    fn inspect(&self, answer: String) -> String {
+        let Ok(mut value) = serde_json::from_str::<Value>(&answer) else {
+            return answer;
+        };
+        let Some(version) = value
+            .pointer("/result/protocolVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return answer;
+        };
+        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
+        match value.pointer_mut("/result/capabilities/tools") {
+            Some(Value::Object(tools)) => {
+                tools.insert("listChanged".into(), json!(true));
+                value.to_string()
+            }
+            _ => answer,
         }
     }
+
+    /// The tool list as the server answers `tools/list` now (names, schemas, descriptions).
+    async fn tools(&self) -> Option<Value> {
+        let body =
+            json!({"jsonrpc": "2.0", "id": "steward-mcp-tools-poll", "method": "tools/list"});
+        let response = self.post(body.to_string()).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let text = response.text().await.ok()?;
+        let answer = if stream { sse_data(&text).pop()? } else { text };
+        serde_json::from_str::<Value>(&answer)
+            .ok()?
+            .pointer("/result/tools")
+            .cloned()
+    }
+}
+
+/// Asks for the tool list every `interval` and writes `notifications/tools/list_changed` when
+/// it differs from the last one seen. A failed poll changes nothing (the next one looks again).
+async fn watch_tools(
+    proxy: Arc<Proxy>,
+    out: mpsc::UnboundedSender<String>,
+    mut seen: Option<Value>,
+    interval: Duration,
+) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(now) = proxy.tools().await else {
+            continue;
+        };
+        if seen.as_ref() != Some(&now) {
+            if seen.is_some() {
+                let changed =
+                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                if out.send(changed.to_string()).is_err() {
+                    return;
+                }
+            }
+            seen = Some(now);
+        }
+    }
+}
+
+/// True for a JSON-RPC message (not an empty priming event).
+fn is_message(data: &str) -> bool {
+    serde_json::from_str::<Value>(data).is_ok_and(|v| v.get("jsonrpc").is_some())
 }
 
 /// The message of Steward's error envelope, or a short prefix of the body.
