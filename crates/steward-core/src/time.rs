@@ -23,6 +23,42 @@ impl Millis {
             rem % 60
         )
     }
+
+    /// Reads what [`Millis::to_rfc3339`] writes (UTC, `Z`, with or without milliseconds); `None`
+    /// for anything else.
+    pub fn parse_rfc3339(text: &str) -> Option<Millis> {
+        let b = text.as_bytes();
+        let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+            let part = text.get(range)?;
+            part.bytes()
+                .all(|c| c.is_ascii_digit())
+                .then(|| part.parse().ok())?
+        };
+        let shape = b.len() >= 20
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b'T'
+            && b[13] == b':'
+            && b[16] == b':'
+            && b.last() == Some(&b'Z');
+        if !shape {
+            return None;
+        }
+        let ms = match &text[19..text.len() - 1] {
+            "" => 0,
+            fraction if fraction.len() == 4 && fraction.starts_with('.') => digits(20..23)?,
+            _ => return None,
+        };
+        let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+        let (hh, mm, ss) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+        if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 59 {
+            return None;
+        }
+        let days = days_from_civil(y, m as u32, d as u32);
+        Some(Millis(
+            ((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + ms,
+        ))
+    }
 }
 
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
@@ -66,6 +102,32 @@ mod tests {
             Millis(951_782_400_000).to_rfc3339(),
             "2000-02-29T00:00:00.000Z"
         );
+    }
+
+    #[test]
+    fn what_is_formatted_parses_back_and_anything_else_is_refused() {
+        for ms in [0, 1_796_210_264_123, 951_782_400_000, 4_102_444_799_999] {
+            assert_eq!(
+                Millis::parse_rfc3339(&Millis(ms).to_rfc3339()),
+                Some(Millis(ms))
+            );
+        }
+        assert_eq!(
+            Millis::parse_rfc3339("2026-12-02T11:17:44Z"),
+            Some(Millis(1_796_210_264_000))
+        );
+        for bad in [
+            "",
+            "2026-12-02",
+            "2026-12-02T11:17:44.123+01:00",
+            "2026-13-02T11:17:44.123Z",
+            "2026-12-02T24:17:44.123Z",
+            "2026-12-02T11:17:44.1Z",
+            "2026-12-02T11:17:4x.123Z",
+            "+026-12-02T11:17:44.123Z",
+        ] {
+            assert_eq!(Millis::parse_rfc3339(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -58,6 +58,22 @@ enum Command {
     Fixture(commands::fixture::Args),
     /// Kill a worker (or the server) in every crash window, restart it, and count provider writes.
     Chaos(commands::chaos::Args),
+    /// A running server's approvals: list, show, approve, deny (operator key from STEWARD_API_KEY).
+    #[command(subcommand)]
+    Approvals(commands::operate::approvals::Command),
+    /// A running server's governed effects: list (--unresolved: the queue), show, reconcile,
+    /// resolve.
+    #[command(subcommand)]
+    Effects(commands::operate::effects::Command),
+    /// A running server's invocations: list, show.
+    #[command(subcommand)]
+    Invocations(commands::operate::invocations::Command),
+    /// A running server's actions: list, show (with version history).
+    #[command(subcommand)]
+    Actions(commands::operate::actions::Command),
+    /// The kill switch of the key's environment: halt, resume, show.
+    #[command(subcommand)]
+    Environment(commands::operate::environment::Command),
     /// Serve MCP on stdio, forwarding to a Steward server (agent key from STEWARD_API_KEY).
     Mcp(commands::mcp::Args),
     /// Load-test the governed write path and report throughput and latency percentiles.
@@ -65,6 +81,13 @@ enum Command {
     /// The bundled refund worker (what `steward chaos` drives by default).
     #[command(hide = true)]
     RefundWorker(steward_refund_worker::Args),
+}
+
+/// An operator command's result as an exit code: 0 done, 1 anything failed (the message on stderr).
+async fn operated(
+    command: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<std::process::ExitCode> {
+    command.await.map(|()| std::process::ExitCode::SUCCESS)
 }
 
 fn main() -> std::process::ExitCode {
@@ -89,6 +112,17 @@ fn main() -> std::process::ExitCode {
             Command::Chaos(args) => commands::chaos::run(args).await,
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Mcp(args) => commands::mcp::run(args).await,
+            Command::Approvals(command) => {
+                operated(commands::operate::approvals::run(command)).await
+            }
+            Command::Effects(command) => operated(commands::operate::effects::run(command)).await,
+            Command::Invocations(command) => {
+                operated(commands::operate::invocations::run(command)).await
+            }
+            Command::Actions(command) => operated(commands::operate::actions::run(command)).await,
+            Command::Environment(command) => {
+                operated(commands::operate::environment::run(command)).await
+            }
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }
     });

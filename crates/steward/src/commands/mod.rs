@@ -4,7 +4,10 @@ pub mod chaos;
 pub mod fixture;
 pub mod keys;
 pub mod mcp;
+pub mod operate;
+pub mod remote;
 pub mod serve;
+pub mod table;
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

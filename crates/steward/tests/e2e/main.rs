@@ -13,6 +13,7 @@ mod isolation;
 mod keys;
 mod limits;
 mod logs;
+mod operator_cli;
 mod outcomes;
 mod policies;
 mod postgres;

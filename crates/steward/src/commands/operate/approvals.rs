@@ -1,0 +1,155 @@
+//! `steward approvals list|show|approve|deny`.
+
+use super::super::remote::{segment, Remote, RemoteArgs};
+use super::super::table::{age, fields, now, text, Table};
+use serde_json::{json, Value};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Approvals, newest first (pending ones by default).
+    List {
+        /// pending, approved, denied, expired, or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// One approval with its decisions.
+    Show {
+        id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Approve (the parked call dispatches once the last approver needed has approved).
+    Approve {
+        id: String,
+        /// Why, kept with the decision.
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Deny: the parked call never runs; the requester sees the note.
+    Deny {
+        id: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::List { status, remote } => {
+            let remote = Remote::connect(&remote)?;
+            let mut query = vec![("limit", "200".to_string())];
+            if status != "all" {
+                query.push(("status", status));
+            }
+            let data = remote.get("/approvals", &query).await?;
+            remote.print(&data, list);
+        }
+        Command::Show { id, remote } => {
+            let remote = Remote::connect(&remote)?;
+            let data = remote
+                .get(&format!("/approvals/{}", segment(&id)), &[])
+                .await?;
+            remote.print(&data, show);
+        }
+        Command::Approve { id, note, remote } => decide(&remote, &id, "approve", note).await?,
+        Command::Deny { id, note, remote } => decide(&remote, &id, "deny", note).await?,
+    }
+    Ok(())
+}
+
+async fn decide(
+    remote: &RemoteArgs,
+    id: &str,
+    decision: &str,
+    note: Option<String>,
+) -> anyhow::Result<()> {
+    let remote = Remote::connect(remote)?;
+    let path = format!("/approvals/{}/{decision}", segment(id));
+    let data = remote.post(&path, &json!({"note": note})).await?;
+    // The answer is the approval, or `{approval, invocation}`.
+    let approval = data.get("approval").cloned().unwrap_or(data);
+    // The API answers a decision on a settled approval with the approval unchanged; a person
+    // at a terminal must not mistake that for their decision.
+    let status = approval["status"].as_str().unwrap_or_default();
+    let took = match decision {
+        "deny" => status == "denied",
+        _ => matches!(status, "approved" | "pending"),
+    };
+    if !took {
+        anyhow::bail!("approval {id} is already {status}; your {decision} changed nothing");
+    }
+    remote.print(&approval, show);
+    Ok(())
+}
+
+/// `approved 1/2` style progress.
+fn progress(a: &Value) -> String {
+    let approvals = a["decisions"]
+        .as_array()
+        .map(|d| d.iter().filter(|d| d["decision"] == "approve").count())
+        .unwrap_or(0);
+    let required = a["requiredApprovals"].as_u64().unwrap_or(1);
+    format!("{approvals}/{required}")
+}
+
+fn list(data: &Value) -> String {
+    let now = now();
+    let mut table = Table::new(&[
+        "ID",
+        "STATUS",
+        "TITLE",
+        "REQUESTED BY",
+        "APPROVED",
+        "AGE",
+        "EXPIRES",
+    ]);
+    for a in data.as_array().into_iter().flatten() {
+        table.row(vec![
+            text(&a["id"]),
+            text(&a["status"]),
+            text(&a["title"]),
+            text(&a["requestedBy"]),
+            progress(a),
+            age(&a["createdAt"], now),
+            match a["expiresAt"] {
+                Value::Null => "-".into(),
+                ref at => age(at, now),
+            },
+        ]);
+    }
+    table.render()
+}
+
+fn show(a: &Value) -> String {
+    let mut out = fields(&[
+        ("id", text(&a["id"])),
+        ("status", text(&a["status"])),
+        ("title", text(&a["title"])),
+        ("invocation", text(&a["invocationId"])),
+        ("effect", text(&a["effectId"])),
+        ("requested by", text(&a["requestedBy"])),
+        ("approved", progress(a)),
+        ("created", text(&a["createdAt"])),
+        ("expires", text(&a["expiresAt"])),
+        ("decided", text(&a["decidedAt"])),
+        ("input", text(&a["payload"])),
+    ]);
+    let mut decisions = Table::new(&["DECISION", "BY", "AT", "NOTE"]);
+    for d in a["decisions"].as_array().into_iter().flatten() {
+        decisions.row(vec![
+            text(&d["decision"]),
+            text(&d["keyId"]),
+            text(&d["at"]),
+            text(&d["note"]),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&decisions.render());
+    out
+}

@@ -1,0 +1,9 @@
+//! Operator commands: a running server's approvals, effects, invocations, actions and kill
+//! switch, through its API with an operator key (`--server`/`STEWARD_SERVER`,
+//! `STEWARD_API_KEY`), as tables or, with `--json`, the API's JSON.
+
+pub mod actions;
+pub mod approvals;
+pub mod effects;
+pub mod environment;
+pub mod invocations;

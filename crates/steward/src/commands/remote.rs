@@ -1,0 +1,138 @@
+//! What every operator command shares: the server it talks to, the key it talks with, and how
+//! it prints. Operator commands are API clients like the SDK: they read and decide through
+//! `/api/v2` on a running server (any replica), never the database, so the server's rules
+//! (separation of duties, scopes, environments) hold for them exactly as for everyone else.
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The environment variable the operator's key is read from (never a flag: flags are visible in
+/// the process list).
+pub const API_KEY_ENV: &str = "STEWARD_API_KEY";
+
+/// How long one request may take, in seconds: longer than the server's dispatch deadline, so an
+/// approval that dispatches answers before the command gives up.
+pub const REQUEST_TIMEOUT_S: u64 = 60;
+
+/// Where and how an operator command talks to the server.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RemoteArgs {
+    /// The Steward server, e.g. http://127.0.0.1:8080 (the key comes from STEWARD_API_KEY).
+    #[arg(
+        long,
+        env = "STEWARD_SERVER",
+        global = true,
+        default_value = "http://127.0.0.1:8080"
+    )]
+    server: String,
+    /// Print the API's JSON (`data`) instead of a table, for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// A server and a key.
+pub struct Remote {
+    http: reqwest::Client,
+    base: url::Url,
+    key: String,
+    pub json: bool,
+}
+
+/// A refusal from the server: its envelope's code and message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message} ({code}, HTTP {status})")]
+pub struct Refused {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+}
+
+impl Remote {
+    pub fn connect(args: &RemoteArgs) -> anyhow::Result<Remote> {
+        let key = std::env::var(API_KEY_ENV)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .with_context(|| format!("set {API_KEY_ENV} to an operator's API key"))?;
+        let base = url::Url::parse(&args.server).context("--server must be a URL")?;
+        if !matches!(base.scheme(), "http" | "https") {
+            bail!("--server must be an http or https URL");
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(REQUEST_TIMEOUT_S))
+            .build()?;
+        Ok(Remote {
+            http,
+            base,
+            key,
+            json: args.json,
+        })
+    }
+
+    fn url(&self, path: &str) -> anyhow::Result<url::Url> {
+        self.base
+            .join(&format!("/api/v2{path}"))
+            .context("the request path")
+    }
+
+    /// `GET /api/v2{path}` with `query`; the envelope's `data`.
+    pub async fn get(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
+        let request = self.http.get(self.url(path)?).query(query);
+        self.send(request).await
+    }
+
+    /// `POST /api/v2{path}` with a JSON body and a fresh `Idempotency-Key`, so a request the
+    /// network cut off can be told apart from one never sent; the envelope's `data`.
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let request = self
+            .http
+            .post(self.url(path)?)
+            .header("idempotency-key", format!("cli-{}", ulid::Ulid::new()))
+            .json(body);
+        self.send(request).await
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let response = request
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach the server: {}", e.without_url()))?;
+        let status = response.status();
+        let body: Value = response
+            .json()
+            .await
+            .map_err(|e| anyhow::anyhow!("the server's answer is not JSON: {}", e.without_url()))?;
+        if body["success"] == Value::Bool(true) {
+            return Ok(body["data"].clone());
+        }
+        Err(Refused {
+            status: status.as_u16(),
+            code: body
+                .pointer("/error/code")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_string(),
+            message: body
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("the server refused the request")
+                .to_string(),
+        }
+        .into())
+    }
+
+    /// Prints `data` as JSON with `--json`, else through `human`.
+    pub fn print(&self, data: &Value, human: impl FnOnce(&Value) -> String) {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
+        } else {
+            print!("{}", human(data));
+        }
+    }
+}
+
+/// A path segment from user input, percent-encoded (an id or a name).
+pub fn segment(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}

@@ -1,0 +1,293 @@
+//! The operator commands against a real server: approve, list the unknown queue, reconcile,
+//! resolve and halt through `steward approvals|effects|invocations|actions|environment`, with
+//! the provider's writes counted at the fixture and `--json` parsed.
+
+use crate::approvals::gated_world;
+use crate::harness::*;
+use serde_json::Value;
+use steward_fixture::{FaultMode, FaultPlan};
+
+/// What one run of the CLI printed.
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> Value {
+        assert!(self.ok, "the command failed: {}", self.stderr);
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("--json output does not parse ({e}): {}", self.stdout))
+    }
+}
+
+/// Runs `steward ARGS` against `server` with `key`, as an operator would from a terminal.
+async fn cli(server: &Server, key: &str, args: &[&str]) -> Ran {
+    let out = tokio::process::Command::new(steward_bin())
+        .args(args)
+        .env("STEWARD_SERVER", &server.url)
+        .env("STEWARD_API_KEY", key)
+        .env_remove("STEWARD_DATA")
+        .output()
+        .await
+        .expect("the CLI runs");
+    Ran {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_from_the_cli_and_the_call_runs_once_but_never_by_its_requester() {
+    let w = gated_world(&[]).await;
+    let (agent_key, operator_key) = (
+        w.server.keys("test", "agent"),
+        w.server.keys("test", "operator"),
+    );
+    let agent = Api::new(&w.server, &agent_key);
+    let parked = agent
+        .invoke("refund", refund_input(1), Some("cli-1"), None)
+        .await;
+    assert_eq!(parked.status, 202, "{:?}", parked.body);
+    let approval = parked.data()["approvalId"].as_str().unwrap().to_string();
+
+    let listed = cli(&w.server, &operator_key, &["approvals", "list", "--json"])
+        .await
+        .json();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![approval.as_str()]);
+    let table = cli(&w.server, &operator_key, &["approvals", "list"]).await;
+    assert!(
+        table.ok && table.stdout.starts_with("ID "),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains(&approval) && table.stdout.contains("0/1"),
+        "{}",
+        table.stdout
+    );
+
+    // The key that asked cannot decide; nothing runs.
+    let own = cli(&w.server, &agent_key, &["approvals", "approve", &approval]).await;
+    assert!(
+        !own.ok,
+        "the requester approved its own call: {}",
+        own.stdout
+    );
+    assert!(own.stderr.contains("HTTP 403"), "{}", own.stderr);
+    assert_eq!(w.fixture.write_count(), 0);
+
+    let approved = cli(
+        &w.server,
+        &operator_key,
+        &[
+            "approvals",
+            "approve",
+            &approval,
+            "--note",
+            "checked",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(approved["status"], "approved", "{approved}");
+    assert_eq!(approved["decisions"][0]["note"], "checked");
+    assert!(
+        eventually(std::time::Duration::from_secs(20), || w
+            .fixture
+            .write_count()
+            == 1)
+        .await
+    );
+    // Deciding again (the same person, or a denial after the fact) dispatches nothing more.
+    let _ = cli(
+        &w.server,
+        &operator_key,
+        &["approvals", "approve", &approval],
+    )
+    .await;
+    let late = cli(&w.server, &operator_key, &["approvals", "deny", &approval]).await;
+    assert!(
+        !late.ok,
+        "a denial after approval was accepted: {}",
+        late.stdout
+    );
+    assert!(
+        late.stderr.contains("already approved; your deny changed nothing"),
+        "{}",
+        late.stderr
+    );
+    assert_eq!(w.fixture.write_count(), 1, "approved once, dispatched once");
+
+    let shown = cli(&w.server, &operator_key, &["approvals", "show", &approval]).await;
+    assert!(
+        shown.ok && shown.stdout.contains("approved") && shown.stdout.contains("checked"),
+        "{}",
+        shown.stdout
+    );
+    let invocations = cli(&w.server, &operator_key, &["invocations", "list", "--json"])
+        .await
+        .json();
+    assert_eq!(invocations[0]["status"], "succeeded", "{invocations}");
+    let actions = cli(&w.server, &operator_key, &["actions", "list", "--json"])
+        .await
+        .json();
+    assert_eq!(actions[0]["name"], "refund");
+    let action = cli(&w.server, &operator_key, &["actions", "show", "refund"]).await;
+    assert!(
+        action.ok && action.stdout.contains("VERSION"),
+        "{}",
+        action.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unknown_queue_is_listed_reconciled_and_resolved_from_the_cli_without_a_resend() {
+    let w = world(&[]).await;
+    let operator_key = w.server.keys("test", "operator");
+    let mut unknown = Vec::new();
+    for n in 1..=2 {
+        w.fixture
+            .set_faults(FaultPlan::new(FaultMode::DropAfterCommit));
+        let inv = w
+            .agent
+            .invoke("refund", refund_input(n), Some(&format!("cli-u{n}")), None)
+            .await;
+        assert_eq!(inv.data()["status"], "unknown", "{:?}", inv.body);
+        unknown.push(inv.data()["effectId"].as_str().unwrap().to_string());
+    }
+    assert_eq!(w.fixture.write_count(), 2);
+
+    let queue = cli(
+        &w.server,
+        &operator_key,
+        &["effects", "list", "--unresolved", "--json"],
+    )
+    .await
+    .json();
+    let mut queued: Vec<String> = queue
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    queued.sort();
+    let mut expected = unknown.clone();
+    expected.sort();
+    assert_eq!(queued, expected);
+
+    let reconciled = cli(
+        &w.server,
+        &operator_key,
+        &["effects", "reconcile", &unknown[0], "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(reconciled["outcome"], "succeeded", "{reconciled}");
+    assert_eq!(w.fixture.write_count(), 2, "a reconcile only reads");
+
+    let resolved = cli(
+        &w.server,
+        &operator_key,
+        &[
+            "effects",
+            "resolve",
+            &unknown[1],
+            "--outcome",
+            "succeeded",
+            "--reason",
+            "seen in the provider's dashboard",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(resolved["outcome"], "succeeded", "{resolved}");
+    let operator_id = Api::new(&w.server, &operator_key)
+        .get("/auth/identity")
+        .await
+        .data()["apiKeyId"]
+        .clone();
+    let last = resolved["evidence"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["kind"], "manual_resolution");
+    assert_eq!(
+        last["actorKeyId"], operator_id,
+        "attributed to the operator who resolved it"
+    );
+    assert_eq!(w.fixture.write_count(), 2, "resolving sends nothing");
+    let shown = cli(&w.server, &operator_key, &["effects", "show", &unknown[1]]).await;
+    assert!(
+        shown.ok && shown.stdout.contains("manual_resolution"),
+        "{}",
+        shown.stdout
+    );
+    let left = cli(
+        &w.server,
+        &operator_key,
+        &["effects", "list", "--unresolved"],
+    )
+    .await;
+    assert!(left.ok && left.stdout.contains("(none)"), "{}", left.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kill_switch_from_the_cli_stops_the_next_call_until_resume() {
+    let w = world(&[]).await;
+    let operator_key = w.server.keys("test", "operator");
+    let halted = cli(
+        &w.server,
+        &operator_key,
+        &["environment", "halt", "--reason", "incident 42", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(halted["halted"], true);
+    assert_eq!(halted["haltReason"], "incident 42");
+    let refused = w
+        .agent
+        .invoke("refund", refund_input(1), Some("cli-h"), None)
+        .await;
+    assert_eq!(refused.status, 409, "{:?}", refused.body);
+    assert_eq!(refused.code(), "environment_halted");
+    let shown = cli(&w.server, &operator_key, &["environment", "show"]).await;
+    assert!(
+        shown.ok && shown.stdout.contains("incident 42"),
+        "{}",
+        shown.stdout
+    );
+    let resumed = cli(
+        &w.server,
+        &operator_key,
+        &["environment", "resume", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(resumed["halted"], false);
+    let ran = w
+        .agent
+        .invoke("refund", refund_input(1), Some("cli-h"), None)
+        .await;
+    assert_eq!(ran.data()["status"], "succeeded", "{:?}", ran.body);
+    assert_eq!(w.fixture.write_count(), 1);
+    // Without a key the CLI says what to set.
+    let no_key = cli(&w.server, "", &["environment", "show"]).await;
+    assert!(
+        !no_key.ok && no_key.stderr.contains("STEWARD_API_KEY"),
+        "{}",
+        no_key.stderr
+    );
+}
