@@ -64,3 +64,190 @@ pub(crate) fn effect_change(
     }
     Ok(Some(change))
 }
+
+/// What a ballot on an approval comes to, decided once for every backend from the approval as
+/// read in the decision's transaction. The backend writes what it says.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DecisionPlan {
+    /// The requester tried to decide its own request: refused, nothing written.
+    SelfDecision,
+    /// Settled already, or this key decided before: nothing written.
+    Unchanged,
+    /// The approval ran out before the ballot: it expires (and its effect with it) instead.
+    Expire,
+    /// Record the ballot, then settle the approval and move its effect as given.
+    Record {
+        /// The wire word of the decision (`approve`, `deny`).
+        word: &'static str,
+        /// The audit event's `after` of the ballot.
+        audit: serde_json::Value,
+        /// The approval's status after the ballot; `Pending` leaves it open (N of M).
+        status: steward_core::ApprovalStatus,
+        /// The parked effect's event and its evidence message, when the approval settled.
+        effect: Option<(EffectEvent, String)>,
+        /// The approval released its invocation: the deciding replica takes the effect over
+        /// and dispatches it.
+        releases: bool,
+    },
+}
+
+/// The plan for `key` casting `decision` on `a` at `now` (`steward_core::cast` on the
+/// approval's tally and the key's ballot).
+pub(crate) fn plan_decision(
+    a: &ApprovalRecord,
+    key: &steward_core::KeyId,
+    decision: steward_core::Decision,
+    note: Option<&str>,
+    now: steward_core::Millis,
+) -> DecisionPlan {
+    use steward_core::{cast, Ballot, Decision, Tally, Verdict};
+    let tally = Tally {
+        status: a.status,
+        approvals: a
+            .decisions
+            .iter()
+            .filter(|d| d.decision == Decision::Approve)
+            .count() as u32,
+        required: a.required_approvals,
+        expired: a.expires_at.is_some_and(|t| t <= now),
+    };
+    let ballot = Ballot {
+        decision,
+        is_requester: &a.requested_by == key,
+        already_voted: a.decisions.iter().any(|d| &d.key == key),
+    };
+    match cast(tally, ballot) {
+        Verdict::SelfDecision => DecisionPlan::SelfDecision,
+        Verdict::AlreadySettled | Verdict::AlreadyVoted => DecisionPlan::Unchanged,
+        Verdict::Expires => DecisionPlan::Expire,
+        Verdict::Recorded { status, effect } => {
+            let word = match decision {
+                Decision::Approve => "approve",
+                Decision::Deny => "deny",
+            };
+            DecisionPlan::Record {
+                word,
+                audit: json!({"decision": word, "note": note}),
+                status,
+                effect: effect.map(|event| (event, format!("{word}d by {key}"))),
+                releases: effect == Some(EffectEvent::Approve),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_core::{
+        ApprovalId, ApprovalStatus, Decision, EffectId, EnvironmentId, KeyId, Millis,
+    };
+
+    fn approval(required: u32, approvals: &[&str], expires_at: Option<i64>) -> ApprovalRecord {
+        ApprovalRecord {
+            id: ApprovalId::from_unique("a"),
+            env_id: EnvironmentId::from_unique("e"),
+            status: ApprovalStatus::Pending,
+            title: "t".into(),
+            description: None,
+            payload: json!({}),
+            invocation_id: None,
+            effect_id: Some(EffectId::from_unique("f")),
+            action_id: None,
+            action_version: None,
+            input_fingerprint: None,
+            requested_by: KeyId::from_unique("requester"),
+            required_approvals: required,
+            decisions: approvals
+                .iter()
+                .map(|k| crate::records::DecisionRecord {
+                    key: KeyId::from_unique(k),
+                    decision: Decision::Approve,
+                    note: None,
+                    at: Millis(1),
+                })
+                .collect(),
+            decision_origin: None,
+            decided_at: None,
+            expires_at: expires_at.map(Millis),
+            run_id: None,
+            created_at: Millis(0),
+        }
+    }
+
+    #[test]
+    fn the_last_approver_needed_releases_the_invocation_and_an_earlier_one_does_not() {
+        let key = KeyId::from_unique("b");
+        let first = plan_decision(
+            &approval(2, &[], None),
+            &key,
+            Decision::Approve,
+            None,
+            Millis(5),
+        );
+        assert!(matches!(
+            first,
+            DecisionPlan::Record {
+                status: ApprovalStatus::Pending,
+                effect: None,
+                releases: false,
+                ..
+            }
+        ));
+        let last = plan_decision(
+            &approval(2, &["a"], None),
+            &key,
+            Decision::Approve,
+            Some("ok"),
+            Millis(5),
+        );
+        let DecisionPlan::Record {
+            word,
+            audit,
+            status,
+            effect,
+            releases,
+        } = last
+        else {
+            panic!("{last:?}")
+        };
+        assert_eq!(
+            (word, status, releases),
+            ("approve", ApprovalStatus::Approved, true)
+        );
+        assert_eq!(audit, json!({"decision": "approve", "note": "ok"}));
+        let (event, message) = effect.unwrap();
+        assert_eq!(event, EffectEvent::Approve);
+        assert!(message.starts_with("approved by key_"), "{message}");
+    }
+
+    #[test]
+    fn the_requester_a_repeat_voter_and_a_late_ballot_change_nothing_they_should_not() {
+        let a = approval(2, &["b"], Some(10));
+        let requester = KeyId::from_unique("requester");
+        assert_eq!(
+            plan_decision(&a, &requester, Decision::Approve, None, Millis(5)),
+            DecisionPlan::SelfDecision
+        );
+        let b = KeyId::from_unique("b");
+        assert_eq!(
+            plan_decision(&a, &b, Decision::Deny, None, Millis(5)),
+            DecisionPlan::Unchanged
+        );
+        let c = KeyId::from_unique("c");
+        assert_eq!(
+            plan_decision(&a, &c, Decision::Approve, None, Millis(10)),
+            DecisionPlan::Expire
+        );
+        let denied = plan_decision(&a, &c, Decision::Deny, None, Millis(5));
+        assert!(matches!(
+            denied,
+            DecisionPlan::Record {
+                status: ApprovalStatus::Denied,
+                effect: Some((EffectEvent::Deny, _)),
+                releases: false,
+                ..
+            }
+        ));
+    }
+}

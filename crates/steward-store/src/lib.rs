@@ -36,6 +36,8 @@ mod records;
 mod recovery;
 mod sqlite;
 mod store;
+mod submit;
+mod tally;
 
 pub use audit::{event_hash, verify_chain, ChainError, GENESIS_HASH};
 pub use error::{StoreError, StoreResult};

@@ -477,7 +477,7 @@ pub struct ApprovalFilter {
 }
 
 /// What recording an invoke request found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SubmitOutcome {
     /// A new invocation and effect were recorded.
     Created(InvocationRecord),

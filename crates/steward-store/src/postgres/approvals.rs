@@ -6,6 +6,7 @@ use super::audit_log::{append, Entry};
 use super::conn::Tx;
 use super::invocations::{change_effect, invocation};
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
+use crate::approval_change::DecisionPlan;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use serde_json::json;
@@ -246,38 +247,26 @@ pub(crate) async fn decide(
     let a = approval(tx, env, id)
         .await?
         .ok_or(StoreError::NotFound { what: "approval" })?;
-    let tally = Tally {
-        status: a.status,
-        approvals: a
-            .decisions
-            .iter()
-            .filter(|d| d.decision == Decision::Approve)
-            .count() as u32,
-        required: a.required_approvals,
-        expired: a.expires_at.is_some_and(|t| t <= now),
-    };
-    let ballot = Ballot {
-        decision,
-        is_requester: &a.requested_by == key,
-        already_voted: a.decisions.iter().any(|d| &d.key == key),
-    };
-    let (status, event) = match cast(tally, ballot) {
-        Verdict::SelfDecision => return Ok(DecideOutcome::SelfDecision),
-        Verdict::AlreadySettled | Verdict::AlreadyVoted => return Ok(DecideOutcome::Unchanged(a)),
-        Verdict::Expires => {
-            expire_one(tx, &a, now).await?;
-            return Ok(DecideOutcome::Expired(
-                approval(tx, env, id)
-                    .await?
-                    .ok_or(StoreError::NotFound { what: "approval" })?,
-            ));
-        }
-        Verdict::Recorded { status, effect } => (status, effect),
-    };
-    let word = match decision {
-        Decision::Approve => "approve",
-        Decision::Deny => "deny",
-    };
+    let (word, audit, status, effect, releases) =
+        match crate::approval_change::plan_decision(&a, key, decision, note, now) {
+            DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
+            DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
+            DecisionPlan::Expire => {
+                expire_one(tx, &a, now).await?;
+                return Ok(DecideOutcome::Expired(
+                    approval(tx, env, id)
+                        .await?
+                        .ok_or(StoreError::NotFound { what: "approval" })?,
+                ));
+            }
+            DecisionPlan::Record {
+                word,
+                audit,
+                status,
+                effect,
+                releases,
+            } => (word, audit, status, effect, releases),
+        };
     tx.execute(
         "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES ($1, $2, $3, $4, $5)",
         &[&id.as_str(), &key.as_str(), &word, &note, &now.0],
@@ -292,7 +281,7 @@ pub(crate) async fn decide(
             kind: "approval.decision",
             subject: id.as_str(),
             before: None,
-            after: Some(json!({"decision": word, "note": note})),
+            after: Some(audit),
         },
     )
     .await?;
@@ -300,20 +289,20 @@ pub(crate) async fn decide(
     if status != ApprovalStatus::Pending {
         settle(tx, &a, status, "human", &actor).await?;
     }
-    if let Some(event) = event {
-        move_effect(tx, &a, event, format!("{word}d by {key}"), &actor).await?;
-        if event == EffectEvent::Approve {
-            if let Some(effect) = &a.effect_id {
-                // The deciding replica dispatches the released effect: it owns it now.
-                tx.execute(
-                    "UPDATE effects SET owner = $1 WHERE id = $2",
-                    &[&replica.as_str(), &effect.as_str()],
-                )
-                .await?;
-            }
-            if let Some(inv) = &a.invocation_id {
-                ready = invocation(tx, env, inv).await?.map(Box::new);
-            }
+    if let Some((event, message)) = effect {
+        move_effect(tx, &a, event, message, &actor).await?;
+    }
+    if releases {
+        if let Some(effect) = &a.effect_id {
+            // The deciding replica dispatches the released effect: it owns it now.
+            tx.execute(
+                "UPDATE effects SET owner = $1 WHERE id = $2",
+                &[&replica.as_str(), &effect.as_str()],
+            )
+            .await?;
+        }
+        if let Some(inv) = &a.invocation_id {
+            ready = invocation(tx, env, inv).await?.map(Box::new);
         }
     }
     announce(tx, id).await?;

@@ -5,10 +5,11 @@ use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
+use crate::submit::{verdict, Facts, Verdict};
 use serde_json::{json, Value};
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis,
-    OperationKey, Rejection,
+    OperationKey,
 };
 
 pub(crate) async fn invocation(
@@ -70,53 +71,26 @@ pub(crate) async fn must_invocation(
         .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
-/// Records an invoke request. Behind the write lock (`Store::submit`), each check below sees
-/// every submission committed before it and no other submission can commit in between: the
-/// unique indexes on the operation key, the retried invocation and the idempotency key are the
-/// second check. Without it (`submit_and_begin`, `Mode::WriteLate`) the unique indexes decide
-/// between concurrent submissions: the loser's insert fails, and its transaction runs again and
-/// finds the winner's row with the checks below.
-pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
+/// What [`verdict`] needs to decide a submission, read in its transaction.
+async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
     let env = &s.env_id;
+    let mut facts = Facts::default();
     if let Some(key) = &s.idempotency_key {
-        if let Some(earlier) = super::idempotency::earlier(tx, env, &s.actor, key).await? {
-            return Ok(earlier.outcome(&s.request_fingerprint));
+        facts.earlier = super::idempotency::earlier(tx, env, &s.actor, key).await?;
+        if facts.settled_by_earlier() {
+            return Ok(facts);
         }
     }
     if let Some(prior) = &s.retry_of {
-        match invocation(tx, env, prior).await? {
-            None => return Ok(SubmitOutcome::RetryOfNotFound),
-            Some(p)
-                if !matches!(
-                    p.state,
-                    EffectState::Failed
-                        | EffectState::Rejected {
-                            reason: Rejection::Refused
-                        }
-                ) =>
-            {
-                return Ok(SubmitOutcome::RetryOfNotFailed { state: p.state })
-            }
-            Some(_) => {}
-        }
-        let earlier = tx
+        facts.retried = Some(invocation(tx, env, prior).await?);
+        let retry = tx
             .query_first(
-                "SELECT id, input_fingerprint FROM invocations WHERE env_id = $1 AND retry_of = $2",
+                "SELECT id FROM invocations WHERE env_id = $1 AND retry_of = $2",
                 &[&env.as_str(), &prior.as_str()],
             )
             .await?;
-        if let Some(row) = earlier {
-            let found = must_invocation(tx, env, col(&row, 0)?).await?;
-            let fingerprint: &str = col(&row, 1)?;
-            if fingerprint != s.input_fingerprint || found.action_id != s.action.id {
-                return Ok(SubmitOutcome::RetryOfTaken {
-                    invocation_id: found.id,
-                });
-            }
-            if let Some(key) = &s.idempotency_key {
-                record_invoke_key(tx, s, key, &found.id, "done").await?;
-            }
-            return Ok(SubmitOutcome::Existing(found));
+        if let Some(row) = retry {
+            facts.existing_retry = Some(must_invocation(tx, env, col(&row, 0)?).await?);
         }
     }
     if let Some(op) = &s.operation_key {
@@ -128,25 +102,37 @@ pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOut
             )
             .await?;
         if let Some(row) = existing {
+            let effect_id = rows::id(&row, 0, EffectId::parse)?;
             let found = must_invocation(tx, env, col(&row, 1)?).await?;
-            if found.input_fingerprint != s.input_fingerprint {
-                return Ok(SubmitOutcome::OperationKeyConflict {
-                    effect_id: rows::id(&row, 0, EffectId::parse)?,
-                    invocation_id: found.id,
-                });
-            }
+            facts.by_operation_key = Some((effect_id, found));
+        }
+    }
+    Ok(facts)
+}
+
+/// Records an invoke request. Behind the write lock (`Store::submit`), each check below sees
+/// every submission committed before it and no other submission can commit in between: the
+/// unique indexes on the operation key, the retried invocation and the idempotency key are the
+/// second check. Without it (`submit_and_begin`, `Mode::WriteLate`) the unique indexes decide
+/// between concurrent submissions: the loser's insert fails, and its transaction runs again and
+/// finds the winner's row with the checks below.
+pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
+    match verdict(s, facts(tx, s).await?) {
+        Verdict::Answer(outcome) => return Ok(outcome),
+        Verdict::Existing(found) => {
             if let Some(key) = &s.idempotency_key {
                 record_invoke_key(tx, s, key, &found.id, "done").await?;
             }
             return Ok(SubmitOutcome::Existing(found));
         }
+        Verdict::Create => {}
     }
     insert_new(tx, s).await?;
     if let Some(key) = &s.idempotency_key {
         record_invoke_key(tx, s, key, &s.invocation_id, "in_progress").await?;
     }
     Ok(SubmitOutcome::Created(
-        must_invocation(tx, env, s.invocation_id.as_str()).await?,
+        must_invocation(tx, &s.env_id, s.invocation_id.as_str()).await?,
     ))
 }
 

@@ -5,6 +5,7 @@ use super::audit_log::{append, Entry};
 use super::conn::{unavailable, CachedQuery};
 use super::invocations::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
+use crate::approval_change::DecisionPlan;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use rusqlite::{params, Connection, Row, Transaction};
@@ -244,36 +245,24 @@ pub(crate) fn decide(
     replica: &ReplicaId,
 ) -> StoreResult<DecideOutcome> {
     let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-    let tally = Tally {
-        status: a.status,
-        approvals: a
-            .decisions
-            .iter()
-            .filter(|d| d.decision == Decision::Approve)
-            .count() as u32,
-        required: a.required_approvals,
-        expired: a.expires_at.is_some_and(|t| t <= now),
-    };
-    let ballot = Ballot {
-        decision,
-        is_requester: &a.requested_by == key,
-        already_voted: a.decisions.iter().any(|d| &d.key == key),
-    };
-    let (status, event) = match cast(tally, ballot) {
-        Verdict::SelfDecision => return Ok(DecideOutcome::SelfDecision),
-        Verdict::AlreadySettled | Verdict::AlreadyVoted => return Ok(DecideOutcome::Unchanged(a)),
-        Verdict::Expires => {
-            expire_one(tx, &a, now)?;
-            return Ok(DecideOutcome::Expired(
-                approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?,
-            ));
-        }
-        Verdict::Recorded { status, effect } => (status, effect),
-    };
-    let word = match decision {
-        Decision::Approve => "approve",
-        Decision::Deny => "deny",
-    };
+    let (word, audit, status, effect, releases) =
+        match crate::approval_change::plan_decision(&a, key, decision, note, now) {
+            DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
+            DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
+            DecisionPlan::Expire => {
+                expire_one(tx, &a, now)?;
+                return Ok(DecideOutcome::Expired(
+                    approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?,
+                ));
+            }
+            DecisionPlan::Record {
+                word,
+                audit,
+                status,
+                effect,
+                releases,
+            } => (word, audit, status, effect, releases),
+        };
     super::conn::execute_cached(
         tx,
         "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -289,28 +278,28 @@ pub(crate) fn decide(
             kind: "approval.decision",
             subject: id.as_str(),
             before: None,
-            after: Some(json!({"decision": word, "note": note})),
+            after: Some(audit),
         },
     )?;
     let mut ready = None;
     if status != ApprovalStatus::Pending {
         settle(tx, &a, status, "human", &actor)?;
     }
-    if let Some(event) = event {
-        move_effect(tx, &a, event, format!("{word}d by {key}"), &actor)?;
-        if event == EffectEvent::Approve {
-            if let Some(effect) = &a.effect_id {
-                // The deciding replica dispatches the released effect: it owns it now.
-                super::conn::execute_cached(
-                    tx,
-                    "UPDATE effects SET owner = ?1 WHERE id = ?2",
-                    params![replica.as_str(), effect.as_str()],
-                )
-                .map_err(unavailable)?;
-            }
-            if let Some(inv) = &a.invocation_id {
-                ready = invocation(tx, env, inv)?.map(Box::new);
-            }
+    if let Some((event, message)) = effect {
+        move_effect(tx, &a, event, message, &actor)?;
+    }
+    if releases {
+        if let Some(effect) = &a.effect_id {
+            // The deciding replica dispatches the released effect: it owns it now.
+            super::conn::execute_cached(
+                tx,
+                "UPDATE effects SET owner = ?1 WHERE id = ?2",
+                params![replica.as_str(), effect.as_str()],
+            )
+            .map_err(unavailable)?;
+        }
+        if let Some(inv) = &a.invocation_id {
+            ready = invocation(tx, env, inv)?.map(Box::new);
         }
     }
     let approval = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;

@@ -5,11 +5,12 @@ use super::conn::{unavailable, CachedQuery};
 use super::rows::{self, query_all, query_one};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
+use crate::submit::{verdict, Facts, Verdict};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::{json, Value};
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId,
-    OperationKey, Rejection,
+    OperationKey,
 };
 
 pub(crate) fn invocation(
@@ -72,49 +73,27 @@ pub(crate) fn must_invocation(
     invocation(conn, env, &id)?.ok_or(StoreError::NotFound { what: "invocation" })
 }
 
-pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
+/// What [`verdict`] needs to decide a submission, read in its transaction.
+fn facts(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Facts> {
     let env = &s.env_id;
+    let mut facts = Facts::default();
     if let Some(key) = &s.idempotency_key {
-        if let Some(earlier) = super::idempotency::earlier(tx, env, &s.actor, key)? {
-            return Ok(earlier.outcome(&s.request_fingerprint));
+        facts.earlier = super::idempotency::earlier(tx, env, &s.actor, key)?;
+        if facts.settled_by_earlier() {
+            return Ok(facts);
         }
     }
     if let Some(prior) = &s.retry_of {
-        match invocation(tx, env, prior)? {
-            None => return Ok(SubmitOutcome::RetryOfNotFound),
-            Some(p)
-                if !matches!(
-                    p.state,
-                    EffectState::Failed
-                        | EffectState::Rejected {
-                            reason: Rejection::Refused
-                        }
-                ) =>
-            {
-                return Ok(SubmitOutcome::RetryOfNotFailed { state: p.state })
-            }
-            Some(_) => {}
-        }
-        let earlier: Option<(String, String)> = tx
+        facts.retried = Some(invocation(tx, env, prior)?);
+        let retry: Option<String> = tx
             .query_row_cached(
-                "SELECT id, input_fingerprint FROM invocations WHERE env_id = ?1 AND retry_of = ?2",
+                "SELECT id FROM invocations WHERE env_id = ?1 AND retry_of = ?2",
                 params![env.as_str(), prior.as_str()],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| r.get(0),
             )
             .optional()
             .map_err(unavailable)?;
-        if let Some((id, fingerprint)) = earlier {
-            let found = must_invocation(tx, env, &id)?;
-            if fingerprint != s.input_fingerprint || found.action_id != s.action.id {
-                return Ok(SubmitOutcome::RetryOfTaken {
-                    invocation_id: found.id,
-                });
-            }
-            if let Some(key) = &s.idempotency_key {
-                record_invoke_key(tx, s, key, &found.id, "done")?;
-            }
-            return Ok(SubmitOutcome::Existing(found));
-        }
+        facts.existing_retry = retry.map(|id| must_invocation(tx, env, &id)).transpose()?;
     }
     if let Some(op) = &s.operation_key {
         let existing: Option<(String, String)> = tx
@@ -127,19 +106,24 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
             .optional()
             .map_err(unavailable)?;
         if let Some((effect_id, invocation_id)) = existing {
-            let found = must_invocation(tx, env, &invocation_id)?;
-            if found.input_fingerprint != s.input_fingerprint {
-                return Ok(SubmitOutcome::OperationKeyConflict {
-                    effect_id: EffectId::parse(&effect_id)
-                        .map_err(|e| rows::corrupt("effect id", e))?,
-                    invocation_id: found.id,
-                });
-            }
+            let effect_id =
+                EffectId::parse(&effect_id).map_err(|e| rows::corrupt("effect id", e))?;
+            facts.by_operation_key = Some((effect_id, must_invocation(tx, env, &invocation_id)?));
+        }
+    }
+    Ok(facts)
+}
+
+pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
+    match verdict(s, facts(tx, s)?) {
+        Verdict::Answer(outcome) => return Ok(outcome),
+        Verdict::Existing(found) => {
             if let Some(key) = &s.idempotency_key {
                 record_invoke_key(tx, s, key, &found.id, "done")?;
             }
             return Ok(SubmitOutcome::Existing(found));
         }
+        Verdict::Create => {}
     }
     insert_new(tx, s)?;
     if let Some(key) = &s.idempotency_key {
@@ -147,7 +131,7 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
     }
     Ok(SubmitOutcome::Created(must_invocation(
         tx,
-        env,
+        &s.env_id,
         s.invocation_id.as_str(),
     )?))
 }

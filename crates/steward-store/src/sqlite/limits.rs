@@ -8,10 +8,10 @@ use super::rows::{self, col, query_all, query_one};
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
 use crate::records::Actor;
+use crate::tally::{reserved, reserved_audit, tally, Tally};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde_json::json;
-use std::collections::BTreeMap;
-use steward_core::impact::{check, reservation_after, LimitSpec, Period, ReservationState, Usage};
+use steward_core::impact::{reservation_after, LimitSpec, Period, ReservationState, Usage};
 use steward_core::{EffectId, EffectState, EnvironmentId, LimitId, Millis};
 
 const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
@@ -217,57 +217,33 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
     }
     let now = r.actor.now;
     let limits = list(tx, &r.env_id, false, now)?;
-    // Per limit: its status and what this effect asks of it so far (a limit may cap more than
-    // one of the effect's quantities only if they share a unit; their sum must fit).
-    let mut asked: BTreeMap<LimitId, (LimitStatus, i64)> = BTreeMap::new();
-    for quantity in &r.quantities {
-        for status in limits
-            .iter()
-            .filter(|s| s.limit.spec.applies(&r.action_name, quantity))
-        {
-            let entry = asked
-                .entry(status.limit.id.clone())
-                .or_insert_with(|| (status.clone(), 0));
-            let mut usage = entry.0.usage;
-            usage.reserved = usage.reserved.saturating_add(entry.1);
-            match check(status.limit.spec.amount, usage, quantity) {
-                Ok(amount) => entry.1 += amount,
-                Err(refusal) => {
-                    append(
-                        tx,
-                        &r.actor,
-                        Entry {
-                            env: Some(r.env_id.as_str()),
-                            kind: "impact.refused",
-                            subject: r.effect_id.as_str(),
-                            before: None,
-                            after: Some(json!({
-                                "limitId": status.limit.id, "refusal": format!("{refusal:?}"),
-                                "available": usage.available(status.limit.spec.amount),
-                            })),
-                        },
-                    )?;
-                    return Ok(ReserveOutcome::Refused {
-                        limit_id: status.limit.id.clone(),
-                        limit_name: status.limit.spec.name.clone(),
-                        refusal,
-                    });
-                }
-            }
+    let holds = match tally(r, &limits) {
+        Tally::Reserve(holds) => holds,
+        Tally::Refuse { audit, outcome } => {
+            append(
+                tx,
+                &r.actor,
+                Entry {
+                    env: Some(r.env_id.as_str()),
+                    kind: "impact.refused",
+                    subject: r.effect_id.as_str(),
+                    before: None,
+                    after: Some(audit),
+                },
+            )?;
+            return Ok(outcome);
         }
-    }
-    let mut reserved = Vec::new();
-    for (id, (status, amount)) in asked {
+    };
+    for hold in &holds {
         super::conn::execute_cached(
-        tx,
+            tx,
             "INSERT INTO impact_reservations (limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, 'reserved', ?6, ?6)",
-            params![id.as_str(), r.effect_id.as_str(), r.env_id.as_str(), amount, status.window_start.0, now.0],
+            params![hold.limit.as_str(), r.effect_id.as_str(), r.env_id.as_str(), hold.amount, hold.window_start.0, now.0],
         )
         .map_err(unavailable)?;
-        reserved.push((id, amount));
     }
-    if !reserved.is_empty() {
+    if let Some(audit) = reserved_audit(&holds) {
         append(
             tx,
             &r.actor,
@@ -276,14 +252,11 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
                 kind: "impact.reserved",
                 subject: r.effect_id.as_str(),
                 before: None,
-                after: Some(json!({"reservations": reserved
-                    .iter()
-                    .map(|(id, amount)| json!({"limitId": id, "amount": amount}))
-                    .collect::<Vec<_>>()})),
+                after: Some(audit),
             },
         )?;
     }
-    Ok(ReserveOutcome::Reserved(reserved))
+    Ok(reserved(holds))
 }
 
 /// Settles an effect's reservations for its move to `to`, inside the move's transaction:

@@ -182,6 +182,25 @@ pub async fn operation_key_with_other_input_conflicts(store: Arc<dyn Store>) {
         env.invocation(&original.id).await.input,
         json!({"charge": "ch_1", "amount": 500})
     );
+    // The key finds its invocation, and only in its own action and environment.
+    let found = store
+        .invocation_by_operation_key(&env.id, &action.id, &op("order-7"))
+        .await
+        .expect("by operation key");
+    assert_eq!(found.map(|i| i.id), Some(original.id.clone()));
+    for (env_id, key) in [
+        (&env.id, op("order-8")),
+        (
+            &Env::new(&store, "opconflict-other").await.id,
+            op("order-7"),
+        ),
+    ] {
+        let none = store
+            .invocation_by_operation_key(env_id, &action.id, &key)
+            .await
+            .expect("by operation key");
+        assert!(none.is_none(), "{none:?}");
+    }
 
     // Key order in the input does not make it "different": the fingerprint is canonical.
     let mut reordered = env.submission(&action, json!({"amount": 500, "charge": "ch_1"}));
