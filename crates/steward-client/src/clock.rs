@@ -3,6 +3,7 @@
 use steward_core::Millis;
 
 /// Milliseconds since the Unix epoch, now.
+#[allow(clippy::disallowed_methods)] // this module is the client's one clock
 pub(crate) fn now() -> Millis {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -11,6 +12,7 @@ pub(crate) fn now() -> Millis {
 }
 
 /// A fresh unique suffix for an operation id (a ULID, lower-cased).
+#[allow(clippy::disallowed_methods)] // this module is the client's one id source
 pub(crate) fn unique() -> String {
     ulid::Ulid::new().to_string().to_ascii_lowercase()
 }

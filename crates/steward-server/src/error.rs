@@ -111,6 +111,7 @@ impl From<StoreError> for ApiError {
                 "this environment is halted; nothing was sent",
             ),
             StoreError::Corrupt(_) => ApiError::internal("corrupt record", &err),
+            StoreError::IllegalTransition { .. } => ApiError::internal("illegal transition", &err),
         }
     }
 }

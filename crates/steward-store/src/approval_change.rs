@@ -1,10 +1,10 @@
 //! What an approval decision does to the effect it parked, the same in every backend: each
 //! backend applies the change in the decision's own transaction.
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::StoreResult;
 use crate::records::{Actor, ApprovalRecord, EffectChange, NewEvidence};
 use serde_json::json;
-use steward_core::{next, EffectEvent, EffectState};
+use steward_core::{EffectEvent, EffectState};
 
 /// Why the system cancels the approvals parked on an action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,18 +44,17 @@ pub(crate) fn effect_change(
     let Some(effect) = &a.effect_id else {
         return Ok(None);
     };
-    let (to, _) = next(EffectState::AwaitingApproval, event)
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let mut change = EffectChange::new(
+    let evidence =
+        NewEvidence::new("approval", "approval", message).with_data(json!({"approvalId": a.id}));
+    let mut change = EffectChange::of(
         &a.env_id,
         effect,
         EffectState::AwaitingApproval,
-        to,
+        event,
+        evidence,
         actor.clone(),
-    );
-    change.evidence = Some(
-        NewEvidence::new("approval", "approval", message).with_data(json!({"approvalId": a.id})),
-    );
+    )?;
+    let to = change.to;
     if to != EffectState::Ready {
         change.error = Some(json!({
             "code": format!("approval_{}", to.invocation_status().as_str()),

@@ -1,4 +1,4 @@
-use steward_core::EffectState;
+use steward_core::{EffectId, EffectState, EnvironmentId};
 
 /// Storage errors. Every backend maps its own failures onto these variants, so callers (and the
 /// conformance suite) see the same error for the same situation everywhere.
@@ -30,6 +30,16 @@ pub enum StoreError {
     /// sent. Returned by `change_effect` for `AttemptChange::Begin`.
     #[error("the environment is halted")]
     Halted,
+    /// A change asked for a move no event of the effect's rules makes (`steward_core::is_legal`):
+    /// a bug in the caller, refused before anything is written.
+    #[error("effect {effect} in environment {env} cannot take {step} from `{}`", from.name())]
+    IllegalTransition {
+        env: EnvironmentId,
+        effect: EffectId,
+        from: EffectState,
+        /// The event or the move that was refused, e.g. `the event Approve`, `a move to `failed``.
+        step: String,
+    },
     /// Stored data could not be decoded: a bug or corruption, never user input.
     #[error("corrupt record: {0}")]
     Corrupt(String),

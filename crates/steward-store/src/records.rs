@@ -542,6 +542,43 @@ pub struct EffectChange {
 }
 
 impl EffectChange {
+    /// The change `event` makes to an effect read in state `from`, decided by the effect's
+    /// rules (`steward_core::next`), with `evidence` saying why. The attempt, the answer and the
+    /// reference are the caller's to add. An event the rules do not allow from `from` is an
+    /// error naming the effect and its environment: the caller read a state it did not expect.
+    pub fn of(
+        env_id: &EnvironmentId,
+        effect_id: &EffectId,
+        from: EffectState,
+        event: steward_core::EffectEvent,
+        evidence: NewEvidence,
+        actor: Actor,
+    ) -> Result<Self, crate::StoreError> {
+        let (to, _work) =
+            steward_core::next(from, event).map_err(|_| crate::StoreError::IllegalTransition {
+                env: env_id.clone(),
+                effect: effect_id.clone(),
+                from,
+                step: format!("the event {event:?}"),
+            })?;
+        let mut change = Self::new(env_id, effect_id, from, to, actor);
+        change.evidence = Some(evidence);
+        Ok(change)
+    }
+
+    /// Refuses a move no event makes; every backend calls this before it writes the change.
+    pub(crate) fn check_legal(&self) -> Result<(), crate::StoreError> {
+        if steward_core::is_legal(self.from, self.to) {
+            return Ok(());
+        }
+        Err(crate::StoreError::IllegalTransition {
+            env: self.env_id.clone(),
+            effect: self.effect_id.clone(),
+            from: self.from,
+            step: format!("a move to `{}`", self.to.name()),
+        })
+    }
+
     pub fn new(
         env_id: &EnvironmentId,
         effect_id: &EffectId,

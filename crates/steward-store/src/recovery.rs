@@ -3,7 +3,7 @@
 
 use crate::records::*;
 use serde_json::json;
-use steward_core::{next, EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId};
+use steward_core::{EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId};
 
 /// An effect in flight (`ready` or `dispatching`) whose owner is dead for the sweep.
 #[derive(Debug, Clone)]
@@ -37,42 +37,49 @@ pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
     let data = json!({"owner": orphan.owner, "recoveredBy": sweep.replica});
     match orphan.state {
         EffectState::Dispatching => {
-            let (to, _) = next(EffectState::Dispatching, EffectEvent::Restarted)
-                .expect("dispatching takes Restarted");
-            let mut change =
-                EffectChange::new(&orphan.env, &orphan.effect, orphan.state, to, actor);
+            let evidence = NewEvidence::new(
+                "restart",
+                "steward",
+                "The Steward process that recorded this attempt stopped while it was in \
+                 flight: the provider may have acted. Marked unknown; nothing was re-sent. \
+                 Reconcile to settle it.",
+            )
+            .with_data(data);
+            let mut change = EffectChange::of(
+                &orphan.env,
+                &orphan.effect,
+                orphan.state,
+                EffectEvent::Restarted,
+                evidence,
+                actor,
+            )
+            .expect("the sweep reads dispatching, which takes Restarted");
             change.attempt = Some(AttemptChange::Finish {
                 number: orphan.attempts,
                 response_status: None,
                 error: Some("Steward stopped while this attempt was in flight".into()),
             });
-            change.evidence = Some(
-                NewEvidence::new(
-                    "restart",
-                    "steward",
-                    "The Steward process that recorded this attempt stopped while it was in \
-                     flight: the provider may have acted. Marked unknown; nothing was re-sent. \
-                     Reconcile to settle it.",
-                )
-                .with_data(data),
-            );
             Settle::Change(Box::new(change))
         }
         EffectState::Ready if orphan.approved => Settle::TakeOver,
         EffectState::Ready => {
-            let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
-            let mut change =
-                EffectChange::new(&orphan.env, &orphan.effect, orphan.state, to, actor);
-            change.evidence = Some(
-                NewEvidence::new(
-                    "restart",
-                    "steward",
-                    "Steward stopped after accepting this invocation and before recording any \
-                     attempt: nothing was sent. Settled failed; start a new invocation with \
-                     retryOf to try again.",
-                )
-                .with_data(data),
-            );
+            let evidence = NewEvidence::new(
+                "restart",
+                "steward",
+                "Steward stopped after accepting this invocation and before recording any \
+                 attempt: nothing was sent. Settled failed; start a new invocation with \
+                 retryOf to try again.",
+            )
+            .with_data(data);
+            let mut change = EffectChange::of(
+                &orphan.env,
+                &orphan.effect,
+                orphan.state,
+                EffectEvent::Block,
+                evidence,
+                actor,
+            )
+            .expect("the sweep reads ready, which takes Block");
             change.error = Some(json!({
                 "code": "not_dispatched",
                 "message": "Steward stopped before dispatch; nothing was sent",

@@ -70,6 +70,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     invoke_idempotency_keys(store.clone()).await;
     invoke_idempotency_key_under_concurrency(store.clone()).await;
     effect_change_is_compare_and_set(store.clone()).await;
+    an_illegal_transition_is_refused_and_writes_nothing(store.clone()).await;
     effect_change_under_concurrency_moves_once(store.clone()).await;
     recover_settles_what_a_crash_left(store.clone()).await;
     retry_of_requires_a_settled_failure(store.clone()).await;
@@ -118,6 +119,7 @@ async fn assert_chain_intact(store: &Arc<dyn Store>) {
 }
 
 /// A string unique to this process run (and across runs sharing a database).
+#[allow(clippy::disallowed_methods)] // the run's tag must differ from earlier runs' on one database
 fn unique(tag: &str) -> String {
     static RUN: OnceLock<String> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -414,6 +416,7 @@ conformance_tests!(
     invoke_idempotency_keys,
     invoke_idempotency_key_under_concurrency,
     effect_change_is_compare_and_set,
+    an_illegal_transition_is_refused_and_writes_nothing,
     effect_change_under_concurrency_moves_once,
     recover_settles_what_a_crash_left,
     retry_of_requires_a_settled_failure,

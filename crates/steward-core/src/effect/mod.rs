@@ -12,4 +12,4 @@ mod transition;
 pub use event::{EffectEvent, ManualOutcome};
 pub use grade::Grade;
 pub use state::{EffectState, Outcome, Rejection, Stage};
-pub use transition::{next, IllegalTransition, Work};
+pub use transition::{is_legal, next, settlement, IllegalTransition, Work};

@@ -27,6 +27,32 @@ pub struct IllegalTransition {
     pub event: EffectEvent,
 }
 
+/// True when some event takes an effect from `from` to `to`: the check a store makes before it
+/// writes a change, so that a change built by hand cannot skip a step of the rules.
+pub fn is_legal(from: EffectState, to: EffectState) -> bool {
+    EffectEvent::ALL
+        .iter()
+        .any(|&event| matches!(next(from, event), Ok((after, _)) if after == to))
+}
+
+/// What a transition's work does to the effect's impact reservations: consumed, released, kept
+/// as exposure, or nothing.
+pub fn settlement(work: &[Work]) -> Option<crate::impact::ReservationState> {
+    use crate::impact::ReservationState as R;
+    let mut settles = work.iter().filter_map(|w| match w {
+        Work::ConsumeImpact => Some(R::Consumed),
+        Work::ReleaseImpact => Some(R::Released),
+        Work::QueueReconcile => Some(R::Exposure),
+        Work::RecordAttempt | Work::Send | Work::AppendEvidence => None,
+    });
+    let first = settles.next();
+    debug_assert!(
+        settles.next().is_none(),
+        "one settlement per transition: {work:?}"
+    );
+    first
+}
+
 /// The effect's rules: the state after `event`, and the work to do for it.
 ///
 /// Every legal pair is spelled out; illegal pairs are grouped per state so that adding an event
@@ -210,6 +236,52 @@ mod tests {
             legal, 20,
             "the number of legal pairs changed: update the table on purpose"
         );
+    }
+
+    #[test]
+    fn a_move_is_legal_exactly_when_some_event_makes_it() {
+        let mut legal = 0;
+        for from in EffectState::ALL {
+            for to in EffectState::ALL {
+                let made = EffectEvent::ALL
+                    .iter()
+                    .any(|&e| next(from, e).is_ok_and(|(after, _)| after == to));
+                assert_eq!(is_legal(from, to), made, "{from:?} -> {to:?}");
+                legal += usize::from(made);
+            }
+        }
+        assert_eq!(
+            legal, 16,
+            "the number of legal moves changed: update this on purpose"
+        );
+        assert!(!is_legal(
+            EffectState::Ready,
+            EffectState::Succeeded { confirmed: true }
+        ));
+        assert!(!is_legal(EffectState::Failed, EffectState::Dispatching));
+        assert!(is_legal(EffectState::Ready, EffectState::Dispatching));
+    }
+
+    #[test]
+    fn the_work_settles_reservations_as_the_state_reached_says() {
+        for state in EffectState::ALL {
+            for event in EffectEvent::ALL {
+                if let Ok((to, work)) = next(state, event) {
+                    let by_state = crate::impact::reservation_after(to);
+                    let by_work = settlement(&work);
+                    // A move into a state that holds nothing (ready, dispatching) settles
+                    // nothing; a move to a settled state settles by its work.
+                    if by_work.is_some() {
+                        assert_eq!(by_work, by_state, "{state:?} x {event:?}");
+                    } else {
+                        assert!(
+                            by_state.is_none() || to == state,
+                            "{state:?} x {event:?} -> {to:?}: the work settles nothing but the state says {by_state:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -328,6 +328,7 @@ async fn current_state(
 /// Moves the effect with a compare-and-set on its state: `UPDATE ... WHERE state = from`, and
 /// `StateConflict` with the state found when no row moved.
 pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<()> {
+    c.check_legal()?;
     let now = c.actor.now.0;
     let to = c.to.name();
     let (attempt_number, owner) = match &c.attempt {

@@ -331,6 +331,7 @@ fn current_state(
 }
 
 pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResult<()> {
+    c.check_legal()?;
     let found = current_state(tx, &c.env_id, &c.effect_id)?;
     if found != c.from {
         return Err(StoreError::StateConflict {

@@ -553,3 +553,57 @@ pub async fn retry_of_requires_a_settled_failure(store: Arc<dyn Store>) {
         SubmitOutcome::RetryOfNotFound
     ));
 }
+
+/// A change that skips a step of the effect's rules (`ready` straight to `succeeded`, a settled
+/// effect back to `dispatching`) is refused, whatever state the effect is in, and writes nothing.
+pub async fn an_illegal_transition_is_refused_and_writes_nothing(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "illegal").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let inv = expect_created(
+        store
+            .submit(&env.submission(&action, json!({"n": 1})))
+            .await
+            .expect("submit"),
+    );
+    let effect = inv.effect_id.clone();
+    let before = env.effect(&effect).await;
+    let audit_before = store.audit_events(0, 100_000).await.expect("audit").len();
+    let mut skip = env.change(
+        &effect,
+        EffectState::Ready,
+        EffectState::Succeeded { confirmed: true },
+        2_000,
+    );
+    skip.evidence = Some(NewEvidence::new("x", "steward", "must not be recorded"));
+    match store.change_effect(&skip).await {
+        Err(StoreError::IllegalTransition {
+            effect: refused,
+            from,
+            ..
+        }) => {
+            assert_eq!(refused, effect);
+            assert_eq!(from, EffectState::Ready);
+        }
+        other => panic!("ready -> succeeded must be refused as illegal, got {other:?}"),
+    }
+    assert_eq!(env.effect(&effect).await, before, "nothing was written");
+    assert_eq!(
+        store.audit_events(0, 100_000).await.expect("audit").len(),
+        audit_before
+    );
+    // The constructor that follows the rules refuses an event they do not allow, naming the ids.
+    let refused = EffectChange::of(
+        &env.id,
+        &effect,
+        EffectState::Failed,
+        steward_core::EffectEvent::BeginAttempt,
+        NewEvidence::new("x", "steward", "x"),
+        env.actor(2_100),
+    )
+    .expect_err("failed takes no BeginAttempt");
+    let message = refused.to_string();
+    assert!(
+        message.contains(effect.as_str()) && message.contains(env.id.as_str()),
+        "{message}"
+    );
+}

@@ -18,6 +18,7 @@ pub(crate) struct TestDatabase {
 }
 
 impl TestDatabase {
+    #[allow(clippy::disallowed_methods)] // a database name unique across runs on one server
     pub(crate) async fn create() -> TestDatabase {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let admin_url = std::env::var("STEWARD_TEST_DATABASE_URL")
