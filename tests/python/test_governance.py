@@ -268,10 +268,10 @@ def test_condition_is_checked_at_save_and_evaluate_is_read_only(steward: Steward
         assert approval["requiredApprovals"] == 2
         err = error_of(lambda: op.approvals.approve(parked["approvalId"]))
         assert err.status == 403
-        assert gov.approver.approvals.approve(parked["approvalId"]).data["status"] == "pending"
+        assert gov.approver.approvals.approve(parked["approvalId"]).data["approval"]["status"] == "pending"
         assert steward.fixture_writes() == before
         third = steward.client(create_key(steward.data_dir, "sdk-gov", "sdk-gov-third", role="operator"))
-        assert third.approvals.approve(parked["approvalId"]).data["status"] == "approved"
+        assert third.approvals.approve(parked["approvalId"]).data["approval"]["status"] == "approved"
         assert op.actions.invocation(parked["id"]).data["status"] == "succeeded"
         assert steward.fixture_writes() == before + 1
     finally:
@@ -375,7 +375,7 @@ def test_halt_sends_nothing_and_resume_runs_approved_work_once(steward: Steward)
     assert err.status == 409 and err.code == "environment_halted"
 
     # Approvals can still be decided; the approved work parks and nothing is sent.
-    assert env.approver.approvals.approve(parked["approvalId"]).data["status"] == "approved"
+    assert env.approver.approvals.approve(parked["approvalId"]).data["approval"]["status"] == "approved"
     time.sleep(0.5)
     assert steward.fixture_writes() == before, "zero provider writes while halted"
     assert env.agent.actions.invocation(parked["id"]).data["status"] == "running"

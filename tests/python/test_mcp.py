@@ -346,7 +346,8 @@ def test_mcp_gated_call_is_pending_then_observed_then_dispatched_once_after_appr
     assert steward.fixture_writes() == before, "nothing runs while parked"
 
     decided = world.operator.approvals.approve(parked["approvalId"], note="ok").data
-    assert decided["status"] == "approved"
+    assert decided["approval"]["status"] == "approved"
+    assert decided["invocation"]["status"] == "succeeded", "dispatched before the answer"
     _, done = call(steward, world.agent_key, transport, "mcp-gated-refund", args)
     assert done["status"] == "succeeded", done
     assert done["invocationId"] == parked["invocationId"]

@@ -748,7 +748,11 @@ def test_a_gated_invocation_is_observed_then_approved_once(
     assert steward.fixture_writes() == before, "nothing runs while parked"
 
     decided = operator.approvals.approve(inv["approvalId"], note="looks right").data
-    assert decided["status"] == "approved"
+    # As the SDK's own tests read it: the approval and the invocation it released, dispatched.
+    assert decided["approval"]["status"] == "approved"
+    assert decided["approval"]["decisionNote"] == "looks right"
+    assert decided["invocation"]["id"] == inv["id"]
+    assert decided["invocation"]["status"] == "succeeded"
     assert agent.approvals.wait_for_decision(inv["approvalId"], timeout_seconds=10)["status"] == "approved"
     assert agent.actions.invocation(inv["id"]).data["status"] == "succeeded"
     assert steward.fixture_writes() == before + 1

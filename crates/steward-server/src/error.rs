@@ -116,9 +116,22 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// How long a caller should wait before resending a request whose original is still running
+/// (`idempotency_request_in_progress`), in seconds: the `Retry-After` of that 409. One second is
+/// a fraction of the dispatch deadline, so a resend soon finds the recorded answer.
+pub const IN_PROGRESS_RETRY_AFTER_S: u32 = 1;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        let retry_after = (self.code == "idempotency_request_in_progress")
+            .then(|| IN_PROGRESS_RETRY_AFTER_S.to_string());
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(seconds) = retry_after.and_then(|s| s.parse().ok()) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds);
+        }
+        response
     }
 }
 

@@ -248,7 +248,7 @@ pub async fn request(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::DecisionBody,
     responses(
-        (status = 200, description = "the approval after the decision; a gated invocation it completes is dispatched once", body = doc::Single<doc::Approval>),
+        (status = 200, description = "the approval after the decision, and the invocation it gated: a gated invocation it completes is dispatched once, before this answer", body = doc::Single<doc::Decided>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -275,7 +275,7 @@ pub async fn approve(
     params(doc::IdPath, doc::IdempotencyHeader),
     request_body = doc::DecisionBody,
     responses(
-        (status = 200, description = "the approval after the decision", body = doc::Single<doc::Approval>),
+        (status = 200, description = "the approval after the decision, and the invocation it gated (denied: it never runs)", body = doc::Single<doc::Decided>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -344,7 +344,20 @@ async fn decide(
                 find(&state, &caller, &id).await?
             }
         };
-        Ok((StatusCode::OK, views::approval(&approval)))
+        // The approval, and the invocation it gated as it stands after the decision (dispatched
+        // already when this approval released it); `null` for a custom request.
+        let invocation = match &approval.invocation_id {
+            Some(id) => state
+                .store
+                .invocation(&caller.env.id, id)
+                .await?
+                .map(|i| views::invocation(&i)),
+            None => None,
+        };
+        Ok((
+            StatusCode::OK,
+            json!({"approval": views::approval(&approval), "invocation": invocation}),
+        ))
     })
     .await
 }

@@ -19,10 +19,9 @@ mod rejection;
 mod secrets;
 pub(crate) mod views;
 
-use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -167,9 +166,11 @@ fn scrape(
 /// the envelope for every error (`rejection.rs`), and the request id.
 fn edge(routes: Router<AppState>) -> Router<AppState> {
     routes
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
-        })
+        .fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                rejection::no_such_route(&method, uri.path())
+            },
+        )
         .layer(DefaultBodyLimit::max(body::JSON_BODY_BYTES_MAX))
         .layer(middleware::from_fn(rejection::envelope))
         .layer(middleware::from_fn(request_context))

@@ -120,6 +120,23 @@ async fn into_envelope(response: Response, method: &Method) -> Response {
     answer
 }
 
+/// The code of a 404 for a path no endpoint serves, so that a caller can tell "no such route"
+/// (a wrong base URL, an older server) from `NOT_FOUND`, "no such record".
+pub const ROUTE_NOT_FOUND: &str = "ROUTE_NOT_FOUND";
+
+/// The answer for a path no endpoint serves.
+pub fn no_such_route(method: &Method, path: &str) -> ApiError {
+    // The path is echoed cut and as given: it is the caller's own request, never a secret of
+    // ours, but it is bounded like any text the server repeats.
+    let shown: String = path.chars().take(200).collect();
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ROUTE_NOT_FOUND,
+        format!("no endpoint serves {method} {shown}"),
+    )
+    .with_details(serde_json::json!({"method": method.as_str(), "path": shown}))
+}
+
 /// The envelope for a plain error answer of `status`.
 fn error_for(status: StatusCode, method: &Method, text: Option<String>) -> ApiError {
     let message = |default: &str| text.clone().unwrap_or_else(|| default.to_string());
@@ -130,7 +147,9 @@ fn error_for(status: StatusCode, method: &Method, text: Option<String>) -> ApiEr
             "METHOD_NOT_ALLOWED",
             format!("this endpoint does not accept {method}"),
         ),
-        StatusCode::NOT_FOUND => ApiError::new(status, "NOT_FOUND", message("no such endpoint")),
+        StatusCode::NOT_FOUND => {
+            ApiError::new(status, ROUTE_NOT_FOUND, message("no such endpoint"))
+        }
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
             status,
             "UNSUPPORTED_MEDIA_TYPE",
@@ -174,7 +193,7 @@ mod tests {
         let cases = [
             (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
-            (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            (StatusCode::NOT_FOUND, "ROUTE_NOT_FOUND"),
             (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
             (StatusCode::UNPROCESSABLE_ENTITY, "BAD_REQUEST"),
             (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),

@@ -1,7 +1,7 @@
 //! How records look on the wire (camelCase JSON, the Anlyon v2 shapes).
 
 use serde_json::{json, Value};
-use steward_core::{ActionDefinition, EffectState, Grade};
+use steward_core::{ActionDefinition, ApprovalStatus, Decision, EffectState, Grade};
 use steward_store::{
     ActionRecord, ActionVersion, ApprovalRecord, EffectDetail, EffectRecord, InvocationRecord,
     SecretRecord,
@@ -186,6 +186,21 @@ pub fn effect_detail(d: &EffectDetail) -> Value {
     v
 }
 
+/// The note of the decision that settled the approval (the last deny of a denied one, the last
+/// approval of an approved one); `null` while pending, for an expiry, or when no one wrote one.
+pub fn decision_note(a: &ApprovalRecord) -> Option<&str> {
+    let settling = match a.status {
+        ApprovalStatus::Approved => Decision::Approve,
+        ApprovalStatus::Denied => Decision::Deny,
+        ApprovalStatus::Pending | ApprovalStatus::Expired => return None,
+    };
+    a.decisions
+        .iter()
+        .rev()
+        .find(|d| d.decision == settling)
+        .and_then(|d| d.note.as_deref())
+}
+
 pub fn approval(a: &ApprovalRecord) -> Value {
     json!({
         "id": a.id,
@@ -207,6 +222,7 @@ pub fn approval(a: &ApprovalRecord) -> Value {
             "at": d.at.to_rfc3339(),
         })).collect::<Vec<_>>(),
         "decisionOrigin": a.decision_origin,
+        "decisionNote": decision_note(a),
         "decidedAt": a.decided_at.map(|t| t.to_rfc3339()),
         "expiresAt": a.expires_at.map(|t| t.to_rfc3339()),
         "runId": a.run_id,

@@ -17,7 +17,7 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
-use steward_core::{scopes, ApprovalId, Decision, MissingOperationKey, OperationKey};
+use steward_core::{scopes, ApprovalId, MissingOperationKey, OperationKey};
 use steward_store::{ActionRecord, InvocationRecord};
 
 /// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
@@ -181,12 +181,7 @@ async fn denial_note(state: &AppState, invocation: &InvocationRecord) -> Option<
         .await
         .ok()
         .flatten()?;
-    approval
-        .decisions
-        .iter()
-        .rev()
-        .find(|d| d.decision == Decision::Deny)
-        .and_then(|d| d.note.clone())
+    views::decision_note(&approval).map(str::to_string)
 }
 
 /// The operation key from the argument or `_meta`; both given must agree.

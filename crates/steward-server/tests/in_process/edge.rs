@@ -143,10 +143,24 @@ async fn a_wrong_method_answers_the_405_envelope() {
 }
 
 #[tokio::test]
+async fn an_unknown_path_says_no_such_route_and_a_missing_record_says_not_found() {
+    let w = world(Duration::from_secs(5), None).await;
+    let request = authorized("GET", "/api/v2/no-such-thing")
+        .body(Body::empty())
+        .unwrap();
+    let route = send(&w.state, request).await;
+    envelope(&route, 404, "ROUTE_NOT_FOUND");
+    let request = authorized("GET", "/api/v2/actions/no-such-action")
+        .body(Body::empty())
+        .unwrap();
+    envelope(&send(&w.state, request).await, 404, "NOT_FOUND");
+}
+
+#[tokio::test]
 async fn metrics_are_not_part_of_the_app_router() {
     let w = world(Duration::from_secs(5), None).await;
     let request = authorized("GET", "/metrics").body(Body::empty()).unwrap();
-    envelope(&send(&w.state, request).await, 404, "NOT_FOUND");
+    envelope(&send(&w.state, request).await, 404, "ROUTE_NOT_FOUND");
 }
 
 #[tokio::test]

@@ -63,8 +63,14 @@ async fn a_gated_invocation_parks_is_observed_and_runs_once_after_approval() {
         )
         .await;
     assert_eq!(approved.status, 200, "{:?}", approved.body);
-    assert_eq!(approved.data()["status"], "approved");
-    assert_eq!(approved.data()["decisions"][0]["note"], "ok");
+    assert_eq!(approved.data()["approval"]["status"], "approved");
+    assert_eq!(approved.data()["approval"]["decisions"][0]["note"], "ok");
+    assert_eq!(approved.data()["approval"]["decisionNote"], "ok");
+    assert_eq!(
+        approved.data()["invocation"]["status"],
+        "succeeded",
+        "the answer carries the invocation the approval released, dispatched"
+    );
     let polled = poll.await.unwrap();
     assert_eq!(polled.data()["status"], "approved", "{:?}", polled.body);
 
@@ -107,7 +113,7 @@ async fn concurrent_approvals_dispatch_once() {
     for task in tasks {
         let reply = task.await.unwrap();
         assert_eq!(reply.status, 200, "{:?}", reply.body);
-        assert_eq!(reply.data()["status"], "approved");
+        assert_eq!(reply.data()["approval"]["status"], "approved");
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
@@ -145,7 +151,9 @@ async fn a_requester_never_decides_its_own_approval_and_a_denial_never_runs() {
     let denied = other
         .post(&format!("/approvals/{id}/deny"), json!({"note": "no"}))
         .await;
-    assert_eq!(denied.data()["status"], "denied");
+    assert_eq!(denied.data()["approval"]["status"], "denied");
+    assert_eq!(denied.data()["approval"]["decisionNote"], "no");
+    assert_eq!(denied.data()["invocation"]["status"], "denied");
     let inv = w
         .operator
         .get(&format!(
@@ -158,7 +166,11 @@ async fn a_requester_never_decides_its_own_approval_and_a_denial_never_runs() {
     let again = other
         .post(&format!("/approvals/{id}/approve"), json!({}))
         .await;
-    assert_eq!(again.data()["status"], "denied", "a denial is final");
+    assert_eq!(
+        again.data()["approval"]["status"],
+        "denied",
+        "a denial is final"
+    );
     assert_eq!(w.fixture.write_count(), 0);
 }
 

@@ -128,6 +128,11 @@ async fn a_resend_while_the_original_runs_is_409_in_progress() {
         .await;
     assert_eq!(resend.status, 409);
     assert_eq!(resend.code(), "idempotency_request_in_progress");
+    assert_eq!(
+        resend.retry_after.as_deref(),
+        Some("1"),
+        "the SDK waits Retry-After before resending"
+    );
     let done = original.await.unwrap();
     assert_eq!(done.data()["status"], "succeeded");
     let after = w

@@ -67,7 +67,7 @@ async fn while_halted_nothing_is_sent_and_resume_runs_approved_work_once() {
         .post(&format!("/approvals/{approval}/approve"), json!({}))
         .await;
     assert_eq!(approved.status, 200, "{:?}", approved.body);
-    assert_eq!(approved.data()["status"], "approved");
+    assert_eq!(approved.data()["approval"]["status"], "approved");
     tokio::time::sleep(QUIET_WAIT).await;
     assert_eq!(w.fixture.write_count(), 0, "nothing is sent while halted");
     let inv = w.agent.get(&inv_path).await;

@@ -203,6 +203,7 @@ pub struct Reply {
     pub body: Value,
     pub replayed: bool,
     pub request_id: Option<String>,
+    pub retry_after: Option<String>,
 }
 
 impl Reply {
@@ -252,6 +253,10 @@ impl Api {
             .headers()
             .get("x-request-id")
             .map(|v| v.to_str().unwrap().to_string());
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
         let text = response.text().await.unwrap();
         self.seen.lock().unwrap().push(text.clone());
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
@@ -260,6 +265,7 @@ impl Api {
             body,
             replayed,
             request_id,
+            retry_after,
         }
     }
 

@@ -230,12 +230,27 @@ async fn require_approval_needs_the_policy_count_of_other_keys_and_runs_once() {
     let one = first
         .post(&format!("/approvals/{approval}/approve"), json!({}))
         .await;
-    assert_eq!(one.data()["status"], "pending", "{:?}", one.body);
+    assert_eq!(
+        one.data()["approval"]["status"],
+        "pending",
+        "{:?}",
+        one.body
+    );
+    assert_eq!(
+        one.data()["invocation"]["status"],
+        "pending_approval",
+        "one of two approvals releases nothing"
+    );
     assert_eq!(w.fixture.write_count(), 1);
     let two = second
         .post(&format!("/approvals/{approval}/approve"), json!({}))
         .await;
-    assert_eq!(two.data()["status"], "approved", "{:?}", two.body);
+    assert_eq!(
+        two.data()["approval"]["status"],
+        "approved",
+        "{:?}",
+        two.body
+    );
     assert_eq!(
         w.fixture.write_count(),
         2,

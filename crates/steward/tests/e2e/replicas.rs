@@ -256,7 +256,7 @@ async fn a_long_poll_on_one_replica_wakes_when_another_replica_decides() {
         .post(&format!("/approvals/{approval_id}/approve"), json!({}))
         .await;
     assert_eq!(approved.status, 200, "{:?}", approved.body);
-    assert_eq!(approved.data()["status"], "approved");
+    assert_eq!(approved.data()["approval"]["status"], "approved");
 
     let (polled, took) = poll.await.unwrap();
     assert_eq!(polled.data()["status"], "approved", "{:?}", polled.body);

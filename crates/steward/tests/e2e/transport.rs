@@ -302,7 +302,7 @@ fn metrics_are_not_served_on_the_main_listener_without_a_token() {
     assert_eq!(status, 404, "{body}");
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["success"], false);
-    assert_eq!(body["error"]["code"], "NOT_FOUND");
+    assert_eq!(body["error"]["code"], "ROUTE_NOT_FOUND");
 }
 
 #[test]
@@ -340,7 +340,7 @@ fn metrics_listen_serves_metrics_alone_on_its_own_address() {
     );
     let (status, body) = get(metrics, "/healthz", None);
     assert_eq!(status, 404, "only /metrics there: {body}");
-    assert!(body.contains("NOT_FOUND"), "{body}");
+    assert!(body.contains("ROUTE_NOT_FOUND"), "{body}");
 }
 
 #[test]

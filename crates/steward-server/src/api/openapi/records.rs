@@ -219,10 +219,22 @@ pub struct Approval {
     required_approvals: u32,
     decisions: Vec<ApprovalDecision>,
     decision_origin: Option<String>,
+    /// The note of the decision that settled it (`null` while pending or for an expiry).
+    decision_note: Option<String>,
     decided_at: Option<String>,
     expires_at: Option<String>,
     run_id: Option<String>,
     created_at: String,
+}
+
+/// What approving or denying answers: the approval, and the invocation it gated as it stands
+/// after the decision (`null` for a custom request).
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Decided {
+    approval: Approval,
+    invocation: Option<Invocation>,
 }
 
 /// What a policy matches, repeated under `match`.
