@@ -188,12 +188,24 @@ pub struct EvidenceRecord {
     pub actor: Option<KeyId>,
 }
 
-/// An effect with its attempts and its append-only evidence.
+/// One impact limit's hold on an effect: how much, in which window, and where it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReservationRecord {
+    pub limit_id: steward_core::LimitId,
+    pub limit_name: String,
+    pub amount: i64,
+    pub window_start: Millis,
+    pub state: steward_core::impact::ReservationState,
+}
+
+/// An effect with its attempts, its append-only evidence and its impact reservations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EffectDetail {
     pub effect: EffectRecord,
     pub attempts: Vec<AttemptRecord>,
     pub evidence: Vec<EvidenceRecord>,
+    /// By limit name.
+    pub reservations: Vec<ReservationRecord>,
 }
 
 /// One entry of the hash-chained audit log.

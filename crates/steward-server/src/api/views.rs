@@ -183,6 +183,21 @@ pub fn effect_detail(d: &EffectDetail) -> Value {
             })
         })
         .collect();
+    v["reservations"] = d
+        .reservations
+        .iter()
+        .map(|r| {
+            json!({
+                "limitId": r.limit_id,
+                "limitName": r.limit_name,
+                "amount": r.amount,
+                "state": r.state.as_str(),
+                "windowStart": r.window_start.to_rfc3339(),
+            })
+        })
+        .collect();
+    // Execution-bound previews are not built yet (issue #14, item 2): no effect is bound to one.
+    v["preview"] = Value::Null;
     v
 }
 

@@ -7,6 +7,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::submit::{verdict, Facts, Verdict};
 use serde_json::{json, Value};
+use steward_core::impact::ReservationState;
+use steward_core::LimitId;
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis,
     OperationKey,
@@ -559,10 +561,30 @@ pub(crate) async fn effect(
             rows::evidence,
         )
         .await?;
+    let reservations = tx
+        .all(
+            "SELECT r.limit_id, l.name, r.amount, r.window_start, r.state
+             FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id
+             WHERE r.effect_id = $1 ORDER BY l.name, r.limit_id",
+            &[&id.as_str()],
+            |row| {
+                let state: &str = col(row, 4)?;
+                Ok(ReservationRecord {
+                    limit_id: rows::id(row, 0, LimitId::parse)?,
+                    limit_name: col::<&str>(row, 1)?.to_string(),
+                    amount: col(row, 2)?,
+                    window_start: rows::millis(row, 3)?,
+                    state: ReservationState::parse(state)
+                        .ok_or_else(|| rows::corrupt("reservation state", state))?,
+                })
+            },
+        )
+        .await?;
     Ok(Some(EffectDetail {
         effect,
         attempts,
         evidence,
+        reservations,
     }))
 }
 

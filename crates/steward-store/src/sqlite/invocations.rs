@@ -8,10 +8,12 @@ use crate::records::*;
 use crate::submit::{verdict, Facts, Verdict};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::{json, Value};
+use steward_core::impact::ReservationState;
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId,
     OperationKey,
 };
+use steward_core::{LimitId, Millis};
 
 pub(crate) fn invocation(
     conn: &Connection,
@@ -526,10 +528,30 @@ pub(crate) fn effect(
         &[&id.as_str()],
         rows::evidence,
     )?;
+    let reservations = query_all(
+        conn,
+        "SELECT r.limit_id, l.name, r.amount, r.window_start, r.state
+         FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id
+         WHERE r.effect_id = ?1 ORDER BY l.name, r.limit_id",
+        &[&id.as_str()],
+        |row| {
+            let state: String = rows::col(row, 4)?;
+            Ok(ReservationRecord {
+                limit_id: LimitId::parse(&rows::col::<String>(row, 0)?)
+                    .map_err(|e| rows::corrupt("limit id", e))?,
+                limit_name: rows::col(row, 1)?,
+                amount: rows::col(row, 2)?,
+                window_start: Millis(rows::col(row, 3)?),
+                state: ReservationState::parse(&state)
+                    .ok_or_else(|| rows::corrupt("reservation state", &state))?,
+            })
+        },
+    )?;
     Ok(Some(EffectDetail {
         effect,
         attempts,
         evidence,
+        reservations,
     }))
 }
 

@@ -137,6 +137,24 @@ async fn success_consumes_failure_releases_unknown_is_exposure() {
     assert_eq!(numbers(&limit(&w.agent, &id).await), (1000, 0, 1500, 2500));
     let writes = w.fixture.write_count();
 
+    // Each effect's detail shows its hold on the limit, as the limit counts it.
+    for (invoked, state, amount) in [
+        (&ok, "consumed", 1000),
+        (&rejected, "released", 700),
+        (&unknown, "exposure", 1500),
+    ] {
+        let effect = invoked.data()["effectId"].as_str().unwrap();
+        let detail = w.operator.get(&format!("/actions/effects/{effect}")).await;
+        let holds = detail.data()["reservations"].as_array().unwrap().clone();
+        assert_eq!(holds.len(), 1, "{:?}", detail.body);
+        assert_eq!(holds[0]["limitId"], id.as_str());
+        assert_eq!(
+            (holds[0]["state"].as_str(), holds[0]["amount"].as_i64()),
+            (Some(state), Some(amount))
+        );
+        assert!(detail.data()["preview"].is_null());
+    }
+
     // More than is available is refused, nothing sent; what fits still runs.
     let too_much = w.agent.invoke("refund", pay(4, 2600), None, None).await;
     assert_eq!(too_much.data()["grade"], "refused", "{:?}", too_much.body);

@@ -186,6 +186,25 @@ pub struct Effect {
     /// On a single effect, not in listings.
     #[schema(required = false)]
     evidence: Option<Vec<Evidence>>,
+    /// On a single effect, not in listings: each impact limit's hold on it.
+    #[schema(required = false)]
+    reservations: Option<Vec<Reservation>>,
+    /// On a single effect, not in listings: the preview it was bound to (`null`: none).
+    #[schema(required = false, value_type = Option<Object>)]
+    preview: Option<Value>,
+}
+
+/// One impact limit's hold on an effect.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Reservation {
+    limit_id: String,
+    limit_name: String,
+    amount: i64,
+    /// `reserved`, `consumed`, `released` or `exposure` (an unknown outcome: it may have happened).
+    state: String,
+    window_start: String,
 }
 
 /// One key's decision on an approval.
