@@ -16,6 +16,7 @@ mod auth;
 mod clock;
 mod crash;
 mod dispatch;
+mod effect_error;
 mod envelope;
 mod error;
 mod input_schema;

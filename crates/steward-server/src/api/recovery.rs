@@ -4,7 +4,8 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
-use crate::error::{ApiError, ApiResult};
+use crate::effect_error::EffectError;
+use crate::error::{codes, ApiError, ApiResult};
 use crate::reconcile::reconcile as reconcile_effect;
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -67,9 +68,8 @@ pub async fn reconcile(
 /// Manual resolutions come from a different key than the one that invoked.
 fn refuse_own(caller: &Caller, invoker: &steward_core::KeyId) -> ApiResult<()> {
     if &caller.key.id == invoker {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "self_resolution_forbidden",
+        return Err(ApiError::of(
+            codes::SELF_RESOLUTION_FORBIDDEN,
             "a key never resolves an invocation it made; resolve it with another key",
         ));
     }
@@ -105,8 +105,8 @@ async fn resolve_by_hand(
 ) -> ApiResult<()> {
     refuse_own(caller, &d.effect.created_by)?;
     if d.effect.state != EffectState::Unknown {
-        return Err(ApiError::conflict(
-            "effect_not_unknown",
+        return Err(ApiError::of(
+            codes::EFFECT_NOT_UNKNOWN,
             format!(
                 "only an unknown effect is resolved by hand; this one is {}",
                 d.effect.state.invocation_status().as_str()
@@ -114,7 +114,7 @@ async fn resolve_by_hand(
         ));
     }
     let (to, _) = next(EffectState::Unknown, EffectEvent::Resolve { outcome })
-        .map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
+        .map_err(|e| EffectError::illegal(&d.effect.invocation_id, &d.effect.id, e))?;
     let mut change = EffectChange::new(
         &caller.env.id,
         &d.effect.id,
@@ -134,8 +134,8 @@ async fn resolve_by_hand(
         .change_effect(&change)
         .await
         .map_err(|e| match e {
-            StoreError::StateConflict { .. } => ApiError::conflict(
-                "effect_not_unknown",
+            StoreError::StateConflict { .. } => ApiError::of(
+                codes::EFFECT_NOT_UNKNOWN,
                 "the effect was settled by someone else first",
             ),
             other => other.into(),
@@ -335,21 +335,21 @@ pub async fn replay(
     let request = json!({"op": "effect.replay", "id": id, "attempts": d.effect.attempt_count});
     idempotent::run(&state, &caller, &headers, request, || async {
         if d.effect.state != EffectState::Unknown {
-            return Err(ApiError::conflict(
-                "effect_not_unknown",
+            return Err(ApiError::of(
+                codes::EFFECT_NOT_UNKNOWN,
                 format!("only an unknown effect is replayed; this one is {}", d.effect.state.invocation_status().as_str()),
             ));
         }
         if d.effect.provider_idempotency_key.is_none() {
-            return Err(ApiError::conflict(
-                "replay_not_supported",
+            return Err(ApiError::of(
+                codes::REPLAY_NOT_SUPPORTED,
                 "this action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead",
             ));
         }
         let first = d.attempts.first().map(|a| a.started_at).unwrap_or(d.effect.created_at);
         if state.clock.now().0 >= first.0 + PROVIDER_IDEMPOTENCY_WINDOW_MS - REPLAY_WINDOW_MARGIN_MS {
-            return Err(ApiError::conflict(
-                "replay_window_closed",
+            return Err(ApiError::of(
+                codes::REPLAY_WINDOW_CLOSED,
                 "the provider keeps idempotency keys for 24 hours; this effect's window has closed, so a replay could create a second write",
             ));
         }

@@ -3,7 +3,7 @@
 //! later), or refuse it (`ready -> rejected(refused)`, grade
 //! `refused`, evidence saying which limit and why). A refused effect sends nothing.
 
-use crate::error::ApiError;
+use crate::effect_error::EffectResult;
 use crate::state::AppState;
 use serde_json::json;
 use steward_core::impact::{quantities, Refusal};
@@ -40,7 +40,7 @@ pub(crate) async fn reserve(
     state: &AppState,
     inv: &InvocationRecord,
     def: &ActionDefinition,
-) -> Result<Reservation, ApiError> {
+) -> EffectResult<Reservation> {
     let outcome = state
         .store
         .reserve_impact(&request(state, inv, def))
@@ -53,7 +53,7 @@ pub(crate) async fn refuse(
     state: &AppState,
     inv: &InvocationRecord,
     outcome: ReserveOutcome,
-) -> Result<Reservation, ApiError> {
+) -> EffectResult<Reservation> {
     let (limit_id, limit_name, refusal) = match outcome {
         ReserveOutcome::Reserved(_) | ReserveOutcome::AlreadyReserved => {
             return Ok(Reservation::Go)

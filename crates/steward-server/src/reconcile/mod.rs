@@ -10,7 +10,7 @@ pub mod background;
 pub(crate) mod lookup;
 pub(crate) mod verify;
 
-use crate::error::ApiError;
+use crate::effect_error::{EffectError, EffectResult};
 use crate::state::AppState;
 use lookup::Finding;
 use serde_json::json;
@@ -39,24 +39,21 @@ async fn load(
     state: &AppState,
     env: &EnvironmentId,
     effect: &EffectId,
-) -> Result<
-    (
-        EffectDetail,
-        InvocationRecord,
-        steward_core::ActionDefinition,
-    ),
-    ApiError,
-> {
+) -> EffectResult<(
+    EffectDetail,
+    InvocationRecord,
+    steward_core::ActionDefinition,
+)> {
     let detail = state
         .store
         .effect(env, effect)
         .await?
-        .ok_or_else(|| ApiError::not_found("effect"))?;
+        .ok_or_else(|| EffectError::missing("effect", effect))?;
     let inv = state
         .store
         .invocation(env, &detail.effect.invocation_id)
         .await?
-        .ok_or_else(|| ApiError::not_found("invocation"))?;
+        .ok_or_else(|| EffectError::missing("invocation", &detail.effect.invocation_id))?;
     let def = crate::dispatch::definition_of(state, &inv).await?;
     Ok((detail, inv, def))
 }
@@ -107,7 +104,7 @@ pub async fn reconcile(
     effect: &EffectId,
     source: &str,
     actor: Actor,
-) -> Result<Reconciled, ApiError> {
+) -> EffectResult<Reconciled> {
     let (detail, inv, def) = load(state, env, effect).await?;
     let current = detail.effect.state;
     if !current.is_unresolved() {
@@ -173,8 +170,7 @@ pub async fn reconcile(
             (EffectEvent::ReconcileInconclusive, detail.clone(), None)
         }
     };
-    let (to, _) = next(current, event)
-        .map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
+    let (to, _) = next(current, event).map_err(|e| EffectError::illegal(&inv.id, effect, e))?;
     let evidence = NewEvidence::new("reconcile", source, message)
         .with_data(json!({"externalReference": reference}));
     if to == current {
