@@ -51,9 +51,7 @@ mod template;
 mod text;
 mod time;
 
-pub use action::{
-    validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey, ADAPTER_TYPES,
-};
+pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey};
 pub use approval::{cast, ApprovalStatus, Ballot, Decision, Tally, Verdict};
 pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};

@@ -11,6 +11,7 @@
 //!
 //! The write path of one invoke is numbered in `dispatch/mod.rs` and in docs/ARCHITECTURE.md.
 
+mod adapters;
 mod api;
 mod auth;
 mod clock;

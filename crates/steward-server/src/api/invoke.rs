@@ -4,7 +4,7 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
-use crate::dispatch::{self, provider_idempotency_key, stripe};
+use crate::dispatch;
 use crate::error::{codes, ApiError, ApiResult};
 use crate::progress::{Progress, Stage};
 use crate::state::AppState;
@@ -91,7 +91,8 @@ fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
         crate::input_schema::validate(schema, input)?;
     }
     if def.adapter.is_some() {
-        stripe::check_input(input)?;
+        crate::adapters::check_input(def, input)
+            .map_err(|e| ApiError::validation(e.field, e.message))?;
     } else {
         check_input(def, input).map_err(|e| match e {
             steward_core::TemplateError::MissingInput { path } => ApiError::validation(
@@ -213,11 +214,7 @@ pub(crate) async fn run(
     }
 
     let effect_id = EffectId::from_unique(&crate::clock::unique());
-    let provider_key = action
-        .definition
-        .adapter
-        .as_ref()
-        .map(|_| provider_idempotency_key(&effect_id));
+    let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);
     let gate = super::gate::gate(
         &caller,
         &context.policies,

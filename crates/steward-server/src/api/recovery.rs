@@ -16,12 +16,7 @@ use serde_json::{json, Map, Value};
 use steward_core::{next, scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
 use steward_store::{Actor, EffectChange, EffectDetail, NewEvidence, StoreError};
 
-/// Stripe keeps an idempotency key for 24 hours; after that the same key could create a second
-/// refund, so a replay is refused.
-pub const PROVIDER_IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3600 * 1000;
-/// A replay must start at least this long before the window closes, so that it cannot land
-/// after the provider has forgotten the key (one dispatch deadline plus a wide margin).
-pub const REPLAY_WINDOW_MARGIN_MS: i64 = 3600 * 1000;
+use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
 
 fn effect_id(id: &str) -> ApiResult<EffectId> {
     EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
@@ -346,14 +341,26 @@ pub async fn replay(
                 "this action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead",
             ));
         }
+        let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
+        let def = crate::dispatch::definition_of(&state, &inv).await?;
+        // The adapter says how long its provider keeps an idempotency key.
+        let Some(window_ms) = crate::adapters::replay_window_ms(&def) else {
+            return Err(ApiError::of(
+                codes::REPLAY_NOT_SUPPORTED,
+                "this action's adapter is not one this server knows, so a replay could write twice; reconcile or resolve it instead",
+            ));
+        };
         let first = d.attempts.first().map(|a| a.started_at).unwrap_or(d.effect.created_at);
-        if state.clock.now().0 >= first.0 + PROVIDER_IDEMPOTENCY_WINDOW_MS - REPLAY_WINDOW_MARGIN_MS {
+        if state.clock.now().0 >= first.0 + window_ms - REPLAY_WINDOW_MARGIN_MS {
             return Err(ApiError::of(
                 codes::REPLAY_WINDOW_CLOSED,
-                "the provider keeps idempotency keys for 24 hours; this effect's window has closed, so a replay could create a second write",
+                format!(
+                    "the provider keeps idempotency keys for {} s; this effect's window has closed (or closes within {} s), so a replay could create a second write",
+                    window_ms / 1000,
+                    REPLAY_WINDOW_MARGIN_MS / 1000
+                ),
             ));
         }
-        let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
         let task_state = state.clone();
         tokio::spawn(async move { crate::dispatch::replay(&task_state, &inv).await })
             .await

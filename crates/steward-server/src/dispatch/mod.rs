@@ -22,7 +22,6 @@ pub(crate) mod park;
 pub(crate) mod prepare;
 pub(crate) mod request;
 pub(crate) mod reserve;
-pub(crate) mod stripe;
 
 use crate::crash;
 use crate::effect_error::{EffectError, EffectResult};
@@ -442,10 +441,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
     };
     crash::reach(state, CrashPoint::ServerAfterSend)?;
     let status = response.status().as_u16();
-    let nothing_happened = response
-        .headers()
-        .get("stripe-should-retry")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+    let headers = response.headers().clone();
     let bytes = match answer::read_capped(response, answer::PROVIDER_ANSWER_BYTES_MAX).await {
         Ok(b) => b.bytes,
         Err(e) => {
@@ -460,26 +456,17 @@ async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
     };
     crash::reach(state, CrashPoint::ServerAfterResponse)?;
     let body = parse_body(&bytes);
-    let (confirms, reference) = if prepared.stripe && (200..300).contains(&status) {
-        let is_refund = body.get("object").and_then(Value::as_str) == Some("refund");
-        let confirmed =
-            is_refund && body.get("status").and_then(Value::as_str) == Some("succeeded");
-        (
-            confirmed,
-            body.get("id").and_then(Value::as_str).map(str::to_string),
-        )
-    } else {
-        (false, None)
-    };
+    let adapter = prepared.adapter.as_ref().map(|(a, spec)| (*a, spec));
+    let reading = crate::adapters::read_answer(adapter, status, &headers, &body);
     Ok(Answer {
         report: AttemptReport::Answered {
             status,
-            provider_says_nothing_happened: prepared.stripe && nothing_happened,
-            provider_record_confirms: confirms,
+            provider_says_nothing_happened: reading.nothing_happened,
+            provider_record_confirms: reading.confirms,
         },
         status: Some(status),
         body: Some(body),
-        external_reference: reference,
+        external_reference: reading.reference,
         verified: None,
     })
 }
@@ -649,11 +636,6 @@ async fn late_answer(
         .append_evidence(&inv.env_id, &inv.effect_id, &late, &actor)
         .await
         .map_err(EffectError::from)
-}
-
-/// The provider identity Steward sends for an effect: the same for every attempt, ever.
-pub fn provider_idempotency_key(effect: &steward_core::EffectId) -> String {
-    format!("steward-{effect}")
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use crate::effect_error::EffectResult;
 use crate::state::AppState;
 use serde_json::json;
-use steward_core::impact::{quantities, Refusal};
+use steward_core::impact::Refusal;
 use steward_core::{next, ActionDefinition, EffectEvent, EffectState};
 use steward_store::{
     Actor, EffectChange, ImpactRequest, InvocationRecord, NewEvidence, ReserveOutcome, StoreError,
@@ -31,7 +31,7 @@ pub(crate) fn request(
         env_id: inv.env_id.clone(),
         effect_id: inv.effect_id.clone(),
         action_name: inv.action_name.clone(),
-        quantities: quantities(def, &inv.input),
+        quantities: crate::adapters::quantities(def, &inv.input),
         actor: Actor::key(&inv.created_by, state.clock.now()),
     }
 }

@@ -1,8 +1,7 @@
 //! Unknown is a queue, not a dead end: read-only reconciliation of `unknown` effects.
 //!
-//! [`reconcile`] asks the provider what happened (the Stripe adapter lists the payment intent's
-//! refunds and looks for the key Steward sent; a template action with `verify` reads the write
-//! back) and settles the effect only on a conclusive answer. "Not found" is conclusive only once
+//! [`reconcile`] asks the provider what happened (an adapter looks the write up by the provider
+//! key Steward sent, `Adapter::look_up`; a template action with `verify` reads the write back) and settles the effect only on a conclusive answer. "Not found" is conclusive only once
 //! no attempt can still be in flight: its deadline plus a grace period has passed. Every lookup
 //! appends evidence; nothing is overwritten and nothing is ever sent again from here.
 
@@ -64,8 +63,13 @@ async fn find(
     inv: &InvocationRecord,
     def: &steward_core::ActionDefinition,
 ) -> Option<Finding> {
-    if let (Some(adapter), Some(key)) = (&def.adapter, &detail.effect.provider_idempotency_key) {
-        return Some(lookup::stripe_refund(state, inv, adapter, key).await);
+    if let (Some(spec), Some(key)) = (&def.adapter, &detail.effect.provider_idempotency_key) {
+        return Some(match crate::adapters::find(&spec.kind) {
+            Some(adapter) => adapter.look_up(state, inv, spec, key).await,
+            None => Finding::Inconclusive {
+                detail: format!("this server has no {} adapter to look it up", spec.kind),
+            },
+        });
     }
     let spec = match def
         .verify
