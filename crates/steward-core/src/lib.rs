@@ -73,7 +73,8 @@ pub use schema_bounds::{
 pub use scope::{scopes, Role, PRIVILEGED};
 pub use secret::{is_valid_secret_name, Placement};
 pub use template::{
-    check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
+    check_input, check_placeholders, lookup, percent_encode, render, secret_references,
+    RenderedRequest, TemplateError,
 };
 pub use text::{check_text, refused_char, TextKind};
 pub use time::Millis;

@@ -68,6 +68,8 @@
 //! # Modules
 //!
 //! * [`refunds`]: the `/v1` API and [`Refund`].
+//! * [`generic`]: a generic idempotent provider (`/generic/writes`, a key header and a lookup
+//!   by key) for adapters that know no provider's API.
 //! * [`faults`]: [`FaultPlan`] and [`FaultMode`].
 //! * `control`: the `/_fixture` endpoints.
 //! * `state`: the store, idempotency bookkeeping and persistence.
@@ -78,6 +80,7 @@ mod conn;
 mod control;
 mod error;
 pub mod faults;
+pub mod generic;
 mod params;
 pub mod refunds;
 mod state;
@@ -95,6 +98,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use faults::{FaultMode, FaultPlan};
+pub use generic::GenericWrite;
 pub use refunds::Refund;
 
 use conn::{ConnKill, KillableListener};
@@ -172,6 +176,7 @@ async fn run(
 
 fn app(store: Arc<Store>) -> Router {
     refunds::router()
+        .merge(generic::router())
         .merge(control::router())
         .fallback(not_found)
         .with_state(store)
@@ -216,9 +221,14 @@ impl FixtureHandle {
         format!("http://{}", SocketAddr::new(ip, self.addr.port()))
     }
 
-    /// Number of committed refund writes.
+    /// Number of committed writes: refunds and generic writes (`generic`).
     pub fn write_count(&self) -> u64 {
         self.store.write_count()
+    }
+
+    /// Committed generic writes, in commit order.
+    pub fn generic_writes(&self) -> Vec<GenericWrite> {
+        self.store.generic_writes()
     }
 
     /// Committed refunds, in commit order.

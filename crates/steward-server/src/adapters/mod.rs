@@ -10,6 +10,7 @@
 //!
 //! Adding an adapter is one new module and one line in [`REGISTRY`].
 
+mod http_idempotent;
 mod stripe_refund;
 
 use crate::dispatch::prepare::{Blocked, OpenedSecret, Prepared};
@@ -92,7 +93,10 @@ pub trait Adapter: Send + Sync {
 }
 
 /// Every adapter this build knows.
-const REGISTRY: &[&dyn Adapter] = &[&stripe_refund::StripeRefund];
+const REGISTRY: &[&dyn Adapter] = &[
+    &stripe_refund::StripeRefund,
+    &http_idempotent::HttpIdempotent,
+];
 
 /// The adapter named `kind`.
 pub fn find(kind: &str) -> Option<&'static dyn Adapter> {
@@ -200,6 +204,7 @@ mod tests {
         let refused = check_definition(&def, false).unwrap_err();
         assert_eq!(refused.field, "adapter.type");
         assert!(refused.message.contains("stripe.refund"), "{refused}");
+        assert!(refused.message.contains("http.idempotent"), "{refused}");
         assert!(provider_key(&def, &EffectId::from_unique("01J")).is_none());
     }
 }

@@ -35,6 +35,17 @@ pub struct OpenedSecret {
 }
 
 impl OpenedSecret {
+    /// A secret with no host or placement restriction, for unit tests of request building.
+    #[cfg(test)]
+    pub fn for_test(name: &str, value: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            value: value.to_string(),
+            allowed_hosts: None,
+            allowed_placements: None,
+        }
+    }
+
     pub fn allow(&self, placement: Placement) -> Result<(), Blocked> {
         let name = match placement {
             Placement::Url => "url",
