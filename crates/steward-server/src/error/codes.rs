@@ -85,7 +85,7 @@ codes! {
     REPLAY_WINDOW_CLOSED = ("replay_window_closed", CONFLICT,
         "The adapter's provider idempotency window has closed (or closes within the safety margin), so a replay could write twice.");
     REPLAY_BLOCKED = ("replay_blocked", CONFLICT,
-        "The replay was refused before sending (a secret, a host or the destination); the effect stays unknown.");
+        "The replay was refused before sending (a secret, a host or the destination; `details.reason` names it); the effect stays unknown.");
     INTERNAL_ERROR = ("INTERNAL_ERROR", INTERNAL_SERVER_ERROR,
         "A bug or a corrupt record; the detail is logged with its ids, never sent. Also what an illegal state transition becomes.");
     OUTCOME_UNKNOWN = ("outcome_unknown", INTERNAL_SERVER_ERROR,

@@ -133,10 +133,11 @@ impl From<EffectError> for ApiError {
             EffectError::IllegalTransition { .. } => {
                 ApiError::internal("illegal effect transition", &err)
             }
-            EffectError::ReplayBlocked { message, .. } => ApiError::of(
+            EffectError::ReplayBlocked { code, message, .. } => ApiError::of(
                 codes::REPLAY_BLOCKED,
                 format!("the replay was not sent: {message}"),
-            ),
+            )
+            .with_details(json!({ "reason": code })),
             EffectError::SimulatedCrash { point } => ApiError::of(
                 codes::SIMULATED_CRASH,
                 format!("simulated crash at {}", point.name()),

@@ -40,6 +40,14 @@ const FIELDS: [&str; 11] = [
     "replayWindowSeconds",
     "impact",
 ];
+/// Headers the HTTP client sets itself from the URL and the body; a config may not name them.
+const RESERVED_HEADERS: [&str; 5] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+];
 const LOOKUP_FIELDS: [&str; 3] = ["url", "absentStatus", "match"];
 const METHODS: [&str; 3] = ["POST", "PUT", "PATCH"];
 
@@ -106,6 +114,15 @@ fn header_name(map: &Map<String, Value>, name: &str) -> Result<Option<String>, F
         return Err(refuse(
             name,
             format!("must be an HTTP header name of 1-{HEADER_NAME_LEN_MAX} bytes"),
+        ));
+    }
+    if RESERVED_HEADERS
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(value))
+    {
+        return Err(refuse(
+            name,
+            format!("may not be {value}: the request sets it from its URL and body"),
         ));
     }
     Ok(Some(value.to_string()))
@@ -360,7 +377,12 @@ mod tests {
 
     #[test]
     fn each_refusal_names_its_field() {
-        let cases: [(&str, Value, &str); 10] = [
+        let cases: [(&str, Value, &str); 11] = [
+            (
+                "idempotencyHeader",
+                json!("Host"),
+                "adapter.config.idempotencyHeader",
+            ),
             (
                 "url",
                 json!("http://provider.example/writes"),
