@@ -51,9 +51,7 @@ mod template;
 mod text;
 mod time;
 
-pub use action::{
-    validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey, ADAPTER_TYPES,
-};
+pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey};
 pub use approval::{cast, ApprovalStatus, Ballot, Decision, Tally, Verdict};
 pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};
@@ -75,7 +73,8 @@ pub use schema_bounds::{
 pub use scope::{scopes, Role, PRIVILEGED};
 pub use secret::{is_valid_secret_name, Placement};
 pub use template::{
-    check_input, lookup, percent_encode, render, secret_references, RenderedRequest, TemplateError,
+    check_input, check_placeholders, lookup, percent_encode, render, secret_references,
+    RenderedRequest, TemplateError,
 };
 pub use text::{check_text, refused_char, TextKind};
 pub use time::Millis;

@@ -2,8 +2,8 @@
 //!
 //! * `POST /_fixture/faults` arms a [`FaultPlan`](crate::FaultPlan) (JSON);
 //!   `GET /_fixture/faults` shows the armed plan and the writes it has left.
-//! * `GET /_fixture/writes` → `{"total": N, "writes": [refund, ...]}`, in
-//!   commit order: the number the tests care about.
+//! * `GET /_fixture/writes` → `{"total": N, "writes": [refund, ...], "generic":
+//!   [write, ...]}`, in commit order; `total` counts both: the number the tests care about.
 //! * `POST /_fixture/reset` clears refunds, idempotency keys, faults and the
 //!   state file.
 //! * `GET /_fixture/healthz` → 200.
@@ -63,9 +63,10 @@ async fn faults(State(store): State<Arc<Store>>) -> Response {
 
 async fn writes(State(store): State<Arc<Store>>) -> Response {
     let refunds = store.refunds();
+    let generic = store.generic_writes();
     json_response(
         StatusCode::OK,
-        &json!({ "total": refunds.len(), "writes": refunds }),
+        &json!({ "total": refunds.len() + generic.len(), "writes": refunds, "generic": generic }),
     )
 }
 

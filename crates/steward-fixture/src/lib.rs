@@ -68,16 +68,23 @@
 //! # Modules
 //!
 //! * [`refunds`]: the `/v1` API and [`Refund`].
+//! * [`generic`]: a generic idempotent provider (`/generic/writes`, a key header and a lookup
+//!   by key) for adapters that know no provider's API.
 //! * [`faults`]: [`FaultPlan`] and [`FaultMode`].
 //! * `control`: the `/_fixture` endpoints.
 //! * `state`: the store, idempotency bookkeeping and persistence.
 //! * `params`: form/JSON decoding and validation.
 //! * `conn`: connections a handler can cut without answering.
 
+// The fixture is a stand-in provider, not part of Steward: it keeps its own wall clock for the
+// records it makes, as a real provider would (clippy.toml forbids that inside Steward).
+#![allow(clippy::disallowed_methods)]
+
 mod conn;
 mod control;
 mod error;
 pub mod faults;
+pub mod generic;
 mod params;
 pub mod refunds;
 mod state;
@@ -95,6 +102,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use faults::{FaultMode, FaultPlan};
+pub use generic::GenericWrite;
 pub use refunds::Refund;
 
 use conn::{ConnKill, KillableListener};
@@ -172,6 +180,7 @@ async fn run(
 
 fn app(store: Arc<Store>) -> Router {
     refunds::router()
+        .merge(generic::router())
         .merge(control::router())
         .fallback(not_found)
         .with_state(store)
@@ -216,9 +225,14 @@ impl FixtureHandle {
         format!("http://{}", SocketAddr::new(ip, self.addr.port()))
     }
 
-    /// Number of committed refund writes.
+    /// Number of committed writes: refunds and generic writes (`generic`).
     pub fn write_count(&self) -> u64 {
         self.store.write_count()
+    }
+
+    /// Committed generic writes, in commit order.
+    pub fn generic_writes(&self) -> Vec<GenericWrite> {
+        self.store.generic_writes()
     }
 
     /// Committed refunds, in commit order.

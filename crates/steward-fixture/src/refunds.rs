@@ -354,7 +354,7 @@ async fn save_error(
 }
 
 /// A saved response, replayed with `Idempotent-Replayed: true`.
-fn replay(saved: SavedResponse) -> Response {
+pub(crate) fn replay(saved: SavedResponse) -> Response {
     let status = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::OK);
     let mut resp = json_response(status, &saved.body);
     resp.headers_mut()

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::faults::{FaultPlan, FaultState};
+use crate::generic::GenericWrite;
 use crate::refunds::Refund;
 
 const SNAPSHOT_VERSION: u32 = 1;
@@ -39,11 +40,15 @@ struct Snapshot {
     version: u32,
     refunds: Vec<Refund>,
     idempotency: BTreeMap<String, SavedResponse>,
+    /// Generic writes (`generic.rs`); absent from state files written before they existed.
+    #[serde(default)]
+    writes: Vec<GenericWrite>,
 }
 
 #[derive(Default)]
 struct Inner {
     refunds: Vec<Refund>,
+    writes: Vec<GenericWrite>,
     saved: HashMap<String, SavedResponse>,
     /// Keys of requests still being handled, with the owner's token.
     in_flight: HashMap<String, u64>,
@@ -98,6 +103,7 @@ impl Store {
         if let Some(path) = &state_file {
             if let Some(snapshot) = load(path)? {
                 inner.refunds = snapshot.refunds;
+                inner.writes = snapshot.writes;
                 inner.saved = snapshot.idempotency.into_iter().collect();
             }
         }
@@ -143,6 +149,24 @@ impl Store {
         refund: Option<Refund>,
         saved: Option<(String, SavedResponse)>,
     ) -> io::Result<()> {
+        self.commit_all(refund, None, saved)
+    }
+
+    /// Commits a generic write and/or its saved result, as [`Store::commit`] does a refund.
+    pub fn commit_generic(
+        &self,
+        write: Option<GenericWrite>,
+        saved: (String, SavedResponse),
+    ) -> io::Result<()> {
+        self.commit_all(None, write, Some(saved))
+    }
+
+    fn commit_all(
+        &self,
+        refund: Option<Refund>,
+        write: Option<GenericWrite>,
+        saved: Option<(String, SavedResponse)>,
+    ) -> io::Result<()> {
         let _persist = lock(&self.persist);
         if let Some(path) = &self.state_file {
             let bytes = {
@@ -151,8 +175,10 @@ impl Store {
                     version: SNAPSHOT_VERSION,
                     refunds: inner.refunds.clone(),
                     idempotency: inner.saved.clone().into_iter().collect(),
+                    writes: inner.writes.clone(),
                 };
                 snapshot.refunds.extend(refund.clone());
+                snapshot.writes.extend(write.clone());
                 if let Some((key, resp)) = &saved {
                     snapshot.idempotency.insert(key.clone(), resp.clone());
                 }
@@ -162,6 +188,7 @@ impl Store {
         }
         let mut inner = self.lock();
         inner.refunds.extend(refund);
+        inner.writes.extend(write);
         if let Some((key, resp)) = saved {
             inner.saved.insert(key, resp);
         }
@@ -175,6 +202,7 @@ impl Store {
         {
             let mut inner = self.lock();
             inner.refunds.clear();
+            inner.writes.clear();
             inner.saved.clear();
             inner.in_flight.clear();
             inner.faults = FaultState::default();
@@ -194,9 +222,20 @@ impl Store {
         self.lock().refunds.clone()
     }
 
-    /// Number of committed refunds.
+    /// Number of committed writes: refunds and generic writes.
     pub fn write_count(&self) -> u64 {
-        self.lock().refunds.len() as u64
+        let inner = self.lock();
+        (inner.refunds.len() + inner.writes.len()) as u64
+    }
+
+    /// Committed generic writes, in commit order.
+    pub fn generic_writes(&self) -> Vec<GenericWrite> {
+        self.lock().writes.clone()
+    }
+
+    /// The generic write committed under `key`.
+    pub fn generic_write(&self, key: &str) -> Option<GenericWrite> {
+        self.lock().writes.iter().find(|w| w.key == key).cloned()
     }
 
     /// The refund with this id.

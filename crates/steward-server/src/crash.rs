@@ -3,9 +3,8 @@
 //! [`CrashHook`] instead: the dispatch stops right there and leaves the durable state exactly as
 //! a process death would.
 
-use crate::error::ApiError;
+use crate::effect_error::EffectError;
 use crate::state::AppState;
-use axum::http::StatusCode;
 use std::sync::{Arc, OnceLock};
 use steward_core::{CrashPoint, CRASH_AT_ENV};
 
@@ -23,17 +22,13 @@ fn armed() -> Option<CrashPoint> {
 
 /// Passes `point`: aborts the process when it is armed; returns an error when a simulation's
 /// hook decides to crash here.
-pub fn reach(state: &AppState, point: CrashPoint) -> Result<(), ApiError> {
+pub fn reach(state: &AppState, point: CrashPoint) -> Result<(), EffectError> {
     if armed() == Some(point) {
         eprintln!("steward: crash point {} reached; aborting", point.name());
         std::process::abort();
     }
     match &state.crash_hook {
-        Some(hook) if hook(point) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "SIMULATED_CRASH",
-            format!("simulated crash at {}", point.name()),
-        )),
+        Some(hook) if hook(point) => Err(EffectError::SimulatedCrash { point }),
         _ => Ok(()),
     }
 }

@@ -11,11 +11,13 @@
 //!
 //! The write path of one invoke is numbered in `dispatch/mod.rs` and in docs/ARCHITECTURE.md.
 
+mod adapters;
 mod api;
 mod auth;
 mod clock;
 mod crash;
 mod dispatch;
+mod effect_error;
 mod envelope;
 mod error;
 mod input_schema;

@@ -102,7 +102,7 @@ fn dispatch_approved(state: &AppState, invocations: &[(EnvironmentId, Invocation
                 Ok(Some(inv)) => {
                     tracing::info!(invocation = %id, "dispatching approved work taken over");
                     if let Err(e) = crate::dispatch::dispatch(&state, &inv).await {
-                        tracing::error!(invocation = %inv.id, error = ?e.message, "approved dispatch failed");
+                        tracing::error!(invocation = %inv.id, error = %e, "approved dispatch failed");
                     }
                 }
                 Ok(None) => tracing::error!(invocation = %id, "approved invocation vanished"),

@@ -143,32 +143,12 @@ impl ImpactDeclaration {
     }
 }
 
-/// The quantities one invocation of `def` with `input` carries. An adapter declares its own
-/// impact: `stripe.refund` moves `input.amount` of money in its currency and mutates one
-/// resource. A template action carries what its `impact` declares, and nothing otherwise.
+/// The quantities one invocation of a template action `def` with `input` carries: what its
+/// `impact` declares, and nothing otherwise. An adapter action's quantities are its adapter's
+/// to say (the server's adapter registry), so none are known here.
 pub fn quantities(def: &ActionDefinition, input: &Value) -> Vec<Quantity> {
-    if let Some(adapter) = &def.adapter {
-        let currency = input
-            .get("currency")
-            .or_else(|| adapter.config.get("currency"))
-            .and_then(Value::as_str)
-            .unwrap_or("usd")
-            .to_ascii_lowercase();
-        return vec![
-            Quantity {
-                dimension: MONEY.into(),
-                unit: currency,
-                amount: input
-                    .get("amount")
-                    .and_then(Value::as_i64)
-                    .filter(|a| *a >= 0),
-            },
-            Quantity {
-                dimension: RESOURCE_MUTATIONS.into(),
-                unit: RESOURCE_MUTATIONS.into(),
-                amount: Some(1),
-            },
-        ];
+    if def.adapter.is_some() {
+        return Vec::new();
     }
     match def.impact.as_ref().map(ImpactDeclaration::parse) {
         Some(Ok(declaration)) => vec![declaration.quantity(input)],
@@ -256,30 +236,12 @@ mod tests {
 
     #[test]
     fn quantities_of_adapters_templates_and_plain_actions() {
+        // An adapter's quantities are its adapter's (`adapters/stripe_refund.rs` in the server).
         let refund = def(
             json!({"name": "r", "adapter": {"type": "stripe.refund", "config": {"mode": "test", "currency": "EUR"}, "credentialSecret": "K"}}),
         );
-        let q = quantities(&refund, &json!({"paymentIntent": "pi", "amount": 500}));
-        assert_eq!(
-            q[0],
-            Quantity {
-                dimension: "money".into(),
-                unit: "eur".into(),
-                amount: Some(500)
-            }
-        );
-        assert_eq!(
-            q[1],
-            Quantity {
-                dimension: "resource_mutations".into(),
-                unit: "resource_mutations".into(),
-                amount: Some(1)
-            }
-        );
-        assert_eq!(
-            money_amount(&refund, &json!({"amount": 7, "currency": "usd"})),
-            Some(7)
-        );
+        assert!(quantities(&refund, &json!({"paymentIntent": "pi", "amount": 500})).is_empty());
+        assert_eq!(money_amount(&refund, &json!({"amount": 7})), None);
         let email = def(
             json!({"name": "e", "urlTemplate": "https://x.example", "impact": {"dimension": "emails", "amount": "count(input.to)", "bound": "exact"}}),
         );

@@ -2,6 +2,7 @@
 
 mod common;
 mod faults;
+mod generic;
 mod idempotency;
 mod refunds;
 mod state_file;

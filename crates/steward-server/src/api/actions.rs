@@ -40,6 +40,7 @@ fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult<ActionDefi
     let def: ActionDefinition = serde_json::from_value(Value::Object(map))
         .map_err(|e| ApiError::validation("body", format!("is not a valid action ({e})")))?;
     def.validate()
+        .and_then(|()| crate::adapters::check_definition(&def, allow_http))
         .map_err(|e| ApiError::validation(e.field, e.message))?;
     let def = def.normalized();
     if let Some(schema) = &def.input_schema {

@@ -7,10 +7,10 @@
 //! `requiresApproval` only when the policy names that action (a broad auto-approve never
 //! un-gates an action that asks for a human). With no matching policy, `requiresApproval` parks.
 
+use crate::adapters::money_amount;
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use serde_json::{json, Value};
-use steward_core::impact::money_amount;
 use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
 use steward_core::{ApprovalId, EffectState, Millis, OperationKey, Rejection};
 use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord};

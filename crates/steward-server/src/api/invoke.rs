@@ -4,8 +4,8 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
-use crate::dispatch::{self, provider_idempotency_key, stripe};
-use crate::error::{ApiError, ApiResult};
+use crate::dispatch;
+use crate::error::{codes, ApiError, ApiResult};
 use crate::progress::{Progress, Stage};
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -82,8 +82,8 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
 fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
     let def = &action.definition;
     if !def.enabled {
-        return Err(ApiError::conflict(
-            "action_disabled",
+        return Err(ApiError::of(
+            codes::ACTION_DISABLED,
             "this action is disabled",
         ));
     }
@@ -91,7 +91,8 @@ fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
         crate::input_schema::validate(schema, input)?;
     }
     if def.adapter.is_some() {
-        stripe::check_input(input)?;
+        crate::adapters::check_input(def, input)
+            .map_err(|e| ApiError::validation(e.field, e.message))?;
     } else {
         check_input(def, input).map_err(|e| match e {
             steward_core::TemplateError::MissingInput { path } => ApiError::validation(
@@ -193,8 +194,8 @@ pub(crate) async fn run(
     caller.require(scopes::ACTIONS_INVOKE)?;
     let request = parse(idempotency_key?, bytes)?;
     if caller.env.halted {
-        return Err(ApiError::conflict(
-            "environment_halted",
+        return Err(ApiError::of(
+            codes::ENVIRONMENT_HALTED,
             "this environment is halted; nothing was invoked",
         ));
     }
@@ -213,11 +214,7 @@ pub(crate) async fn run(
     }
 
     let effect_id = EffectId::from_unique(&crate::clock::unique());
-    let provider_key = action
-        .definition
-        .adapter
-        .as_ref()
-        .map(|_| provider_idempotency_key(&effect_id));
+    let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);
     let gate = super::gate::gate(
         &caller,
         &context.policies,
@@ -335,8 +332,8 @@ async fn settle_outcome(
             effect_id,
             invocation_id,
         } => {
-            return Err(ApiError::conflict(
-                "operation_key_conflict",
+            return Err(ApiError::of(
+                codes::OPERATION_KEY_CONFLICT,
                 "this operationKey already names an effect with a different input",
             )
             .with_details(json!({"effectId": effect_id, "invocationId": invocation_id})))
@@ -348,15 +345,15 @@ async fn settle_outcome(
             ))
         }
         SubmitOutcome::RetryOfTaken { invocation_id } => {
-            return Err(ApiError::conflict(
-                "retry_already_exists",
+            return Err(ApiError::of(
+                codes::RETRY_ALREADY_EXISTS,
                 "this failed invocation already has a retry with another input",
             )
             .with_details(json!({"invocationId": invocation_id})))
         }
         SubmitOutcome::RetryOfNotFailed { state: prior } => {
-            return Err(ApiError::conflict(
-                "retry_of_not_failed",
+            return Err(ApiError::of(
+                codes::RETRY_OF_NOT_FAILED,
                 format!(
                     "retryOf names an invocation that is {}, not settled failed",
                     prior.invocation_status().as_str()

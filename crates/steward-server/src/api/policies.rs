@@ -8,6 +8,7 @@ use super::gate::decision_json;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
+use crate::adapters::money_amount;
 use crate::auth::Caller;
 use crate::envelope::{ok, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};
@@ -18,7 +19,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use steward_core::impact::money_amount;
 use steward_core::policy::{
     decide, matches, order, Facts, Match, MatchKind, Policy, PolicySpec, RequestKind, SPEC_FIELDS,
 };

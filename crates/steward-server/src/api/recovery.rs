@@ -4,7 +4,8 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
-use crate::error::{ApiError, ApiResult};
+use crate::effect_error::EffectError;
+use crate::error::{codes, ApiError, ApiResult};
 use crate::reconcile::reconcile as reconcile_effect;
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -15,12 +16,7 @@ use serde_json::{json, Map, Value};
 use steward_core::{next, scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
 use steward_store::{Actor, EffectChange, EffectDetail, NewEvidence, StoreError};
 
-/// Stripe keeps an idempotency key for 24 hours; after that the same key could create a second
-/// refund, so a replay is refused.
-pub const PROVIDER_IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3600 * 1000;
-/// A replay must start at least this long before the window closes, so that it cannot land
-/// after the provider has forgotten the key (one dispatch deadline plus a wide margin).
-pub const REPLAY_WINDOW_MARGIN_MS: i64 = 3600 * 1000;
+use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
 
 fn effect_id(id: &str) -> ApiResult<EffectId> {
     EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
@@ -67,9 +63,8 @@ pub async fn reconcile(
 /// Manual resolutions come from a different key than the one that invoked.
 fn refuse_own(caller: &Caller, invoker: &steward_core::KeyId) -> ApiResult<()> {
     if &caller.key.id == invoker {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "self_resolution_forbidden",
+        return Err(ApiError::of(
+            codes::SELF_RESOLUTION_FORBIDDEN,
             "a key never resolves an invocation it made; resolve it with another key",
         ));
     }
@@ -105,8 +100,8 @@ async fn resolve_by_hand(
 ) -> ApiResult<()> {
     refuse_own(caller, &d.effect.created_by)?;
     if d.effect.state != EffectState::Unknown {
-        return Err(ApiError::conflict(
-            "effect_not_unknown",
+        return Err(ApiError::of(
+            codes::EFFECT_NOT_UNKNOWN,
             format!(
                 "only an unknown effect is resolved by hand; this one is {}",
                 d.effect.state.invocation_status().as_str()
@@ -114,7 +109,7 @@ async fn resolve_by_hand(
         ));
     }
     let (to, _) = next(EffectState::Unknown, EffectEvent::Resolve { outcome })
-        .map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
+        .map_err(|e| EffectError::illegal(&d.effect.invocation_id, &d.effect.id, e))?;
     let mut change = EffectChange::new(
         &caller.env.id,
         &d.effect.id,
@@ -134,8 +129,8 @@ async fn resolve_by_hand(
         .change_effect(&change)
         .await
         .map_err(|e| match e {
-            StoreError::StateConflict { .. } => ApiError::conflict(
-                "effect_not_unknown",
+            StoreError::StateConflict { .. } => ApiError::of(
+                codes::EFFECT_NOT_UNKNOWN,
                 "the effect was settled by someone else first",
             ),
             other => other.into(),
@@ -335,25 +330,37 @@ pub async fn replay(
     let request = json!({"op": "effect.replay", "id": id, "attempts": d.effect.attempt_count});
     idempotent::run(&state, &caller, &headers, request, || async {
         if d.effect.state != EffectState::Unknown {
-            return Err(ApiError::conflict(
-                "effect_not_unknown",
+            return Err(ApiError::of(
+                codes::EFFECT_NOT_UNKNOWN,
                 format!("only an unknown effect is replayed; this one is {}", d.effect.state.invocation_status().as_str()),
             ));
         }
         if d.effect.provider_idempotency_key.is_none() {
-            return Err(ApiError::conflict(
-                "replay_not_supported",
+            return Err(ApiError::of(
+                codes::REPLAY_NOT_SUPPORTED,
                 "this action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead",
             ));
         }
+        let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
+        let def = crate::dispatch::definition_of(&state, &inv).await?;
+        // The adapter says how long its provider keeps an idempotency key.
+        let Some(window_ms) = crate::adapters::replay_window_ms(&def) else {
+            return Err(ApiError::of(
+                codes::REPLAY_NOT_SUPPORTED,
+                "this action's adapter is not one this server knows, so a replay could write twice; reconcile or resolve it instead",
+            ));
+        };
         let first = d.attempts.first().map(|a| a.started_at).unwrap_or(d.effect.created_at);
-        if state.clock.now().0 >= first.0 + PROVIDER_IDEMPOTENCY_WINDOW_MS - REPLAY_WINDOW_MARGIN_MS {
-            return Err(ApiError::conflict(
-                "replay_window_closed",
-                "the provider keeps idempotency keys for 24 hours; this effect's window has closed, so a replay could create a second write",
+        if state.clock.now().0 >= first.0 + window_ms - REPLAY_WINDOW_MARGIN_MS {
+            return Err(ApiError::of(
+                codes::REPLAY_WINDOW_CLOSED,
+                format!(
+                    "the provider keeps idempotency keys for {} s; this effect's window has closed (or closes within {} s), so a replay could create a second write",
+                    window_ms / 1000,
+                    REPLAY_WINDOW_MARGIN_MS / 1000
+                ),
             ));
         }
-        let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
         let task_state = state.clone();
         tokio::spawn(async move { crate::dispatch::replay(&task_state, &inv).await })
             .await

@@ -22,10 +22,9 @@ pub(crate) mod park;
 pub(crate) mod prepare;
 pub(crate) mod request;
 pub(crate) mod reserve;
-pub(crate) mod stripe;
 
 use crate::crash;
-use crate::error::ApiError;
+use crate::effect_error::{EffectError, EffectResult};
 use crate::progress::{Progress, Stage};
 use crate::state::AppState;
 use prepare::{Blocked, Prepared};
@@ -45,7 +44,7 @@ const RESPONSE_BODY_BYTES_MAX: usize = 256 * 1024;
 pub(crate) async fn definition_of(
     state: &AppState,
     inv: &InvocationRecord,
-) -> Result<ActionDefinition, ApiError> {
+) -> EffectResult<ActionDefinition> {
     let versions = state
         .store
         .action_versions(&inv.env_id, &inv.action_id)
@@ -54,11 +53,16 @@ pub(crate) async fn definition_of(
         .into_iter()
         .find(|v| v.version == inv.action_version)
         .map(|v| v.definition)
-        .ok_or_else(|| ApiError::not_found("action version"))
+        .ok_or_else(|| {
+            EffectError::missing(
+                "action version",
+                format!("{} v{}", inv.action_id, inv.action_version),
+            )
+        })
 }
 
 /// Settles a `Ready` effect as failed without sending: the request must not leave.
-async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> Result<(), ApiError> {
+async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> EffectResult<()> {
     let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
     let mut change = EffectChange::new(
         &inv.env_id,
@@ -84,22 +88,23 @@ async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> Re
 
 /// Runs [`dispatch`] in its own task and waits for it: a caller that goes away (a client that
 /// disconnects) must not cancel a dispatch halfway.
-pub async fn dispatch_in_task(state: &AppState, inv: InvocationRecord) -> Result<(), ApiError> {
+pub async fn dispatch_in_task(state: &AppState, inv: InvocationRecord) -> EffectResult<()> {
     let state = state.clone();
+    let invocation = inv.id.clone();
     tokio::spawn(async move { dispatch(&state, &inv).await })
         .await
-        .map_err(|e| ApiError::internal("dispatch task", &e))?
+        .map_err(|source| EffectError::Task { invocation, source })?
 }
 
 /// Drives one `Ready` effect through one attempt. Returns once the outcome is recorded (or, on
 /// a storage failure, with the error and nothing sent).
-pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> Result<(), ApiError> {
+pub async fn dispatch(state: &AppState, inv: &InvocationRecord) -> EffectResult<()> {
     attempt(state, inv, Start::First).await
 }
 
 /// Repeats a lost write under the same provider identity (the same provider idempotency key):
 /// a new attempt of the same effect, never a new effect. Only from `unknown`.
-pub async fn replay(state: &AppState, inv: &InvocationRecord) -> Result<(), ApiError> {
+pub async fn replay(state: &AppState, inv: &InvocationRecord) -> EffectResult<()> {
     attempt(state, inv, Start::Replay).await
 }
 
@@ -115,7 +120,7 @@ async fn refuse(
     inv: &InvocationRecord,
     start: Start,
     blocked: Blocked,
-) -> Result<(), ApiError> {
+) -> EffectResult<()> {
     match start {
         Start::First => block(state, inv, blocked).await,
         Start::Replay => {
@@ -133,21 +138,22 @@ async fn refuse(
                     &Actor::system(state.clock.now()),
                 )
                 .await?;
-            Err(ApiError::conflict(
-                "replay_blocked",
-                format!("the replay was not sent: {}", blocked.message),
-            ))
+            Err(EffectError::ReplayBlocked {
+                effect: inv.effect_id.clone(),
+                code: blocked.code,
+                message: blocked.message,
+            })
         }
     }
 }
 
-async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Result<(), ApiError> {
+async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> EffectResult<()> {
     let def = definition_of(state, inv).await?;
     let effect = state
         .store
         .effect(&inv.env_id, &inv.effect_id)
         .await?
-        .ok_or_else(|| ApiError::not_found("effect"))?;
+        .ok_or_else(|| EffectError::missing("effect", &inv.effect_id))?;
     let (from, event, number) = match start {
         Start::First => (EffectState::Ready, EffectEvent::BeginAttempt, 1),
         Start::Replay => (
@@ -233,11 +239,11 @@ fn begin_change(
     host: &Destination,
     prepared: &Prepared,
     effect_key: Option<&str>,
-) -> Result<EffectChange, ApiError> {
+) -> EffectResult<EffectChange> {
     let now = state.clock.now();
     let deadline = now.plus_ms(state.dispatch_timeout.as_millis() as i64);
     let (to, _) =
-        next(from, event).map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
+        next(from, event).map_err(|e| EffectError::illegal(&inv.id, &inv.effect_id, e))?;
     let mut begin = EffectChange::new(
         &inv.env_id,
         &inv.effect_id,
@@ -281,7 +287,7 @@ async fn send_and_record(
     number: u32,
     prepared: &Prepared,
     answers_request: Option<IdempotencyKey>,
-) -> Result<Option<InvocationRecord>, ApiError> {
+) -> EffectResult<Option<InvocationRecord>> {
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
     // Step 4: send, with a deadline shorter than the SDK's own timeout.
@@ -323,7 +329,7 @@ pub async fn submit_and_dispatch(
     def: &ActionDefinition,
     secrets: &[SecretRecord],
     progress: &Progress,
-) -> Result<Submitted, ApiError> {
+) -> EffectResult<Submitted> {
     let inv = submission.created();
     let effect_key = submission.provider_idempotency_key.as_deref();
     let (prepared, host) = match checked(state, &inv, def, effect_key, Some(secrets)).await {
@@ -412,7 +418,7 @@ struct Answer {
     verified: Option<Result<(), String>>,
 }
 
-async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError> {
+async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
     let no_answer = |report: AttemptReport| Answer {
         report,
         status: None,
@@ -435,10 +441,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
     };
     crash::reach(state, CrashPoint::ServerAfterSend)?;
     let status = response.status().as_u16();
-    let nothing_happened = response
-        .headers()
-        .get("stripe-should-retry")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+    let headers = response.headers().clone();
     let bytes = match answer::read_capped(response, answer::PROVIDER_ANSWER_BYTES_MAX).await {
         Ok(b) => b.bytes,
         Err(e) => {
@@ -453,26 +456,17 @@ async fn send(state: &AppState, prepared: &Prepared) -> Result<Answer, ApiError>
     };
     crash::reach(state, CrashPoint::ServerAfterResponse)?;
     let body = parse_body(&bytes);
-    let (confirms, reference) = if prepared.stripe && (200..300).contains(&status) {
-        let is_refund = body.get("object").and_then(Value::as_str) == Some("refund");
-        let confirmed =
-            is_refund && body.get("status").and_then(Value::as_str) == Some("succeeded");
-        (
-            confirmed,
-            body.get("id").and_then(Value::as_str).map(str::to_string),
-        )
-    } else {
-        (false, None)
-    };
+    let adapter = prepared.adapter.as_ref().map(|(a, spec)| (*a, spec));
+    let reading = crate::adapters::read_answer(adapter, status, &headers, &body);
     Ok(Answer {
         report: AttemptReport::Answered {
             status,
-            provider_says_nothing_happened: prepared.stripe && nothing_happened,
-            provider_record_confirms: confirms,
+            provider_says_nothing_happened: reading.nothing_happened,
+            provider_record_confirms: reading.confirms,
         },
         status: Some(status),
         body: Some(body),
-        external_reference: reference,
+        external_reference: reading.reference,
         verified: None,
     })
 }
@@ -543,7 +537,7 @@ async fn record_answer(
     answer: Answer,
     prepared: &Prepared,
     answers_request: Option<IdempotencyKey>,
-) -> Result<Option<InvocationRecord>, ApiError> {
+) -> EffectResult<Option<InvocationRecord>> {
     let mut report = answer.report.clone();
     if let (
         AttemptReport::Answered {
@@ -614,7 +608,7 @@ async fn record_answer(
             late_answer(state, inv, number, answer.status, &reason, found).await?;
             Ok(None)
         }
-        other => other.map(Some).map_err(ApiError::from),
+        other => other.map(Some).map_err(EffectError::from),
     }
 }
 
@@ -626,7 +620,7 @@ async fn late_answer(
     status: Option<u16>,
     reason: &str,
     found: EffectState,
-) -> Result<(), ApiError> {
+) -> EffectResult<()> {
     let late = NewEvidence::new(
         "late_answer",
         "provider",
@@ -641,12 +635,7 @@ async fn late_answer(
         .store
         .append_evidence(&inv.env_id, &inv.effect_id, &late, &actor)
         .await
-        .map_err(ApiError::from)
-}
-
-/// The provider identity Steward sends for an effect: the same for every attempt, ever.
-pub fn provider_idempotency_key(effect: &steward_core::EffectId) -> String {
-    format!("steward-{effect}")
+        .map_err(EffectError::from)
 }
 
 #[cfg(test)]

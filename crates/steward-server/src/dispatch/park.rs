@@ -3,13 +3,13 @@
 //! `ready` with evidence ("parked"). Resuming dispatches every parked effect once: the
 //! attempt's compare-and-set (`ready -> dispatching`) lets exactly one dispatcher through.
 
-use crate::error::ApiError;
+use crate::effect_error::EffectResult;
 use crate::state::AppState;
 use steward_core::EnvironmentId;
 use steward_store::{Actor, InvocationRecord, NewEvidence};
 
 /// Records that a ready effect was not sent because its environment is halted.
-pub(crate) async fn park(state: &AppState, inv: &InvocationRecord) -> Result<(), ApiError> {
+pub(crate) async fn park(state: &AppState, inv: &InvocationRecord) -> EffectResult<()> {
     let note = NewEvidence::new(
         "parked",
         "steward",
@@ -30,14 +30,14 @@ pub(crate) async fn park(state: &AppState, inv: &InvocationRecord) -> Result<(),
 
 /// Dispatches, once each and in their own tasks, the environment's parked (`ready`) effects.
 /// Returns how many were released.
-pub async fn release(state: &AppState, env: &EnvironmentId) -> Result<usize, ApiError> {
+pub async fn release(state: &AppState, env: &EnvironmentId) -> EffectResult<usize> {
     let parked = state.store.ready_invocations(env).await?;
     let count = parked.len();
     for inv in parked {
         let state = state.clone();
         tokio::spawn(async move {
             if let Err(e) = super::dispatch(&state, &inv).await {
-                tracing::error!(invocation = %inv.id, error = ?e.message, "released dispatch failed");
+                tracing::error!(invocation = %inv.id, error = %e, "released dispatch failed");
             }
         });
     }

@@ -5,8 +5,8 @@ use crate::state::AppState;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use steward_core::{
-    host_allowed, render, secret_references, ActionDefinition, Destination, EnvironmentId,
-    Placement,
+    host_allowed, render, secret_references, ActionDefinition, AdapterSpec, Destination,
+    EnvironmentId, Placement,
 };
 use steward_store::{InvocationRecord, SecretRecord};
 
@@ -35,6 +35,17 @@ pub struct OpenedSecret {
 }
 
 impl OpenedSecret {
+    /// A secret with no host or placement restriction, for unit tests of request building.
+    #[cfg(test)]
+    pub fn for_test(name: &str, value: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            value: value.to_string(),
+            allowed_hosts: None,
+            allowed_placements: None,
+        }
+    }
+
     pub fn allow(&self, placement: Placement) -> Result<(), Blocked> {
         let name = match placement {
             Placement::Url => "url",
@@ -76,8 +87,8 @@ pub struct Prepared {
     pub headers: Vec<(String, String)>,
     pub body: Option<PreparedBody>,
     pub secrets: Vec<OpenedSecret>,
-    /// Stripe semantics apply when reading the answer.
-    pub stripe: bool,
+    /// The adapter that reads the answer (`Adapter::read_answer`); `None` for a template action.
+    pub adapter: Option<(&'static dyn crate::adapters::Adapter, AdapterSpec)>,
 }
 
 impl Prepared {
@@ -149,11 +160,19 @@ pub async fn prepare(
     effect_key: Option<&str>,
     known: Option<&[SecretRecord]>,
 ) -> Result<Prepared, Blocked> {
-    if let Some(adapter) = &def.adapter {
-        let credential = open_from(state, &inv.env_id, &adapter.credential_secret, known).await?;
+    if let Some(spec) = &def.adapter {
+        let adapter = crate::adapters::find(&spec.kind).ok_or_else(|| {
+            Blocked::new(
+                "adapter_unknown",
+                format!("this server has no {} adapter", spec.kind),
+            )
+        })?;
+        let credential = open_from(state, &inv.env_id, &spec.credential_secret, known).await?;
         let key = effect_key
             .ok_or_else(|| Blocked::new("adapter_misconfigured", "no provider idempotency key"))?;
-        return super::stripe::build(adapter, &inv.input, &inv.id, key, credential);
+        let mut prepared = adapter.prepare(spec, &inv.input, &inv.id, key, credential)?;
+        prepared.adapter = Some((adapter, spec.clone()));
+        return Ok(prepared);
     }
     let references =
         secret_references(def).map_err(|e| Blocked::new("template_invalid", e.to_string()))?;
@@ -180,6 +199,6 @@ pub async fn prepare(
         headers: rendered.headers,
         body: rendered.body.map(PreparedBody::Json),
         secrets,
-        stripe: false,
+        adapter: None,
     })
 }

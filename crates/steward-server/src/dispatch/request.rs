@@ -103,7 +103,7 @@ mod tests {
                 .collect(),
             body: Some(PreparedBody::Json(serde_json::json!({"a": 1}))),
             secrets: Vec::new(),
-            stripe: false,
+            adapter: None,
         }
     }
 

@@ -3,10 +3,10 @@
 //! later), or refuse it (`ready -> rejected(refused)`, grade
 //! `refused`, evidence saying which limit and why). A refused effect sends nothing.
 
-use crate::error::ApiError;
+use crate::effect_error::EffectResult;
 use crate::state::AppState;
 use serde_json::json;
-use steward_core::impact::{quantities, Refusal};
+use steward_core::impact::Refusal;
 use steward_core::{next, ActionDefinition, EffectEvent, EffectState};
 use steward_store::{
     Actor, EffectChange, ImpactRequest, InvocationRecord, NewEvidence, ReserveOutcome, StoreError,
@@ -31,7 +31,7 @@ pub(crate) fn request(
         env_id: inv.env_id.clone(),
         effect_id: inv.effect_id.clone(),
         action_name: inv.action_name.clone(),
-        quantities: quantities(def, &inv.input),
+        quantities: crate::adapters::quantities(def, &inv.input),
         actor: Actor::key(&inv.created_by, state.clock.now()),
     }
 }
@@ -40,7 +40,7 @@ pub(crate) async fn reserve(
     state: &AppState,
     inv: &InvocationRecord,
     def: &ActionDefinition,
-) -> Result<Reservation, ApiError> {
+) -> EffectResult<Reservation> {
     let outcome = state
         .store
         .reserve_impact(&request(state, inv, def))
@@ -53,7 +53,7 @@ pub(crate) async fn refuse(
     state: &AppState,
     inv: &InvocationRecord,
     outcome: ReserveOutcome,
-) -> Result<Reservation, ApiError> {
+) -> EffectResult<Reservation> {
     let (limit_id, limit_name, refusal) = match outcome {
         ReserveOutcome::Reserved(_) | ReserveOutcome::AlreadyReserved => {
             return Ok(Reservation::Go)

@@ -38,13 +38,13 @@ pub async fn run(state: AppState, interval: Duration) {
     loop {
         tick.tick().await;
         if let Err(e) = once(&state).await {
-            tracing::warn!(error = %e.message, "background reconcile pass failed; retrying next tick");
+            tracing::warn!(error = %e, "background reconcile pass failed; retrying next tick");
         }
     }
 }
 
 /// One pass: every due effect gets one read-only lookup.
-pub async fn once(state: &AppState) -> Result<(), crate::error::ApiError> {
+pub async fn once(state: &AppState) -> crate::effect_error::EffectResult<()> {
     let now = state.clock.now();
     for due in state
         .store

@@ -1,8 +1,7 @@
 //! Unknown is a queue, not a dead end: read-only reconciliation of `unknown` effects.
 //!
-//! [`reconcile`] asks the provider what happened (the Stripe adapter lists the payment intent's
-//! refunds and looks for the key Steward sent; a template action with `verify` reads the write
-//! back) and settles the effect only on a conclusive answer. "Not found" is conclusive only once
+//! [`reconcile`] asks the provider what happened (an adapter looks the write up by the provider
+//! key Steward sent, `Adapter::look_up`; a template action with `verify` reads the write back) and settles the effect only on a conclusive answer. "Not found" is conclusive only once
 //! no attempt can still be in flight: its deadline plus a grace period has passed. Every lookup
 //! appends evidence; nothing is overwritten and nothing is ever sent again from here.
 
@@ -10,7 +9,7 @@ pub mod background;
 pub(crate) mod lookup;
 pub(crate) mod verify;
 
-use crate::error::ApiError;
+use crate::effect_error::{EffectError, EffectResult};
 use crate::state::AppState;
 use lookup::Finding;
 use serde_json::json;
@@ -39,24 +38,21 @@ async fn load(
     state: &AppState,
     env: &EnvironmentId,
     effect: &EffectId,
-) -> Result<
-    (
-        EffectDetail,
-        InvocationRecord,
-        steward_core::ActionDefinition,
-    ),
-    ApiError,
-> {
+) -> EffectResult<(
+    EffectDetail,
+    InvocationRecord,
+    steward_core::ActionDefinition,
+)> {
     let detail = state
         .store
         .effect(env, effect)
         .await?
-        .ok_or_else(|| ApiError::not_found("effect"))?;
+        .ok_or_else(|| EffectError::missing("effect", effect))?;
     let inv = state
         .store
         .invocation(env, &detail.effect.invocation_id)
         .await?
-        .ok_or_else(|| ApiError::not_found("invocation"))?;
+        .ok_or_else(|| EffectError::missing("invocation", &detail.effect.invocation_id))?;
     let def = crate::dispatch::definition_of(state, &inv).await?;
     Ok((detail, inv, def))
 }
@@ -67,8 +63,13 @@ async fn find(
     inv: &InvocationRecord,
     def: &steward_core::ActionDefinition,
 ) -> Option<Finding> {
-    if let (Some(adapter), Some(key)) = (&def.adapter, &detail.effect.provider_idempotency_key) {
-        return Some(lookup::stripe_refund(state, inv, adapter, key).await);
+    if let (Some(spec), Some(key)) = (&def.adapter, &detail.effect.provider_idempotency_key) {
+        return Some(match crate::adapters::find(&spec.kind) {
+            Some(adapter) => adapter.look_up(state, inv, spec, key).await,
+            None => Finding::Inconclusive {
+                detail: format!("this server has no {} adapter to look it up", spec.kind),
+            },
+        });
     }
     let spec = match def
         .verify
@@ -107,7 +108,7 @@ pub async fn reconcile(
     effect: &EffectId,
     source: &str,
     actor: Actor,
-) -> Result<Reconciled, ApiError> {
+) -> EffectResult<Reconciled> {
     let (detail, inv, def) = load(state, env, effect).await?;
     let current = detail.effect.state;
     if !current.is_unresolved() {
@@ -173,8 +174,7 @@ pub async fn reconcile(
             (EffectEvent::ReconcileInconclusive, detail.clone(), None)
         }
     };
-    let (to, _) = next(current, event)
-        .map_err(|e| ApiError::conflict("illegal_transition", e.to_string()))?;
+    let (to, _) = next(current, event).map_err(|e| EffectError::illegal(&inv.id, effect, e))?;
     let evidence = NewEvidence::new("reconcile", source, message)
         .with_data(json!({"externalReference": reference}));
     if to == current {

@@ -4,6 +4,7 @@
 mod harness;
 
 mod edge;
+mod http_idempotent;
 mod replay_window;
 mod secret_tags;
 mod simulation;

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod adapters;
 mod approvals;
 mod audit;
 mod boundary;

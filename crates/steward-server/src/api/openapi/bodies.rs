@@ -64,7 +64,7 @@ pub struct ActionBody {
     /// out: the server's default (`steward serve --mcp-missing-operation-key`).
     mcp_missing_operation_key: Option<MissingOperationKeyChoice>,
     enabled: Option<bool>,
-    /// A built-in adapter (`stripe.refund`) instead of a URL.
+    /// A built-in adapter (`stripe.refund`, `http.idempotent`) instead of a URL.
     #[schema(value_type = Object)]
     adapter: Option<Value>,
     /// What the action changes, for limits and verification.

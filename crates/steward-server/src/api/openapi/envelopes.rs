@@ -6,9 +6,17 @@
 
 #![allow(dead_code)]
 
+use crate::error::codes::CODES;
+use serde_json::json;
 use std::collections::BTreeMap;
+use utoipa::openapi::extensions::ExtensionsBuilder;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::openapi::{Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
+
+/// The extension of the error envelope's `code` that lists every code with its status and
+/// meaning.
+pub const ERROR_CODES_EXTENSION: &str = "x-error-codes";
 
 /// `{"success": false, "error": {...}}`: every error answer.
 #[derive(ToSchema)]
@@ -21,13 +29,35 @@ pub struct ErrorEnvelope {
 
 #[derive(ToSchema)]
 pub struct ErrorBody {
-    /// A stable code, e.g. `VALIDATION_ERROR`, `NOT_FOUND`, `environment_halted`.
+    /// A stable code, one of `x-error-codes` (`crate::error::codes::CODES`).
+    #[schema(schema_with = error_code)]
     code: String,
     /// What went wrong, for a human.
     message: String,
     /// Structured context, e.g. `{"field": "name"}` for a validation error.
     #[schema(value_type = Object, required = false)]
     details: Option<serde_json::Value>,
+}
+
+/// The error envelope's `code`: an enum of every code in [`CODES`], and the table itself (code,
+/// status, meaning) as the `x-error-codes` extension.
+fn error_code() -> Object {
+    let table: Vec<serde_json::Value> = CODES
+        .iter()
+        .map(|c| json!({"code": c.code, "status": c.status.as_u16(), "meaning": c.meaning}))
+        .collect();
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(
+            "A stable code; `x-error-codes` gives each one's HTTP status and meaning.",
+        ))
+        .enum_values(Some(CODES.iter().map(|c| c.code)))
+        .extensions(Some(
+            ExtensionsBuilder::new()
+                .add(ERROR_CODES_EXTENSION, table)
+                .build(),
+        ))
+        .build()
 }
 
 /// `{"success": true, "data": {...}}`: one record.
@@ -159,3 +189,36 @@ error_set!(
         "422" => "this `Idempotency-Key` was used for a different request (`idempotency_key_reused`)",
     }
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// The served document lists exactly the table: every code, with its status and meaning.
+    #[test]
+    fn the_document_lists_every_error_code_of_the_table() {
+        let document: Value = serde_json::from_str(&super::super::document().to_json().unwrap())
+            .expect("the document is JSON");
+        let code = document
+            .pointer("/components/schemas/ErrorEnvelope/properties/error/properties/code")
+            .unwrap_or_else(|| panic!("no error code schema in {document}"));
+        let listed: Vec<&str> = code["enum"]
+            .as_array()
+            .expect("an enum of codes")
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let table: Vec<&str> = CODES.iter().map(|c| c.code).collect();
+        assert_eq!(listed, table);
+        let extension = code[ERROR_CODES_EXTENSION]
+            .as_array()
+            .expect("the x-error-codes table");
+        assert_eq!(extension.len(), CODES.len());
+        for (row, c) in extension.iter().zip(CODES) {
+            assert_eq!(row["code"], c.code);
+            assert_eq!(row["status"], c.status.as_u16());
+            assert_eq!(row["meaning"], c.meaning);
+        }
+    }
+}

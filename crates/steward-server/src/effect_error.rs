@@ -1,0 +1,69 @@
+//! What can go wrong while Steward drives an effect: the dispatcher, a replay, a reconcile, a
+//! replica's takeover, a crash point. These errors know nothing of HTTP; the API turns them into
+//! its envelope in one place (`From<EffectError> for ApiError` in `error/mod.rs`), where an
+//! internal error is logged with its ids and source chain and never sent to the client.
+
+use steward_core::{CrashPoint, EffectId, IllegalTransition, InvocationId};
+use steward_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EffectError {
+    /// Storage refused or failed; nothing further was recorded or sent.
+    #[error("storage: {source}")]
+    Store {
+        #[from]
+        source: StoreError,
+    },
+    /// A record the effect needs is not in its environment (an action version, an effect).
+    #[error("{what} {id} not found")]
+    Missing { what: &'static str, id: String },
+    /// The effect's rules refuse the move: a bug in the caller, never the client's doing.
+    #[error("effect {effect} of invocation {invocation}: {source}")]
+    IllegalTransition {
+        invocation: InvocationId,
+        effect: EffectId,
+        #[source]
+        source: IllegalTransition,
+    },
+    /// A replay was refused before anything was sent; the effect stays `unknown`.
+    #[error("the replay of effect {effect} was not sent ({code}): {message}")]
+    ReplayBlocked {
+        effect: EffectId,
+        code: &'static str,
+        message: String,
+    },
+    /// An in-process simulation's crash hook stopped the dispatch at `point`.
+    #[error("simulated crash at {}", point.name())]
+    SimulatedCrash { point: CrashPoint },
+    /// The task the dispatch ran in panicked or was cancelled.
+    #[error("the dispatch task of invocation {invocation} did not finish")]
+    Task {
+        invocation: InvocationId,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+impl EffectError {
+    /// The rules refused `source` for this invocation's effect.
+    pub fn illegal(
+        invocation: &InvocationId,
+        effect: &EffectId,
+        source: IllegalTransition,
+    ) -> Self {
+        EffectError::IllegalTransition {
+            invocation: invocation.clone(),
+            effect: effect.clone(),
+            source,
+        }
+    }
+
+    pub fn missing(what: &'static str, id: impl std::fmt::Display) -> Self {
+        EffectError::Missing {
+            what,
+            id: id.to_string(),
+        }
+    }
+}
+
+pub type EffectResult<T> = Result<T, EffectError>;

@@ -1,0 +1,206 @@
+//! Every error code the API can answer with, in one table: the code, its HTTP status and what it
+//! means. Each [`super::ApiError`] is built from one of these constants (or, where an older call
+//! site still passes a code as text, from a code this table lists: a debug assertion and the test
+//! at the bottom of this file hold that), and the OpenAPI document lists the same table as the
+//! `code` enum of the error envelope and as its `x-error-codes` extension
+//! (`api/openapi/envelopes.rs`).
+
+use axum::http::StatusCode;
+
+/// One error code of the wire contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode {
+    /// The stable code clients match on, as it appears in `error.code`.
+    pub code: &'static str,
+    /// The status it is answered with.
+    pub status: StatusCode,
+    /// What it means, for the document and for people reading the table.
+    pub meaning: &'static str,
+}
+
+macro_rules! codes {
+    ($($name:ident = ($code:literal, $status:ident, $meaning:literal);)+) => {
+        $(
+            #[doc = $meaning]
+            pub const $name: ErrorCode = ErrorCode {
+                code: $code,
+                status: StatusCode::$status,
+                meaning: $meaning,
+            };
+        )+
+        /// Every code, in the order the document lists them.
+        pub const CODES: &[ErrorCode] = &[$($name),+];
+    };
+}
+
+codes! {
+    VALIDATION_ERROR = ("VALIDATION_ERROR", BAD_REQUEST,
+        "A field of the body, path or query is missing, malformed or unknown; `details.field` names it.");
+    BAD_REQUEST = ("BAD_REQUEST", BAD_REQUEST,
+        "The request could not be read at all (axum refused it before a handler ran; the status is the one it chose, a 4xx).");
+    AUTHENTICATION_FAILED = ("AUTHENTICATION_FAILED", UNAUTHORIZED,
+        "No API key, or one that is unknown, revoked or expired (or, on /metrics, the wrong metrics token).");
+    FORBIDDEN = ("FORBIDDEN", FORBIDDEN,
+        "The key lacks the operation's scope; `details.requiredScope` names it.");
+    SELF_DECISION_FORBIDDEN = ("self_decision_forbidden", FORBIDDEN,
+        "A key never decides an approval it requested.");
+    SELF_RESOLUTION_FORBIDDEN = ("self_resolution_forbidden", FORBIDDEN,
+        "A key never resolves an invocation it made.");
+    HOST_NOT_ALLOWED = ("host_not_allowed", FORBIDDEN,
+        "MCP: the Host header is not one this server answers MCP requests for.");
+    ORIGIN_NOT_ALLOWED = ("origin_not_allowed", FORBIDDEN,
+        "MCP: the Origin is not this server; cross-site requests may not call tools.");
+    NOT_FOUND = ("NOT_FOUND", NOT_FOUND,
+        "No such record in the key's environment.");
+    ROUTE_NOT_FOUND = ("ROUTE_NOT_FOUND", NOT_FOUND,
+        "No endpoint serves this path (a wrong base URL or an older server); `details` has the method and path.");
+    METHOD_NOT_ALLOWED = ("METHOD_NOT_ALLOWED", METHOD_NOT_ALLOWED,
+        "The endpoint does not accept this method; `Allow` lists those it does.");
+    REQUEST_TIMEOUT = ("REQUEST_TIMEOUT", REQUEST_TIMEOUT,
+        "The request took too long to arrive.");
+    PAYLOAD_TOO_LARGE = ("PAYLOAD_TOO_LARGE", PAYLOAD_TOO_LARGE,
+        "The request body is larger than the server accepts; `details.limitBytes` says how large it may be.");
+    UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", UNSUPPORTED_MEDIA_TYPE,
+        "The body is not of a content type the endpoint reads.");
+    IDEMPOTENCY_KEY_REUSED = ("idempotency_key_reused", UNPROCESSABLE_ENTITY,
+        "This Idempotency-Key was used for a different request.");
+    IDEMPOTENCY_REQUEST_IN_PROGRESS = ("idempotency_request_in_progress", CONFLICT,
+        "The original request with this Idempotency-Key is still running; call again with the same key for its result.");
+    ALREADY_EXISTS = ("already_exists", CONFLICT,
+        "A record with this name (or key) already exists.");
+    CONCURRENT_MODIFICATION = ("concurrent_modification", CONFLICT,
+        "Another request changed the record first; read it again.");
+    ENVIRONMENT_HALTED = ("environment_halted", CONFLICT,
+        "The environment is halted (the kill switch); nothing was invoked or sent.");
+    ACTION_DISABLED = ("action_disabled", CONFLICT,
+        "The action is disabled.");
+    OPERATION_KEY_CONFLICT = ("operation_key_conflict", CONFLICT,
+        "The operationKey already names an effect with a different input; `details` names it.");
+    RETRY_ALREADY_EXISTS = ("retry_already_exists", CONFLICT,
+        "The failed invocation already has a retry with another input.");
+    RETRY_OF_NOT_FAILED = ("retry_of_not_failed", CONFLICT,
+        "retryOf names an invocation that is not settled failed.");
+    EFFECT_NOT_UNKNOWN = ("effect_not_unknown", CONFLICT,
+        "Only an unknown effect is resolved by hand or replayed; this one is not (or was settled first by someone else).");
+    REPLAY_NOT_SUPPORTED = ("replay_not_supported", CONFLICT,
+        "The action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead.");
+    REPLAY_WINDOW_CLOSED = ("replay_window_closed", CONFLICT,
+        "The adapter's provider idempotency window has closed (or closes within the safety margin), so a replay could write twice.");
+    REPLAY_BLOCKED = ("replay_blocked", CONFLICT,
+        "The replay was refused before sending (a secret, a host or the destination; `details.reason` names it); the effect stays unknown.");
+    INTERNAL_ERROR = ("INTERNAL_ERROR", INTERNAL_SERVER_ERROR,
+        "A bug or a corrupt record; the detail is logged with its ids, never sent. Also what an illegal state transition becomes.");
+    OUTCOME_UNKNOWN = ("outcome_unknown", INTERNAL_SERVER_ERROR,
+        "MCP tool results only: the server could not answer a call; calling again with the same operationKey shows what was recorded.");
+    STORAGE_UNAVAILABLE = ("STORAGE_UNAVAILABLE", SERVICE_UNAVAILABLE,
+        "Storage is unavailable; nothing was changed and nothing was sent.");
+    SIMULATED_CRASH = ("SIMULATED_CRASH", SERVICE_UNAVAILABLE,
+        "In-process simulations only: the dispatch stopped at a crash point, as a process death would.");
+}
+
+/// The table's entry for `code`.
+pub fn find(code: &str) -> Option<&'static ErrorCode> {
+    CODES.iter().find(|c| c.code == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn every_code_is_listed_once_with_an_error_status() {
+        let mut seen = BTreeSet::new();
+        for c in CODES {
+            assert!(seen.insert(c.code), "{} is listed twice", c.code);
+            assert!(
+                c.status.is_client_error() || c.status.is_server_error(),
+                "{} has status {}",
+                c.code,
+                c.status
+            );
+            assert!(c.meaning.ends_with('.'), "{}: say what it means", c.code);
+        }
+    }
+
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The top-level string literals among the arguments of the call whose `(` is at `open`.
+    fn literal_arguments(text: &str, open: usize) -> Vec<String> {
+        let bytes = text.as_bytes();
+        let (mut depth, mut i, mut found) = (0usize, open, Vec::new());
+        while i < bytes.len() {
+            match bytes[i] {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                b'"' => {
+                    let start = i + 1;
+                    i += 1;
+                    while i < bytes.len() && bytes[i] != b'"' {
+                        if bytes[i] == b'\\' {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                    if depth == 1 {
+                        found.push(text[start..i].to_string());
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        found
+    }
+
+    /// A literal that reads like a code (one word of letters and underscores), not a message.
+    fn code_shaped(text: &str) -> bool {
+        !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_')
+    }
+
+    /// Every code the server source passes as text to an `ApiError` constructor (or to the MCP
+    /// door's `forbidden`) is in the table: a code cannot be answered without being listed.
+    #[test]
+    fn every_code_the_source_mints_is_in_the_table() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        let calls = ["ApiError::new(", "ApiError::conflict(", "forbidden("];
+        let mut minted = BTreeSet::new();
+        // This file names the calls in text; it mints nothing.
+        for file in files.iter().filter(|f| !f.ends_with("error/codes.rs")) {
+            let text = std::fs::read_to_string(file).unwrap();
+            for call in calls {
+                for (at, _) in text.match_indices(call) {
+                    let open = at + call.len() - 1;
+                    for literal in literal_arguments(&text, open) {
+                        if code_shaped(&literal) {
+                            minted.insert((literal, file.display().to_string()));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            minted.iter().any(|(c, _)| c == "METHOD_NOT_ALLOWED"),
+            "the scan finds the codes passed as text: {minted:?}"
+        );
+        let unlisted: Vec<_> = minted.iter().filter(|(c, _)| find(c).is_none()).collect();
+        assert!(unlisted.is_empty(), "codes not in CODES: {unlisted:?}");
+    }
+}

@@ -1,0 +1,218 @@
+//! The one mapping from domain and storage errors to HTTP answers. Internal detail is logged with
+//! its source chain and never sent to the client. Every code an answer carries is one of
+//! [`codes::CODES`].
+
+pub mod codes;
+
+use crate::effect_error::EffectError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use codes::ErrorCode;
+use serde_json::{json, Value};
+use steward_store::StoreError;
+
+/// An error answer: status, stable code, human message, optional structured details.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    /// An answer with `code`, at the status the table gives it.
+    pub fn of(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status: code.status,
+            code: code.code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// An answer with a code given as text, for call sites that pick the status themselves.
+    /// The code must be one of [`codes::CODES`] (checked in debug builds, and in the source by
+    /// the table's test).
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(
+            codes::find(code).is_some(),
+            "error code {code} is not in CODES"
+        );
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// 400 naming the offending field.
+    pub fn validation(field: impl Into<String>, message: impl Into<String>) -> Self {
+        let field = field.into();
+        let message = format!("{field}: {}", message.into());
+        Self::of(codes::VALIDATION_ERROR, message).with_details(json!({ "field": field }))
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::of(codes::NOT_FOUND, format!("{what} not found"))
+    }
+
+    pub fn unauthenticated() -> Self {
+        Self::of(codes::AUTHENTICATION_FAILED, "missing or invalid API key")
+    }
+
+    pub fn forbidden(scope: &str) -> Self {
+        Self::of(
+            codes::FORBIDDEN,
+            format!("this key lacks the `{scope}` scope"),
+        )
+        .with_details(json!({ "requiredScope": scope }))
+    }
+
+    /// A 409 with a code given as text; see [`ApiError::new`].
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// A 500: `err` and its source chain are logged under `context`, the client hears only
+    /// "internal error".
+    pub fn internal(context: &str, err: &dyn std::error::Error) -> Self {
+        tracing::error!(error = %err, source = ?err.source(), "{context}");
+        Self::of(codes::INTERNAL_ERROR, "internal error")
+    }
+
+    pub fn body(&self) -> Value {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(details) = &self.details {
+            error["details"] = details.clone();
+        }
+        json!({ "success": false, "error": error })
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match &err {
+            StoreError::Unavailable { .. } => {
+                tracing::error!(error = %err, source = ?std::error::Error::source(&err), "storage unavailable");
+                ApiError::of(
+                    codes::STORAGE_UNAVAILABLE,
+                    "storage is unavailable; nothing was changed and nothing was sent",
+                )
+            }
+            StoreError::NotFound { what } => ApiError::not_found(what),
+            StoreError::Duplicate { what } => {
+                ApiError::of(codes::ALREADY_EXISTS, format!("{what} already exists"))
+            }
+            StoreError::VersionConflict { .. } | StoreError::StateConflict { .. } => ApiError::of(
+                codes::CONCURRENT_MODIFICATION,
+                "another request changed this record first; read it again",
+            ),
+            StoreError::Halted => ApiError::of(
+                codes::ENVIRONMENT_HALTED,
+                "this environment is halted; nothing was sent",
+            ),
+            StoreError::Corrupt(_) => ApiError::internal("corrupt record", &err),
+            StoreError::IllegalTransition { .. } => ApiError::internal("illegal transition", &err),
+        }
+    }
+}
+
+/// The edge for everything that drives an effect: the only place its errors become answers.
+impl From<EffectError> for ApiError {
+    fn from(err: EffectError) -> Self {
+        match err {
+            EffectError::Store { source } => source.into(),
+            EffectError::Missing { what, .. } => ApiError::not_found(what),
+            // A bug, never the client's doing: logged with both ids, answered as a 500.
+            EffectError::IllegalTransition { .. } => {
+                ApiError::internal("illegal effect transition", &err)
+            }
+            EffectError::ReplayBlocked { code, message, .. } => ApiError::of(
+                codes::REPLAY_BLOCKED,
+                format!("the replay was not sent: {message}"),
+            )
+            .with_details(json!({ "reason": code })),
+            EffectError::SimulatedCrash { point } => ApiError::of(
+                codes::SIMULATED_CRASH,
+                format!("simulated crash at {}", point.name()),
+            ),
+            EffectError::Task { .. } => ApiError::internal("dispatch task", &err),
+        }
+    }
+}
+
+/// How long a caller should wait before resending a request whose original is still running
+/// (`idempotency_request_in_progress`), in seconds: the `Retry-After` of that 409. One second is
+/// a fraction of the dispatch deadline, so a resend soon finds the recorded answer.
+pub const IN_PROGRESS_RETRY_AFTER_S: u32 = 1;
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry_after = (self.code == codes::IDEMPOTENCY_REQUEST_IN_PROGRESS.code)
+            .then(|| IN_PROGRESS_RETRY_AFTER_S.to_string());
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(seconds) = retry_after.and_then(|s| s.parse().ok()) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds);
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_core::{EffectEvent, EffectId, EffectState, IllegalTransition, InvocationId};
+
+    /// An illegal transition is Steward's bug: a 500 whose body names neither id, never a 409.
+    #[test]
+    fn an_illegal_transition_is_an_internal_error_never_a_conflict() {
+        let invocation = InvocationId::from_unique(&crate::clock::unique());
+        let effect = EffectId::from_unique(&crate::clock::unique());
+        let illegal = IllegalTransition {
+            state: EffectState::Failed,
+            event: EffectEvent::Replay,
+        };
+        let err = EffectError::illegal(&invocation, &effect, illegal);
+        assert!(err.to_string().contains(effect.as_str()), "{err}");
+        assert!(err.to_string().contains(invocation.as_str()), "{err}");
+        let answer = ApiError::from(err);
+        assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(answer.code, codes::INTERNAL_ERROR.code);
+        let body = answer.body().to_string();
+        assert!(!body.contains(effect.as_str()), "{body}");
+        assert!(!body.contains("illegal"), "{body}");
+    }
+
+    #[test]
+    fn every_effect_error_answers_with_a_listed_code() {
+        let effect = EffectId::from_unique(&crate::clock::unique());
+        let errors = [
+            EffectError::missing("effect", &effect),
+            EffectError::ReplayBlocked {
+                effect: effect.clone(),
+                code: "secret_missing",
+                message: "secret K does not exist".into(),
+            },
+            EffectError::SimulatedCrash {
+                point: steward_core::CrashPoint::ServerAfterSend,
+            },
+            StoreError::Halted.into(),
+        ];
+        for err in errors {
+            let answer = ApiError::from(err);
+            let listed = codes::find(answer.code).expect("a listed code");
+            assert_eq!(listed.status, answer.status, "{}", answer.code);
+        }
+    }
+}
