@@ -58,6 +58,9 @@ use hotpath::*;
 #[path = "conformance/key_lifecycle.rs"]
 mod key_lifecycle;
 use key_lifecycle::*;
+#[path = "conformance/console_sessions.rs"]
+mod console_sessions;
+use console_sessions::*;
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -98,6 +101,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_keys_last_use_only_moves_forward(store.clone()).await;
     idempotency_keys_are_scoped_to_the_sending_key(store.clone()).await;
     the_master_key_check_is_recorded_once(store.clone()).await;
+    console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -409,6 +413,7 @@ conformance_tests!(
     a_keys_last_use_only_moves_forward,
     idempotency_keys_are_scoped_to_the_sending_key,
     the_master_key_check_is_recorded_once,
+    console_sessions_end_with_their_key_or_sign_out,
     operation_key_is_unique_under_concurrency,
     operation_key_with_other_input_conflicts,
     invoke_idempotency_keys,
