@@ -14,6 +14,7 @@
 mod api;
 mod auth;
 mod clock;
+mod console;
 mod crash;
 mod dispatch;
 mod envelope;
@@ -32,6 +33,7 @@ mod vault;
 pub use api::app;
 pub use api::metrics::{MetricsToken, MetricsTokenError, METRICS_TOKEN_CHARS_MIN};
 pub use clock::{unique, Clock, SystemClock};
+pub use console::ConsoleMode;
 pub use crash::CrashHook;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};

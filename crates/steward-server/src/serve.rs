@@ -44,6 +44,9 @@ pub struct ServerConfig {
     /// Host names `/mcp` answers besides loopback names and the listen address
     /// (`mcp/http.rs`): the public name of a deployment behind a proxy.
     pub mcp_allowed_hosts: Vec<String>,
+    /// Whether the operator console at `/console/` may change anything
+    /// (`--console-read-only` makes it [`crate::ConsoleMode::ReadOnly`]).
+    pub console: crate::ConsoleMode,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -177,7 +180,7 @@ pub async fn serve(
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
         listener,
-        crate::api::router(state, config.metrics_token, mcp_hosts),
+        crate::api::router(state, config.metrics_token, mcp_hosts, config.console),
         limits,
         stopped,
     )

@@ -2,9 +2,9 @@
 //! committed and durable (fsync'd) and will be found on restart; when it returns `Err`, nothing
 //! of it was committed. Every state change appends its audit event in the same transaction.
 
+use crate::console_session::ConsoleSessionRecord;
 use crate::error::StoreResult;
 use crate::governance::*;
-use crate::console_session::ConsoleSessionRecord;
 use crate::records::*;
 use async_trait::async_trait;
 use serde_json::Value;

@@ -15,7 +15,8 @@ use tokio_postgres::Row;
 const COLUMNS: &str = "id, token_hash, key_id, env_id, created_at, expires_at";
 
 fn session(row: &Row) -> StoreResult<ConsoleSessionRecord> {
-    let corrupt = |e: steward_core::IdError| StoreError::Corrupt(format!("console session id: {e}"));
+    let corrupt =
+        |e: steward_core::IdError| StoreError::Corrupt(format!("console session id: {e}"));
     Ok(ConsoleSessionRecord {
         id: col(row, 0)?,
         token_hash: col(row, 1)?,

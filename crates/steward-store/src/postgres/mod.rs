@@ -20,8 +20,8 @@
 mod admin;
 mod approvals;
 mod audit_log;
-mod console_sessions;
 pub(crate) mod conn;
+mod console_sessions;
 mod idempotency;
 mod invocations;
 mod limits;

@@ -3,7 +3,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 use steward_server::{
-    serve, ConnectionLimits, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
+    serve, ConnectionLimits, ConsoleMode, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
     BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
     HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
     REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
@@ -70,6 +70,10 @@ pub struct Args {
         value_delimiter = ','
     )]
     mcp_allowed_hosts: Vec<String>,
+    /// Serve the operator console at /console/ without its write controls: every write but
+    /// sign-in and sign-out is refused (403).
+    #[arg(long, env = "STEWARD_CONSOLE_READ_ONLY")]
+    console_read_only: bool,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -97,6 +101,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .transpose()?,
         metrics_listen: args.metrics_listen,
         mcp_allowed_hosts: args.mcp_allowed_hosts,
+        console: if args.console_read_only {
+            ConsoleMode::ReadOnly
+        } else {
+            ConsoleMode::ReadWrite
+        },
     };
     serve(config, super::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
