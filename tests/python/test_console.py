@@ -326,6 +326,32 @@ def test_an_approval_from_the_inbox_writes_exactly_once_and_a_second_decision_sa
     assert console_steward.fixture_writes() == before + 1, "exactly once"
 
 
+def test_an_expired_approval_says_so(browser: Browser, world: World,
+                                     console_steward: Steward) -> None:
+    # Raw HTTP: the SDK has no parameter for the approval expiry.
+    request = urllib.request.Request(
+        console_steward.url + "/api/v2/actions", method="POST",
+        data=json.dumps({"name": "console-expiring", "requiresApproval": True,
+                         "approvalExpiresInSeconds": 1, "adapter": {
+                             "type": "stripe.refund", "credentialSecret": STRIPE_SECRET_NAME,
+                             "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                                        "baseUrl": console_steward.fixture_url}}}).encode(),
+        headers={"Authorization": f"Bearer {world.keys['alice']}",
+                 "Content-Type": "application/json"})
+    with _DIRECT.open(request, timeout=10) as response:
+        assert response.status == 201
+    parked = world.invoke("agent", "console-expiring")
+    before = console_steward.fixture_writes()
+    browser.sign_in(world.keys["bob"])
+    row = browser.page.locator(f"tr[data-approval='{parked['approvalId']}']")
+    assert row.count() == 1 and "never" not in row.inner_text()
+    time.sleep(1.5)
+    status = browser.submit(f"form[action='/console/approvals/{parked['approvalId']}/approve']")
+    assert status == 409 and "expired" in browser.page.inner_text("[role=alert]")
+    assert world.approval(parked["approvalId"])["status"] == "expired"
+    assert console_steward.fixture_writes() == before
+
+
 def test_the_requester_cannot_approve_its_own_request(browser: Browser, world: World,
                                                       console_steward: Steward) -> None:
     parked = world.invoke("alice", "console-gated")
