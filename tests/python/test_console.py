@@ -42,6 +42,8 @@ XSS = "<script>alert(1)</script><img src=x onerror=alert(1)>"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# Every session token a browser of this module held; the log check looks for each one.
+SESSION_TOKENS: list[str] = []
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -175,6 +177,7 @@ class Browser:
         with self.page.expect_navigation():
             self.page.click("button[type=submit]")
         assert self.page.url == self.base + "/console/", self.page.url
+        SESSION_TOKENS.append(self.session_cookie()["value"])
 
     def session_cookie(self) -> dict[str, Any]:
         cookies = [c for c in self.context.cookies(self.base) if c["name"].startswith("__Host-")]
@@ -306,8 +309,6 @@ def test_an_approval_from_the_inbox_writes_exactly_once_and_a_second_decision_sa
     # The action's description carries markup: it is text on the page, never an element.
     assert XSS in row.locator(".description").inner_text()
     assert browser.page.locator("img[src=x]").count() == 0
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    browser.page.screenshot(path=str(SCREENSHOTS / "console-inbox.png"), full_page=True)
 
     # A second operator has the same inbox open; the first approves.
     browser_b.sign_in(world.keys["bob"])
@@ -405,6 +406,8 @@ def test_a_denial_with_a_note_is_what_the_agent_reads_and_the_note_is_text(
     # The note is shown, as text, among the recent decisions.
     assert note in browser.page.locator("#decided").inner_text()
     assert browser.page.locator("img[src=x]").count() == 0
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.page.screenshot(path=str(SCREENSHOTS / "console-inbox.png"), full_page=True)
     browser.goto("/console/actions")
     assert XSS in browser.page.inner_text("#actions")
     browser.goto(f"/console/invocations/{parked['id']}")
@@ -435,6 +438,7 @@ def test_reconcile_now_settles_an_unknown_without_writing_and_resolve_is_attribu
     queue = browser.page.inner_text("#unknown")
     assert first["effectId"] in queue and second["effectId"] in queue
     assert browser.page.locator("text=/replay|re-send|retry/i").count() == 0, "no re-send control"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.page.screenshot(path=str(SCREENSHOTS / "console-unknown-queue.png"), full_page=True)
 
     status = browser.submit(f"form[action='/console/effects/{first['effectId']}/reconcile']")
@@ -542,9 +546,12 @@ def test_forms_posted_from_another_localhost_port_are_refused_and_change_nothing
         ]
         for name, path, fields in targets:
             url = attacker.form(name, console_steward.url + path, {**fields, "csrf": csrf})
-            with browser.page.expect_navigation(url=console_steward.url + path) as nav:
+            target = console_steward.url + path
+            with browser.page.expect_response(
+                    lambda r, target=target: r.request.method == "POST" and r.url == target) as posted:
                 browser.page.goto(url)
-            assert nav.value is not None and nav.value.status == 403, name
+            assert posted.value.status == 403, (name, posted.value.status)
+            browser.page.wait_for_url(target)
             assert "another site or another port" in browser.page.inner_text("main"), name
     finally:
         attacker.close()
@@ -656,3 +663,16 @@ def test_a_read_only_console_shows_no_write_control_and_refuses_writes(playwrigh
             assert b.page.url == steward.url + "/console/login"
         finally:
             b.close()
+
+
+def test_zz_no_key_secret_or_session_token_in_the_server_log(world: World,
+                                                              console_steward: Steward) -> None:
+    """Last in the module: everything above signed in, posted and was refused in front of it."""
+    log = console_steward.server_log.read_text("utf-8", "replace")
+    assert "/console/" in log, "the console's requests are logged (by path)"
+    assert SESSION_TOKENS, "the browsers above signed in"
+    for name, value in [("the vaulted secret", STRIPE_SECRET_VALUE),
+                        *[(f"{who}'s key", key) for who, key in world.keys.items()],
+                        *[("a session token", token) for token in SESSION_TOKENS]]:
+        assert value not in log, f"{name} is in the server log"
+

@@ -105,7 +105,12 @@ fn pending_row(a: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Mark
                 br; span.muted { (id) }
                 br; (invocation_link(a))
             }
-            td { (text(a, "requestedBy")) }
+            td {
+                (text(a, "requestedBy"))
+                @if text(a, "requestedBy") == op.caller.key.id.as_str() {
+                    br; span.muted { "(this key: another key must decide)" }
+                }
+            }
             td { pre { (json_text(&input)) } }
             td { (layout::age(text(a, "createdAt"), now)) }
             td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => (at), None => span.muted { "never" } } }

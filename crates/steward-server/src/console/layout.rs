@@ -93,10 +93,11 @@ pub fn page(title: &str, operator: Option<&Operator>, mode: ConsoleMode, body: M
                         span.who {
                             (op.caller.key.name) " (" (op.caller.key.id) ") in " (op.caller.env.name)
                             @if !mode.writable() { " · read-only" }
-                        }
-                        form.inline method="post" action="/console/logout" {
-                            (csrf_field(op))
-                            button type="submit" { "Sign out" }
+                            " "
+                            form.inline method="post" action="/console/logout" {
+                                (csrf_field(op))
+                                button type="submit" { "Sign out" }
+                            }
                         }
                     }
                 }
