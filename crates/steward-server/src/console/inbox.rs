@@ -245,7 +245,7 @@ async fn decide(
 /// says which case it was.
 pub fn unchanged_reason(before: &Value, after: &Value, me: &str) -> Option<ApiError> {
     let conflict = |code, message: String| Some(ApiError::new(StatusCode::CONFLICT, code, message));
-    if text(after, "status") == "expired" {
+    if text(after, "status") == "expired" || text(before, "status") == "expired" {
         let at = after
             .get("expiresAt")
             .and_then(Value::as_str)
@@ -294,6 +294,7 @@ mod tests {
         assert!(unchanged_reason(&pending, &mine, "key_other").is_none());
         let code = |b: &Value, a: &Value| unchanged_reason(b, a, "key_me").map(|e| e.code);
         assert_eq!(code(&pending, &expired), Some("approval_expired"));
+        assert_eq!(code(&expired, &expired), Some("approval_expired"));
         assert_eq!(code(&decided, &decided), Some("approval_already_decided"));
         assert_eq!(code(&mine, &mine), Some("already_decided_by_this_key"));
     }
