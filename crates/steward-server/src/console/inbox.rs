@@ -2,7 +2,7 @@
 //! are, when they expire and how many approvals they still need; approve or deny with a note
 //! (`POST /api/v2/approvals/{id}/approve|deny`, the same handler), and the recent decisions.
 
-use super::bridge::{body, data, items, query};
+use super::bridge::{body, data, items, optional, query};
 use super::layout::{self, csrf_field, json_text, text};
 use super::session::Operator;
 use super::ConsoleMode;
@@ -188,56 +188,41 @@ async fn decide(
     Form(form): Form<HashMap<String, String>>,
     approve: bool,
 ) -> Response {
-    let before = data(
-        approvals::get(
-            State(state.clone()),
-            op.caller.clone(),
-            Path(id.clone()),
-            query("").unwrap_or(crate::api::query::Query(Default::default())),
-        )
-        .await,
-    )
-    .await;
-    let before = match before {
+    let before = match read(&state, &op, &id).await {
         Ok(v) => v,
         Err(e) => return render(&state, mode, &op, None, Some(e)).await,
     };
-    let note = form.get("note").map(|n| n.trim()).filter(|n| !n.is_empty());
-    let request = body(match note {
+    let request = body(match optional(&form, "note") {
         Some(note) => json!({ "note": note }),
         None => json!({}),
     });
-    let (caller, headers) = (op.caller.clone(), HeaderMap::new());
+    let (state_arg, caller, path) = (State(state.clone()), op.caller.clone(), Path(id.clone()));
     let answer = if approve {
-        approvals::approve(
-            State(state.clone()),
-            caller,
-            Path(id.clone()),
-            headers,
-            request,
-        )
-        .await
+        approvals::approve(state_arg, caller, path, HeaderMap::new(), request).await
     } else {
-        approvals::deny(
-            State(state.clone()),
-            caller,
-            Path(id.clone()),
-            headers,
-            request,
-        )
-        .await
+        approvals::deny(state_arg, caller, path, HeaderMap::new(), request).await
     };
-    match data(answer).await {
-        Err(e) => render(&state, mode, &op, None, Some(e)).await,
-        Ok(after) => match unchanged_reason(&before, &after, op.caller.key.id.as_str()) {
-            Some(reason) => render(&state, mode, &op, None, Some(reason)).await,
-            None => layout::see_other(if approve {
-                "/console/?done=approved"
-            } else {
-                "/console/?done=denied"
-            }),
-        },
+    let after = match data(answer).await {
+        Ok(v) => v,
+        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
+    };
+    match unchanged_reason(&before, &after, op.caller.key.id.as_str()) {
+        Some(reason) => render(&state, mode, &op, None, Some(reason)).await,
+        None if approve => layout::see_other("/console/?done=approved"),
+        None => layout::see_other("/console/?done=denied"),
     }
+}
+
+/// The approval as `GET /api/v2/approvals/{id}` answers it, without waiting.
+async fn read(state: &AppState, op: &Operator, id: &str) -> Result<Value, ApiError> {
+    let no_wait = query("")?;
+    let answer = approvals::get(
+        State(state.clone()),
+        op.caller.clone(),
+        Path(id.to_string()),
+        no_wait,
+    );
+    data(answer.await).await
 }
 
 /// Why a decision the API accepted changed nothing, from the approval before and after it:
