@@ -390,6 +390,12 @@ def test_two_approvers_dispatch_at_the_second_distinct_approval(
     assert browser_b.submit(form) == 200
     assert wait_for(lambda: world.invocation(parked["id"])["status"] == "succeeded")
     assert console_steward.fixture_writes() == before + 1
+    # The timeline names the policy that asked for two, and both decisions.
+    browser_b.goto(f"/console/invocations/{parked['id']}")
+    policy_rows = browser_b.page.locator("#timeline tr[data-kind=policy]").all_inner_texts()
+    assert len(policy_rows) == 1 and "console two approvers" in policy_rows[0], policy_rows
+    approvals_rows = " ".join(browser_b.page.locator("#timeline tr[data-kind=approval]").all_inner_texts())
+    assert world.key_ids["alice"] in approvals_rows and world.key_ids["bob"] in approvals_rows
 
 
 def test_a_denial_with_a_note_is_what_the_agent_reads_and_the_note_is_text(

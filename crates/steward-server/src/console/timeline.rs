@@ -96,7 +96,20 @@ pub async fn page(
         entries.push(Entry {
             at: text(&invocation, "createdAt").to_string(),
             what: "policy",
-            summary: format!("policy decision: {}", text(decision, "effect")),
+            summary: format!(
+                "policy decision: {} ({}) by policy {} version {}: {}",
+                text(decision, "effect"),
+                text(decision, "code"),
+                decision
+                    .pointer("/policy/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                decision
+                    .pointer("/policy/version")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+                text(decision, "explanation")
+            ),
             detail: Some(decision.clone()),
         });
     }
