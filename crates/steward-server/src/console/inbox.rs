@@ -203,13 +203,22 @@ async fn decide(
         approvals::deny(state_arg, caller, path, HeaderMap::new(), request).await
     };
     let after = match data(answer).await {
-        Ok(v) => v,
+        Ok(v) => decided_approval(v),
         Err(e) => return render(&state, mode, &op, None, Some(e)).await,
     };
     match unchanged_reason(&before, &after, op.caller.key.id.as_str()) {
         Some(reason) => render(&state, mode, &op, None, Some(reason)).await,
         None if approve => layout::see_other("/console/?done=approved"),
         None => layout::see_other("/console/?done=denied"),
+    }
+}
+
+/// The approval in a decision's answer: the answer itself, or its `approval` where the API
+/// answers `{approval, invocation}`.
+fn decided_approval(answer: Value) -> Value {
+    match answer.get("approval") {
+        Some(approval) if approval.is_object() => approval.clone(),
+        _ => answer,
     }
 }
 
@@ -266,6 +275,14 @@ pub fn unchanged_reason(before: &Value, after: &Value, me: &str) -> Option<ApiEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decided_approval_is_read_from_either_answer_shape() {
+        let approval = json!({"id": "apr_1", "status": "expired"});
+        assert_eq!(decided_approval(approval.clone()), approval);
+        let wrapped = json!({"approval": approval.clone(), "invocation": null});
+        assert_eq!(decided_approval(wrapped), approval);
+    }
 
     #[test]
     fn a_decision_that_changed_nothing_says_why() {
