@@ -46,6 +46,9 @@ pub struct ServerConfig {
     pub mcp_allowed_hosts: Vec<String>,
     /// What a governed MCP call without an operation key does (`mcp/derive.rs`).
     pub mcp_keys: crate::mcp::derive::KeyPolicy,
+    /// Whether the operator console at `/console/` may change anything
+    /// (`--console-read-only` makes it [`crate::ConsoleMode::ReadOnly`]).
+    pub console: crate::ConsoleMode,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -181,7 +184,7 @@ pub async fn serve(
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
         listener,
-        crate::api::router(state, config.metrics_token, mcp),
+        crate::api::router(state, config.metrics_token, mcp, config.console),
         limits,
         stopped,
     )

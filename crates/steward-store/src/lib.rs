@@ -29,6 +29,7 @@
 
 mod approval_change;
 mod audit;
+mod console_session;
 mod error;
 mod governance;
 mod postgres;
@@ -40,6 +41,7 @@ mod submit;
 mod tally;
 
 pub use audit::{event_hash, verify_chain, ChainError, GENESIS_HASH};
+pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{
     ImpactRequest, LimitRecord, LimitStatus, PolicyRecord, PolicyVersion, ReserveOutcome,

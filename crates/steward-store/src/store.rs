@@ -2,6 +2,7 @@
 //! committed and durable (fsync'd) and will be found on restart; when it returns `Err`, nothing
 //! of it was committed. Every state change appends its audit event in the same transaction.
 
+use crate::console_session::ConsoleSessionRecord;
 use crate::error::StoreResult;
 use crate::governance::*;
 use crate::records::*;
@@ -53,6 +54,28 @@ pub trait Store: Send + Sync + 'static {
     /// forward). Bookkeeping, not a state change: no audit event, and callers run it off the
     /// request's path and at most once per key per interval.
     async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()>;
+
+    // --- operator console sessions -----------------------------------------------------------
+
+    /// Records a console sign-in, with its `console.session.started` audit event in the same
+    /// transaction. `Duplicate` if the token hash exists; `NotFound` if the key does not.
+    async fn create_console_session(
+        &self,
+        session: &ConsoleSessionRecord,
+        actor: &Actor,
+    ) -> StoreResult<()>;
+    /// The session with this token hash, its key and the key's environment, in one read: what
+    /// authenticating a console request needs. `None` when any is missing, when the session
+    /// has expired at `now`, or when its key is not usable at `now` (revoked or expired). Read
+    /// from the database every time, like [`Store::caller`].
+    async fn console_session(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ConsoleSessionRecord, ApiKeyRecord, Environment)>>;
+    /// Ends a session (sign-out), with its `console.session.ended` audit event in the same
+    /// transaction. `false` when there is no such session (nothing is written).
+    async fn end_console_session(&self, token_hash: &str, actor: &Actor) -> StoreResult<bool>;
 
     // --- the master key's check value --------------------------------------------------------
 

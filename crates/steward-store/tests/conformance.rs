@@ -58,6 +58,9 @@ use hotpath::*;
 #[path = "conformance/key_lifecycle.rs"]
 mod key_lifecycle;
 use key_lifecycle::*;
+#[path = "conformance/console_sessions.rs"]
+mod console_sessions;
+use console_sessions::*;
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -99,6 +102,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_keys_last_use_only_moves_forward(store.clone()).await;
     idempotency_keys_are_scoped_to_the_sending_key(store.clone()).await;
     the_master_key_check_is_recorded_once(store.clone()).await;
+    console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -411,6 +415,7 @@ conformance_tests!(
     a_keys_last_use_only_moves_forward,
     idempotency_keys_are_scoped_to_the_sending_key,
     the_master_key_check_is_recorded_once,
+    console_sessions_end_with_their_key_or_sign_out,
     operation_key_is_unique_under_concurrency,
     operation_key_with_other_input_conflicts,
     invoke_idempotency_keys,
@@ -586,8 +591,8 @@ async fn sqlite_a_store_from_before_key_lifecycles_opens_with_its_records() {
 // The PostgreSQL backend
 // ------------------------------------------------------------------------------------------
 
-/// Migration 4 applied to a database holding rows: the database is first taken back to the
-/// schema before it (so the migration runs on real rows, as on an upgrade).
+/// Migration 4 (and the ones after it) applied to a database holding rows: the database is first
+/// taken back to the schema before it (so the migrations run on real rows, as on an upgrade).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_database_from_before_key_lifecycles_migrates_with_its_records() {
     let database = TestDatabase::create().await;
@@ -595,7 +600,8 @@ async fn postgres_a_database_from_before_key_lifecycles_migrates_with_its_record
     let client = admin_client(&database.url).await;
     client
         .batch_execute(
-            "DELETE FROM steward_migrations WHERE version = 4;
+            "DELETE FROM steward_migrations WHERE version >= 4;
+             DROP TABLE console_sessions;
              ALTER TABLE api_keys DROP COLUMN expires_at, DROP COLUMN revoked_at,
                  DROP COLUMN last_used_at;
              ALTER TABLE idempotency DROP CONSTRAINT idempotency_pkey;

@@ -1,20 +1,20 @@
 //! The HTTP API under `/api/v2`, built by [`app`] so tests can drive it without a socket.
 
-mod actions;
-mod approvals;
+pub(crate) mod actions;
+pub(crate) mod approvals;
 mod body;
-mod environment;
+pub(crate) mod environment;
 mod gate;
 mod idempotent;
 mod identity;
 pub(crate) mod invoke;
-mod limits;
+pub(crate) mod limits;
 pub(crate) mod metrics;
 mod openapi;
-mod policies;
-mod query;
-mod reads;
-mod recovery;
+pub(crate) mod policies;
+pub(crate) mod query;
+pub(crate) mod reads;
+pub(crate) mod recovery;
 mod rejection;
 mod secrets;
 pub(crate) mod views;
@@ -121,15 +121,22 @@ pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The whole HTTP surface, without `/metrics` (see [`router`]).
 pub fn app(state: AppState) -> Router {
-    router(state, None, crate::mcp::Settings::default())
+    router(
+        state,
+        None,
+        crate::mcp::Settings::default(),
+        crate::console::ConsoleMode::ReadWrite,
+    )
 }
 
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
-/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp.hosts`.
+/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp.hosts`. The
+/// operator console (`console/`) is served under `/console/` in `console` mode.
 pub(crate) fn router(
     state: AppState,
     metrics_token: Option<metrics::MetricsToken>,
     mcp: crate::mcp::Settings,
+    console: crate::console::ConsoleMode,
 ) -> Router {
     // Built once: describing 40-odd operations is work tests that build an app per request
     // should not repeat.
@@ -143,7 +150,10 @@ pub(crate) fn router(
         top = top.route("/metrics", scrape(Some(token)));
     }
     top = top.merge(crate::mcp::http::route(state.clone(), mcp));
-    edge(top.merge(v2)).with_state(state)
+    // The console's pages are HTML, so they stay outside `edge`, whose safety net turns every
+    // error answer into the API's JSON envelope; they get the request log all the same.
+    let console = crate::console::routes(console).layer(middleware::from_fn(request_context));
+    edge(top.merge(v2)).merge(console).with_state(state)
 }
 
 /// The separate metrics listener's surface: `/metrics` alone, behind `metrics_token` if given.

@@ -21,6 +21,7 @@ mod admin;
 mod approvals;
 mod audit_log;
 pub(crate) mod conn;
+mod console_sessions;
 mod idempotency;
 mod invocations;
 mod limits;
@@ -31,6 +32,7 @@ mod replicas;
 mod rows;
 mod schema;
 
+use crate::console_session::ConsoleSessionRecord;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::*;
 use crate::records::*;
@@ -141,6 +143,32 @@ impl Store for PostgresStore {
         // (or hold up) the audited writes.
         in_transaction!(self, Mode::WriteLate, |tx| admin::mark_key_used(
             &tx, id, at
+        ))
+    }
+
+    async fn create_console_session(
+        &self,
+        session: &ConsoleSessionRecord,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| console_sessions::create(
+            &tx, session, actor
+        ))
+    }
+
+    async fn console_session(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ConsoleSessionRecord, ApiKeyRecord, Environment)>> {
+        in_transaction!(self, Mode::Read, |tx| console_sessions::lookup(
+            &tx, token_hash, now
+        ))
+    }
+
+    async fn end_console_session(&self, token_hash: &str, actor: &Actor) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| console_sessions::end(
+            &tx, token_hash, actor
         ))
     }
 

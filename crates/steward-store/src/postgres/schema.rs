@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "governance", GOVERNANCE),
     (3, "replicas", REPLICAS),
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
+    (5, "operator console sessions", CONSOLE_SESSIONS),
 ];
 
 const INITIAL: &str = r#"
@@ -284,6 +285,20 @@ CREATE TABLE settings (
     name TEXT COLLATE "C" PRIMARY KEY,
     value TEXT NOT NULL
 );
+"#;
+
+/// Operator console sessions: the hash of each session token, never the token, with the key it
+/// authenticates as and its expiry.
+const CONSOLE_SESSIONS: &str = r#"
+CREATE TABLE console_sessions (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    token_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+    key_id TEXT COLLATE "C" NOT NULL REFERENCES api_keys(id),
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX console_sessions_key ON console_sessions(key_id);
 "#;
 
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer

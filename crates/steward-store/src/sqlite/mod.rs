@@ -4,6 +4,7 @@ mod admin;
 mod approvals;
 mod audit_log;
 mod conn;
+mod console_sessions;
 mod idempotency;
 mod invocations;
 mod limits;
@@ -12,6 +13,7 @@ mod recover;
 mod rows;
 mod schema;
 
+use crate::console_session::ConsoleSessionRecord;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::*;
 use crate::records::*;
@@ -119,6 +121,32 @@ impl Store for SqliteStore {
     async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()> {
         let id = id.clone();
         self.write(move |tx| admin::mark_key_used(tx, &id, at))
+            .await
+    }
+
+    async fn create_console_session(
+        &self,
+        session: &ConsoleSessionRecord,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        let (session, actor) = (session.clone(), actor.clone());
+        self.write(move |tx| console_sessions::create(tx, &session, &actor))
+            .await
+    }
+
+    async fn console_session(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ConsoleSessionRecord, ApiKeyRecord, Environment)>> {
+        let hash = token_hash.to_string();
+        self.read(move |c| console_sessions::lookup(c, &hash, now))
+            .await
+    }
+
+    async fn end_console_session(&self, token_hash: &str, actor: &Actor) -> StoreResult<bool> {
+        let (hash, actor) = (token_hash.to_string(), actor.clone());
+        self.write(move |tx| console_sessions::end(tx, &hash, &actor))
             .await
     }
 

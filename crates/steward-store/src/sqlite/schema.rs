@@ -299,3 +299,17 @@ SELECT env_id, '', key, fingerprint, kind, state, invocation_id, response_status
 DROP TABLE idempotency;
 ALTER TABLE idempotency_scoped RENAME TO idempotency;
 "#;
+
+/// Operator console sessions: the hash of each session token, never the token, with the key it
+/// authenticates as and its expiry.
+pub const CONSOLE_SESSION_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS console_sessions (
+    id TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    key_id TEXT NOT NULL,
+    env_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS console_sessions_key ON console_sessions(key_id);
+"#;

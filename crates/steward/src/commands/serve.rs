@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use steward_core::MissingOperationKey;
 use steward_server::{
-    serve, ConnectionLimits, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
+    serve, ConnectionLimits, ConsoleMode, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
     BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
     HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
     REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
@@ -94,6 +94,10 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..=DERIVED_KEY_WINDOW_S_MAX)
     )]
     mcp_derived_key_window_s: u64,
+    /// Serve the operator console at /console/ without its write controls: every write but
+    /// sign-in and sign-out is refused (403).
+    #[arg(long, env = "STEWARD_CONSOLE_READ_ONLY")]
+    console_read_only: bool,
 }
 
 /// `--mcp-missing-operation-key`.
@@ -134,6 +138,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 MissingKey::Derive => MissingOperationKey::Derive,
             },
             window: Duration::from_secs(args.mcp_derived_key_window_s),
+        },
+        console: if args.console_read_only {
+            ConsoleMode::ReadOnly
+        } else {
+            ConsoleMode::ReadWrite
         },
     };
     serve(config, super::shutdown_signal()).await?;

@@ -1,0 +1,168 @@
+//! The kill switch (`POST /api/v2/environment/halt|resume`, the same handlers), with a
+//! confirmation and a reason, and the audit view with the chain's verification.
+
+use super::audit;
+use super::bridge::{body, data, optional, required};
+use super::layout::{self, csrf_field};
+use super::session::Operator;
+use super::ConsoleMode;
+use crate::api::environment;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::{Extension, Form};
+use maud::html;
+use serde_json::json;
+use std::collections::HashMap;
+use steward_core::{scopes, Millis};
+
+/// How many of the environment's audit events the audit view shows (its newest).
+const AUDIT_EVENTS_SHOWN_MAX: usize = 200;
+
+pub async fn page(
+    Extension(mode): Extension<ConsoleMode>,
+    op: Operator,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let done = params.get("done").and_then(|d| layout::done_message(d));
+    render(mode, &op, done, None)
+}
+
+fn render(
+    mode: ConsoleMode,
+    op: &Operator,
+    done: Option<&str>,
+    error: Option<ApiError>,
+) -> Response {
+    let env = &op.caller.env;
+    let status = error.as_ref().map_or(StatusCode::OK, |e| e.status);
+    let body = html! {
+        (layout::notice(done, error.as_ref()))
+        p #halt-state {
+            "Environment " strong { (env.name) } " is "
+            @if env.halted { strong { "halted" } } @else { strong { "running" } } "."
+        }
+        p.muted { "While halted, invokes are refused and nothing is sent to any provider; approvals can still be decided and approved work waits. Resume dispatches parked work once." }
+        @if mode.writable() {
+            @if env.halted {
+                form method="post" action="/console/environment/resume" {
+                    (csrf_field(op))
+                    label { input type="checkbox" name="confirm" value="yes"; " I want to resume this environment" }
+                    br; button type="submit" { "Resume" }
+                }
+            } @else {
+                form method="post" action="/console/environment/halt" {
+                    (csrf_field(op))
+                    label { "Reason (recorded in the audit log) " br; textarea name="reason" rows="2" cols="50" {} }
+                    br; label { input type="checkbox" name="confirm" value="yes"; " I want to stop every provider call in this environment" }
+                    br; button.danger type="submit" { "Halt" }
+                }
+            }
+        } @else { p.muted { "read-only" } }
+    };
+    layout::html(status, layout::page("Kill switch", Some(op), mode, body))
+}
+
+fn confirmed(form: &HashMap<String, String>) -> Result<(), ApiError> {
+    match optional(form, "confirm") {
+        Some("yes") => Ok(()),
+        _ => Err(ApiError::validation(
+            "confirm",
+            "tick the confirmation to go ahead",
+        )),
+    }
+}
+
+pub async fn halt(
+    State(state): State<AppState>,
+    Extension(mode): Extension<ConsoleMode>,
+    op: Operator,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let reason = match confirmed(&form).and_then(|()| required(&form, "reason")) {
+        Ok(reason) => reason,
+        Err(e) => return render(mode, &op, None, Some(e)),
+    };
+    let answer = environment::halt(
+        State(state.clone()),
+        op.caller.clone(),
+        HeaderMap::new(),
+        body(json!({ "reason": reason })),
+    )
+    .await;
+    match data(answer).await {
+        Ok(_) => layout::see_other("/console/environment?done=halted"),
+        Err(e) => render(mode, &op, None, Some(e)),
+    }
+}
+
+pub async fn resume(
+    State(state): State<AppState>,
+    Extension(mode): Extension<ConsoleMode>,
+    op: Operator,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(e) = confirmed(&form) {
+        return render(mode, &op, None, Some(e));
+    }
+    let answer = environment::resume(
+        State(state.clone()),
+        op.caller.clone(),
+        HeaderMap::new(),
+        body(json!({})),
+    )
+    .await;
+    match data(answer).await {
+        Ok(_) => layout::see_other("/console/environment?done=resumed"),
+        Err(e) => render(mode, &op, None, Some(e)),
+    }
+}
+
+/// The audit view: the whole chain verified, and the environment's newest events.
+pub async fn audit(
+    State(state): State<AppState>,
+    Extension(mode): Extension<ConsoleMode>,
+    op: Operator,
+) -> Response {
+    if let Err(e) = op.caller.require(scopes::AUDIT_READ) {
+        return layout::error_page(&e);
+    }
+    let scan = match audit::scan(
+        &state,
+        op.caller.env.id.as_str(),
+        AUDIT_EVENTS_SHOWN_MAX,
+        |_| true,
+    )
+    .await
+    {
+        Ok(scan) => scan,
+        Err(e) => return layout::error_page(&e),
+    };
+    let body = html! {
+        @match &scan.verified {
+            Ok((events, head)) => div.banner.ok #chain role="status" {
+                "Audit chain intact: " (events) " events verified, head " code { (head) }
+            },
+            Err(broken) => div.banner.error #chain role="alert" { "Audit chain BROKEN: " (broken.to_string()) },
+        }
+        table #audit {
+            tr { th { "#" } th { "Time" } th { "Event" } th { "Subject" } th { "Actor" } th { "After" } }
+            @for e in scan.events.iter().rev() {
+                tr {
+                    td { (e.seq) }
+                    td { (Millis(e.at).to_rfc3339()) }
+                    td { (e.kind) }
+                    td { (e.subject) }
+                    td { (e.actor.as_deref().unwrap_or("steward")) }
+                    td { @if let Some(after) = &e.after { pre { (layout::json_text(after)) } } }
+                }
+            }
+        }
+    };
+    layout::html(
+        StatusCode::OK,
+        layout::page("Audit log", Some(&op), mode, body),
+    )
+}

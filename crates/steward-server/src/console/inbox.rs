@@ -1,0 +1,303 @@
+//! The approvals inbox: pending approvals with what they would run, who asked, how old they
+//! are, when they expire and how many approvals they still need; approve or deny with a note
+//! (`POST /api/v2/approvals/{id}/approve|deny`, the same handler), and the recent decisions.
+
+use super::bridge::{body, data, items, optional, query};
+use super::layout::{self, csrf_field, json_text, text};
+use super::session::Operator;
+use super::ConsoleMode;
+use crate::api::approvals;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::{Extension, Form};
+use maud::{html, Markup};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use steward_core::Millis;
+
+/// How many pending approvals the inbox shows: the API's largest page.
+const INBOX_APPROVALS_MAX: u32 = 200;
+/// How many recent approvals (any status) are read to show the decided ones.
+const RECENT_APPROVALS_MAX: u32 = 30;
+
+pub async fn page(
+    State(state): State<AppState>,
+    Extension(mode): Extension<ConsoleMode>,
+    op: Operator,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let done = params.get("done").and_then(|d| layout::done_message(d));
+    render(&state, mode, &op, done, None).await
+}
+
+async fn render(
+    state: &AppState,
+    mode: ConsoleMode,
+    op: &Operator,
+    done: Option<&str>,
+    error: Option<ApiError>,
+) -> Response {
+    let pending = match list(state, op, "status=pending", INBOX_APPROVALS_MAX).await {
+        Ok(v) => v,
+        Err(e) => return layout::error_page(&e),
+    };
+    let recent = list(state, op, "", RECENT_APPROVALS_MAX)
+        .await
+        .unwrap_or_default();
+    let now = state.clock.now();
+    let status = error.as_ref().map_or(StatusCode::OK, |e| e.status);
+    let body = html! {
+        (layout::notice(done, error.as_ref()))
+        @if items(&pending).is_empty() {
+            p.muted { "No approval is waiting." }
+        } @else {
+            table #inbox {
+                tr { th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
+                @for a in items(&pending) { (pending_row(a, op, mode, now)) }
+            }
+        }
+        h2 { "Recently decided" }
+        table #decided {
+            tr { th { "Approval" } th { "Status" } th { "Decisions" } th { "Invocation" } }
+            @for a in items(&recent).iter().filter(|a| text(a, "status") != "pending") {
+                tr {
+                    td { (text(a, "title")) br; span.muted { (text(a, "id")) } }
+                    td { span.tag { (text(a, "status")) } }
+                    td { (decisions(a)) }
+                    td { (invocation_link(a)) }
+                }
+            }
+        }
+    };
+    layout::html(status, layout::page("Approvals", Some(op), mode, body))
+}
+
+async fn list(
+    state: &AppState,
+    op: &Operator,
+    filter: &str,
+    limit: u32,
+) -> Result<Value, ApiError> {
+    let q = format!(
+        "{filter}{}limit={limit}",
+        if filter.is_empty() { "" } else { "&" }
+    );
+    data(approvals::list(State(state.clone()), op.caller.clone(), query(&q)?).await).await
+}
+
+fn pending_row(a: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Markup {
+    let id = text(a, "id");
+    let payload = a.get("payload").cloned().unwrap_or(Value::Null);
+    let input = payload.get("input").cloned().unwrap_or(payload.clone());
+    let approved = approvals_given(a);
+    let required = a
+        .get("requiredApprovals")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    html! {
+        tr.approval data-approval=(id) {
+            td {
+                strong { (payload.get("action").and_then(Value::as_str).unwrap_or(text(a, "title"))) }
+                @if let Some(d) = a.get("description").and_then(Value::as_str) { br; span.description { (d) } }
+                br; span.muted { (id) }
+                br; (invocation_link(a))
+            }
+            td {
+                (text(a, "requestedBy"))
+                @if text(a, "requestedBy") == op.caller.key.id.as_str() {
+                    br; span.muted { "(this key: another key must decide)" }
+                }
+            }
+            td { pre { (json_text(&input)) } }
+            td { (layout::age(text(a, "createdAt"), now)) }
+            td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => (at), None => span.muted { "never" } } }
+            td.progress { (approved) " of " (required) (decisions(a)) }
+            td {
+                @if mode.writable() {
+                    form.inline method="post" action={ "/console/approvals/" (id) "/approve" } {
+                        (csrf_field(op))
+                        input type="text" name="note" placeholder="note (optional)";
+                        " " button type="submit" { "Approve" }
+                    }
+                    form.inline method="post" action={ "/console/approvals/" (id) "/deny" } {
+                        (csrf_field(op))
+                        input type="text" name="note" placeholder="why (shown to the agent)";
+                        " " button.danger type="submit" { "Deny" }
+                    }
+                } @else { span.muted { "read-only" } }
+            }
+        }
+    }
+}
+
+fn approvals_given(a: &Value) -> usize {
+    a.get("decisions").and_then(Value::as_array).map_or(0, |d| {
+        d.iter()
+            .filter(|d| text(d, "decision") == "approve")
+            .count()
+    })
+}
+
+fn decisions(a: &Value) -> Markup {
+    html! {
+        @for d in a.get("decisions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+            div.decision {
+                span.tag { (text(d, "decision")) } " by " (text(d, "keyId")) " at " (text(d, "at"))
+                @if let Some(note) = d.get("note").and_then(Value::as_str) { ": " span.note { (note) } }
+            }
+        }
+    }
+}
+
+fn invocation_link(a: &Value) -> Markup {
+    html! {
+        @if let Some(inv) = a.get("invocationId").and_then(Value::as_str) {
+            a href={ "/console/invocations/" (inv) } { "timeline" }
+        }
+    }
+}
+
+pub async fn approve(
+    state: State<AppState>,
+    mode: Extension<ConsoleMode>,
+    op: Operator,
+    id: Path<String>,
+    form: Form<HashMap<String, String>>,
+) -> Response {
+    decide(state, mode, op, id, form, true).await
+}
+
+pub async fn deny(
+    state: State<AppState>,
+    mode: Extension<ConsoleMode>,
+    op: Operator,
+    id: Path<String>,
+    form: Form<HashMap<String, String>>,
+) -> Response {
+    decide(state, mode, op, id, form, false).await
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    Extension(mode): Extension<ConsoleMode>,
+    op: Operator,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+    approve: bool,
+) -> Response {
+    let before = match read(&state, &op, &id).await {
+        Ok(v) => v,
+        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
+    };
+    let request = body(match optional(&form, "note") {
+        Some(note) => json!({ "note": note }),
+        None => json!({}),
+    });
+    let (state_arg, caller, path) = (State(state.clone()), op.caller.clone(), Path(id.clone()));
+    let answer = if approve {
+        approvals::approve(state_arg, caller, path, HeaderMap::new(), request).await
+    } else {
+        approvals::deny(state_arg, caller, path, HeaderMap::new(), request).await
+    };
+    let after = match data(answer).await {
+        Ok(v) => decided_approval(v),
+        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
+    };
+    match unchanged_reason(&before, &after, op.caller.key.id.as_str()) {
+        Some(reason) => render(&state, mode, &op, None, Some(reason)).await,
+        None if approve => layout::see_other("/console/?done=approved"),
+        None => layout::see_other("/console/?done=denied"),
+    }
+}
+
+/// The approval in a decision's answer: the answer itself, or its `approval` where the API
+/// answers `{approval, invocation}`.
+fn decided_approval(answer: Value) -> Value {
+    match answer.get("approval") {
+        Some(approval) if approval.is_object() => approval.clone(),
+        _ => answer,
+    }
+}
+
+/// The approval as `GET /api/v2/approvals/{id}` answers it, without waiting.
+async fn read(state: &AppState, op: &Operator, id: &str) -> Result<Value, ApiError> {
+    let no_wait = query("")?;
+    let answer = approvals::get(
+        State(state.clone()),
+        op.caller.clone(),
+        Path(id.to_string()),
+        no_wait,
+    );
+    data(answer.await).await
+}
+
+/// Why a decision the API accepted changed nothing, from the approval before and after it:
+/// the API answers such a decision with the approval as it stands (200), and the console
+/// says which case it was.
+pub fn unchanged_reason(before: &Value, after: &Value, me: &str) -> Option<ApiError> {
+    let conflict = |code, message: String| Some(ApiError::new(StatusCode::CONFLICT, code, message));
+    if text(after, "status") == "expired" || text(before, "status") == "expired" {
+        let at = after
+            .get("expiresAt")
+            .and_then(Value::as_str)
+            .unwrap_or("its expiry");
+        return conflict(
+            "approval_expired",
+            format!("this approval expired at {at}; your decision was not counted"),
+        );
+    }
+    let status = text(before, "status");
+    if status != "pending" {
+        return conflict(
+            "approval_already_decided",
+            format!(
+                "this approval was already {status} (at {}); your decision changed nothing",
+                text(before, "decidedAt")
+            ),
+        );
+    }
+    let mine = before
+        .get("decisions")
+        .and_then(Value::as_array)
+        .is_some_and(|d| d.iter().any(|d| text(d, "keyId") == me));
+    if mine {
+        return conflict(
+            "already_decided_by_this_key",
+            "this key already decided this approval; each key counts once".to_string(),
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_decided_approval_is_read_from_either_answer_shape() {
+        let approval = json!({"id": "apr_1", "status": "expired"});
+        assert_eq!(decided_approval(approval.clone()), approval);
+        let wrapped = json!({"approval": approval.clone(), "invocation": null});
+        assert_eq!(decided_approval(wrapped), approval);
+    }
+
+    #[test]
+    fn a_decision_that_changed_nothing_says_why() {
+        let pending = json!({"status": "pending", "decisions": []});
+        let mine =
+            json!({"status": "pending", "decisions": [{"keyId": "key_me", "decision": "approve"}]});
+        let decided = json!({"status": "denied", "decidedAt": "2026-01-01T00:00:00.000Z"});
+        let expired = json!({"status": "expired", "expiresAt": "2026-01-01T00:00:00.000Z"});
+        let approved = json!({"status": "approved"});
+        assert!(unchanged_reason(&pending, &approved, "key_me").is_none());
+        assert!(unchanged_reason(&pending, &mine, "key_other").is_none());
+        let code = |b: &Value, a: &Value| unchanged_reason(b, a, "key_me").map(|e| e.code);
+        assert_eq!(code(&pending, &expired), Some("approval_expired"));
+        assert_eq!(code(&expired, &expired), Some("approval_expired"));
+        assert_eq!(code(&decided, &decided), Some("approval_already_decided"));
+        assert_eq!(code(&mine, &mine), Some("already_decided_by_this_key"));
+    }
+}
