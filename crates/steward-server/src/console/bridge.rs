@@ -33,7 +33,13 @@ pub async fn data(answer: ApiResult<Response>) -> Result<Value, ApiError> {
         .and_then(Value::as_str)
         .unwrap_or("refused")
         .to_string();
-    Err(ApiError::new(status, "api_error", message))
+    // The API's own code, as its table names it (the table holds every code it answers).
+    let code = body
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .and_then(crate::error::codes::find)
+        .map_or(crate::error::codes::INTERNAL_ERROR.code, |c| c.code);
+    Err(ApiError::new(status, code, message))
 }
 
 /// A query string parsed as the handler's `Query<T>` extractor would parse it.

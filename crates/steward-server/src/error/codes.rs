@@ -50,6 +50,12 @@ codes! {
         "MCP: the Host header is not one this server answers MCP requests for.");
     ORIGIN_NOT_ALLOWED = ("origin_not_allowed", FORBIDDEN,
         "MCP: the Origin is not this server; cross-site requests may not call tools.");
+    APPROVAL_EXPIRED = ("approval_expired", CONFLICT,
+        "Console: the approval expired before this decision, which was not counted.");
+    APPROVAL_ALREADY_DECIDED = ("approval_already_decided", CONFLICT,
+        "Console: the approval was settled before this decision, which changed nothing.");
+    ALREADY_DECIDED_BY_THIS_KEY = ("already_decided_by_this_key", CONFLICT,
+        "Console: this key had already decided this approval; each key counts once.");
     NOT_FOUND = ("NOT_FOUND", NOT_FOUND,
         "No such record in the key's environment.");
     ROUTE_NOT_FOUND = ("ROUTE_NOT_FOUND", NOT_FOUND,
