@@ -65,7 +65,7 @@ pub use config::{
 };
 pub use decide::{decide, Contradiction, RecoveryAction, ServerView};
 pub use error::RunError;
-pub use journal::{conformance, Begun, Journal, JournalError, SqliteJournal};
+pub use journal::{conformance, Begun, Journal, JournalError, PostgresJournal, SqliteJournal};
 pub use operation::{Operation, OperationId};
 pub use operations::Operations;
 pub use recover::{Recovered, RecoveryReport};

@@ -2,8 +2,11 @@
 //! database. Recovery trusts only what is here, so every method states its crash contract.
 
 pub mod conformance;
+mod postgres;
+mod row;
 mod sqlite;
 
+pub use postgres::PostgresJournal;
 pub use sqlite::SqliteJournal;
 
 use crate::operation::{Operation, OperationId};
