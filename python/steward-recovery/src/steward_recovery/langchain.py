@@ -13,7 +13,7 @@ not called (it would invoke without the journal's keys): the call goes through
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -27,12 +27,16 @@ _DESCRIPTION_NOTE = (
 
 
 def recoverable_tool(tool: BaseTool, ops: Operations, key: KeySpec, *,
-                     action: str | None = None) -> StructuredTool:
-    """``tool`` as a crash-safe business operation on ``action`` (default: the tool's name)."""
+                     action: str | None = None,
+                     input: Callable[..., Any] | None = None) -> StructuredTool:
+    """``tool`` as a crash-safe business operation on ``action`` (default: the tool's name).
+    ``key`` derives the operation key from the call's arguments; ``input`` builds the action's
+    input from them (default: the arguments as they are)."""
     name = action or tool.name
 
     def run(**tool_input: Any) -> dict[str, Any]:
-        return call_operation(ops, derive_key(key, tool_input), name, tool_input)
+        action_input = input(**tool_input) if input is not None else tool_input
+        return call_operation(ops, derive_key(key, tool_input), name, action_input)
 
     return StructuredTool.from_function(
         func=run,
