@@ -11,7 +11,8 @@
 //! The worker contract (for `--worker CMD`, run with `sh -c`): configuration arrives in the
 //! environment (`STEWARD_URL`, `STEWARD_API_KEY`, `STEWARD_JOURNAL`, `STEWARD_TASKS`,
 //! `STEWARD_ACTION`, `STEWARD_ENVIRONMENT`, and `STEWARD_CRASH_AT` when a client point is armed);
-//! the worker journals its operations with `steward-client` in the SQLite file
+//! the worker journals its operations with `steward-client` (or the Python `steward-recovery`,
+//! which keeps the same table; `examples/python-refund-worker`) in the SQLite file
 //! `STEWARD_JOURNAL`, with each task's `paymentIntent` in the operation input; it exits 0 once
 //! every task rests (done, or explicitly pending approval or unknown).
 
