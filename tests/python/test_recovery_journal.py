@@ -192,3 +192,24 @@ def test_the_journal_never_commits_the_applications_open_transaction(backend: Ba
     with pytest.raises(TransactionState):
         journal.begin(sample("refund:o-4", {"amount": 4}), join=True)
     assert journal.all() == []
+
+
+@pytest.mark.parametrize("rust_file,python_module", [
+    ("sqlite.rs", "steward_recovery.journal.sqlite"),
+    ("postgres.rs", "steward_recovery.journal.postgres"),
+])
+def test_the_python_tables_are_the_rust_journals_tables(rust_file: str, python_module: str) -> None:
+    """One table for both languages: a Rust tool reads a Python journal (steward chaos does)."""
+    import importlib
+    import re
+
+    from conftest import REPO
+
+    source = (REPO / "crates" / "steward-client" / "src" / "journal" / rust_file).read_text()
+    rust = re.search(r'const SCHEMA: &str = "(.*?)";', source, re.S).group(1)
+    python = ";".join(importlib.import_module(python_module).SCHEMA)
+
+    def normal(ddl: str) -> list[str]:
+        return [" ".join(s.split()) for s in ddl.split(";") if s.strip()]
+
+    assert normal(python) == normal(rust)
