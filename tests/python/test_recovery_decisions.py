@@ -54,3 +54,14 @@ def test_nothing_is_resent_once_an_outcome_may_exist() -> None:
             assert v["server"]["view"] == "no_invocation_known", v
             local = LocalState(v["local"])
             assert not local.is_settled() and local is not LocalState.UNKNOWN, v
+
+
+def test_fingerprints_match_the_shared_vectors() -> None:
+    """The Rust side is steward-client's `operation::tests::fingerprints_match_the_shared_vectors`."""
+    from steward_recovery import canonical_json, fingerprint
+
+    fingerprints = json.loads((VECTORS.parent / "fingerprints.json").read_text())
+    assert fingerprints["version"] == 1 and fingerprints["cases"]
+    for case in fingerprints["cases"]:
+        assert canonical_json(case["value"]) == case["canonical"], case
+        assert fingerprint(case["value"]) == case["fingerprint"], case
