@@ -8,10 +8,11 @@ and the other way round.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..operation import Operation
+from ..operation import Operation, compact_json
 from ..state import InvocationStatus, LocalState
 
 
@@ -110,15 +111,11 @@ MUTABLE = (
 
 
 def _json_text(value: Any) -> str | None:
-    from ..operation import compact_json
-
     return None if value is None else compact_json(value)
 
 
 def encode(op: Operation) -> dict[str, Any]:
     """The row of ``op``: JSON as compact text, states and statuses by name, times in ms."""
-    from ..operation import compact_json
-
     return {
         "id": op.id,
         "environment": op.environment,
@@ -146,8 +143,6 @@ def encode(op: Operation) -> dict[str, Any]:
 
 def decode(row: tuple[Any, ...]) -> Operation:
     """An operation from a row in :data:`COLUMNS` order; :class:`Corrupt` if it does not read."""
-    import json
-
     r = dict(zip(COLUMNS, row, strict=True))
     rid = str(r["id"])
     try:
