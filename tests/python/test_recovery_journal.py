@@ -21,6 +21,7 @@ from steward_recovery import (
     PostgresJournal,
     SqliteJournal,
     Stale,
+    Storage,
     TransactionState,
 )
 
@@ -213,3 +214,15 @@ def test_the_python_tables_are_the_rust_journals_tables(rust_file: str, python_m
         return [" ".join(s.split()) for s in ddl.split(";") if s.strip()]
 
     assert normal(python) == normal(rust)
+
+
+def test_a_failing_database_is_a_storage_error(backend: Backend) -> None:
+    conn = backend.connection()
+    journal = backend.journal(conn)
+    op = sample("order-gone", {"amount": 1})
+    journal.begin(op)
+    conn.close()
+    for call in (lambda: journal.get(op.id), lambda: journal.save(op), journal.unfinished,
+                 lambda: journal.begin(sample("order-gone-2", {"amount": 1}))):
+        with pytest.raises(Storage):
+            call()

@@ -41,6 +41,7 @@ from .journal import (
     NotFound,
     SqliteJournal,
     Stale,
+    Storage,
     TransactionState,
 )
 from .operation import Operation, canonical_json, fingerprint
@@ -63,6 +64,7 @@ __all__ = [
     "ContradictionError", "InvocationStatus", "Journal", "JournalError", "KeyConflict",
     "LocalState", "NotFound", "Operation", "Operations", "PostgresJournal", "Recovered",
     "RecoveryAction", "RecoveryReport", "RunError", "ServerView", "SqliteJournal", "Stale",
+    "Storage",
     "TransactionState", "WrongState", "canonical_json", "decide", "fingerprint",
     "operation_tool",
 ]

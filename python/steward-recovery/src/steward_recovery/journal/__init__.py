@@ -9,6 +9,7 @@ from .base import (
     KeyConflict,
     NotFound,
     Stale,
+    Storage,
     TransactionState,
 )
 from .sqlite import SqliteJournal
@@ -24,5 +25,5 @@ def __getattr__(name: str):  # PostgresJournal without importing psycopg for SQL
 
 __all__ = [
     "Begun", "Corrupt", "Journal", "JournalError", "KeyConflict", "NotFound",
-    "PostgresJournal", "SqliteJournal", "Stale", "TransactionState",
+    "PostgresJournal", "SqliteJournal", "Stale", "Storage", "TransactionState",
 ]

@@ -50,6 +50,11 @@ class TransactionState(JournalError):
     journal must commit on its own, or none where the call joins the caller's)."""
 
 
+class Storage(JournalError):
+    """The database failed (the backend's own error is the ``__cause__``); nothing of this call
+    is durable."""
+
+
 class Corrupt(JournalError):
     def __init__(self, id: str, reason: str) -> None:
         super().__init__(f"journal record {id} is corrupt: {reason}")

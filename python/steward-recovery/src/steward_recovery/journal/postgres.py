@@ -22,6 +22,7 @@ from .base import (
     KeyConflict,
     NotFound,
     Stale,
+    Storage,
     TransactionState,
     decode,
     encode,
@@ -91,7 +92,7 @@ class PostgresJournal:
         status = self._conn.info.transaction_status
         idle = self._psycopg.pq.TransactionStatus.IDLE
         if status not in (idle, self._psycopg.pq.TransactionStatus.INTRANS):
-            raise TransactionState(f"the connection is not usable ({status.name})")
+            raise Storage(f"the connection is not usable ({status.name})")
         return status != idle
 
     @contextmanager
@@ -103,8 +104,11 @@ class PostgresJournal:
                     "the connection has an open transaction: commit it before the journal "
                     "writes on its own (or pass join=True to begin)"
                 )
-            with self._conn.transaction(), self._conn.cursor() as cur:
-                yield cur
+            try:
+                with self._conn.transaction(), self._conn.cursor() as cur:
+                    yield cur
+            except self._psycopg.Error as e:
+                raise Storage(f"the journal's transaction failed: {e}") from e
 
     @contextmanager
     def _joined(self) -> Iterator[Any]:
@@ -114,20 +118,26 @@ class PostgresJournal:
                     "join=True writes into the caller's open transaction, and there is none "
                     "(use `with conn.transaction():` around the application's rows and begin)"
                 )
-            with self._conn.cursor() as cur:
-                yield cur
+            try:
+                with self._conn.cursor() as cur:
+                    yield cur
+            except self._psycopg.Error as e:
+                raise Storage(f"writing into the caller's transaction failed: {e}") from e
 
     @contextmanager
     def _read(self) -> Iterator[Any]:
         """Inside the caller's transaction when one is open; otherwise in a short one, so a read
         never leaves an implicit transaction open behind the application's back."""
         with self._lock:
-            if self._in_transaction():
-                with self._conn.cursor() as cur:
-                    yield cur
-            else:
-                with self._conn.transaction(), self._conn.cursor() as cur:
-                    yield cur
+            try:
+                if self._in_transaction():
+                    with self._conn.cursor() as cur:
+                        yield cur
+                else:
+                    with self._conn.transaction(), self._conn.cursor() as cur:
+                        yield cur
+            except self._psycopg.Error as e:
+                raise Storage(f"reading operations failed: {e}") from e
 
     @staticmethod
     def _rows(cur: Any, where: str, args: Any = None) -> list[Operation]:

@@ -20,6 +20,7 @@ from .base import (
     KeyConflict,
     NotFound,
     Stale,
+    Storage,
     TransactionState,
     decode,
     encode,
@@ -102,36 +103,51 @@ class SqliteJournal:
     def connection(self) -> sqlite3.Connection:
         return self._conn
 
+    def _in_transaction(self) -> bool:
+        try:
+            return self._conn.in_transaction
+        except sqlite3.Error as e:
+            raise Storage(f"the connection is not usable: {e}") from e
+
     @contextmanager
     def _own(self) -> Iterator[sqlite3.Connection]:
         """A write transaction of the journal's own, committed (and fsync'd) on exit."""
         with self._lock:
-            if self._conn.in_transaction:
+            if self._in_transaction():
                 raise TransactionState(
                     "the connection has an open transaction: commit it before the journal "
                     "writes on its own (or pass join=True to begin)"
                 )
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.rollback()
-                raise
-            self._conn.commit()
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.rollback()
+                    raise
+                self._conn.commit()
+            except sqlite3.Error as e:
+                raise Storage(f"the journal's transaction failed: {e}") from e
 
     @contextmanager
     def _joined(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            if not self._conn.in_transaction:
+            if not self._in_transaction():
                 raise TransactionState(
                     "join=True writes into the caller's open transaction, and there is none "
                     "(execute BEGIN, or write the application's rows first)"
                 )
-            yield self._conn
+            try:
+                yield self._conn
+            except sqlite3.Error as e:
+                raise Storage(f"writing into the caller's transaction failed: {e}") from e
 
     def _select(self, where: str = "", args: dict | tuple = ()) -> list[Operation]:
         with self._lock:
-            rows = self._conn.execute(f"{_SELECT} {where}", args).fetchall()
+            try:
+                rows = self._conn.execute(f"{_SELECT} {where}", args).fetchall()
+            except sqlite3.Error as e:
+                raise Storage(f"reading operations failed: {e}") from e
         return [decode(tuple(r)) for r in rows]
 
     def begin(self, intended: Operation, *, join: bool = False) -> Begun:
