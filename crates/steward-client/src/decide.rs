@@ -16,6 +16,9 @@
 use crate::state::LocalState;
 use steward_core::InvocationStatus;
 
+#[cfg(test)]
+mod vectors;
+
 /// What the server says about an operation's invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ServerView {

@@ -37,6 +37,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The journal lives in the application's own database: [`SqliteJournal`] (a file), or
+//! [`PostgresJournal`] on the application's pool, whose [`PostgresJournal::begin_in`] records the
+//! intent inside the application's own transaction ([`Operations::intent`] builds it), so the
+//! application's rows and the intent commit together. The Python package
+//! `python/steward-recovery` keeps the same table and the same decision.
+//!
 //! Crash points (`STEWARD_CRASH_AT=before_dispatch|after_dispatch|after_response|
 //! awaiting_approval|after_save`) abort the process inside each window, for tests like
 //! `steward chaos`. Unset, they cost one atomic load.
@@ -65,7 +71,7 @@ pub use config::{
 };
 pub use decide::{decide, Contradiction, RecoveryAction, ServerView};
 pub use error::RunError;
-pub use journal::{conformance, Begun, Journal, JournalError, SqliteJournal};
+pub use journal::{conformance, Begun, Journal, JournalError, PostgresJournal, SqliteJournal};
 pub use operation::{Operation, OperationId};
 pub use operations::Operations;
 pub use recover::{Recovered, RecoveryReport};

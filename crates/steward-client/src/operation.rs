@@ -141,6 +141,26 @@ mod tests {
     }
 
     #[test]
+    fn fingerprints_match_the_shared_vectors() {
+        // The same file the Python package's tests read (tests/vectors/fingerprints.json).
+        let file: Value =
+            serde_json::from_str(include_str!("../../../tests/vectors/fingerprints.json"))
+                .expect("the fingerprint vectors are JSON");
+        assert_eq!(file["version"], json!(1));
+        let cases = file["cases"].as_array().expect("a list of cases");
+        assert!(!cases.is_empty());
+        for case in cases {
+            let value = &case["value"];
+            assert_eq!(
+                json!(steward_core::canonical_json(value)),
+                case["canonical"],
+                "{value}"
+            );
+            assert_eq!(json!(fingerprint(value)), case["fingerprint"], "{value}");
+        }
+    }
+
+    #[test]
     fn the_fingerprint_ignores_key_order() {
         let key = OperationKey::parse("k").unwrap();
         let a = Operation::intended(

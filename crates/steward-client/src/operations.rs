@@ -49,7 +49,16 @@ impl Operations {
         operation_key: &OperationKey,
         input: Value,
     ) -> Result<Operation, RunError> {
-        let op = Operation::intended(
+        let op = self.intent(action, operation_key, input);
+        Ok(self.journal.begin(&op).await?.into_operation())
+    }
+
+    /// The operation [`begin`](Self::begin) would record (a fresh id, state `intended`), not yet
+    /// in any journal: for recording it inside the application's own transaction, e.g. with
+    /// [`PostgresJournal::begin_in`](crate::PostgresJournal::begin_in), then running it once
+    /// that transaction has committed.
+    pub fn intent(&self, action: &str, operation_key: &OperationKey, input: Value) -> Operation {
+        Operation::intended(
             OperationId::from_unique(&clock::unique()),
             &self.config.environment,
             action,
@@ -57,8 +66,7 @@ impl Operations {
             input,
             None,
             clock::now(),
-        );
-        Ok(self.journal.begin(&op).await?.into_operation())
+        )
     }
 
     /// Begins a new operation that retries `failed` (a settled-failed invocation) through the

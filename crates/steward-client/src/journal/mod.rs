@@ -1,9 +1,15 @@
 //! The durable operation journal: one record per business operation, in the application's own
 //! database. Recovery trusts only what is here, so every method states its crash contract.
+//!
+//! Two backends, one table (`steward_operations`, also the Python package's): [`SqliteJournal`]
+//! and [`PostgresJournal`], both run through [`conformance::run_all`].
 
 pub mod conformance;
+mod postgres;
+mod row;
 mod sqlite;
 
+pub use postgres::PostgresJournal;
 pub use sqlite::SqliteJournal;
 
 use crate::operation::{Operation, OperationId};

@@ -11,7 +11,8 @@
 //! The worker contract (for `--worker CMD`, run with `sh -c`): configuration arrives in the
 //! environment (`STEWARD_URL`, `STEWARD_API_KEY`, `STEWARD_JOURNAL`, `STEWARD_TASKS`,
 //! `STEWARD_ACTION`, `STEWARD_ENVIRONMENT`, and `STEWARD_CRASH_AT` when a client point is armed);
-//! the worker journals its operations with `steward-client` in the SQLite file
+//! the worker journals its operations with `steward-client` (or the Python `steward-recovery`,
+//! which keeps the same table; `examples/python-refund-worker`) in the SQLite file
 //! `STEWARD_JOURNAL`, with each task's `paymentIntent` in the operation input; it exits 0 once
 //! every task rests (done, or explicitly pending approval or unknown).
 
@@ -26,7 +27,7 @@ use std::time::Duration;
 use steward_client::{Journal, SqliteJournal};
 use steward_core::{ApprovalId, CrashPoint};
 use steward_fixture::{FaultMode, FaultPlan};
-use world::{aborted, eventually, kill, wait_exit, World};
+use world::{aborted, eventually, kill, kill_worker, wait_exit, World};
 
 /// How long a `steward serve` child gets to print its ready line, in seconds.
 pub(super) const SERVER_READY_S: u64 = 30;
@@ -172,7 +173,7 @@ async fn run_point(exe: &Path, dir: &Path, point: Point, args: &Args) -> anyhow:
             let status = world.approve_until_exit(&mut child, &mut problems).await?;
             world.judge_worker(status, None, n, &mut problems);
             if status.is_none() {
-                kill(&mut child).await;
+                kill_worker(&mut child).await;
             }
         }
         Point::Crash(p) if p.is_server() => {
@@ -186,7 +187,7 @@ async fn run_point(exe: &Path, dir: &Path, point: Point, args: &Args) -> anyhow:
                     world.worker_log(n)
                 )),
             }
-            kill(&mut child).await;
+            kill_worker(&mut child).await;
             world.restart_server().await?;
             world.run_worker(None, ACTION, &mut problems).await?;
         }
@@ -209,10 +210,10 @@ async fn run_point(exe: &Path, dir: &Path, point: Point, args: &Args) -> anyhow:
             }
             if point == Point::SigkillHold {
                 kill(&mut world.server.child).await;
-                kill(&mut child).await;
+                kill_worker(&mut child).await;
                 world.restart_server().await?;
             } else {
-                kill(&mut child).await;
+                kill_worker(&mut child).await;
             }
             world.run_worker(None, ACTION, &mut problems).await?;
         }

@@ -133,6 +133,22 @@ pub(super) async fn kill(child: &mut Child) {
     let _ = child.wait().await;
 }
 
+/// SIGKILL a worker and everything it started, then reap it. A `--worker` command runs under
+/// `sh -c`, which does not replace itself with the command (dash forks it), so killing the shell
+/// alone would leave the real worker (a Python interpreter, say) running beside its restart.
+/// Each worker leads a process group of its own (`spawn_worker`), and the group is killed.
+pub(super) async fn kill_worker(child: &mut Child) {
+    #[cfg(unix)]
+    if let Some(group) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    kill(child).await;
+}
+
 #[cfg(unix)]
 pub(super) fn aborted(status: &ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;
@@ -295,7 +311,7 @@ impl World {
         let status = wait_exit(&mut child, Duration::from_secs(WORKER_RUN_S)).await;
         self.judge_worker(status, crash, n, problems);
         if status.is_none() {
-            kill(&mut child).await;
+            kill_worker(&mut child).await;
         }
         Ok(())
     }
@@ -359,5 +375,51 @@ impl World {
             tokio::time::sleep(Duration::from_millis(POLL_MS * 4)).await;
         }
         Ok(None)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
+    fn alive(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false)
+    }
+
+    #[tokio::test]
+    async fn killing_a_worker_kills_what_its_shell_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("grandchild.pid");
+        // What `sh -c "python worker.py"` does: the shell forks the command and waits for it.
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("sleep 60 & echo $! > {}; wait", pid_file.display()))
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap();
+        let written = eventually(Duration::from_secs(10), || {
+            std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
+        })
+        .await;
+        assert!(written, "the shell never started its command");
+        let grandchild = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        assert!(alive(&grandchild), "{grandchild} should be running");
+        kill_worker(&mut child).await;
+        let gone = eventually(Duration::from_secs(5), || !alive(&grandchild)).await;
+        assert!(
+            gone,
+            "the worker's own process {grandchild} outlived the kill"
+        );
     }
 }
