@@ -1,0 +1,448 @@
+//! One run: the world (store, provider, network, server, client), its setup, the step loop that
+//! picks the next event, and the final phase that heals everything and settles what it can.
+
+use crate::client::Client;
+use crate::provider::Provider;
+use crate::queue::{Event, Queue};
+use crate::rng::Prng;
+use crate::server::Server;
+use crate::{Bug, Config, Run};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use steward_core::impact::{LimitSpec, Period, ReservationState};
+use steward_core::{
+    ActionDefinition, ActionId, EffectState, EnvironmentId, KeyId, LimitId, Millis,
+};
+use steward_core::{IdempotencyKey, OperationKey};
+use steward_store::{ActionRecord, Actor, LimitRecord, SqliteStore, Store};
+
+/// Simulated time at the start of every run (2023-11-14, any fixed instant would do).
+pub(crate) const EPOCH_MS: i64 = 1_700_000_000_000;
+/// The server's dispatch deadline, as `--dispatch-timeout-ms` sets it.
+pub(crate) const DISPATCH_TIMEOUT_MS: i64 = 1_000;
+/// How long after an attempt's deadline "the provider has no such write" is conclusive
+/// (`--absence-grace-ms`).
+pub(crate) const ABSENCE_GRACE_MS: i64 = 500;
+/// The longest one network hop takes. Below the dispatch deadline: a request that has not
+/// reached the provider by its deadline never will (the sender's connection is gone), which is
+/// what makes a lookup after the deadline and the grace conclusive.
+pub(crate) const NETWORK_DELAY_MS_MAX: i64 = 400;
+/// How long the agent waits for an invoke's answer before sending it again: longer than the
+/// dispatch deadline, as the SDK's 30 s is longer than the server's 10 s.
+pub(crate) const CLIENT_TIMEOUT_MS: i64 = 3_000;
+/// Percent of messages a non-calm network drops, each way.
+pub(crate) const DROP_PERCENT: u64 = 8;
+/// The money limit every refund reserves against, in cents, forever (`Period::Total`).
+pub(crate) const LIMIT_CENTS: i64 = 2_000;
+/// Rounds of the final phase before what is still open counts as stuck.
+const SETTLE_ROUNDS_MAX: u32 = 8;
+/// Events the final phase may handle in all, so a livelock ends as a violation, not a hang.
+const SETTLE_EVENTS_MAX: u32 = 5_000;
+
+/// Which action an operation invokes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `stripe.refund`: the provider deduplicates by the effect's provider idempotency key, and
+    /// the adapter can look the write up, so an unknown settles and a replay is safe.
+    Adapter,
+    /// A template action without `verify`: no provider key, no lookup; unknown stays unknown
+    /// until a person resolves it, and nothing may send it twice.
+    Template,
+}
+
+/// What the client last durably knows of an operation (its journal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Local {
+    /// Intended (journaled before anything was sent), no answer yet.
+    Intended,
+    /// Answered `unknown`: needs reconciliation, polled by resending.
+    Unknown,
+    /// Answered with a terminal state.
+    Final(EffectState),
+}
+
+/// One business operation: the client's journal entry and what the checks last saw of it.
+pub(crate) struct Operation {
+    pub name: String,
+    pub kind: Kind,
+    pub input: Value,
+    pub amount_cents: i64,
+    pub local: Local,
+    /// The effect's state as the last check read it from the store.
+    pub seen: Option<EffectState>,
+    /// The money the effect reserved against the limit (0 when refused or a template), and
+    /// what became of that reservation as the checks followed the effect's states.
+    pub reserved_cents: i64,
+    pub holding: Option<ReservationState>,
+}
+
+impl Operation {
+    pub(crate) fn key(&self) -> OperationKey {
+        OperationKey::parse(&self.name).expect("simulated operation keys are valid")
+    }
+
+    pub(crate) fn request_key(&self) -> IdempotencyKey {
+        IdempotencyKey::parse(&format!("req-{}", self.name)).expect("valid idempotency key")
+    }
+}
+
+pub(crate) struct World {
+    pub config: Config,
+    pub rng: Prng,
+    pub now: i64,
+    pub step: u32,
+    pub queue: Queue,
+    pub log: Vec<String>,
+    pub store: Arc<SqliteStore>,
+    pub env: EnvironmentId,
+    pub agent: KeyId,
+    pub adapter: ActionRecord,
+    pub template: ActionRecord,
+    pub limit: LimitId,
+    pub provider: Provider,
+    pub server: Server,
+    pub client: Client,
+    pub ops: Vec<Operation>,
+    /// Ids handed out so far (invocations and effects), so that ids are a function of the seed.
+    pub ids: u64,
+    /// The final phase: no drops, no provider faults, no crashes.
+    pub calm: bool,
+    _dir: tempfile::TempDir,
+}
+
+pub(crate) type Sim<T = ()> = Result<T, String>;
+
+pub(crate) async fn run(config: &Config) -> Run {
+    match World::new(config).await {
+        Ok(mut world) => {
+            let violation = world.drive().await.err();
+            Run {
+                seed: config.seed,
+                log: std::mem::take(&mut world.log),
+                violation,
+            }
+        }
+        Err(e) => Run {
+            seed: config.seed,
+            log: vec![],
+            violation: Some(format!("setup failed: {e}")),
+        },
+    }
+}
+
+/// Where the run's database lives: a RAM-backed directory when there is one, so a commit's
+/// fsync costs nothing (durability across a power cut is not what the simulator tests; a
+/// process crash is, and it loses no committed transaction anywhere).
+fn scratch() -> std::io::Result<tempfile::TempDir> {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::Builder::new()
+            .prefix("steward-sim")
+            .tempdir_in(shm)
+        {
+            return Ok(dir);
+        }
+    }
+    tempfile::Builder::new().prefix("steward-sim").tempdir()
+}
+
+fn definition(value: Value) -> ActionDefinition {
+    serde_json::from_value(value).expect("the simulated action definitions parse")
+}
+
+impl World {
+    async fn new(config: &Config) -> Sim<World> {
+        let dir = scratch().map_err(|e| e.to_string())?;
+        let store = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).map_err(err)?);
+        let now = EPOCH_MS;
+        let env = EnvironmentId::from_unique("sim");
+        let operator = KeyId::from_unique("operator");
+        let system = Actor::system(Millis(now));
+        store
+            .ensure_environment("sim", &env, &system)
+            .await
+            .map_err(err)?;
+        let record = |id: &str, def: ActionDefinition| ActionRecord {
+            id: ActionId::from_unique(id),
+            env_id: env.clone(),
+            name: def.name.clone(),
+            version: 1,
+            definition: def,
+            created_at: Millis(now),
+            updated_at: Millis(now),
+        };
+        let adapter = record(
+            "refund",
+            definition(json!({
+                "name": "refund",
+                "adapter": {"type": "stripe.refund", "config": {"mode": "test"}, "credentialSecret": "STRIPE_TEST_KEY"}
+            })),
+        );
+        let template = record(
+            "notify",
+            definition(json!({
+                "name": "notify", "method": "POST", "urlTemplate": "https://provider.test/v1/refunds",
+                "governed": true
+            })),
+        );
+        let by_operator = Actor::key(&operator, Millis(now));
+        for action in [&adapter, &template] {
+            store
+                .create_action(action, &by_operator)
+                .await
+                .map_err(err)?;
+        }
+        let limit = LimitId::from_unique("refunds");
+        let spec = LimitSpec {
+            name: "refunds".into(),
+            dimension: "money".into(),
+            unit: "usd".into(),
+            currency: Some("usd".into()),
+            period: Period::Total,
+            amount: LIMIT_CENTS,
+            action_name: None,
+        };
+        let limit_record = LimitRecord {
+            id: limit.clone(),
+            env_id: env.clone(),
+            spec,
+            archived_at: None,
+            created_at: Millis(now),
+            updated_at: Millis(now),
+        };
+        store
+            .create_limit(&limit_record, &by_operator)
+            .await
+            .map_err(err)?;
+        Ok(World {
+            config: config.clone(),
+            rng: Prng::new(config.seed),
+            now,
+            step: 0,
+            queue: Queue::default(),
+            log: Vec::new(),
+            store,
+            env,
+            agent: KeyId::from_unique("agent"),
+            adapter,
+            template,
+            limit,
+            provider: Provider::default(),
+            server: Server::new(),
+            client: Client::new(),
+            ops: Vec::new(),
+            ids: 0,
+            calm: false,
+            _dir: dir,
+        })
+    }
+
+    pub(crate) fn bug(&self, bug: Bug) -> bool {
+        self.config.bug == Some(bug)
+    }
+
+    /// Appends one line to the event log: step, simulated time since the start, what happened.
+    pub(crate) fn say(&mut self, what: impl AsRef<str>) {
+        let line = format!(
+            "{:>5} {:>8}ms {}",
+            self.step,
+            self.now - EPOCH_MS,
+            what.as_ref()
+        );
+        self.log.push(line);
+    }
+
+    pub(crate) fn actor(&self) -> Actor {
+        Actor::key(&self.agent, Millis(self.now))
+    }
+
+    /// A fresh id suffix (the seed's run numbers them; production uses ULIDs).
+    pub(crate) fn fresh(&mut self) -> String {
+        self.ids += 1;
+        format!("sim{:06}", self.ids)
+    }
+
+    /// One network hop: `Some(delay)`, or `None` when the message is dropped.
+    pub(crate) fn hop(&mut self) -> Option<i64> {
+        if !self.calm && self.rng.percent(DROP_PERCENT) {
+            return None;
+        }
+        Some(self.rng.between(1, NETWORK_DELAY_MS_MAX))
+    }
+
+    async fn drive(&mut self) -> Sim {
+        self.say(format!(
+            "seed {} steps {} bug {}",
+            self.config.seed,
+            self.config.steps,
+            self.config.bug.map_or("none", Bug::name)
+        ));
+        for _ in 0..self.config.steps {
+            self.step += 1;
+            self.one_step().await?;
+            self.check().await?;
+        }
+        self.settle().await?;
+        self.check().await?;
+        self.check_final().await
+    }
+
+    /// One step: either something from outside happens now (the agent starts an operation, an
+    /// operator reconciles or replays, a process crashes), or the earliest pending event does.
+    async fn one_step(&mut self) -> Sim {
+        if self.queue.is_empty() || self.rng.percent(35) {
+            self.now += self.rng.between(0, 40);
+            return self.external().await;
+        }
+        let (at, event) = self.queue.pop().expect("the queue is not empty");
+        self.now = self.now.max(at);
+        self.handle(event).await
+    }
+
+    async fn external(&mut self) -> Sim {
+        // new operation, client poll, reconcile, replay, server crash, client crash
+        match self.rng.weighted(&[30, 8, 10, 8, 5, 5]) {
+            0 => self.new_operation(),
+            1 => {
+                self.client_poll();
+                Ok(())
+            }
+            2 => match self.pick(|op| op.seen == Some(EffectState::Unknown)) {
+                Some(op) => self.reconcile(op).await,
+                None => Ok(()),
+            },
+            3 => match self
+                .pick(|op| op.kind == Kind::Adapter && op.seen == Some(EffectState::Unknown))
+            {
+                Some(op) => self.replay(op).await,
+                None => Ok(()),
+            },
+            4 => {
+                if self.server.up {
+                    self.crash_server("at a random moment");
+                }
+                Ok(())
+            }
+            _ => {
+                if self.client.up {
+                    self.crash_client();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A random operation for which `fits` holds.
+    pub(crate) fn pick(&mut self, fits: impl Fn(&Operation) -> bool) -> Option<usize> {
+        let candidates: Vec<usize> = (0..self.ops.len())
+            .filter(|i| fits(&self.ops[*i]))
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(candidates[self.rng.below(candidates.len() as u64) as usize])
+    }
+
+    pub(crate) async fn handle(&mut self, event: Event) -> Sim {
+        match event {
+            Event::InvokeArrives { op, client } => self.invoke(op, client).await,
+            Event::AnswerArrives { op, client, answer } => {
+                self.answer_arrives(op, client, answer);
+                Ok(())
+            }
+            Event::RequestArrives {
+                attempt,
+                server,
+                provider_key,
+            } => {
+                self.request_arrives(attempt, server, provider_key);
+                Ok(())
+            }
+            Event::ResponseArrives {
+                attempt,
+                server,
+                response,
+            } => self.response_arrives(attempt, server, response).await,
+            Event::Deadline { attempt, server } => self.deadline(attempt, server).await,
+            Event::CommitAttempt { attempt, server } => self.commit_attempt(attempt, server).await,
+            Event::ClientTimeout { op, client, send } => {
+                self.client_timeout(op, client, send);
+                Ok(())
+            }
+            Event::ClientRetry { op, client } => {
+                self.client_retry(op, client);
+                Ok(())
+            }
+            Event::ServerRestart => self.restart_server().await,
+            Event::ClientRestart => {
+                self.restart_client();
+                Ok(())
+            }
+        }
+    }
+
+    /// An operation is open while the final phase can still move it: not answered with a
+    /// terminal state, and not a template effect that can only stay unknown.
+    fn open(&self, op: usize) -> bool {
+        let o = &self.ops[op];
+        let stuck_unknown = o.kind == Kind::Template
+            && o.local == Local::Unknown
+            && o.seen == Some(EffectState::Unknown);
+        !matches!(o.local, Local::Final(_)) && !stuck_unknown
+    }
+
+    /// The final phase: the network and the provider heal, both processes come back, every
+    /// pending event is handled, the client resends what it has no final answer for, and every
+    /// adapter effect left unknown is reconciled once its deadline and the grace have passed.
+    async fn settle(&mut self) -> Sim {
+        self.calm = true;
+        self.say("calm: no more drops, faults or crashes");
+        if !self.server.up {
+            self.restart_server().await?;
+        }
+        if !self.client.up {
+            self.restart_client();
+        }
+        let mut handled = 0;
+        for _ in 0..SETTLE_ROUNDS_MAX {
+            while let Some((at, event)) = self.queue.pop() {
+                handled += 1;
+                if handled > SETTLE_EVENTS_MAX {
+                    return Err(format!(
+                        "the final phase did not quiesce in {SETTLE_EVENTS_MAX} events"
+                    ));
+                }
+                self.step += 1;
+                self.now = self.now.max(at);
+                self.handle(event).await?;
+                self.check().await?;
+            }
+            self.now += DISPATCH_TIMEOUT_MS + ABSENCE_GRACE_MS + 1;
+            let unknown: Vec<usize> = (0..self.ops.len())
+                .filter(|i| {
+                    self.ops[*i].kind == Kind::Adapter
+                        && self.ops[*i].seen == Some(EffectState::Unknown)
+                })
+                .collect();
+            for op in unknown {
+                self.step += 1;
+                self.reconcile(op).await?;
+                self.check().await?;
+            }
+            let open: Vec<usize> = (0..self.ops.len()).filter(|i| self.open(*i)).collect();
+            if open.is_empty() {
+                return Ok(());
+            }
+            for op in open {
+                if !self.client.waiting.contains_key(&op) {
+                    self.send(op);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
+    format!("store error: {e}")
+}
