@@ -122,7 +122,8 @@ async fn an_operator_approves_from_the_cli_and_the_call_runs_once_but_never_by_i
         late.stdout
     );
     assert!(
-        late.stderr.contains("already approved; your deny changed nothing"),
+        late.stderr
+            .contains("already approved; your deny changed nothing"),
         "{}",
         late.stderr
     );
