@@ -3,8 +3,8 @@
 //! - at most one provider write per operation (2, 5);
 //! - no illegal state: every change the store shows since the last step is one legal move of
 //!   `steward_core::next`, and one operation key names at most one effect (2);
-//! - durable intent: every request this server process has out belongs to an attempt committed
-//!   `dispatching` (1);
+//! - durable intent: every request that reached the provider belongs to an attempt the store has
+//!   on record (1);
 //! - honest outcomes, nothing lost: a write at the provider belongs to an effect with a
 //!   durable attempt that is not `ready`, `failed` or `rejected`, and only a write can make an
 //!   effect `succeeded` (4);
@@ -16,9 +16,16 @@
 //! adapter effect settled, writes match outcomes, and the audit chain verifies (10).
 
 use crate::world::{err, Kind, Local, Sim, World, LIMIT_CENTS};
-use steward_core::impact::{reservation_after, ReservationState};
+use steward_core::impact::{reservation_after, ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
 use steward_store::{verify_chain, EffectFilter, EffectRecord, Store, GENESIS_HASH};
+
+/// What the last check read from the store.
+pub(crate) struct Snapshot {
+    /// Every effect of the run, with the index of its operation, in operation order.
+    effects: Vec<(usize, EffectRecord)>,
+    usage: Usage,
+}
 
 /// True when one move of the state machine takes `from` to `to` (or nothing moved).
 fn one_move(from: EffectState, to: EffectState) -> bool {
@@ -59,8 +66,20 @@ impl World {
         Ok(found)
     }
 
-    pub(crate) async fn check(&mut self) -> Sim {
+    /// Reads the effects and the limit's usage again if the server wrote since the last read,
+    /// and checks that every state change since then is one legal move.
+    async fn refresh(&mut self) -> Sim {
+        if !self.dirty && self.read.is_some() {
+            return Ok(());
+        }
         let effects = self.effects().await?;
+        let usage = self
+            .store
+            .limit(&self.env, &self.limit, Millis(self.now))
+            .await
+            .map_err(err)?
+            .ok_or("the limit is missing")?
+            .usage;
         for pair in effects.windows(2) {
             if pair[0].0 == pair[1].0 {
                 return Err(format!("{} names two effects", self.ops[pair[0].0].name));
@@ -84,10 +103,25 @@ impl World {
             }
             o.seen = Some(effect.state);
         }
-        self.check_durable_intent(&effects)?;
-        self.check_writes(&effects)?;
-        self.check_reservations().await?;
-        for (op, effect) in &effects {
+        self.read = Some(Snapshot { effects, usage });
+        self.dirty = false;
+        Ok(())
+    }
+
+    pub(crate) async fn check(&mut self) -> Sim {
+        self.refresh().await?;
+        let read = self.read.take().expect("refresh read the store");
+        let checked = self.check_snapshot(&read);
+        self.read = Some(read);
+        checked
+    }
+
+    fn check_snapshot(&self, read: &Snapshot) -> Sim {
+        let effects = &read.effects;
+        self.check_durable_intent(effects)?;
+        self.check_writes(effects)?;
+        self.check_reservations(read.usage)?;
+        for (op, effect) in effects {
             if let Local::Final(saved) = self.ops[*op].local {
                 if saved != effect.state {
                     return Err(format!(
@@ -102,17 +136,18 @@ impl World {
         Ok(())
     }
 
+    /// Durable intent, as the provider sees it: every request that reached it belongs to an
+    /// attempt the store has on record (attempts are never removed, so this holds for ever).
     fn check_durable_intent(&self, effects: &[(usize, EffectRecord)]) -> Sim {
-        for attempt in self.server.inflight.keys() {
-            let durable = effects.iter().any(|(op, e)| {
-                *op == attempt.op
-                    && e.state == EffectState::Dispatching
-                    && e.attempt_count == attempt.number
-            });
-            if !durable {
+        for (op, number) in &self.provider.received {
+            let recorded = effects
+                .iter()
+                .find(|(i, _)| i == op)
+                .map_or(0, |(_, e)| e.attempt_count);
+            if recorded < *number {
                 return Err(format!(
-                    "durable intent: {} attempt {} is out but not committed dispatching",
-                    self.ops[attempt.op].name, attempt.number
+                    "durable intent: the provider received {} attempt {number}, the store records {recorded} attempts",
+                    self.ops[*op].name
                 ));
             }
         }
@@ -167,13 +202,7 @@ impl World {
         Ok(())
     }
 
-    async fn check_reservations(&self) -> Sim {
-        let status = self
-            .store
-            .limit(&self.env, &self.limit, Millis(self.now))
-            .await
-            .map_err(err)?
-            .ok_or("the limit is missing")?;
+    fn check_reservations(&self, usage: Usage) -> Sim {
         let (mut consumed, mut reserved, mut exposure) = (0, 0, 0);
         for o in &self.ops {
             match o.holding {
@@ -183,7 +212,6 @@ impl World {
                 Some(ReservationState::Released) | None => {}
             }
         }
-        let usage = status.usage;
         if (usage.consumed, usage.reserved, usage.exposure) != (consumed, reserved, exposure) {
             return Err(format!(
                 "reservations do not add up: the store has consumed {} reserved {} exposure {}, \

@@ -50,6 +50,8 @@ pub(crate) struct Write {
 #[derive(Default)]
 pub(crate) struct Provider {
     pub writes: Vec<Write>,
+    /// Every request that reached the provider, written or not: (operation, attempt).
+    pub received: Vec<(usize, u32)>,
     by_key: BTreeMap<String, usize>,
 }
 
@@ -62,6 +64,7 @@ impl Provider {
         key: Option<&str>,
         fault: Fault,
     ) -> Response {
+        self.received.push((op, attempt));
         if key.is_some_and(|k| self.by_key.contains_key(k)) {
             return Response::Refund;
         }

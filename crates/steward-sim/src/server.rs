@@ -146,6 +146,7 @@ impl World {
 
     /// Write path steps 1 to 3 for an invoke (steps 1 and 2 have nothing to refuse here).
     pub(crate) async fn invoke(&mut self, op: usize, client: u32) -> Sim {
+        self.dirty = true;
         let name = self.ops[op].name.clone();
         if !self.server.up {
             self.say(format!("invoke {name}: refused, the server is down"));
@@ -290,6 +291,7 @@ impl World {
     }
 
     pub(crate) async fn commit_attempt(&mut self, attempt: AttemptRef, server: u32) -> Sim {
+        self.dirty = true;
         if server != self.server.generation || !self.server.up {
             return Ok(());
         }
@@ -438,6 +440,7 @@ impl World {
         server: u32,
         response: Response,
     ) -> Sim {
+        self.dirty = true;
         let name = self.ops[attempt.op].name.clone();
         if server != self.server.generation || !self.server.up {
             self.say(format!(
@@ -490,6 +493,7 @@ impl World {
     }
 
     pub(crate) async fn deadline(&mut self, attempt: AttemptRef, server: u32) -> Sim {
+        self.dirty = true;
         if server != self.server.generation
             || !self.server.up
             || !self.server.inflight.contains_key(&attempt)
@@ -571,6 +575,7 @@ impl World {
 
     /// A new process (a new replica) on the same store: the start-up sweep, then it serves.
     pub(crate) async fn restart_server(&mut self) -> Sim {
+        self.dirty = true;
         if self.server.up {
             return Ok(());
         }
@@ -611,6 +616,7 @@ impl World {
     /// A read-only reconcile of an unknown effect (`reconcile/`): the adapter's lookup settles
     /// it when the provider has the write, or when it has none and no attempt can still land.
     pub(crate) async fn reconcile(&mut self, op: usize) -> Sim {
+        self.dirty = true;
         let name = self.ops[op].name.clone();
         if !self.server.up {
             return Ok(());
@@ -669,6 +675,7 @@ impl World {
 
     /// A replay of an unknown adapter effect: a new attempt under the same provider key.
     pub(crate) async fn replay(&mut self, op: usize) -> Sim {
+        self.dirty = true;
         let name = self.ops[op].name.clone();
         if !self.server.up {
             return Ok(());

@@ -107,6 +107,11 @@ pub(crate) struct World {
     pub ids: u64,
     /// The final phase: no drops, no provider faults, no crashes.
     pub calm: bool,
+    /// Set by every server handler that may write to the store (the server is its only
+    /// writer); while it is clear, the store holds what the last check read.
+    pub dirty: bool,
+    /// The effects and the limit's usage as the last check read them.
+    pub read: Option<crate::check::Snapshot>,
     _dir: tempfile::TempDir,
 }
 
@@ -233,6 +238,8 @@ impl World {
             ops: Vec::new(),
             ids: 0,
             calm: false,
+            dirty: true,
+            read: None,
             _dir: dir,
         })
     }
