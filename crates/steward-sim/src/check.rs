@@ -18,7 +18,7 @@
 use crate::world::{err, Kind, Local, Sim, World, LIMIT_CENTS};
 use steward_core::impact::{reservation_after, ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
-use steward_store::{verify_chain, EffectFilter, EffectRecord, Store, GENESIS_HASH};
+use steward_store::{verify_chain, EffectFilter, EffectRecord, Store};
 
 /// What the last check read from the store.
 pub(crate) struct Snapshot {
@@ -73,18 +73,14 @@ impl World {
             return Ok(());
         }
         let effects = self.effects().await?;
-        let usage = self
-            .store
-            .limit(&self.env, &self.limit, Millis(self.now))
-            .await
-            .map_err(err)?
-            .ok_or("the limit is missing")?
-            .usage;
         for pair in effects.windows(2) {
             if pair[0].0 == pair[1].0 {
                 return Err(format!("{} names two effects", self.ops[pair[0].0].name));
             }
         }
+        // Reservations change only with an effect's creation or a move of its state (in the
+        // same transaction), so the limit is read again only then.
+        let mut moved = false;
         for (op, effect) in &effects {
             let o = &mut self.ops[*op];
             let from = o.seen.unwrap_or(EffectState::Ready);
@@ -97,12 +93,24 @@ impl World {
                 ));
             }
             if o.seen != Some(effect.state) {
+                moved = true;
                 if let (Some(_), Some(after)) = (o.holding, reservation_after(effect.state)) {
                     o.holding = Some(after);
                 }
             }
             o.seen = Some(effect.state);
         }
+        let usage = match (&self.read, moved) {
+            (Some(read), false) => read.usage,
+            _ => {
+                self.store
+                    .limit(&self.env, &self.limit, Millis(self.now))
+                    .await
+                    .map_err(err)?
+                    .ok_or("the limit is missing")?
+                    .usage
+            }
+        };
         self.read = Some(Snapshot { effects, usage });
         self.dirty = false;
         Ok(())
@@ -275,8 +283,13 @@ impl World {
                 ));
             }
         }
-        let events = self.store.audit_events(0, 1_000_000).await.map_err(err)?;
-        verify_chain(0, GENESIS_HASH, &events).map_err(|e| format!("audit chain: {e}"))?;
+        let (after, hash) = self.head.clone();
+        let events = self
+            .store
+            .audit_events(after, u32::MAX)
+            .await
+            .map_err(err)?;
+        self.head = verify_chain(after, &hash, &events).map_err(|e| format!("audit chain: {e}"))?;
         let succeeded = effects
             .iter()
             .filter(|(_, e)| matches!(e.state, EffectState::Succeeded { .. }))

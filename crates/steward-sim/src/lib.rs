@@ -94,9 +94,12 @@ pub fn run(config: &Config) -> Run {
     Simulator::new().run(config)
 }
 
-/// Runs seeds one after another on one single-threaded runtime.
+/// Runs seeds one after another on one single-threaded runtime and one store, each run in an
+/// environment of its own.
 pub struct Simulator {
     runtime: tokio::runtime::Runtime,
+    /// The store successive runs share (see `world::Shared`).
+    shared: std::cell::RefCell<Option<world::Shared>>,
 }
 
 impl Default for Simulator {
@@ -110,10 +113,14 @@ impl Simulator {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a current-thread runtime builds");
-        Self { runtime }
+        Self {
+            runtime,
+            shared: std::cell::RefCell::new(None),
+        }
     }
 
     pub fn run(&self, config: &Config) -> Run {
-        self.runtime.block_on(world::run(config))
+        let mut shared = self.shared.borrow_mut();
+        self.runtime.block_on(world::run(config, &mut shared))
     }
 }

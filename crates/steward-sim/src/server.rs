@@ -51,11 +51,11 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         Self {
             generation: 1,
             up: true,
-            replica: ReplicaId::from_unique("gen1"),
+            replica: ReplicaId::from_unique(&format!("{tag}gen1")),
             inflight: BTreeMap::new(),
         }
     }
@@ -146,12 +146,12 @@ impl World {
 
     /// Write path steps 1 to 3 for an invoke (steps 1 and 2 have nothing to refuse here).
     pub(crate) async fn invoke(&mut self, op: usize, client: u32) -> Sim {
-        self.dirty = true;
         let name = self.ops[op].name.clone();
         if !self.server.up {
             self.say(format!("invoke {name}: refused, the server is down"));
             return Ok(());
         }
+        self.dirty = true;
         let sub = self.submission(op);
         let crash = self.crash_point();
         if self.bug(Bug::SkipDurableAttempt) {
@@ -291,10 +291,10 @@ impl World {
     }
 
     pub(crate) async fn commit_attempt(&mut self, attempt: AttemptRef, server: u32) -> Sim {
-        self.dirty = true;
         if server != self.server.generation || !self.server.up {
             return Ok(());
         }
+        self.dirty = true;
         let Some(begin) = self
             .server
             .inflight
@@ -440,7 +440,6 @@ impl World {
         server: u32,
         response: Response,
     ) -> Sim {
-        self.dirty = true;
         let name = self.ops[attempt.op].name.clone();
         if server != self.server.generation || !self.server.up {
             self.say(format!(
@@ -449,6 +448,7 @@ impl World {
             ));
             return Ok(());
         }
+        self.dirty = true;
         let Some(inflight) = self.server.inflight.get(&attempt) else {
             // The deadline came first: the answer is kept as evidence, the state stays.
             let effect = self.effect_of(attempt.op).await?;
@@ -493,13 +493,13 @@ impl World {
     }
 
     pub(crate) async fn deadline(&mut self, attempt: AttemptRef, server: u32) -> Sim {
-        self.dirty = true;
         if server != self.server.generation
             || !self.server.up
             || !self.server.inflight.contains_key(&attempt)
         {
             return Ok(());
         }
+        self.dirty = true;
         self.finish(attempt, AttemptReport::TimedOut).await
     }
 
@@ -575,23 +575,30 @@ impl World {
 
     /// A new process (a new replica) on the same store: the start-up sweep, then it serves.
     pub(crate) async fn restart_server(&mut self) -> Sim {
-        self.dirty = true;
         if self.server.up {
             return Ok(());
         }
+        self.dirty = true;
         self.server.generation += 1;
-        self.server.replica = ReplicaId::from_unique(&format!("gen{}", self.server.generation));
+        self.server.replica =
+            ReplicaId::from_unique(&format!("{}gen{}", self.tag, self.server.generation));
         let report = self
             .store
             .recover(&Sweep::sole(&self.server.replica, Millis(self.now)))
             .await
             .map_err(err)?;
         self.server.up = true;
+        // The sweep is store-wide; only this run's effects belong in its log.
+        let ours = format!("{}n", self.tag);
+        let mine = |ids: &[EffectId]| {
+            ids.iter()
+                .filter(|id| id.as_str()[EffectId::PREFIX.len()..].starts_with(&ours))
+                .count()
+        };
         self.say(format!(
-            "server restart: sweep made {} unknown, {} failed, cleared {} requests",
-            report.dispatching_to_unknown.len(),
-            report.ready_to_failed.len(),
-            report.requests_cleared
+            "server restart: sweep made {} unknown, {} failed",
+            mine(&report.dispatching_to_unknown),
+            mine(&report.ready_to_failed),
         ));
         Ok(())
     }
@@ -616,11 +623,11 @@ impl World {
     /// A read-only reconcile of an unknown effect (`reconcile/`): the adapter's lookup settles
     /// it when the provider has the write, or when it has none and no attempt can still land.
     pub(crate) async fn reconcile(&mut self, op: usize) -> Sim {
-        self.dirty = true;
         let name = self.ops[op].name.clone();
         if !self.server.up {
             return Ok(());
         }
+        self.dirty = true;
         let effect = self.effect_of(op).await?;
         let detail = self
             .store
@@ -675,11 +682,11 @@ impl World {
 
     /// A replay of an unknown adapter effect: a new attempt under the same provider key.
     pub(crate) async fn replay(&mut self, op: usize) -> Sim {
-        self.dirty = true;
         let name = self.ops[op].name.clone();
         if !self.server.up {
             return Ok(());
         }
+        self.dirty = true;
         let effect = self.effect_of(op).await?;
         let detail = self
             .store
