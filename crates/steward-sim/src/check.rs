@@ -307,3 +307,29 @@ impl World {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_core::Rejection;
+
+    #[test]
+    fn one_move_is_a_transition_of_the_state_machine() {
+        use EffectState as S;
+        assert!(one_move(S::Ready, S::Dispatching));
+        assert!(one_move(S::Dispatching, S::Unknown));
+        assert!(one_move(S::Unknown, S::Dispatching));
+        assert!(one_move(S::Unknown, S::Unknown));
+        assert!(one_move(
+            S::Ready,
+            S::Rejected {
+                reason: Rejection::Refused
+            }
+        ));
+        // Two moves at once, backwards, or out of a settled state are not one move.
+        assert!(!one_move(S::Ready, S::Unknown));
+        assert!(!one_move(S::Unknown, S::Ready));
+        assert!(!one_move(S::Succeeded { confirmed: true }, S::Unknown));
+        assert!(!one_move(S::Failed, S::Dispatching));
+    }
+}

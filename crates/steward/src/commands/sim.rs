@@ -59,13 +59,13 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         drop(out);
-        return Ok(report(&run));
+        return Ok(report(&run, &args));
     }
     let started = Instant::now();
     for seed in args.from..args.from.saturating_add(args.seeds) {
         let run = sim.run(&config(seed));
         if run.violation.is_some() {
-            return Ok(report(&run));
+            return Ok(report(&run, &args));
         }
     }
     let elapsed = started.elapsed();
@@ -78,16 +78,23 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn report(run: &Run) -> ExitCode {
+fn report(run: &Run, args: &Args) -> ExitCode {
     match &run.violation {
         None => {
             println!("seed {}: every invariant held", run.seed);
             ExitCode::SUCCESS
         }
         Some(violation) => {
+            let mut replay = format!("steward sim --seed {}", run.seed);
+            if args.steps != STEPS_DEFAULT {
+                replay.push_str(&format!(" --steps {}", args.steps));
+            }
+            if let Some(bug) = args.bug {
+                replay.push_str(&format!(" --bug {}", bug.name()));
+            }
             println!(
-                "seed {} broke an invariant: {violation}\nreplay: steward sim --seed {}",
-                run.seed, run.seed
+                "seed {} broke an invariant: {violation}\nreplay: {replay}",
+                run.seed
             );
             ExitCode::FAILURE
         }
