@@ -1,9 +1,10 @@
 //! `steward sim`: the deterministic simulator (crates/steward-sim) outside CI. `--seeds N` runs
-//! seeds 0..N and reports the first that breaks an invariant; `--seed S` replays one and prints
+//! seeds 0..N (on `--jobs` threads) and reports a seed that breaks an invariant; `--seed S` replays one and prints
 //! its event log, which is the same, byte for byte, every time.
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use steward_sim::{Bug, Config, Run, Simulator, STEPS_DEFAULT};
 
@@ -21,6 +22,10 @@ pub struct Args {
     /// Steps of random work per seed before the final phase.
     #[arg(long, default_value_t = STEPS_DEFAULT)]
     steps: u32,
+    /// Seeds run at once, each job on its own thread with its own store (a seed's run does not
+    /// depend on which job runs it). Default: the number of CPUs.
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Break the simulated server on purpose, to see the checks catch it:
     /// replay-without-idempotency or skip-durable-attempt.
     #[arg(long, value_parser = parse_bug)]
@@ -42,15 +47,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(|_| anyhow::anyhow!("the simulator panicked"))?
 }
 
-fn simulate(args: Args) -> anyhow::Result<ExitCode> {
-    let sim = Simulator::new();
-    let config = |seed| Config {
+fn config(args: &Args, seed: u64) -> Config {
+    Config {
         seed,
         steps: args.steps,
         bug: args.bug,
-    };
+    }
+}
+
+fn simulate(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(seed) = args.seed {
-        let run = sim.run(&config(seed));
+        let run = Simulator::new().run(&config(&args, seed));
         let mut out = std::io::stdout().lock();
         for line in &run.log {
             // A closed pipe (`| head`) ends the listing, not the program.
@@ -61,16 +68,44 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
         drop(out);
         return Ok(report(&run, &args));
     }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1) as u64;
     let started = Instant::now();
-    for seed in args.from..args.from.saturating_add(args.seeds) {
-        let run = sim.run(&config(seed));
-        if run.violation.is_some() {
-            return Ok(report(&run, &args));
-        }
+    let broken = AtomicBool::new(false);
+    let end = args.from.saturating_add(args.seeds);
+    // Job j runs seeds from+j, from+j+jobs, ...; every job stops once one finds a violation.
+    let found: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|job| {
+                let (args, broken) = (&args, &broken);
+                scope.spawn(move || {
+                    let sim = Simulator::new();
+                    let mut seed = args.from + job;
+                    while seed < end && !broken.load(Ordering::Relaxed) {
+                        let run = sim.run(&config(args, seed));
+                        if run.violation.is_some() {
+                            broken.store(true, Ordering::Relaxed);
+                            return Some(run);
+                        }
+                        seed += jobs;
+                    }
+                    None
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("a simulator job panicked"))
+            .collect()
+    });
+    if let Some(run) = found.into_iter().min_by_key(|r| r.seed) {
+        return Ok(report(&run, &args));
     }
     let elapsed = started.elapsed();
     println!(
-        "{} seeds passed in {:.1} s ({:.2} ms a seed)",
+        "{} seeds passed in {:.1} s ({:.2} ms a seed, {jobs} jobs)",
         args.seeds,
         elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1_000.0 / args.seeds.max(1) as f64
