@@ -105,7 +105,7 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
     }
     let elapsed = started.elapsed();
     println!(
-        "{} seeds passed in {:.1} s ({:.2} ms a seed, {jobs} jobs)",
+        "{} seeds passed in {:.1} s ({:.2} ms a seed; jobs: {jobs})",
         args.seeds,
         elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1_000.0 / args.seeds.max(1) as f64
