@@ -1,6 +1,7 @@
 //! The invariants, checked against the real store after every step (docs/INVARIANTS.md):
 //!
-//! - at most one provider write per operation (2, 5);
+//! - at most one provider write per operation, and per business operation (an operation and
+//!   its `retryOf` retries) (2, 5);
 //! - no illegal state: every change the store shows since the last step is one legal move of
 //!   `steward_core::next`, and one operation key names at most one effect (2);
 //! - durable intent: every request that reached the provider belongs to an attempt the store has
@@ -99,6 +100,9 @@ impl World {
                 }
             }
             o.seen = Some(effect.state);
+            if o.invocation.is_none() {
+                o.invocation = Some(effect.invocation_id.clone());
+            }
         }
         let usage = match (&self.read, moved) {
             (Some(read), false) => read.usage,
@@ -205,6 +209,21 @@ impl World {
                     return Err(format!("{} is succeeded without a provider write", o.name))
                 }
                 _ => {}
+            }
+        }
+        // One business operation is an operation and its retries: one write among them all.
+        let mut per_business = vec![0; self.ops.len()];
+        for op in 0..self.ops.len() {
+            let mut root = op;
+            while let Some(earlier) = self.ops[root].retry_of {
+                root = earlier;
+            }
+            per_business[root] += self.provider.writes_of(op);
+            if per_business[root] > 1 {
+                return Err(format!(
+                    "{} and its retries have {} provider writes",
+                    self.ops[root].name, per_business[root]
+                ));
             }
         }
         Ok(())

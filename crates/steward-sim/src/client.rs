@@ -55,10 +55,48 @@ impl World {
             seen: None,
             reserved_cents: 0,
             holding: None,
+            retry_of: None,
+            retried: false,
+            invocation: None,
         });
         self.say(format!(
             "client: intends {name} ({kind:?}, {amount_cents} cents)"
         ));
+        self.send(n);
+        Ok(())
+    }
+
+    /// The client starts a new operation with `retryOf` for one it saved as `failed` (at most
+    /// one retry per failure): safe only because `failed` means nothing happened.
+    pub(crate) fn retry_failure(&mut self) -> Sim {
+        if !self.client.up {
+            return Ok(());
+        }
+        let Some(failed) = self.pick(|o| {
+            o.local == Local::Final(EffectState::Failed) && !o.retried && o.invocation.is_some()
+        }) else {
+            return Ok(());
+        };
+        self.ops[failed].retried = true;
+        let n = self.ops.len();
+        let name = format!("op-{n}");
+        let (kind, amount_cents) = (self.ops[failed].kind, self.ops[failed].amount_cents);
+        let order = self.ops[failed].input["order"].clone();
+        self.ops.push(Operation {
+            input: json!({"order": order, "amount": amount_cents, "retry": n}),
+            name: name.clone(),
+            kind,
+            amount_cents,
+            local: Local::Intended,
+            seen: None,
+            reserved_cents: 0,
+            holding: None,
+            retry_of: Some(failed),
+            retried: false,
+            invocation: None,
+        });
+        let of = self.ops[failed].name.clone();
+        self.say(format!("client: retries failed {of} as {name} (retryOf)"));
         self.send(n);
         Ok(())
     }

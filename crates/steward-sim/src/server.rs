@@ -91,7 +91,12 @@ impl World {
             operation_key: Some(o.key()),
             idempotency_key: Some(o.request_key()),
             run_id: None,
-            retry_of: None,
+            retry_of: o.retry_of.map(|r| {
+                self.ops[r]
+                    .invocation
+                    .clone()
+                    .expect("a retried operation's invocation was seen")
+            }),
             initial: EffectState::Ready,
             approval: None,
             decision: None,

@@ -76,6 +76,11 @@ pub(crate) struct Operation {
     /// what became of that reservation as the checks followed the effect's states.
     pub reserved_cents: i64,
     pub holding: Option<ReservationState>,
+    /// The failed operation this one retries (`retryOf`), and whether this one was retried.
+    pub retry_of: Option<usize>,
+    pub retried: bool,
+    /// The invocation the store recorded for it, once a check has seen it.
+    pub invocation: Option<steward_core::InvocationId>,
 }
 
 impl Operation {
@@ -366,8 +371,8 @@ impl World {
     }
 
     async fn external(&mut self) -> Sim {
-        // new operation, client poll, reconcile, replay, server crash, client crash
-        match self.rng.weighted(&[30, 8, 10, 8, 5, 5]) {
+        // new operation, client poll, reconcile, replay, server crash, client crash, retry
+        match self.rng.weighted(&[30, 8, 10, 8, 5, 5, 4]) {
             0 => self.new_operation(),
             1 => {
                 self.client_poll();
@@ -389,12 +394,13 @@ impl World {
                 }
                 Ok(())
             }
-            _ => {
+            5 => {
                 if self.client.up {
                     self.crash_client();
                 }
                 Ok(())
             }
+            _ => self.retry_failure(),
         }
     }
 
