@@ -13,10 +13,11 @@
 //!   effect reserved, by where its states took it (`impact::reservation_after`), within the limit;
 //! - the client's saved answers are what the store holds;
 //!
-//! and after the final phase: every operation the client journaled has its one effect, every
-//! adapter effect settled, writes match outcomes, and the audit chain verifies (10).
+//! and after the final phase: every operation the client journaled has its one effect, settled
+//! (by reconcile, or by a person for a template action), writes match outcomes, the client
+//! holds every answer, and the audit chain verifies (10).
 
-use crate::world::{err, Kind, Local, Sim, World, LIMIT_CENTS};
+use crate::world::{err, Local, Sim, World, LIMIT_CENTS};
 use steward_core::impact::{reservation_after, ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
 use steward_store::{verify_chain, EffectFilter, EffectRecord, Store};
@@ -270,16 +271,12 @@ impl World {
             let writes = self.provider.writes_of(*op);
             let state = effect.state;
             let settled = state.is_terminal();
-            if o.kind == Kind::Adapter && !settled {
+            if !settled {
                 return Err(format!("{} ended {}, not settled", o.name, state.name()));
-            }
-            if !settled && state != EffectState::Unknown {
-                return Err(format!("{} ended {}", o.name, state.name()));
             }
             let honest = match state {
                 EffectState::Succeeded { .. } => writes == 1,
-                EffectState::Failed | EffectState::Rejected { .. } => writes == 0,
-                _ => writes <= 1,
+                _ => writes == 0,
             };
             if !honest {
                 return Err(format!(
@@ -288,11 +285,7 @@ impl World {
                     state.name()
                 ));
             }
-            let answered = match o.local {
-                Local::Final(saved) => saved == state,
-                Local::Unknown => state == EffectState::Unknown,
-                Local::Intended => false,
-            };
+            let answered = o.local == Local::Final(state);
             if !answered {
                 return Err(format!(
                     "{}: the client holds {:?}, the store {}",
@@ -313,12 +306,8 @@ impl World {
             .iter()
             .filter(|(_, e)| matches!(e.state, EffectState::Succeeded { .. }))
             .count();
-        let unknown = effects
-            .iter()
-            .filter(|(_, e)| e.state == EffectState::Unknown)
-            .count();
         self.say(format!(
-            "end: {} operations, {succeeded} succeeded, {unknown} unknown (no lookup), {} provider writes, {} audit events",
+            "end: {} operations, {succeeded} succeeded, {} provider writes, {} audit events",
             self.ops.len(),
             self.provider.writes.len(),
             events.len()

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use steward_core::impact::ReservationState;
 use steward_core::{
     classify, fingerprint, impact, next, AttemptReport, CrashPoint, EffectEvent, EffectId,
-    EffectState, IdempotencyKey, InvocationId, Millis, ReplicaId,
+    EffectState, IdempotencyKey, InvocationId, ManualOutcome, Millis, ReplicaId,
 };
 use steward_store::{
     AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, ImpactRequest, NewEvidence,
@@ -682,6 +682,37 @@ impl World {
             }
         }
         self.say(format!("reconcile {name}: {event:?} -> {}", to.name()));
+        Ok(())
+    }
+
+    /// A person resolves an unknown effect that has no read-only lookup (`api/recovery.rs`, with
+    /// a key other than the invoker's), from what they find at the provider.
+    pub(crate) async fn resolve(&mut self, op: usize) -> Sim {
+        let name = self.ops[op].name.clone();
+        if !self.server.up {
+            return Ok(());
+        }
+        self.dirty = true;
+        let effect = self.effect_of(op).await?;
+        let outcome = if self.provider.writes_of(op) > 0 {
+            ManualOutcome::Succeeded
+        } else {
+            ManualOutcome::Failed
+        };
+        let (to, _) = next(EffectState::Unknown, EffectEvent::Resolve { outcome })
+            .map_err(|e| e.to_string())?;
+        let by = steward_store::Actor::key(&self.operator, Millis(self.now));
+        let mut change = EffectChange::new(&self.env, &effect, EffectState::Unknown, to, by);
+        change.evidence = Some(NewEvidence::new(
+            "resolution",
+            "operator",
+            format!("{outcome:?}, as the provider's records show"),
+        ));
+        match self.store.change_effect(&change).await {
+            Ok(()) | Err(StoreError::StateConflict { .. }) => {}
+            Err(e) => return Err(err(e)),
+        }
+        self.say(format!("resolve {name}: {outcome:?} -> {}", to.name()));
         Ok(())
     }
 

@@ -103,6 +103,8 @@ pub(crate) struct World {
     pub store: Arc<SqliteStore>,
     pub env: EnvironmentId,
     pub agent: KeyId,
+    /// The operator's key: a person who resolves what has no lookup (never the invoker).
+    pub operator: KeyId,
     pub adapter: ActionRecord,
     pub template: ActionRecord,
     pub limit: LimitId,
@@ -292,6 +294,7 @@ impl World {
             store,
             env,
             agent: KeyId::from_unique(&format!("{tag}agent")),
+            operator,
             adapter,
             template,
             limit,
@@ -453,19 +456,15 @@ impl World {
         }
     }
 
-    /// An operation is open while the final phase can still move it: not answered with a
-    /// terminal state, and not a template effect that can only stay unknown.
+    /// An operation is open until the client has saved a terminal answer for it.
     fn open(&self, op: usize) -> bool {
-        let o = &self.ops[op];
-        let stuck_unknown = o.kind == Kind::Template
-            && o.local == Local::Unknown
-            && o.seen == Some(EffectState::Unknown);
-        !matches!(o.local, Local::Final(_)) && !stuck_unknown
+        !matches!(self.ops[op].local, Local::Final(_))
     }
 
     /// The final phase: the network and the provider heal, both processes come back, every
-    /// pending event is handled, the client resends what it has no final answer for, and every
-    /// adapter effect left unknown is reconciled once its deadline and the grace have passed.
+    /// pending event is handled, the client resends what it has no final answer for, every
+    /// adapter effect left unknown is reconciled once its deadline and the grace have passed, and
+    /// the operator resolves every template effect left unknown from what the provider holds.
     async fn settle(&mut self) -> Sim {
         self.calm = true;
         self.say("calm: no more drops, faults or crashes");
@@ -491,14 +490,14 @@ impl World {
             }
             self.now += DISPATCH_TIMEOUT_MS + ABSENCE_GRACE_MS + 1;
             let unknown: Vec<usize> = (0..self.ops.len())
-                .filter(|i| {
-                    self.ops[*i].kind == Kind::Adapter
-                        && self.ops[*i].seen == Some(EffectState::Unknown)
-                })
+                .filter(|i| self.ops[*i].seen == Some(EffectState::Unknown))
                 .collect();
             for op in unknown {
                 self.step += 1;
-                self.reconcile(op).await?;
+                match self.ops[op].kind {
+                    Kind::Adapter => self.reconcile(op).await?,
+                    Kind::Template => self.resolve(op).await?,
+                }
                 self.check().await?;
             }
             let open: Vec<usize> = (0..self.ops.len()).filter(|i| self.open(*i)).collect();
