@@ -78,6 +78,8 @@ enum Command {
     Mcp(commands::mcp::Args),
     /// Load-test the governed write path and report throughput and latency percentiles.
     Bench(commands::bench::Args),
+    /// Run the deterministic simulator: --seeds N, or --seed S to replay one and print its log.
+    Sim(commands::sim::Args),
     /// The bundled refund worker (what `steward chaos` drives by default).
     #[command(hide = true)]
     RefundWorker(steward_refund_worker::Args),
@@ -123,6 +125,7 @@ fn main() -> std::process::ExitCode {
             Command::Environment(command) => {
                 operated(commands::operate::environment::run(command)).await
             }
+            Command::Sim(args) => commands::sim::run(args).await,
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }
     });

@@ -4,10 +4,14 @@
 //! fixture. Steps are random: new operations (an adapter with provider idempotency, or a template
 //! action without it), resubmissions, read-only reconciles, replays, and restarts; a crash hook
 //! stops a dispatch at a random crash point, leaving the durable state a process death would.
-//! After every step the invariants are checked: no effect has a second provider write, and no
-//! state is illegal. At the end every effect is settled or visibly unresolved.
+//! After every step it checks that no effect has a second provider write; at the end, that every
+//! effect is settled or visibly unresolved. It runs on the wall clock, loopback sockets and a
+//! multi-threaded runtime, so a seed replays its choices but not their interleaving. The
+//! deterministic simulator (`crates/steward-sim`, `steward sim`) replays a seed exactly and checks
+//! every invariant after every step; this test stays because it keeps the real router,
+//! dispatcher and HTTP provider in the loop.
 //!
-//! `STEWARD_SIM_RUNS` (default 12) sets how many seeds run; `STEWARD_SIM_SEED` replays one.
+//! `STEWARD_SIM_RUNS` (default 12) sets how many seeds run; `STEWARD_SIM_SEED` replays one's choices.
 
 use crate::harness::{call, world, World, SECOND_TOKEN, TOKEN};
 use rand::rngs::StdRng;

@@ -7,6 +7,7 @@ pub mod mcp;
 pub mod operate;
 pub mod remote;
 pub mod serve;
+pub mod sim;
 pub mod table;
 
 /// Resolves on SIGINT or SIGTERM.
