@@ -61,6 +61,36 @@ impl Table {
     }
 }
 
+/// How one column of a listing is drawn from each item.
+pub enum Cell {
+    /// The item's field, as [`text`] renders it.
+    Field(&'static str),
+    /// The age of the item's RFC 3339 time field, as [`age`] renders it.
+    Age(&'static str),
+    /// Computed from the whole item.
+    With(fn(&Value) -> String),
+}
+
+/// A listing: one row per item of the JSON array `items`, one column per `(header, cell)`.
+pub fn listing(items: &Value, columns: &[(&'static str, Cell)]) -> String {
+    let now = now();
+    let headers: Vec<&'static str> = columns.iter().map(|(h, _)| *h).collect();
+    let mut table = Table::new(&headers);
+    for item in items.as_array().into_iter().flatten() {
+        table.row(
+            columns
+                .iter()
+                .map(|(_, cell)| match cell {
+                    Cell::Field(f) => text(&item[*f]),
+                    Cell::Age(f) => age(&item[*f], now),
+                    Cell::With(f) => f(item),
+                })
+                .collect(),
+        );
+    }
+    table.render()
+}
+
 /// `name: value` lines, the values aligned.
 pub fn fields(pairs: &[(&str, String)]) -> String {
     let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;

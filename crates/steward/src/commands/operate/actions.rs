@@ -1,7 +1,7 @@
 //! `steward actions list|show`.
 
 use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{fields, text, Table};
+use super::super::table::{fields, listing, text, Cell, Table};
 use serde_json::Value;
 
 #[derive(clap::Subcommand, Debug)]
@@ -46,25 +46,26 @@ fn kind(a: &Value) -> String {
 }
 
 fn list(data: &Value) -> String {
-    let mut table = Table::new(&[
-        "NAME", "VERSION", "ENABLED", "APPROVAL", "GOVERNED", "CALLS",
-    ]);
-    for a in data.as_array().into_iter().flatten() {
-        table.row(vec![
-            text(&a["name"]),
-            text(&a["version"]),
-            text(&a["enabled"]),
-            if a["requiresApproval"] == true {
-                "required"
-            } else {
-                "-"
-            }
-            .into(),
-            text(&a["governed"]),
-            kind(a),
-        ]);
+    listing(
+        data,
+        &[
+            ("NAME", Cell::Field("name")),
+            ("VERSION", Cell::Field("version")),
+            ("ENABLED", Cell::Field("enabled")),
+            ("APPROVAL", Cell::With(approval)),
+            ("GOVERNED", Cell::Field("governed")),
+            ("CALLS", Cell::With(kind)),
+        ],
+    )
+}
+
+fn approval(a: &Value) -> String {
+    if a["requiresApproval"] == true {
+        "required"
+    } else {
+        "-"
     }
-    table.render()
+    .into()
 }
 
 fn show(data: &Value) -> String {

@@ -1,7 +1,7 @@
 //! `steward approvals list|show|approve|deny`.
 
 use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{age, fields, now, text, Table};
+use super::super::table::{fields, listing, text, Cell, Table};
 use serde_json::{json, Value};
 
 #[derive(clap::Subcommand, Debug)]
@@ -99,31 +99,18 @@ fn progress(a: &Value) -> String {
 }
 
 fn list(data: &Value) -> String {
-    let now = now();
-    let mut table = Table::new(&[
-        "ID",
-        "STATUS",
-        "TITLE",
-        "REQUESTED BY",
-        "APPROVED",
-        "AGE",
-        "EXPIRES",
-    ]);
-    for a in data.as_array().into_iter().flatten() {
-        table.row(vec![
-            text(&a["id"]),
-            text(&a["status"]),
-            text(&a["title"]),
-            text(&a["requestedBy"]),
-            progress(a),
-            age(&a["createdAt"], now),
-            match a["expiresAt"] {
-                Value::Null => "-".into(),
-                ref at => age(at, now),
-            },
-        ]);
-    }
-    table.render()
+    listing(
+        data,
+        &[
+            ("ID", Cell::Field("id")),
+            ("STATUS", Cell::Field("status")),
+            ("TITLE", Cell::Field("title")),
+            ("REQUESTED BY", Cell::Field("requestedBy")),
+            ("APPROVED", Cell::With(progress)),
+            ("AGE", Cell::Age("createdAt")),
+            ("EXPIRES", Cell::Age("expiresAt")),
+        ],
+    )
 }
 
 fn show(a: &Value) -> String {

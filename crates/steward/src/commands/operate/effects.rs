@@ -2,7 +2,7 @@
 //! unknown outcome is settled by a read-only lookup or by a person's reasoned resolution.
 
 use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{age, fields, now, text, Table};
+use super::super::table::{fields, listing, text, Cell, Table};
 use serde_json::{json, Value};
 
 #[derive(clap::Subcommand, Debug)]
@@ -98,30 +98,19 @@ fn path(id: &str, rest: &str) -> String {
 }
 
 fn list(data: &Value) -> String {
-    let now = now();
-    let mut table = Table::new(&[
-        "ID",
-        "ACTION",
-        "OUTCOME",
-        "STAGE",
-        "GRADE",
-        "ATTEMPTS",
-        "AGE",
-        "OPERATION KEY",
-    ]);
-    for e in data.as_array().into_iter().flatten() {
-        table.row(vec![
-            text(&e["id"]),
-            text(&e["action"]),
-            text(&e["outcome"]),
-            text(&e["stage"]),
-            text(&e["grade"]),
-            text(&e["attemptCount"]),
-            age(&e["createdAt"], now),
-            text(&e["operationKey"]),
-        ]);
-    }
-    table.render()
+    listing(
+        data,
+        &[
+            ("ID", Cell::Field("id")),
+            ("ACTION", Cell::Field("action")),
+            ("OUTCOME", Cell::Field("outcome")),
+            ("STAGE", Cell::Field("stage")),
+            ("GRADE", Cell::Field("grade")),
+            ("ATTEMPTS", Cell::Field("attemptCount")),
+            ("AGE", Cell::Age("createdAt")),
+            ("OPERATION KEY", Cell::Field("operationKey")),
+        ],
+    )
 }
 
 fn show(e: &Value) -> String {

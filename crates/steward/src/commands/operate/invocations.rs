@@ -1,7 +1,7 @@
 //! `steward invocations list|show`.
 
 use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{age, fields, now, text, Table};
+use super::super::table::{fields, listing, text, Cell};
 use serde_json::Value;
 
 #[derive(clap::Subcommand, Debug)]
@@ -55,28 +55,18 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
 }
 
 fn list(data: &Value) -> String {
-    let now = now();
-    let mut table = Table::new(&[
-        "ID",
-        "ACTION",
-        "STATUS",
-        "GRADE",
-        "APPROVAL",
-        "AGE",
-        "OPERATION KEY",
-    ]);
-    for i in data.as_array().into_iter().flatten() {
-        table.row(vec![
-            text(&i["id"]),
-            text(&i["action"]),
-            text(&i["status"]),
-            text(&i["grade"]),
-            text(&i["approvalId"]),
-            age(&i["createdAt"], now),
-            text(&i["operationKey"]),
-        ]);
-    }
-    table.render()
+    listing(
+        data,
+        &[
+            ("ID", Cell::Field("id")),
+            ("ACTION", Cell::Field("action")),
+            ("STATUS", Cell::Field("status")),
+            ("GRADE", Cell::Field("grade")),
+            ("APPROVAL", Cell::Field("approvalId")),
+            ("AGE", Cell::Age("createdAt")),
+            ("OPERATION KEY", Cell::Field("operationKey")),
+        ],
+    )
 }
 
 fn show(i: &Value) -> String {
