@@ -185,7 +185,9 @@ def test_mcp_lists_exactly_the_actions_the_key_may_invoke(
     assert props["operationKey"]["type"] == "string"
     assert "Reuse the same key" in props["operationKey"]["description"]
     assert refund_tool.description.startswith("Refund a payment")
-    assert "Impact" in refund_tool.description
+    assert refund_tool.description.startswith(
+        "Refund a payment. Impact: changes money (usd), resource_mutations through the "
+        "stripe.refund adapter."), refund_tool.description
     annotations = refund_tool.annotations
     assert annotations.readOnlyHint is False and annotations.idempotentHint is True
     assert annotations.destructiveHint is True and annotations.openWorldHint is True

@@ -103,16 +103,36 @@ fn destructive(def: &ActionDefinition) -> bool {
 
 /// The action's description, then what it changes, then what governs it.
 pub fn description(def: &ActionDefinition) -> String {
-    let mut parts = vec![def
+    // The action's own words, ended as a sentence so what follows reads apart from it.
+    let own = def
         .description
-        .clone()
-        .filter(|d| !d.trim().is_empty())
-        .unwrap_or_else(|| format!("Invokes the action {}.", def.name))];
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| match d.ends_with(['.', '!', '?']) {
+            true => d.to_string(),
+            false => format!("{d}."),
+        })
+        .unwrap_or_else(|| format!("Invokes the action {}.", def.name));
+    let mut parts = vec![own];
     if let Some(adapter) = &def.adapter {
-        parts.push(format!(
-            "Impact: moves money through the {} adapter.",
-            adapter.kind
-        ));
+        // What the adapter declares it changes (the amounts depend on the input).
+        let changes: Vec<String> = crate::adapters::quantities(def, &json!({}))
+            .into_iter()
+            .map(|q| match q.unit == q.dimension {
+                true => q.dimension,
+                false => format!("{} ({})", q.dimension, q.unit),
+            })
+            .collect();
+        parts.push(if changes.is_empty() {
+            format!("Impact: writes through the {} adapter.", adapter.kind)
+        } else {
+            format!(
+                "Impact: changes {} through the {} adapter.",
+                changes.join(", "),
+                adapter.kind
+            )
+        });
     }
     if let Some(impact) = def.impact.as_ref() {
         let field = |f: &str| {
