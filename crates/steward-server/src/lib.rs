@@ -33,6 +33,9 @@ mod serve;
 mod state;
 mod vault;
 
+/// The quantities one call of an action changes, as its adapter (or its template's `impact`)
+/// declares them: what impact limits reserve. The simulator reserves with the same function.
+pub use adapters::quantities as impact_quantities;
 pub use api::app;
 pub use api::metrics::{MetricsToken, MetricsTokenError, METRICS_TOKEN_CHARS_MIN};
 pub use clock::{unique, Clock, SystemClock};

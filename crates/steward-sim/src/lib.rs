@@ -6,7 +6,8 @@
 //! store call before the next. So a seed replays exactly, and [`run`] returns the same event log,
 //! byte for byte, every time.
 //!
-//! What is real: the core (`steward_core::next`, `classify`, the ids, the impact quantities) and
+//! What is real: the core (`steward_core::next`, `classify`, the ids), the server's adapter
+//! impact (`steward_server::impact_quantities`, what a limit reserves for each call) and
 //! the store (`SqliteStore` on a temporary file, its transactions, compare-and-set, unique
 //! indexes, reservations and recovery sweep). What is simulated: the clock, the provider
 //! (`provider.rs`), the network between the agent, the server and the provider (`queue.rs`), and

@@ -14,8 +14,8 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use steward_core::impact::ReservationState;
 use steward_core::{
-    classify, fingerprint, impact, next, AttemptReport, CrashPoint, EffectEvent, EffectId,
-    EffectState, IdempotencyKey, InvocationId, ManualOutcome, Millis, ReplicaId,
+    classify, fingerprint, next, AttemptReport, CrashPoint, EffectEvent, EffectId, EffectState,
+    IdempotencyKey, InvocationId, ManualOutcome, Millis, ReplicaId,
 };
 use steward_store::{
     AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, ImpactRequest, NewEvidence,
@@ -112,7 +112,7 @@ impl World {
             env_id: self.env.clone(),
             effect_id: sub.effect_id.clone(),
             action_name: sub.action.name.clone(),
-            quantities: impact::quantities(&sub.action.definition, &sub.input),
+            quantities: steward_server::impact_quantities(&sub.action.definition, &sub.input),
             actor: self.actor(),
         }
     }
