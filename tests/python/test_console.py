@@ -36,6 +36,9 @@ CHROMIUM = "/usr/bin/chromium"
 ENV = "console"
 # Bounds: every browser wait, every poll, the whole run.
 PAGE_TIMEOUT_MS = 15_000
+# How long Chromium may take to start, in milliseconds: its first start on a fresh machine
+# (font cache, profile) took over 15 s under a loaded CI run.
+LAUNCH_TIMEOUT_MS = 90_000
 SETTLE_TIMEOUT_S = 10.0
 SCREENSHOTS = REPO / "docs" / "screenshots"
 XSS = "<script>alert(1)</script><img src=x onerror=alert(1)>"
@@ -157,7 +160,7 @@ class Browser:
         self.dialogs: list[str] = []
         self.context: BrowserContext = playwright.chromium.launch_persistent_context(
             self.profile, executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS,
-            timeout=PAGE_TIMEOUT_MS, viewport={"width": 1280, "height": 900})
+            timeout=LAUNCH_TIMEOUT_MS, viewport={"width": 1280, "height": 900})
         self.context.set_default_timeout(PAGE_TIMEOUT_MS)
         self.context.on("page", self._watch)
         self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
