@@ -4,7 +4,6 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
-use crate::effect_error::EffectError;
 use crate::error::{codes, ApiError, ApiResult};
 use crate::reconcile::reconcile as reconcile_effect;
 use crate::state::AppState;
@@ -13,7 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-use steward_core::{next, scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
+use steward_core::{scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
 use steward_store::{Actor, EffectChange, EffectDetail, NewEvidence, StoreError};
 
 use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
@@ -108,16 +107,15 @@ async fn resolve_by_hand(
             ),
         ));
     }
-    let (to, _) = next(EffectState::Unknown, EffectEvent::Resolve { outcome })
-        .map_err(|e| EffectError::illegal(&d.effect.invocation_id, &d.effect.id, e))?;
-    let mut change = EffectChange::new(
+    let mut change = EffectChange::of(
         &caller.env.id,
         &d.effect.id,
         EffectState::Unknown,
-        to,
+        EffectEvent::Resolve { outcome },
+        evidence,
         Actor::key(&caller.key.id, state.clock.now()),
-    );
-    change.evidence = Some(evidence);
+    )?;
+    let to = change.to;
     change.external_reference = reference;
     if to == EffectState::Failed {
         change.error = Some(

@@ -63,22 +63,20 @@ pub(crate) async fn definition_of(
 
 /// Settles a `Ready` effect as failed without sending: the request must not leave.
 async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> EffectResult<()> {
-    let (to, _) = next(EffectState::Ready, EffectEvent::Block).expect("ready takes Block");
-    let mut change = EffectChange::new(
+    let evidence = NewEvidence::new(
+        "blocked",
+        "steward",
+        format!("not sent: {}", blocked.message),
+    )
+    .with_data(json!({"code": blocked.code}));
+    let mut change = EffectChange::of(
         &inv.env_id,
         &inv.effect_id,
         EffectState::Ready,
-        to,
+        EffectEvent::Block,
+        evidence,
         Actor::key(&inv.created_by, state.clock.now()),
-    );
-    change.evidence = Some(
-        NewEvidence::new(
-            "blocked",
-            "steward",
-            format!("not sent: {}", blocked.message),
-        )
-        .with_data(json!({"code": blocked.code})),
-    );
+    )?;
     change.error = Some(json!({"code": blocked.code, "message": blocked.message}));
     match state.store.change_effect(&change).await {
         Ok(()) | Err(StoreError::StateConflict { .. }) => Ok(()),

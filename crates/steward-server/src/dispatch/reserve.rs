@@ -7,7 +7,7 @@ use crate::effect_error::EffectResult;
 use crate::state::AppState;
 use serde_json::json;
 use steward_core::impact::Refusal;
-use steward_core::{next, ActionDefinition, EffectEvent, EffectState};
+use steward_core::{ActionDefinition, EffectEvent, EffectState};
 use steward_store::{
     Actor, EffectChange, ImpactRequest, InvocationRecord, NewEvidence, ReserveOutcome, StoreError,
 };
@@ -82,12 +82,16 @@ pub(crate) async fn refuse(
             ),
         ),
     };
-    let (to, _) = next(EffectState::Ready, EffectEvent::Refuse).expect("ready takes Refuse");
-    let mut change = EffectChange::new(&inv.env_id, &inv.effect_id, EffectState::Ready, to, actor);
-    change.evidence = Some(
-        NewEvidence::new("refused", "steward", message.clone())
-            .with_data(json!({"code": code, "limitId": limit_id})),
-    );
+    let evidence = NewEvidence::new("refused", "steward", message.clone())
+        .with_data(json!({"code": code, "limitId": limit_id}));
+    let mut change = EffectChange::of(
+        &inv.env_id,
+        &inv.effect_id,
+        EffectState::Ready,
+        EffectEvent::Refuse,
+        evidence,
+        actor,
+    )?;
     change.error = Some(json!({"code": code, "message": message, "limitId": limit_id}));
     match state.store.change_effect(&change).await {
         Ok(()) | Err(StoreError::StateConflict { .. }) => Ok(Reservation::Refused),

@@ -13,7 +13,7 @@ use crate::effect_error::{EffectError, EffectResult};
 use crate::state::AppState;
 use lookup::Finding;
 use serde_json::json;
-use steward_core::{next, EffectEvent, EffectId, EffectState, EnvironmentId};
+use steward_core::{EffectEvent, EffectId, EffectState, EnvironmentId};
 use steward_store::{Actor, EffectChange, EffectDetail, InvocationRecord, NewEvidence, StoreError};
 
 /// What one reconcile did.
@@ -174,19 +174,22 @@ pub async fn reconcile(
             (EffectEvent::ReconcileInconclusive, detail.clone(), None)
         }
     };
-    let (to, _) = next(current, event).map_err(|e| EffectError::illegal(&inv.id, effect, e))?;
     let evidence = NewEvidence::new("reconcile", source, message)
         .with_data(json!({"externalReference": reference}));
+    let mut change = EffectChange::of(env, effect, current, event, evidence, actor)?;
+    let to = change.to;
     if to == current {
+        let evidence = change
+            .evidence
+            .take()
+            .expect("EffectChange::of attaches the evidence");
         state
             .store
-            .append_evidence(env, effect, &evidence, &actor)
+            .append_evidence(env, effect, &evidence, &change.actor)
             .await?;
         state.metrics.reconcile("inconclusive");
         return Ok(Reconciled::StillOpen);
     }
-    let mut change = EffectChange::new(env, effect, current, to, actor);
-    change.evidence = Some(evidence);
     change.external_reference = reference;
     if to == EffectState::Failed {
         change.error = Some(
