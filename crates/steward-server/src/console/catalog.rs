@@ -84,16 +84,23 @@ pub async fn action(
         Ok(html! {
             p.description { (text(&a, "description")) }
             pre { (json_text(&a)) }
-            h2 { "Version history" }
-            table #versions {
-                tr { th { "Version" } th { "Recorded" } th { "Record" } }
-                @for v in items(&versions) {
-                    tr { td { (field(v, "version")) } td { (field(v, "createdAt")) } td { (raw(v)) } }
-                }
-            }
+            (version_history(&versions))
         })
     });
     shown("Action", &op, mode, body)
+}
+
+/// The version history of an action or a policy, newest first as the API lists it.
+fn version_history(versions: &Value) -> Markup {
+    html! {
+        h2 { "Version history" }
+        table #versions {
+            tr { th { "Version" } th { "Recorded" } th { "Record" } }
+            @for v in items(versions) {
+                tr { td { (field(v, "version")) } td { (field(v, "createdAt")) } td { (raw(v)) } }
+            }
+        }
+    }
 }
 
 pub async fn policies(
@@ -144,13 +151,7 @@ pub async fn policy(
         let versions = versions?;
         Ok(html! {
             pre { (json_text(&p)) }
-            h2 { "Version history" }
-            table #versions {
-                tr { th { "Version" } th { "Recorded" } th { "Record" } }
-                @for v in items(&versions) {
-                    tr { td { (field(v, "version")) } td { (field(v, "createdAt")) } td { (raw(v)) } }
-                }
-            }
+            (version_history(&versions))
         })
     });
     shown("Approval policy", &op, mode, body)
