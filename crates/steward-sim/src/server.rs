@@ -676,10 +676,7 @@ impl World {
             if to != EffectState::Failed {
                 change.external_reference = Some(format!("re_{}", key));
             }
-            match self.store.change_effect(&change).await {
-                Ok(()) | Err(StoreError::StateConflict { .. }) => {}
-                Err(e) => return Err(err(e)),
-            }
+            self.change_unless_moved(&change).await?;
         }
         self.say(format!("reconcile {name}: {event:?} -> {}", to.name()));
         Ok(())
@@ -699,21 +696,36 @@ impl World {
         } else {
             ManualOutcome::Failed
         };
-        let (to, _) = next(EffectState::Unknown, EffectEvent::Resolve { outcome })
-            .map_err(|e| e.to_string())?;
         let by = steward_store::Actor::key(&self.operator, Millis(self.now));
-        let mut change = EffectChange::new(&self.env, &effect, EffectState::Unknown, to, by);
-        change.evidence = Some(NewEvidence::new(
+        let evidence = NewEvidence::new(
             "resolution",
             "operator",
             format!("{outcome:?}, as the provider's records show"),
+        );
+        let change = EffectChange::of(
+            &self.env,
+            &effect,
+            EffectState::Unknown,
+            EffectEvent::Resolve { outcome },
+            evidence,
+            by,
+        )
+        .map_err(err)?;
+        self.change_unless_moved(&change).await?;
+        self.say(format!(
+            "resolve {name}: {outcome:?} -> {}",
+            change.to.name()
         ));
-        match self.store.change_effect(&change).await {
-            Ok(()) | Err(StoreError::StateConflict { .. }) => {}
-            Err(e) => return Err(err(e)),
-        }
-        self.say(format!("resolve {name}: {outcome:?} -> {}", to.name()));
         Ok(())
+    }
+
+    /// Writes `change`; an effect someone else moved first (a compare-and-set lost) is left as
+    /// that move made it, as the server does.
+    async fn change_unless_moved(&self, change: &EffectChange) -> Sim {
+        match self.store.change_effect(change).await {
+            Ok(()) | Err(StoreError::StateConflict { .. }) => Ok(()),
+            Err(e) => Err(err(e)),
+        }
     }
 
     /// A replay of an unknown adapter effect: a new attempt under the same provider key.
