@@ -95,7 +95,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -104,6 +103,7 @@ use tokio::task::JoinHandle;
 pub use faults::{FaultMode, FaultPlan};
 pub use generic::GenericWrite;
 pub use refunds::Refund;
+pub use state::FixtureError;
 
 use conn::{ConnKill, KillableListener};
 use state::Store;
@@ -124,9 +124,9 @@ pub struct FixtureConfig {
 pub async fn serve(
     config: FixtureConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), FixtureError> {
     let (listener, store) = bind(&config).await?;
-    let addr = listener.local_addr()?;
+    let addr = local_addr(&listener, &config)?;
     // The same ready line as `steward serve`, so scripts can wait for it and learn the port.
     println!("listening on http://{addr}");
     tracing::info!(%addr, "steward fixture listening");
@@ -135,9 +135,9 @@ pub async fn serve(
 
 /// Binds (port 0 allowed) and serves in a background tokio task; for
 /// in-process tests. Dropping the handle also stops the server.
-pub async fn spawn(config: FixtureConfig) -> anyhow::Result<FixtureHandle> {
+pub async fn spawn(config: FixtureConfig) -> Result<FixtureHandle, FixtureError> {
     let (listener, store) = bind(&config).await?;
-    let addr = listener.local_addr()?;
+    let addr = local_addr(&listener, &config)?;
     tracing::debug!(%addr, "steward fixture spawned");
     let (tx, rx) = oneshot::channel::<()>();
     let shutdown = async move {
@@ -158,24 +158,34 @@ pub async fn spawn(config: FixtureConfig) -> anyhow::Result<FixtureHandle> {
     })
 }
 
-async fn bind(config: &FixtureConfig) -> anyhow::Result<(TcpListener, Arc<Store>)> {
+async fn bind(config: &FixtureConfig) -> Result<(TcpListener, Arc<Store>), FixtureError> {
     let store = Store::open(config.state_file.clone())?;
     let listener = TcpListener::bind(config.listen)
         .await
-        .with_context(|| format!("binding the fixture to {}", config.listen))?;
+        .map_err(|source| FixtureError::Bind {
+            addr: config.listen,
+            source,
+        })?;
     Ok((listener, store))
+}
+
+fn local_addr(listener: &TcpListener, config: &FixtureConfig) -> Result<SocketAddr, FixtureError> {
+    listener.local_addr().map_err(|source| FixtureError::Bind {
+        addr: config.listen,
+        source,
+    })
 }
 
 async fn run(
     listener: TcpListener,
     store: Arc<Store>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), FixtureError> {
     let app = app(store).into_make_service_with_connect_info::<ConnKill>();
     axum::serve(KillableListener(listener), app)
         .with_graceful_shutdown(shutdown)
         .await
-        .context("serving the fixture")
+        .map_err(FixtureError::Serve)
 }
 
 fn app(store: Arc<Store>) -> Router {

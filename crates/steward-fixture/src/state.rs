@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -98,7 +97,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Store {
     /// Opens a store, loading `state_file` if it exists.
-    pub fn open(state_file: Option<PathBuf>) -> anyhow::Result<Arc<Store>> {
+    pub fn open(state_file: Option<PathBuf>) -> Result<Arc<Store>, FixtureError> {
         let mut inner = Inner::default();
         if let Some(path) = &state_file {
             if let Some(snapshot) = load(path)? {
@@ -273,21 +272,56 @@ impl Store {
     }
 }
 
-fn load(path: &Path) -> anyhow::Result<Option<Snapshot>> {
+fn load(path: &Path) -> Result<Option<Snapshot>, FixtureError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading state file {}", path.display())),
+        Err(source) => {
+            return Err(FixtureError::ReadState {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     };
-    let snapshot: Snapshot = serde_json::from_slice(&bytes)
-        .with_context(|| format!("parsing state file {}", path.display()))?;
-    anyhow::ensure!(
-        snapshot.version == SNAPSHOT_VERSION,
-        "state file {} has version {}, expected {SNAPSHOT_VERSION}",
-        path.display(),
-        snapshot.version
-    );
+    let snapshot: Snapshot =
+        serde_json::from_slice(&bytes).map_err(|source| FixtureError::ParseState {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if snapshot.version != SNAPSHOT_VERSION {
+        return Err(FixtureError::StateVersion {
+            path: path.to_path_buf(),
+            found: snapshot.version,
+        });
+    }
     Ok(Some(snapshot))
+}
+
+/// Why the fixture could not start or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("reading state file {}", path.display())]
+    ReadState {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("parsing state file {}", path.display())]
+    ParseState {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("state file {} has version {found}, expected {SNAPSHOT_VERSION}", path.display())]
+    StateVersion { path: PathBuf, found: u32 },
+    #[error("binding the fixture to {addr}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serving the fixture")]
+    Serve(#[source] io::Error),
 }
 
 /// Writes `bytes` to `path` atomically and durably: temp file in the same

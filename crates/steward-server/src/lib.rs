@@ -30,6 +30,7 @@ mod progress;
 mod reconcile;
 mod replica;
 mod serve;
+mod start_error;
 mod state;
 mod vault;
 
@@ -56,6 +57,7 @@ pub use replica::{
     REPLICA_LEASE_MS_MIN,
 };
 pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
+pub use start_error::StartError;
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
 };

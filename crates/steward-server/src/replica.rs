@@ -13,8 +13,8 @@
 //! the same data directory fail at start, so at start-up every earlier replica of that store is
 //! dead by construction and the first sweep takes over everything in flight (`Sweep::sole`).
 
+use crate::start_error::StartError;
 use crate::state::AppState;
-use anyhow::Context;
 use std::fs::{File, TryLockError};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,7 +44,15 @@ pub const LOCK_FILE: &str = "steward.lock";
 
 /// Takes the data directory's exclusive lock, or fails if another `serve` holds it. Held until
 /// the returned file is dropped (the process ends, however it ends).
-pub fn lock_data_dir(data_dir: &Path) -> anyhow::Result<File> {
+pub fn lock_data_dir(data_dir: &Path) -> Result<File, StartError> {
+    let io_error = |action, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StartError::DataDir {
+            action,
+            path,
+            source,
+        }
+    };
     // Readable by its owner only: it holds the database and the vault's master key.
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
@@ -52,26 +60,21 @@ pub fn lock_data_dir(data_dir: &Path) -> anyhow::Result<File> {
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder
         .create(data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        .map_err(io_error("create", data_dir))?;
     let path = data_dir.join(LOCK_FILE);
     let file = File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+        .map_err(io_error("open", &path))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => anyhow::bail!(
-            "another `steward serve` is already serving {} (it holds {}): the embedded store \
-             serves one process at a time. Stop it first, or run several replicas on one \
-             PostgreSQL database with --database",
-            data_dir.display(),
-            path.display()
-        ),
-        Err(TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("cannot lock {}", path.display()))
-        }
+        Err(TryLockError::WouldBlock) => Err(StartError::DataDirLocked {
+            data_dir: data_dir.to_path_buf(),
+            lock_file: path,
+        }),
+        Err(TryLockError::Error(e)) => Err(io_error("lock", &path)(e)),
     }
 }
 

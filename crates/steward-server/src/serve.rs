@@ -4,9 +4,9 @@ use crate::api::metrics::MetricsToken;
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::outbound::{http_client, OutboundPolicy};
 use crate::listener::ConnectionLimits;
+use crate::start_error::StartError;
 use crate::state::AppState;
 use crate::vault::Vault;
-use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -53,17 +53,24 @@ pub struct ServerConfig {
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
 /// migrations), else the embedded store of the data directory.
-pub async fn open_store(data_dir: &Path, database: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
+pub async fn open_store(
+    data_dir: &Path,
+    database: Option<&str>,
+) -> Result<Arc<dyn Store>, StartError> {
     match database {
         // The connection string may hold a password: it is not repeated in the error.
         Some(url) => Ok(Arc::new(
             PostgresStore::connect(url)
                 .await
-                .context("cannot open the PostgreSQL store")?,
+                .map_err(StartError::OpenPostgres)?,
         )),
         None => Ok(Arc::new(
-            SqliteStore::open(&data_dir.join(DATABASE_FILE))
-                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
+            SqliteStore::open(&data_dir.join(DATABASE_FILE)).map_err(|source| {
+                StartError::OpenEmbedded {
+                    data_dir: data_dir.to_path_buf(),
+                    source,
+                }
+            })?,
         )),
     }
 }
@@ -79,17 +86,15 @@ pub async fn open_store(data_dir: &Path, database: Option<&str>) -> anyhow::Resu
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), StartError> {
     let mcp = crate::mcp::Settings {
         hosts: crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?,
         keys: config.mcp_keys,
     };
     if let Some(addr) = config.metrics_listen {
-        anyhow::ensure!(
-            addr.ip().is_loopback() || config.metrics_token.is_some(),
-            "--metrics-listen {addr} is not a loopback address: set --metrics-token too, \
-             or the counters of every environment are open to the network"
-        );
+        if !addr.ip().is_loopback() && config.metrics_token.is_none() {
+            return Err(StartError::MetricsListenNotLoopback(addr));
+        }
     }
     let shared = config.database.is_some();
     // Held until `serve` returns; the operating system releases it however the process ends.
@@ -107,7 +112,10 @@ pub async fn serve(
         store
             .heartbeat(&replica, clock.now())
             .await
-            .context("cannot register this replica")?;
+            .map_err(|source| StartError::Store {
+                step: "registering this replica",
+                source,
+            })?;
         Sweep::lease(&replica, clock.now(), config.lease.as_millis() as i64)
     } else {
         Sweep::sole(&replica, clock.now())
@@ -115,7 +123,10 @@ pub async fn serve(
     let report = store
         .recover(&sweep)
         .await
-        .context("start-up recovery failed")?;
+        .map_err(|source| StartError::Store {
+            step: "start-up recovery",
+            source,
+        })?;
     tracing::info!(%replica, shared, "replica registered");
     let outbound = OutboundPolicy {
         allow_insecure: config.allow_insecure_destinations,
@@ -124,7 +135,7 @@ pub async fn serve(
         store,
         vault,
         clock,
-        http: http_client(outbound).context("cannot build the HTTP client")?,
+        http: http_client(outbound).map_err(StartError::HttpClient)?,
         outbound,
         dispatch_timeout: config.dispatch_timeout,
         approval_events: Arc::new(tokio::sync::Notify::new()),
@@ -149,16 +160,9 @@ pub async fn serve(
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
     }
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let addr = listener.local_addr()?;
+    let (listener, addr) = bind(config.listen, "").await?;
     let metrics_listener = match config.metrics_listen {
-        Some(metrics_addr) => Some(
-            tokio::net::TcpListener::bind(metrics_addr)
-                .await
-                .with_context(|| format!("cannot listen on {metrics_addr} for metrics"))?,
-        ),
+        Some(metrics_addr) => Some(bind(metrics_addr, " for metrics").await?),
         None => None,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -167,19 +171,16 @@ pub async fn serve(
         let _ = stop.send(true);
     });
     let limits = config.connection_limits;
-    let metrics_served = metrics_listener
-        .map(|metrics_listener| -> anyhow::Result<_> {
-            let metrics_addr = metrics_listener.local_addr()?;
-            println!("metrics on http://{metrics_addr}/metrics");
-            tracing::info!(%metrics_addr, "metrics listener is ready");
-            Ok(tokio::spawn(crate::listener::run(
-                metrics_listener,
-                crate::api::metrics_router(state.clone(), config.metrics_token.clone()),
-                limits,
-                stopped.clone(),
-            )))
-        })
-        .transpose()?;
+    let metrics_served = metrics_listener.map(|(metrics_listener, metrics_addr)| {
+        println!("metrics on http://{metrics_addr}/metrics");
+        tracing::info!(%metrics_addr, "metrics listener is ready");
+        tokio::spawn(crate::listener::run(
+            metrics_listener,
+            crate::api::metrics_router(state.clone(), config.metrics_token.clone()),
+            limits,
+            stopped.clone(),
+        ))
+    });
     println!("listening on http://{addr}");
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
@@ -190,11 +191,26 @@ pub async fn serve(
     )
     .await;
     if let Some(metrics_served) = metrics_served {
-        metrics_served
-            .await
-            .context("the metrics listener failed")?;
+        metrics_served.await.map_err(StartError::MetricsListener)?;
     }
     Ok(())
+}
+
+/// Binds `addr` and answers the address it got (the real port when `addr` asked for port 0).
+async fn bind(
+    addr: SocketAddr,
+    purpose: &'static str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let listen_error = |source| StartError::Listen {
+        addr,
+        purpose,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(listen_error)?;
+    let bound = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, bound))
 }
 
 /// How often pending approvals are checked for expiry, in milliseconds.
