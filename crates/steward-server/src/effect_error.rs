@@ -3,12 +3,14 @@
 //! its envelope in one place (`From<EffectError> for ApiError` in `error/mod.rs`), where an
 //! internal error is logged with its ids and source chain and never sent to the client.
 
-use steward_core::{CrashPoint, EffectId, IllegalTransition, InvocationId};
+use steward_core::{CrashPoint, EffectId, InvocationId};
 use steward_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EffectError {
-    /// Storage refused or failed; nothing further was recorded or sent.
+    /// Storage refused or failed; nothing further was recorded or sent. A move the effect's
+    /// rules do not allow arrives here too (`StoreError::IllegalTransition`, from
+    /// `EffectChange::of` or the store's own check): a bug, never the client's doing.
     #[error("storage: {source}")]
     Store {
         #[from]
@@ -17,14 +19,6 @@ pub enum EffectError {
     /// A record the effect needs is not in its environment (an action version, an effect).
     #[error("{what} {id} not found")]
     Missing { what: &'static str, id: String },
-    /// The effect's rules refuse the move: a bug in the caller, never the client's doing.
-    #[error("effect {effect} of invocation {invocation}: {source}")]
-    IllegalTransition {
-        invocation: InvocationId,
-        effect: EffectId,
-        #[source]
-        source: IllegalTransition,
-    },
     /// A replay was refused before anything was sent; the effect stays `unknown`.
     #[error("the replay of effect {effect} was not sent ({code}): {message}")]
     ReplayBlocked {
@@ -45,19 +39,6 @@ pub enum EffectError {
 }
 
 impl EffectError {
-    /// The rules refused `source` for this invocation's effect.
-    pub fn illegal(
-        invocation: &InvocationId,
-        effect: &EffectId,
-        source: IllegalTransition,
-    ) -> Self {
-        EffectError::IllegalTransition {
-            invocation: invocation.clone(),
-            effect: effect.clone(),
-            source,
-        }
-    }
-
     pub fn missing(what: &'static str, id: impl std::fmt::Display) -> Self {
         EffectError::Missing {
             what,

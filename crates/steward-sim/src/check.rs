@@ -10,7 +10,7 @@
 //!   durable attempt that is not `ready`, `failed` or `rejected`, and only a write can make an
 //!   effect `succeeded` (4);
 //! - reservations add up: the limit's consumed, reserved and exposure are the sums of what each
-//!   effect reserved, by where its states took it (`impact::reservation_after`), within the limit;
+//!   effect reserved, by where its states took it (`reservation_by_state`, the checker's own model), within the limit;
 //! - the client's saved answers are what the store holds;
 //!
 //! and after the final phase: every operation the client journaled has its one effect, settled
@@ -18,7 +18,7 @@
 //! holds every answer, and the audit chain verifies (10).
 
 use crate::world::{err, Local, Sim, World, LIMIT_CENTS};
-use steward_core::impact::{reservation_after, ReservationState, Usage};
+use steward_core::impact::{ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
 use steward_store::{verify_chain, EffectFilter, EffectRecord, Store};
 
@@ -96,7 +96,7 @@ impl World {
             }
             if o.seen != Some(effect.state) {
                 moved = true;
-                if let (Some(_), Some(after)) = (o.holding, reservation_after(effect.state)) {
+                if let (Some(_), Some(after)) = (o.holding, reservation_by_state(effect.state)) {
                     o.holding = Some(after);
                 }
             }
@@ -313,6 +313,19 @@ impl World {
             events.len()
         ));
         Ok(())
+    }
+}
+
+/// What an effect's reservations must hold once it is in `state`, read off the state alone. The
+/// checker's own model, kept apart on purpose from what the write path applies (the
+/// transition's work, `steward_core::settlement`), so that a wrong settlement shows as a
+/// difference between the two.
+fn reservation_by_state(state: EffectState) -> Option<ReservationState> {
+    match state {
+        EffectState::Succeeded { .. } => Some(ReservationState::Consumed),
+        EffectState::Failed | EffectState::Rejected { .. } => Some(ReservationState::Released),
+        EffectState::Unknown => Some(ReservationState::Exposure),
+        EffectState::AwaitingApproval | EffectState::Ready | EffectState::Dispatching => None,
     }
 }
 

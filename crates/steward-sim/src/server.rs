@@ -17,6 +17,7 @@ use steward_core::{
     classify, fingerprint, next, AttemptReport, CrashPoint, EffectEvent, EffectId, EffectState,
     IdempotencyKey, InvocationId, ManualOutcome, Millis, ReplicaId,
 };
+use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
     AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, ImpactRequest, NewEvidence,
     ReserveOutcome, Store, StoreError, Submission, SubmitOutcome, Sweep,
@@ -100,7 +101,11 @@ impl World {
             initial: EffectState::Ready,
             approval: None,
             decision: None,
-            evidence: NewEvidence::new("submitted", "steward", "invocation accepted"),
+            evidence: NewEvidence::new(
+                EvidenceKind::Accepted,
+                EvidenceSource::Steward,
+                "invocation accepted",
+            ),
             actor: self.agent.clone(),
             now: Millis(self.now),
             owner: self.server.replica.clone(),
@@ -124,18 +129,18 @@ impl World {
         event: EffectEvent,
         number: u32,
     ) -> Sim<EffectChange> {
-        let (to, _) = next(from, event).map_err(|e| e.to_string())?;
-        let mut begin = EffectChange::new(&self.env, effect, from, to, self.actor());
+        let evidence = NewEvidence::new(
+            EvidenceKind::Attempt,
+            EvidenceSource::Steward,
+            format!("attempt {number}"),
+        );
+        let mut begin = EffectChange::of(&self.env, effect, from, event, evidence, self.actor())
+            .map_err(|e| e.to_string())?;
         begin.attempt = Some(AttemptChange::Begin {
             number,
             deadline_at: Millis(self.now + DISPATCH_TIMEOUT_MS),
             owner: self.server.replica.clone(),
         });
-        begin.evidence = Some(NewEvidence::new(
-            "attempt",
-            "steward",
-            format!("attempt {number}"),
-        ));
         Ok(begin)
     }
 
@@ -321,13 +326,20 @@ impl World {
     /// then, as `api/invoke.rs` does for an answer not recorded with an attempt, the request's
     /// `Idempotency-Key` is marked answered.
     async fn refuse(&mut self, op: usize, effect: &EffectId) -> Sim {
-        let (to, _) = next(EffectState::Ready, EffectEvent::Refuse).map_err(|e| e.to_string())?;
-        let mut change = EffectChange::new(&self.env, effect, EffectState::Ready, to, self.actor());
-        change.evidence = Some(NewEvidence::new(
-            "refused",
-            "steward",
+        let evidence = NewEvidence::new(
+            EvidenceKind::Refused,
+            EvidenceSource::Steward,
             "not sent: the limit is exhausted",
-        ));
+        );
+        let change = EffectChange::of(
+            &self.env,
+            effect,
+            EffectState::Ready,
+            EffectEvent::Refuse,
+            evidence,
+            self.actor(),
+        )
+        .map_err(|e| e.to_string())?;
         self.store.change_effect(&change).await.map_err(err)?;
         let key = self.ops[op].request_key();
         self.store
@@ -458,8 +470,8 @@ impl World {
             // The deadline came first: the answer is kept as evidence, the state stays.
             let effect = self.effect_of(attempt.op).await?;
             let note = NewEvidence::new(
-                "late_answer",
-                "provider",
+                EvidenceKind::LateAnswer,
+                EvidenceSource::Provider,
                 format!("{response:?} after the deadline"),
             );
             self.store
@@ -516,19 +528,25 @@ impl World {
             .remove(&attempt)
             .expect("finish of an attempt in flight");
         let classified = classify(&report);
-        let (to, _) =
-            next(EffectState::Dispatching, classified.event).map_err(|e| e.to_string())?;
         let status = match report {
             AttemptReport::Answered { status, .. } => Some(status),
             _ => None,
         };
-        let mut change = EffectChange::new(
+        let evidence = NewEvidence::new(
+            EvidenceKind::Response,
+            EvidenceSource::Provider,
+            classified.reason.clone(),
+        );
+        let mut change = EffectChange::of(
             &self.env,
             &inflight.effect,
             EffectState::Dispatching,
-            to,
+            classified.event,
+            evidence,
             self.actor(),
-        );
+        )
+        .map_err(|e| e.to_string())?;
+        let to = change.to;
         change.attempt = Some(AttemptChange::Finish {
             number: attempt.number,
             response_status: status,
@@ -536,11 +554,6 @@ impl World {
                 .then(|| classified.reason.clone()),
         });
         change.response_status = status;
-        change.evidence = Some(NewEvidence::new(
-            "response",
-            "provider",
-            classified.reason.clone(),
-        ));
         change.answers_request = inflight.answers.as_ref().map(|(k, _)| k.clone());
         let name = self.ops[attempt.op].name.clone();
         let recorded = match self.store.change_effect_and_read(&change).await {
@@ -663,16 +676,26 @@ impl World {
             EffectEvent::ReconcileInconclusive
         };
         let (to, _) = next(EffectState::Unknown, event).map_err(|e| e.to_string())?;
-        let note = NewEvidence::new("reconcile", "steward", format!("{event:?}"));
+        let note = NewEvidence::new(
+            EvidenceKind::Reconcile,
+            EvidenceSource::Steward,
+            format!("{event:?}"),
+        );
         if to == EffectState::Unknown {
             self.store
                 .append_evidence(&self.env, &effect, &note, &self.actor())
                 .await
                 .map_err(err)?;
         } else {
-            let mut change =
-                EffectChange::new(&self.env, &effect, EffectState::Unknown, to, self.actor());
-            change.evidence = Some(note);
+            let mut change = EffectChange::of(
+                &self.env,
+                &effect,
+                EffectState::Unknown,
+                event,
+                note,
+                self.actor(),
+            )
+            .map_err(|e| e.to_string())?;
             if to != EffectState::Failed {
                 change.external_reference = Some(format!("re_{}", key));
             }
@@ -698,8 +721,8 @@ impl World {
         };
         let by = steward_store::Actor::key(&self.operator, Millis(self.now));
         let evidence = NewEvidence::new(
-            "resolution",
-            "operator",
+            EvidenceKind::ManualResolution,
+            EvidenceSource::Operator,
             format!("{outcome:?}, as the provider's records show"),
         );
         let change = EffectChange::of(

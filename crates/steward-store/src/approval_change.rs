@@ -5,6 +5,7 @@ use crate::error::StoreResult;
 use crate::records::{Actor, ApprovalRecord, EffectChange, NewEvidence};
 use serde_json::json;
 use steward_core::{EffectEvent, EffectState};
+use steward_core::{EvidenceKind, EvidenceSource};
 
 /// Why the system cancels the approvals parked on an action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +45,8 @@ pub(crate) fn effect_change(
     let Some(effect) = &a.effect_id else {
         return Ok(None);
     };
-    let evidence =
-        NewEvidence::new("approval", "approval", message).with_data(json!({"approvalId": a.id}));
+    let evidence = NewEvidence::new(EvidenceKind::Approval, EvidenceSource::Approval, message)
+        .with_data(json!({"approvalId": a.id}));
     let mut change = EffectChange::of(
         &a.env_id,
         effect,

@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steward_core::{
-    ActionDefinition, ActionId, ApprovalId, ApprovalStatus, Decision, EffectId, EffectState,
-    EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis, OperationKey, ReplicaId,
+    ActionDefinition, ActionId, ApprovalId, ApprovalStatus, Decision, EffectEvent, EffectId,
+    EffectState, EnvironmentId, EvidenceKind, EvidenceSource, IdempotencyKey, InvocationId, KeyId,
+    Millis, OperationKey, ReplicaId,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,8 +182,8 @@ pub struct AttemptRecord {
 pub struct EvidenceRecord {
     pub seq: u32,
     pub at: Millis,
-    pub kind: String,
-    pub source: String,
+    pub kind: EvidenceKind,
+    pub source: EvidenceSource,
     pub message: String,
     pub data: Option<Value>,
     pub actor: Option<KeyId>,
@@ -245,17 +246,17 @@ impl Actor {
 /// New evidence to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvidence {
-    pub kind: String,
-    pub source: String,
+    pub kind: EvidenceKind,
+    pub source: EvidenceSource,
     pub message: String,
     pub data: Option<Value>,
 }
 
 impl NewEvidence {
-    pub fn new(kind: &str, source: &str, message: impl Into<String>) -> Self {
+    pub fn new(kind: EvidenceKind, source: EvidenceSource, message: impl Into<String>) -> Self {
         Self {
-            kind: kind.into(),
-            source: source.into(),
+            kind,
+            source,
             message: message.into(),
             data: None,
         }
@@ -541,6 +542,9 @@ pub struct EffectChange {
     pub effect_id: EffectId,
     pub from: EffectState,
     pub to: EffectState,
+    /// What the move does to the effect's impact reservations, from the transition's work:
+    /// applied in the same transaction (`None` leaves them as they are).
+    pub settles: Option<steward_core::impact::ReservationState>,
     pub attempt: Option<AttemptChange>,
     pub evidence: Option<NewEvidence>,
     pub response_status: Option<u16>,
@@ -555,63 +559,78 @@ pub struct EffectChange {
 
 impl EffectChange {
     /// The change `event` makes to an effect read in state `from`, decided by the effect's
-    /// rules (`steward_core::next`), with `evidence` saying why. The attempt, the answer and the
-    /// reference are the caller's to add. An event the rules do not allow from `from` is an
-    /// error naming the effect and its environment: the caller read a state it did not expect.
+    /// rules (`steward_core::next`), with `evidence` saying why: the new state, and what the
+    /// transition's work does to the effect's impact reservations (`steward_core::settlement`).
+    /// The attempt, the answer and the reference are the caller's to add. An event the rules do
+    /// not allow from `from` is an error naming the effect and its environment: the caller read
+    /// a state it did not expect. This is the only way to build a change.
     pub fn of(
         env_id: &EnvironmentId,
         effect_id: &EffectId,
         from: EffectState,
-        event: steward_core::EffectEvent,
+        event: EffectEvent,
         evidence: NewEvidence,
         actor: Actor,
     ) -> Result<Self, crate::StoreError> {
-        let (to, _work) =
+        let (to, work) =
             steward_core::next(from, event).map_err(|_| crate::StoreError::IllegalTransition {
                 env: env_id.clone(),
                 effect: effect_id.clone(),
                 from,
                 step: format!("the event {event:?}"),
             })?;
-        let mut change = Self::new(env_id, effect_id, from, to, actor);
-        change.evidence = Some(evidence);
-        Ok(change)
-    }
-
-    /// Refuses a move no event makes; every backend calls this before it writes the change.
-    pub(crate) fn check_legal(&self) -> Result<(), crate::StoreError> {
-        if steward_core::is_legal(self.from, self.to) {
-            return Ok(());
-        }
-        Err(crate::StoreError::IllegalTransition {
-            env: self.env_id.clone(),
-            effect: self.effect_id.clone(),
-            from: self.from,
-            step: format!("a move to `{}`", self.to.name()),
-        })
-    }
-
-    pub fn new(
-        env_id: &EnvironmentId,
-        effect_id: &EffectId,
-        from: EffectState,
-        to: EffectState,
-        actor: Actor,
-    ) -> Self {
-        Self {
+        Ok(Self {
             env_id: env_id.clone(),
             effect_id: effect_id.clone(),
             from,
             to,
+            settles: steward_core::settlement(&work),
             attempt: None,
-            evidence: None,
+            evidence: Some(evidence),
             response_status: None,
             response_body: None,
             error: None,
             external_reference: None,
             actor,
             answers_request: None,
+        })
+    }
+
+    /// Refuses a change that no event makes: a `from -> to` move outside the rules, or a
+    /// settlement of the reservations that is not the one that move's work implies (the fields
+    /// are public, so a caller could have edited either). Every backend calls this before it
+    /// writes the change.
+    pub(crate) fn check_legal(&self) -> Result<(), crate::StoreError> {
+        let made_by_some_event = EffectEvent::ALL.iter().any(|&event| {
+            matches!(steward_core::next(self.from, event),
+                Ok((to, work)) if to == self.to && steward_core::settlement(&work) == self.settles)
+        });
+        // An attempt begins only on the move into `dispatching`, and is answered only on the
+        // move out of it: a change that records an attempt on any other move is a bug.
+        let attempt_fits = match &self.attempt {
+            Some(AttemptChange::Begin { .. }) => {
+                self.to == EffectState::Dispatching && self.from != EffectState::Dispatching
+            }
+            Some(AttemptChange::Finish { .. }) => {
+                self.from == EffectState::Dispatching && self.to != EffectState::Dispatching
+            }
+            None => true,
+        };
+        if made_by_some_event && attempt_fits {
+            return Ok(());
         }
+        Err(crate::StoreError::IllegalTransition {
+            env: self.env_id.clone(),
+            effect: self.effect_id.clone(),
+            from: self.from,
+            step: match (attempt_fits, self.settles) {
+                (false, _) => format!("a move to `{}` with {:?}", self.to.name(), self.attempt),
+                (true, Some(settles)) => {
+                    format!("a move to `{}` settling {settles:?}", self.to.name())
+                }
+                (true, None) => format!("a move to `{}`", self.to.name()),
+            },
+        })
     }
 }
 

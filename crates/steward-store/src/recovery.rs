@@ -4,6 +4,7 @@
 use crate::records::*;
 use serde_json::json;
 use steward_core::{EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId};
+use steward_core::{EvidenceKind, EvidenceSource};
 
 /// An effect in flight (`ready` or `dispatching`) whose owner is dead for the sweep.
 #[derive(Debug, Clone)]
@@ -38,8 +39,8 @@ pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
     match orphan.state {
         EffectState::Dispatching => {
             let evidence = NewEvidence::new(
-                "restart",
-                "steward",
+                EvidenceKind::Restart,
+                EvidenceSource::Steward,
                 "The Steward process that recorded this attempt stopped while it was in \
                  flight: the provider may have acted. Marked unknown; nothing was re-sent. \
                  Reconcile to settle it.",
@@ -64,8 +65,8 @@ pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
         EffectState::Ready if orphan.approved => Settle::TakeOver,
         EffectState::Ready => {
             let evidence = NewEvidence::new(
-                "restart",
-                "steward",
+                EvidenceKind::Restart,
+                EvidenceSource::Steward,
                 "Steward stopped after accepting this invocation and before recording any \
                  attempt: nothing was sent. Settled failed; start a new invocation with \
                  retryOf to try again.",

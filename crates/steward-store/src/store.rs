@@ -193,7 +193,7 @@ pub trait Store: Send + Sync + 'static {
     /// `ready` effect.
     ///
     /// In the same transaction it settles the effect's impact reservations for the new state
-    /// (`steward_core::impact::reservation_after`), and it refuses `AttemptChange::Begin` with
+    /// (`EffectChange::settles`, from the transition's work), and it refuses `AttemptChange::Begin` with
     /// `Halted` while the environment is halted (nothing is recorded).
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()>;
 

@@ -98,6 +98,7 @@ mod tests {
         ActionDefinition, ActionId, EnvironmentId, InvocationId, KeyId, Millis, OperationKey,
         ReplicaId,
     };
+    use steward_core::{EvidenceKind, EvidenceSource};
 
     fn action() -> ActionRecord {
         let definition: ActionDefinition = serde_json::from_value(json!({
@@ -132,7 +133,11 @@ mod tests {
             provider_idempotency_key: None,
             approval: None,
             decision: None,
-            evidence: crate::records::NewEvidence::new("intent", "api", "recorded"),
+            evidence: crate::records::NewEvidence::new(
+                EvidenceKind::Accepted,
+                EvidenceSource::Api,
+                "recorded",
+            ),
             actor: KeyId::from_unique("k"),
             now: Millis(1),
             owner: ReplicaId::from_unique("r"),

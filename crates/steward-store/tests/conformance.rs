@@ -61,6 +61,7 @@ use key_lifecycle::*;
 #[path = "conformance/console_sessions.rs"]
 mod console_sessions;
 use console_sessions::*;
+use steward_core::{EvidenceKind, EvidenceSource};
 
 // ------------------------------------------------------------------------------------------
 // The suite
@@ -305,13 +306,19 @@ impl Env {
             provider_idempotency_key: None,
             approval: None,
             decision: None,
-            evidence: NewEvidence::new("submitted", "steward", "invocation accepted"),
+            evidence: NewEvidence::new(
+                EvidenceKind::Accepted,
+                EvidenceSource::Steward,
+                "invocation accepted",
+            ),
             actor: self.key.clone(),
             now: T0,
             owner: writer(),
         }
     }
 
+    /// The change that moves `effect` from `from` to `to`, made by the first event of the rules
+    /// that makes that move (with a placeholder note the caller may replace).
     fn change(
         &self,
         effect: &EffectId,
@@ -319,7 +326,15 @@ impl Env {
         to: EffectState,
         at: i64,
     ) -> EffectChange {
-        EffectChange::new(&self.id, effect, from, to, self.actor(at))
+        let event = *steward_core::EffectEvent::ALL
+            .iter()
+            .find(
+                |&&event| matches!(steward_core::next(from, event), Ok((after, _)) if after == to),
+            )
+            .unwrap_or_else(|| panic!("no event moves {from:?} to {to:?}"));
+        let note = NewEvidence::new(EvidenceKind::Note, EvidenceSource::Steward, "moved");
+        EffectChange::of(&self.id, effect, from, event, note, self.actor(at))
+            .expect("a legal event")
     }
 
     async fn invocation(&self, id: &InvocationId) -> InvocationRecord {
@@ -346,7 +361,11 @@ impl Env {
             deadline_at: Millis(at + 30_000),
             owner: writer(),
         });
-        change.evidence = Some(NewEvidence::new("attempt", "steward", "attempt 1 recorded"));
+        change.evidence = Some(NewEvidence::new(
+            EvidenceKind::Attempt,
+            EvidenceSource::Steward,
+            "attempt 1 recorded",
+        ));
         self.store
             .change_effect(&change)
             .await
@@ -362,8 +381,8 @@ impl Env {
             error: None,
         });
         change.evidence = Some(NewEvidence::new(
-            "response",
-            "provider",
+            EvidenceKind::Response,
+            EvidenceSource::Provider,
             format!("attempt 1 led to {}", to.name()),
         ));
         change.response_status = Some(200);

@@ -5,11 +5,13 @@
 //! work and feeds the result back as the next event. Recovery after a crash uses the same function.
 
 mod event;
+mod evidence;
 mod grade;
 mod state;
 mod transition;
 
 pub use event::{EffectEvent, ManualOutcome};
+pub use evidence::{EvidenceKind, EvidenceSource};
 pub use grade::Grade;
 pub use state::{EffectState, Outcome, Rejection, Stage};
 pub use transition::{is_legal, next, settlement, IllegalTransition, Work};

@@ -6,6 +6,7 @@
 
 use super::declaration::{is_currency, is_valid_dimension, Quantity, MONEY};
 use crate::action::{validate_name, FieldError};
+#[cfg(test)]
 use crate::effect::EffectState;
 use crate::time::{civil_from_days, days_from_civil, Millis};
 use serde::{Deserialize, Serialize};
@@ -287,10 +288,11 @@ impl ReservationState {
     }
 }
 
-/// What an effect's reservations become when the effect moves to `to` (the driver applies it in
-/// the same transaction as the move); `None` leaves them as they are. This is the state
-/// machine's `ConsumeImpact`, `ReleaseImpact` and `QueueReconcile` work, keyed by the new state.
-pub fn reservation_after(to: EffectState) -> Option<ReservationState> {
+/// What an effect's reservations hold once the effect is in `to`, read off the state alone: a
+/// model the tests hold the transition's work against (`crate::settlement` is what the write
+/// path applies).
+#[cfg(test)]
+pub(crate) fn reservation_after(to: EffectState) -> Option<ReservationState> {
     match to {
         EffectState::Succeeded { .. } => Some(ReservationState::Consumed),
         EffectState::Failed | EffectState::Rejected { .. } => Some(ReservationState::Released),

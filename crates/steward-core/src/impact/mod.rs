@@ -24,7 +24,9 @@ pub use declaration::{
     is_currency, is_valid_dimension, money_amount, quantities, Bound, ImpactDeclaration, Quantity,
     MONEY, RESOURCE_MUTATIONS,
 };
+#[cfg(test)]
+pub(crate) use limit::reservation_after;
 pub use limit::{
-    check, check_limit_amount, check_limit_name, reservation_after, LimitSpec, Period, Refusal,
-    ReservationState, Usage, LIMIT_AMOUNT_MAX, LIMIT_FIELDS, LIMIT_NAME_LEN_MAX,
+    check, check_limit_amount, check_limit_name, LimitSpec, Period, Refusal, ReservationState,
+    Usage, LIMIT_AMOUNT_MAX, LIMIT_FIELDS, LIMIT_NAME_LEN_MAX,
 };

@@ -13,6 +13,7 @@ use crate::error::ApiResult;
 use serde_json::{json, Value};
 use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
 use steward_core::{ApprovalId, EffectState, Millis, OperationKey, Rejection};
+use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord};
 
 /// How an invocation starts.
@@ -100,7 +101,11 @@ pub(crate) fn gate(
     run_id: Option<&String>,
     now: Millis,
 ) -> ApiResult<Gate> {
-    let accepted = NewEvidence::new("accepted", "steward", "invocation accepted and recorded");
+    let accepted = NewEvidence::new(
+        EvidenceKind::Accepted,
+        EvidenceSource::Steward,
+        "invocation accepted and recorded",
+    );
     let own_gate = action.definition.requires_approval;
     let parked = |required: u32, decision: Option<Value>, evidence: NewEvidence| Gate {
         initial: EffectState::AwaitingApproval,
@@ -128,8 +133,8 @@ pub(crate) fn gate(
         });
     };
     let recorded = decision_json(&d);
-    let evidence = |kind: &str| {
-        NewEvidence::new(kind, "policy", d.explanation.clone()).with_data(json!({
+    let evidence = |kind: EvidenceKind| {
+        NewEvidence::new(kind, EvidenceSource::Policy, d.explanation.clone()).with_data(json!({
             "policyId": d.policy.id, "policyVersion": d.policy.version, "effect": d.effect.as_str(),
         }))
     };
@@ -140,23 +145,29 @@ pub(crate) fn gate(
             },
             approval: None,
             decision: Some(recorded),
-            evidence: evidence("denied"),
+            evidence: evidence(EvidenceKind::Denied),
         },
-        PolicyEffect::RequireApproval => {
-            parked(d.required_approvals, Some(recorded), evidence("accepted"))
-        }
+        PolicyEffect::RequireApproval => parked(
+            d.required_approvals,
+            Some(recorded),
+            evidence(EvidenceKind::Accepted),
+        ),
         PolicyEffect::AutoApprove if own_gate && scope != PolicyScope::SpecificAction => {
             let note = format!(
                 "{}; a broad auto_approve does not lift the action's own requiresApproval",
                 d.explanation
             );
-            parked(1, None, NewEvidence::new("accepted", "policy", note))
+            parked(
+                1,
+                None,
+                NewEvidence::new(EvidenceKind::Accepted, EvidenceSource::Policy, note),
+            )
         }
         PolicyEffect::AutoApprove => Gate {
             initial: EffectState::Ready,
             approval: None,
             decision: Some(recorded),
-            evidence: evidence("accepted"),
+            evidence: evidence(EvidenceKind::Accepted),
         },
     })
 }

@@ -16,6 +16,7 @@ use steward_core::{scopes, EffectEvent, EffectId, EffectState, InvocationId, Man
 use steward_store::{Actor, EffectChange, EffectDetail, NewEvidence, StoreError};
 
 use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
+use steward_core::{EvidenceKind, EvidenceSource};
 
 fn effect_id(id: &str) -> ApiResult<EffectId> {
     EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
@@ -53,7 +54,7 @@ pub async fn reconcile(
     let id = effect_id(&id)?;
     detail(&state, &caller, &id).await?;
     let actor = Actor::key(&caller.key.id, state.clock.now());
-    reconcile_effect(&state, &caller.env.id, &id, "api", actor).await?;
+    reconcile_effect(&state, &caller.env.id, &id, EvidenceSource::Api, actor).await?;
     Ok(crate::envelope::ok(views::effect_detail(
         &detail(&state, &caller, &id).await?,
     )))
@@ -184,7 +185,7 @@ pub async fn resolve_effect(
     let request = json!({"op": "effect.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let d = detail(&state, &caller, &id).await?;
-        let evidence = NewEvidence::new("manual_resolution", "manual", format!("resolved {} by hand: {reason}", match outcome {
+        let evidence = NewEvidence::new(EvidenceKind::ManualResolution, EvidenceSource::Manual, format!("resolved {} by hand: {reason}", match outcome {
             ManualOutcome::Succeeded => "succeeded",
             ManualOutcome::Failed => "failed",
         }))
@@ -235,8 +236,8 @@ pub async fn resolve_invocation(
             .ok_or_else(|| ApiError::not_found("invocation"))?;
         let d = detail(&state, &caller, &inv.effect_id).await?;
         let evidence = NewEvidence::new(
-            "manual_resolution",
-            "manual",
+            EvidenceKind::ManualResolution,
+            EvidenceSource::Manual,
             format!("resolved by hand: {text}"),
         )
         .with_data(json!({"label": "manual", "evidence": text, "externalReference": reference}));
@@ -283,7 +284,7 @@ pub async fn note(
     let request = json!({"op": "effect.note", "id": id, "note": text});
     idempotent::run(&state, &caller, &headers, request, || async {
         detail(&state, &caller, &id).await?;
-        let evidence = NewEvidence::new("note", "manual", text.clone());
+        let evidence = NewEvidence::new(EvidenceKind::Note, EvidenceSource::Manual, text.clone());
         state
             .store
             .append_evidence(

@@ -30,9 +30,10 @@ use crate::state::AppState;
 use prepare::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
-    classify, next, redact, redact_json, ActionDefinition, AttemptReport, CrashPoint, Destination,
+    classify, redact, redact_json, ActionDefinition, AttemptReport, CrashPoint, Destination,
     EffectEvent, EffectState, IdempotencyKey,
 };
+use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
     Actor, AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, InvocationRecord,
     NewEvidence, SecretRecord, StoreError, Submission, SubmitOutcome,
@@ -64,8 +65,8 @@ pub(crate) async fn definition_of(
 /// Settles a `Ready` effect as failed without sending: the request must not leave.
 async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> EffectResult<()> {
     let evidence = NewEvidence::new(
-        "blocked",
-        "steward",
+        EvidenceKind::Blocked,
+        EvidenceSource::Steward,
         format!("not sent: {}", blocked.message),
     )
     .with_data(json!({"code": blocked.code}));
@@ -123,8 +124,8 @@ async fn refuse(
         Start::First => block(state, inv, blocked).await,
         Start::Replay => {
             let note = NewEvidence::new(
-                "replay",
-                "steward",
+                EvidenceKind::Replay,
+                EvidenceSource::Steward,
                 format!("replay not sent: {}", blocked.message),
             );
             state
@@ -240,28 +241,14 @@ fn begin_change(
 ) -> EffectResult<EffectChange> {
     let now = state.clock.now();
     let deadline = now.plus_ms(state.dispatch_timeout.as_millis() as i64);
-    let (to, _) =
-        next(from, event).map_err(|e| EffectError::illegal(&inv.id, &inv.effect_id, e))?;
-    let mut begin = EffectChange::new(
-        &inv.env_id,
-        &inv.effect_id,
-        from,
-        to,
-        Actor::key(&inv.created_by, now),
-    );
-    begin.attempt = Some(AttemptChange::Begin {
-        number,
-        deadline_at: deadline,
-        owner: state.replica.clone(),
-    });
     let what = if event == EffectEvent::Replay {
         "replay"
     } else {
         "attempt"
     };
-    begin.evidence = Some(NewEvidence::new(
-        "attempt",
-        "steward",
+    let evidence = NewEvidence::new(
+        EvidenceKind::Attempt,
+        EvidenceSource::Steward,
         format!(
             "{what} {number}: {} to {host}, deadline {} ms{}",
             prepared.method,
@@ -270,7 +257,20 @@ fn begin_change(
                 .map(|k| format!(", provider idempotency key {k}"))
                 .unwrap_or_default()
         ),
-    ));
+    );
+    let mut begin = EffectChange::of(
+        &inv.env_id,
+        &inv.effect_id,
+        from,
+        event,
+        evidence,
+        Actor::key(&inv.created_by, now),
+    )?;
+    begin.attempt = Some(AttemptChange::Begin {
+        number,
+        deadline_at: deadline,
+        owner: state.replica.clone(),
+    });
     Ok(begin)
 }
 
@@ -548,8 +548,6 @@ async fn record_answer(
         *provider_record_confirms = true;
     }
     let classified = classify(&report);
-    let (to, _) = next(EffectState::Dispatching, classified.event)
-        .expect("every classification is legal from dispatching");
     let secrets = prepared.secret_values();
     let mut reason = classified.reason.clone();
     match &answer.verified {
@@ -558,14 +556,24 @@ async fn record_answer(
         None => {}
     }
     let reason = redact(&reason, &secrets);
-    state.metrics.attempt(to.name());
-    let mut change = EffectChange::new(
+    let kind = if answer.status.is_some() {
+        EvidenceKind::Response
+    } else {
+        EvidenceKind::Transport
+    };
+    let evidence = NewEvidence::new(kind, EvidenceSource::Provider, reason.clone())
+        .with_data(json!({"attempt": number, "status": answer.status}));
+    let mut change = EffectChange::of(
         &inv.env_id,
         &inv.effect_id,
         EffectState::Dispatching,
-        to,
+        classified.event,
+        evidence,
         Actor::key(&inv.created_by, state.clock.now()),
-    );
+    )
+    .expect("every classification is legal from dispatching");
+    let to = change.to;
+    state.metrics.attempt(to.name());
     let failed = !matches!(to, EffectState::Succeeded { .. });
     change.attempt = Some(AttemptChange::Finish {
         number,
@@ -583,15 +591,6 @@ async fn record_answer(
         };
         change.error = Some(json!({"code": code, "message": reason}));
     }
-    let kind = if answer.status.is_some() {
-        "response"
-    } else {
-        "transport"
-    };
-    change.evidence = Some(
-        NewEvidence::new(kind, "provider", reason.clone())
-            .with_data(json!({"attempt": number, "status": answer.status})),
-    );
     change.answers_request = answers_request;
     let started = std::time::Instant::now();
     let recorded = state.store.change_effect_and_read(&change).await;
@@ -620,8 +619,8 @@ async fn late_answer(
     found: EffectState,
 ) -> EffectResult<()> {
     let late = NewEvidence::new(
-        "late_answer",
-        "provider",
+        EvidenceKind::LateAnswer,
+        EvidenceSource::Provider,
         format!(
             "attempt {number} answered after another Steward process had marked it {}: {reason}",
             found.name()

@@ -5,14 +5,14 @@
 
 use crate::effect_error::EffectResult;
 use crate::state::AppState;
-use steward_core::EnvironmentId;
+use steward_core::{EnvironmentId, EvidenceKind, EvidenceSource};
 use steward_store::{Actor, InvocationRecord, NewEvidence};
 
 /// Records that a ready effect was not sent because its environment is halted.
 pub(crate) async fn park(state: &AppState, inv: &InvocationRecord) -> EffectResult<()> {
     let note = NewEvidence::new(
-        "parked",
-        "steward",
+        EvidenceKind::Parked,
+        EvidenceSource::Steward,
         "parked: environment halted; nothing was sent. It is dispatched once when the environment resumes.",
     );
     state

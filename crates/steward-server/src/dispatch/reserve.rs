@@ -8,6 +8,7 @@ use crate::state::AppState;
 use serde_json::json;
 use steward_core::impact::Refusal;
 use steward_core::{ActionDefinition, EffectEvent, EffectState};
+use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
     Actor, EffectChange, ImpactRequest, InvocationRecord, NewEvidence, ReserveOutcome, StoreError,
 };
@@ -82,8 +83,12 @@ pub(crate) async fn refuse(
             ),
         ),
     };
-    let evidence = NewEvidence::new("refused", "steward", message.clone())
-        .with_data(json!({"code": code, "limitId": limit_id}));
+    let evidence = NewEvidence::new(
+        EvidenceKind::Refused,
+        EvidenceSource::Steward,
+        message.clone(),
+    )
+    .with_data(json!({"code": code, "limitId": limit_id}));
     let mut change = EffectChange::of(
         &inv.env_id,
         &inv.effect_id,

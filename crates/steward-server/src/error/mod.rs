@@ -130,10 +130,6 @@ impl From<EffectError> for ApiError {
         match err {
             EffectError::Store { source } => source.into(),
             EffectError::Missing { what, .. } => ApiError::not_found(what),
-            // A bug, never the client's doing: logged with both ids, answered as a 500.
-            EffectError::IllegalTransition { .. } => {
-                ApiError::internal("illegal effect transition", &err)
-            }
             EffectError::ReplayBlocked { code, message, .. } => ApiError::of(
                 codes::REPLAY_BLOCKED,
                 format!("the replay was not sent: {message}"),
@@ -172,20 +168,21 @@ pub type ApiResult<T> = Result<T, ApiError>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use steward_core::{EffectEvent, EffectId, EffectState, IllegalTransition, InvocationId};
+    use steward_core::{EffectId, EffectState, EnvironmentId};
 
     /// An illegal transition is Steward's bug: a 500 whose body names neither id, never a 409.
     #[test]
     fn an_illegal_transition_is_an_internal_error_never_a_conflict() {
-        let invocation = InvocationId::from_unique(&crate::clock::unique());
+        let env = EnvironmentId::from_unique(&crate::clock::unique());
         let effect = EffectId::from_unique(&crate::clock::unique());
-        let illegal = IllegalTransition {
-            state: EffectState::Failed,
-            event: EffectEvent::Replay,
-        };
-        let err = EffectError::illegal(&invocation, &effect, illegal);
+        let err = EffectError::from(StoreError::IllegalTransition {
+            env: env.clone(),
+            effect: effect.clone(),
+            from: EffectState::Failed,
+            step: "the event Replay".into(),
+        });
         assert!(err.to_string().contains(effect.as_str()), "{err}");
-        assert!(err.to_string().contains(invocation.as_str()), "{err}");
+        assert!(err.to_string().contains(env.as_str()), "{err}");
         let answer = ApiError::from(err);
         assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(answer.code, codes::INTERNAL_ERROR.code);

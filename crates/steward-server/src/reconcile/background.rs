@@ -6,6 +6,7 @@
 use super::{can_look_up, reconcile, Reconciled};
 use crate::state::AppState;
 use std::time::Duration;
+use steward_core::EvidenceSource;
 use steward_store::Actor;
 
 /// Lookups per tick at most: a provider outage must not turn into a lookup storm.
@@ -68,7 +69,7 @@ pub async fn once(state: &AppState) -> crate::effect_error::EffectResult<()> {
             state,
             &due.env_id,
             &due.effect_id,
-            "reconciler",
+            EvidenceSource::Reconciler,
             Actor::system(state.clock.now()),
         )
         .await?;

@@ -13,7 +13,9 @@ use crate::effect_error::{EffectError, EffectResult};
 use crate::state::AppState;
 use lookup::Finding;
 use serde_json::json;
-use steward_core::{EffectEvent, EffectId, EffectState, EnvironmentId};
+use steward_core::{
+    EffectEvent, EffectId, EffectState, EnvironmentId, EvidenceKind, EvidenceSource,
+};
 use steward_store::{Actor, EffectChange, EffectDetail, InvocationRecord, NewEvidence, StoreError};
 
 /// What one reconcile did.
@@ -101,12 +103,12 @@ async fn find(
     )
 }
 
-/// Reconciles one effect, read-only. `source` names who asked (`api` or `reconciler`).
+/// Reconciles one effect, read-only. `source` names who asked (`Api` or `Reconciler`).
 pub async fn reconcile(
     state: &AppState,
     env: &EnvironmentId,
     effect: &EffectId,
-    source: &str,
+    source: EvidenceSource,
     actor: Actor,
 ) -> EffectResult<Reconciled> {
     let (detail, inv, def) = load(state, env, effect).await?;
@@ -116,7 +118,7 @@ pub async fn reconcile(
     }
     let Some(finding) = find(state, &detail, &inv, &def).await else {
         let note = NewEvidence::new(
-            "reconcile",
+            EvidenceKind::Reconcile,
             source,
             "no read-only lookup exists for this action; resolve it manually",
         );
@@ -174,7 +176,7 @@ pub async fn reconcile(
             (EffectEvent::ReconcileInconclusive, detail.clone(), None)
         }
     };
-    let evidence = NewEvidence::new("reconcile", source, message)
+    let evidence = NewEvidence::new(EvidenceKind::Reconcile, source, message)
         .with_data(json!({"externalReference": reference}));
     let mut change = EffectChange::of(env, effect, current, event, evidence, actor)?;
     let to = change.to;

@@ -266,7 +266,7 @@ pub(crate) async fn insert_evidence(
     tx.execute(
         "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         &[
-            &effect.as_str(), &next, &actor.now.0, &e.kind, &e.source, &e.message,
+            &effect.as_str(), &next, &actor.now.0, &e.kind.as_str(), &e.source.as_str(), &e.message,
             &e.data.as_ref().map(Value::to_string), &actor.key.as_ref().map(|k| k.as_str()),
         ],
     )
@@ -419,7 +419,7 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
         }
         None => {}
     }
-    super::limits::settle(tx, &c.env_id, &c.effect_id, c.to, &c.actor).await?;
+    super::limits::settle(tx, &c.env_id, &c.effect_id, c.settles, &c.actor).await?;
     let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
     tx.execute(
         "UPDATE invocations SET state = $1, response_status = COALESCE($2, response_status),

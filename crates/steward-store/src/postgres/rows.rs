@@ -63,6 +63,12 @@ pub(crate) fn id<T>(row: &Row, i: usize, parse: fn(&str) -> Result<T, IdError>) 
     parse(col(row, i)?).map_err(|e| corrupt("id", e))
 }
 
+/// A value of a closed vocabulary stored by its name (`EvidenceKind`, `EvidenceSource`).
+fn named<T>(row: &Row, i: usize, what: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
+    let raw: &str = col(row, i)?;
+    parse(raw).ok_or_else(|| corrupt(what, format!("unknown name {raw:?}")))
+}
+
 pub(crate) fn id_opt<T>(
     row: &Row,
     i: usize,
@@ -216,8 +222,8 @@ pub(crate) fn evidence(row: &Row) -> StoreResult<EvidenceRecord> {
     Ok(EvidenceRecord {
         seq: int(row, 0)?,
         at: millis(row, 1)?,
-        kind: col(row, 2)?,
-        source: col(row, 3)?,
+        kind: named(row, 2, "evidence kind", EvidenceKind::parse)?,
+        source: named(row, 3, "evidence source", EvidenceSource::parse)?,
         message: col(row, 4)?,
         data: json_opt(row, 5, "evidence data")?,
         actor: id_opt(row, 6, KeyId::parse)?,

@@ -268,7 +268,7 @@ pub(crate) fn insert_evidence(
         tx,
         "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
-            effect.as_str(), seq, actor.now.0, e.kind, e.source, e.message,
+            effect.as_str(), seq, actor.now.0, e.kind.as_str(), e.source.as_str(), e.message,
             e.data.as_ref().map(Value::to_string), actor.key.as_ref().map(|k| k.to_string())
         ],
     )
@@ -398,7 +398,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         params![to, now, attempt_number, c.external_reference, owner, c.effect_id.as_str()],
     )
     .map_err(unavailable)?;
-    super::limits::settle(tx, &c.env_id, &c.effect_id, c.to, &c.actor)?;
+    super::limits::settle(tx, &c.env_id, &c.effect_id, c.settles, &c.actor)?;
     let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
     super::conn::execute_cached(
         tx,

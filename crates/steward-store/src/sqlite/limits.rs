@@ -11,8 +11,8 @@ use crate::records::Actor;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde_json::json;
-use steward_core::impact::{reservation_after, LimitSpec, Period, ReservationState, Usage};
-use steward_core::{EffectId, EffectState, EnvironmentId, LimitId, Millis};
+use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
+use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
 
 const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
 
@@ -259,16 +259,17 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
     Ok(reserved(holds))
 }
 
-/// Settles an effect's reservations for its move to `to`, inside the move's transaction:
-/// success consumes, failure or rejection releases, unknown keeps them as exposure.
+/// Settles an effect's reservations as its move's work says (`EffectChange::settles`), inside
+/// the move's transaction: success consumes, failure or rejection releases, unknown keeps them
+/// as exposure.
 pub(crate) fn settle(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
     effect: &EffectId,
-    to: EffectState,
+    settles: Option<ReservationState>,
     actor: &Actor,
 ) -> StoreResult<()> {
-    let Some(after) = reservation_after(to) else {
+    let Some(after) = settles else {
         return Ok(());
     };
     let open: &[ReservationState] = match after {

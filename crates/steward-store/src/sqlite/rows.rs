@@ -28,6 +28,11 @@ fn id<T>(raw: String, parse: fn(&str) -> Result<T, IdError>) -> StoreResult<T> {
     parse(&raw).map_err(|e| corrupt("id", e))
 }
 
+/// A value of a closed vocabulary stored by its name (`EvidenceKind`, `EvidenceSource`).
+fn named<T>(raw: String, what: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
+    parse(&raw).ok_or_else(|| corrupt(what, format!("unknown name {raw:?}")))
+}
+
 fn op_key(raw: Option<String>) -> StoreResult<Option<OperationKey>> {
     raw.map(|k| OperationKey::parse(&k).map_err(|e| corrupt("operation key", e)))
         .transpose()
@@ -177,8 +182,8 @@ pub(crate) fn evidence(row: &Row<'_>) -> StoreResult<EvidenceRecord> {
     Ok(EvidenceRecord {
         seq: col(row, 0)?,
         at: Millis(col(row, 1)?),
-        kind: col(row, 2)?,
-        source: col(row, 3)?,
+        kind: named(col(row, 2)?, "evidence kind", EvidenceKind::parse)?,
+        source: named(col(row, 3)?, "evidence source", EvidenceSource::parse)?,
         message: col(row, 4)?,
         data: json_opt(col(row, 5)?, "evidence data")?,
         actor: col::<Option<String>>(row, 6)?

@@ -1,6 +1,7 @@
 //! Generic request idempotency, actions, secrets, keys, and environments as walls.
 
 use super::*;
+use steward_core::{EvidenceKind, EvidenceSource};
 
 /// `Idempotency-Key` on the other write endpoints.
 pub async fn generic_idempotency(store: Arc<dyn Store>) {
@@ -649,12 +650,16 @@ pub async fn environments_are_walls(store: Arc<dyn Store>) {
         response_status: Some(400),
         error: None,
     });
-    change.evidence = Some(NewEvidence::new("resolve", "operator", "not yours"));
+    change.evidence = Some(NewEvidence::new(
+        EvidenceKind::ManualResolution,
+        EvidenceSource::Operator,
+        "not yours",
+    ));
     assert!(
         store.change_effect(&change).await.is_err(),
         "another environment's effect does not exist for them"
     );
-    let note = NewEvidence::new("note", "operator", "not yours");
+    let note = NewEvidence::new(EvidenceKind::Note, EvidenceSource::Operator, "not yours");
     assert!(store
         .append_evidence(&theirs.id, &inv.effect_id, &note, &theirs.actor(3_000))
         .await

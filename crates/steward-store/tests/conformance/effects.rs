@@ -1,6 +1,8 @@
 //! Effects: compare-and-set transitions, start-up recovery, and `retryOf`.
 
 use super::*;
+use steward_core::impact::ReservationState;
+use steward_core::{EvidenceKind, EvidenceSource};
 
 /// `change_effect` is a compare-and-set carrying the attempt, evidence and response with it.
 pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
@@ -20,7 +22,11 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
         deadline_at: Millis(32_000),
         owner: writer(),
     });
-    begin.evidence = Some(NewEvidence::new("attempt", "steward", "attempt 1 recorded"));
+    begin.evidence = Some(NewEvidence::new(
+        EvidenceKind::Attempt,
+        EvidenceSource::Steward,
+        "attempt 1 recorded",
+    ));
     store
         .change_effect(&begin)
         .await
@@ -60,8 +66,8 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
     let audit_before = store.audit_events(0, 100_000).await.expect("audit").len();
     let mut stale = env.change(&effect, EffectState::Ready, EffectState::Failed, 2_100);
     stale.evidence = Some(NewEvidence::new(
-        "blocked",
-        "steward",
+        EvidenceKind::Blocked,
+        EvidenceSource::Steward,
         "must not be recorded",
     ));
     stale.error = Some(json!({"code": "must_not_be_recorded"}));
@@ -84,8 +90,12 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
     );
 
     // Evidence without a state change.
-    let note = NewEvidence::new("note", "operator", "looked at the dashboard")
-        .with_data(json!({"ticket": 7}));
+    let note = NewEvidence::new(
+        EvidenceKind::Note,
+        EvidenceSource::Operator,
+        "looked at the dashboard",
+    )
+    .with_data(json!({"ticket": 7}));
     store
         .append_evidence(&env.id, &effect, &note, &env.actor(2_500))
         .await
@@ -104,8 +114,8 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
         error: Some("gateway timeout".into()),
     });
     finish.evidence = Some(NewEvidence::new(
-        "timeout",
-        "transport",
+        EvidenceKind::Transport,
+        EvidenceSource::Provider,
         "no answer before the deadline",
     ));
     finish.response_status = Some(504);
@@ -132,10 +142,10 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
     let seqs: Vec<u32> = detail.evidence.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, vec![1, 2, 3, 4], "evidence is appended in order");
     let kinds: Vec<&str> = detail.evidence.iter().map(|e| e.kind.as_str()).collect();
-    assert_eq!(kinds, vec!["submitted", "attempt", "note", "timeout"]);
+    assert_eq!(kinds, vec!["accepted", "attempt", "note", "transport"]);
     let ats: Vec<Millis> = detail.evidence.iter().map(|e| e.at).collect();
     assert_eq!(ats, vec![T0, Millis(2_000), Millis(2_500), Millis(3_000)]);
-    assert_eq!(detail.evidence[2].source, "operator");
+    assert_eq!(detail.evidence[2].source.as_str(), "operator");
     assert_eq!(detail.evidence[2].data, Some(json!({"ticket": 7})));
     assert_eq!(detail.evidence[2].actor.as_ref(), Some(&env.key));
     assert_eq!(detail.evidence[3].message, "no answer before the deadline");
@@ -154,8 +164,8 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
         4_000,
     );
     found.evidence = Some(NewEvidence::new(
-        "reconcile",
-        "stripe",
+        EvidenceKind::Reconcile,
+        EvidenceSource::Reconciler,
         "refund re_123 exists",
     ));
     found.response_body = Some(json!({"id": "re_123"}));
@@ -172,7 +182,7 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
     ));
     let evidence = env.effect(&effect).await.evidence;
     assert_eq!(evidence.len(), 5);
-    assert_eq!(evidence[4].kind, "reconcile");
+    assert_eq!(evidence[4].kind.as_str(), "reconcile");
 }
 
 /// Concurrent identical compare-and-sets: exactly one wins, every other one is a `StateConflict`.
@@ -200,8 +210,8 @@ pub async fn effect_change_under_concurrency_moves_once(store: Arc<dyn Store>) {
             owner: writer(),
         });
         change.evidence = Some(NewEvidence::new(
-            "attempt",
-            "steward",
+            EvidenceKind::Attempt,
+            EvidenceSource::Steward,
             format!("dispatcher {i}"),
         ));
         tasks.push(tokio::spawn(
@@ -332,7 +342,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     assert_eq!(detail.attempts[0].finished_at, Some(Millis(9_000)));
     assert!(detail.attempts[0].error.is_some());
     let last = detail.evidence.last().expect("evidence");
-    assert_eq!(last.kind, "restart");
+    assert_eq!(last.kind.as_str(), "restart");
     assert_eq!(last.at, Millis(9_000));
     assert_eq!(detail.evidence.len(), 3);
     assert_eq!(
@@ -363,7 +373,10 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     let detail = env.effect(&ready.effect_id).await;
     assert_eq!(detail.effect.state, EffectState::Failed);
     assert!(detail.attempts.is_empty());
-    assert_eq!(detail.evidence.last().expect("evidence").kind, "restart");
+    assert_eq!(
+        detail.evidence.last().expect("evidence").kind.as_str(),
+        "restart"
+    );
     let record = env.invocation(&ready.id).await;
     assert_eq!(record.state, EffectState::Failed);
     assert!(record.error.is_some(), "a failed invocation says why");
@@ -513,8 +526,8 @@ pub async fn retry_of_requires_a_settled_failure(store: Arc<dyn Store>) {
         2_000,
     );
     block.evidence = Some(NewEvidence::new(
-        "blocked",
-        "steward",
+        EvidenceKind::Blocked,
+        EvidenceSource::Steward,
         "secret not allowed for host",
     ));
     store.change_effect(&block).await.expect("Ready -> Failed");
@@ -568,13 +581,14 @@ pub async fn an_illegal_transition_is_refused_and_writes_nothing(store: Arc<dyn 
     let effect = inv.effect_id.clone();
     let before = env.effect(&effect).await;
     let audit_before = store.audit_events(0, 100_000).await.expect("audit").len();
-    let mut skip = env.change(
-        &effect,
-        EffectState::Ready,
-        EffectState::Succeeded { confirmed: true },
-        2_000,
-    );
-    skip.evidence = Some(NewEvidence::new("x", "steward", "must not be recorded"));
+    // Built by the rules, then edited by hand: the fields are public, the store checks them.
+    let mut skip = env.change(&effect, EffectState::Ready, EffectState::Dispatching, 2_000);
+    skip.to = EffectState::Succeeded { confirmed: true };
+    skip.evidence = Some(NewEvidence::new(
+        EvidenceKind::Note,
+        EvidenceSource::Steward,
+        "must not be recorded",
+    ));
     match store.change_effect(&skip).await {
         Err(StoreError::IllegalTransition {
             effect: refused,
@@ -591,13 +605,48 @@ pub async fn an_illegal_transition_is_refused_and_writes_nothing(store: Arc<dyn 
         store.audit_events(0, 100_000).await.expect("audit").len(),
         audit_before
     );
+    // A legal move whose settlement of the reservations was edited is refused too: a refusal
+    // releases what it held, it never consumes it.
+    let mut consume = env.change(
+        &effect,
+        EffectState::Ready,
+        EffectState::Rejected {
+            reason: steward_core::Rejection::Refused,
+        },
+        2_000,
+    );
+    assert_eq!(consume.settles, Some(ReservationState::Released));
+    consume.settles = Some(ReservationState::Consumed);
+    assert!(
+        matches!(
+            store.change_effect(&consume).await,
+            Err(StoreError::IllegalTransition { .. })
+        ),
+        "a settlement the move's work does not imply must be refused"
+    );
+    // An attempt recorded on a move that does not enter `dispatching` is refused: it would
+    // leave an attempt that nothing sends or answers.
+    consume.settles = Some(ReservationState::Released);
+    consume.attempt = Some(AttemptChange::Begin {
+        number: 1,
+        deadline_at: Millis(9_000),
+        owner: writer(),
+    });
+    assert!(
+        matches!(
+            store.change_effect(&consume).await,
+            Err(StoreError::IllegalTransition { .. })
+        ),
+        "an attempt on a refusal must be refused"
+    );
+    assert_eq!(env.effect(&effect).await, before, "nothing was written");
     // The constructor that follows the rules refuses an event they do not allow, naming the ids.
     let refused = EffectChange::of(
         &env.id,
         &effect,
         EffectState::Failed,
         steward_core::EffectEvent::BeginAttempt,
-        NewEvidence::new("x", "steward", "x"),
+        NewEvidence::new(EvidenceKind::Note, EvidenceSource::Steward, "x"),
         env.actor(2_100),
     )
     .expect_err("failed takes no BeginAttempt");

@@ -1,6 +1,7 @@
 //! Listings and paging, the audit hash chain, several handles on one database, and restarts.
 
 use super::*;
+use steward_core::{EvidenceKind, EvidenceSource};
 
 /// Invocation and effect listings: state filters, action filters, paging and totals.
 pub async fn list_filters_and_paging(store: Arc<dyn Store>) {
@@ -28,7 +29,11 @@ pub async fn list_filters_and_paging(store: Arc<dyn Store>) {
         EffectState::Failed,
         2_000,
     );
-    block.evidence = Some(NewEvidence::new("blocked", "steward", "blocked"));
+    block.evidence = Some(NewEvidence::new(
+        EvidenceKind::Blocked,
+        EvidenceSource::Steward,
+        "blocked",
+    ));
     store.change_effect(&block).await.expect("Ready -> Failed");
     let mut plain_ids = BTreeSet::new();
     for i in 0..2 {

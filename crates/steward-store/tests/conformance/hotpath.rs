@@ -2,6 +2,7 @@
 //! writes (`submit_and_begin`, an answer that marks its request answered).
 
 use super::*;
+use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{FirstAttempt, FirstAttemptOutcome};
 
 /// The first attempt of `sub` as the server plans it: no quantities, attempt 1 owned by
@@ -18,7 +19,11 @@ fn first_attempt(env: &Env, sub: &Submission, at: i64) -> FirstAttempt {
         deadline_at: Millis(at + 30_000),
         owner: writer(),
     });
-    begin.evidence = Some(NewEvidence::new("attempt", "steward", "attempt 1 recorded"));
+    begin.evidence = Some(NewEvidence::new(
+        EvidenceKind::Attempt,
+        EvidenceSource::Steward,
+        "attempt 1 recorded",
+    ));
     FirstAttempt {
         impact: impact_request(env, &sub.effect_id, vec![mutation(Some(1))], at),
         begin,

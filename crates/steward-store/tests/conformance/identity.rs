@@ -81,7 +81,7 @@ pub async fn operation_key_is_unique_under_concurrency(store: Arc<dyn Store>) {
     assert!(detail.attempts.is_empty());
     assert_eq!(detail.evidence.len(), 1);
     assert_eq!(detail.evidence[0].seq, 1);
-    assert_eq!(detail.evidence[0].kind, "submitted");
+    assert_eq!(detail.evidence[0].kind.as_str(), "accepted");
     let invocations = store
         .list_invocations(&env.id, &invocations_of(&action))
         .await

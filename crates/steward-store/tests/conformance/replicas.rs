@@ -208,7 +208,7 @@ pub async fn a_sweep_takes_over_only_dead_replicas_work(store: Arc<dyn Store>) {
     assert_eq!(detail.attempts[0].finished_at, Some(now));
     assert_eq!(detail.attempts[0].owner.as_ref(), Some(&dead));
     let last = detail.evidence.last().expect("evidence");
-    assert_eq!(last.kind, "restart");
+    assert_eq!(last.kind.as_str(), "restart");
     assert_eq!(
         last.data.as_ref().expect("evidence data")["owner"],
         json!(dead.as_str())
@@ -411,7 +411,7 @@ pub async fn concurrent_sweeps_take_each_piece_once(stores: Vec<Arc<dyn Store>>)
         let restarts = detail
             .evidence
             .iter()
-            .filter(|e| e.kind == "restart")
+            .filter(|e| e.kind.as_str() == "restart")
             .count();
         assert_eq!(restarts, 1, "one sweep settled {id}: {:?}", detail.evidence);
     }

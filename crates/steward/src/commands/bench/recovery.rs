@@ -21,6 +21,7 @@ use steward_core::{
     fingerprint, ActionDefinition, ActionId, EffectId, EffectState, EnvironmentId, InvocationId,
     KeyId, OperationKey,
 };
+use steward_core::{EffectEvent, EvidenceKind, EvidenceSource};
 use steward_server::{open_store, Clock, SystemClock, DATABASE_FILE};
 use steward_store::{
     ActionRecord, Actor, ApiKeyRecord, AttemptChange, EffectChange, NewEvidence, Store, Submission,
@@ -250,7 +251,11 @@ async fn leave_dispatching(
         initial: EffectState::Ready,
         approval: None,
         decision: None,
-        evidence: NewEvidence::new("accepted", "steward", "accepted by steward bench"),
+        evidence: NewEvidence::new(
+            EvidenceKind::Accepted,
+            EvidenceSource::Steward,
+            "accepted by steward bench",
+        ),
         actor: key.clone(),
         now,
         owner: owner.clone(),
@@ -259,23 +264,24 @@ async fn leave_dispatching(
         SubmitOutcome::Created(_) => {}
         other => bail!("generating effect {n}: unexpected {other:?}"),
     }
-    let mut begin = EffectChange::new(
+    let evidence = NewEvidence::new(
+        EvidenceKind::Attempt,
+        EvidenceSource::Steward,
+        "attempt 1 recorded by steward bench; never sent",
+    );
+    let mut begin = EffectChange::of(
         &action.env_id,
         &effect_id,
         EffectState::Ready,
-        EffectState::Dispatching,
+        EffectEvent::BeginAttempt,
+        evidence,
         Actor::key(key, now),
-    );
+    )?;
     begin.attempt = Some(AttemptChange::Begin {
         number: 1,
         deadline_at: now.plus_ms(ATTEMPT_DEADLINE_MS),
         owner,
     });
-    begin.evidence = Some(NewEvidence::new(
-        "attempt",
-        "steward",
-        "attempt 1 recorded by steward bench; never sent",
-    ));
     store.change_effect(&begin).await?;
     Ok(())
 }
