@@ -9,7 +9,7 @@
 #   DURATION_S=3 RECOVERY_EFFECTS=10000 bench/run-all.sh     # a quick pass
 #
 # Settings (environment): DURATION_S, REQUESTS (cap per run, 0 = none), CONCURRENCY,
-# RECOVERY_EFFECTS, PG_URL (an administrative PostgreSQL URL with trust auth; default
+# RECOVERY_EFFECTS, REPLICAS (PostgreSQL replica counts, default 1,2,3), PG_URL (an administrative PostgreSQL URL with trust auth; default
 # postgres://postgres@127.0.0.1:5432/postgres), CARGO_TARGET_DIR, SKIP_PEERS (e.g. "temporal"),
 # SKIP_BUILD=1 (use the release binary already in CARGO_TARGET_DIR).
 # A peer that cannot be installed or run is reported in RESULTS.md with its exact error; the
@@ -22,6 +22,8 @@ DURATION_S="${DURATION_S:-10}"
 REQUESTS="${REQUESTS:-0}"
 CONCURRENCY="${CONCURRENCY:-1,16,64}"
 RECOVERY_EFFECTS="${RECOVERY_EFFECTS:-100000}"
+# PostgreSQL is measured with this many `steward serve` replicas on one database, each count in turn.
+REPLICAS="${REPLICAS:-1,2,3}"
 PG_URL="${PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 SKIP_PEERS="${SKIP_PEERS:-}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -125,7 +127,8 @@ DRIVER_ARGS=("$CONCURRENCY" "$DURATION_S" "$REQUESTS" "$RUN_ID" "$FIXTURE")
 
 log "steward bench"
 BENCH_ARGS=(bench --fixture "$FIXTURE" --database "$PG_URL" --duration-s "$DURATION_S"
-    --concurrency "$CONCURRENCY" --recovery-effects "$RECOVERY_EFFECTS" --out "$RUN_DIR/steward.md")
+    --concurrency "$CONCURRENCY" --replicas "$REPLICAS" --recovery-effects "$RECOVERY_EFFECTS"
+    --out "$RUN_DIR/steward.md")
 [ "$REQUESTS" != 0 ] && BENCH_ARGS+=(--requests "$REQUESTS")
 "$STEWARD" "${BENCH_ARGS[@]}" >"$RUN_DIR/steward.out" 2>"$RUN_DIR/steward.log" \
     || log "steward bench exited non-zero (errors or wrong write counts are listed in its report)"
@@ -194,7 +197,7 @@ for peer in restate dbos temporal; do
     PIDS=("${PIDS[0]}")
 done
 
-COMMAND="DURATION_S=$DURATION_S REQUESTS=$REQUESTS CONCURRENCY=$CONCURRENCY RECOVERY_EFFECTS=$RECOVERY_EFFECTS bench/run-all.sh"
+COMMAND="DURATION_S=$DURATION_S REQUESTS=$REQUESTS CONCURRENCY=$CONCURRENCY REPLICAS=$REPLICAS RECOVERY_EFFECTS=$RECOVERY_EFFECTS bench/run-all.sh"
 ln -sfn "$RUN_ID" "$ROOT/bench/results/latest"
 python3 bench/report.py "$RUN_DIR" "$ROOT/bench/RESULTS.md" "$COMMAND"
 # The run directory (databases, logs, raw latencies) stays untracked; the report's files are kept.

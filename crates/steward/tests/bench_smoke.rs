@@ -51,3 +51,43 @@ fn bench_reports_the_rows_it_was_asked_for() {
     let svg = std::fs::read_to_string(out.with_extension("svg")).expect("the SVG file");
     assert!(svg.starts_with("<svg") && svg.contains("polyline"));
 }
+
+/// Two replicas on one PostgreSQL database share the load: every request answered as expected
+/// and one provider write per new operation, whichever replica took the invoke and whichever
+/// took the approval (workload (c) approves on the other replica).
+#[test]
+fn bench_spreads_the_load_over_postgres_replicas() {
+    let admin_url = std::env::var("STEWARD_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    let run = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args([
+            "bench",
+            "--workloads",
+            "a,c",
+            "--concurrency",
+            "2",
+            "--requests",
+            "10",
+            "--duration-s",
+            "120",
+            "--replicas",
+            "2",
+            "--database",
+            &admin_url,
+        ])
+        .output()
+        .expect("steward bench runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "steward bench failed ({}):\n{stdout}\n{stderr}",
+        run.status
+    );
+    for row in [
+        "| a | postgres x2 | 2 | 10 | 0 | 10 |",
+        "| c | postgres x2 | 2 | 10 | 0 | 10 |",
+    ] {
+        assert!(stdout.contains(row), "no row {row:?} in:\n{stdout}");
+    }
+}

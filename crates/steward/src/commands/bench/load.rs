@@ -41,7 +41,9 @@ pub(super) fn http_client(concurrency_max: usize) -> anyhow::Result<reqwest::Cli
 pub(super) struct Target {
     http: reqwest::Client,
     fixture_url: String,
-    server_url: String,
+    /// Every replica's base URL: request `n` goes to replica `n % len`, and the approval of
+    /// workload (c) to the next one, so a decision travels between replicas.
+    server_urls: Vec<String>,
     agent: String,
     approver: String,
     action: String,
@@ -55,7 +57,7 @@ impl Target {
         Target {
             http: http.clone(),
             fixture_url: fixture_url.to_string(),
-            server_url: String::new(),
+            server_urls: Vec::new(),
             agent: String::new(),
             approver: String::new(),
             action: String::new(),
@@ -69,7 +71,7 @@ impl Target {
         Target {
             http: http.clone(),
             fixture_url: String::new(),
-            server_url: world.url.clone(),
+            server_urls: world.urls.clone(),
             agent: world.agent.clone(),
             approver: world.approver.clone(),
             action: world.action.clone(),
@@ -109,8 +111,14 @@ impl Target {
         Ok((status, body))
     }
 
+    /// The replica that takes request `n` (`shift` replicas further on).
+    fn server_url(&self, n: u64, shift: u64) -> &str {
+        let replicas = self.server_urls.len() as u64;
+        &self.server_urls[((n + shift) % replicas) as usize]
+    }
+
     async fn invoke(&self, action: &str, key: &str, n: u64) -> Result<(u16, Value), String> {
-        let url = format!("{}/api/v2/actions/{action}/invoke", self.server_url);
+        let url = format!("{}/api/v2/actions/{action}/invoke", self.server_url(n, 0));
         let body = json!({"input": Self::input(key, n), "operationKey": key});
         self.post(url, &self.agent, key, &body).await
     }
@@ -121,15 +129,18 @@ impl Target {
             Workload::Floor => self.floor_refund(key, n).await,
             Workload::Invoke | Workload::Resubmit => {
                 let (status, body) = self.invoke(&self.action, key, n).await?;
-                expect(status, 200, &body, "status", "succeeded")
+                expect(status, 200, &body, "/data/status", "succeeded")
             }
             Workload::Approve => {
                 let (status, body) = self.invoke(&self.gated_action, key, n).await?;
-                expect(status, 202, &body, "status", "pending_approval")?;
+                expect(status, 202, &body, "/data/status", "pending_approval")?;
                 let approval = body["data"]["approvalId"]
                     .as_str()
                     .ok_or("a gated invoke answered without an approvalId")?;
-                let url = format!("{}/api/v2/approvals/{approval}/approve", self.server_url);
+                let url = format!(
+                    "{}/api/v2/approvals/{approval}/approve",
+                    self.server_url(n, 1)
+                );
                 let (status, body) = self
                     .post(
                         url,
@@ -138,7 +149,9 @@ impl Target {
                         &json!({"note": "bench"}),
                     )
                     .await?;
-                expect(status, 200, &body, "status", "approved")
+                // The approve answers the approval and the invocation it released, dispatched.
+                expect(status, 200, &body, "/data/approval/status", "approved")?;
+                expect(status, 200, &body, "/data/invocation/status", "succeeded")
             }
             Workload::Recovery => Err("recovery is not a request workload".into()),
         }
@@ -184,14 +197,16 @@ impl Target {
     }
 }
 
-fn expect(status: u16, want: u16, body: &Value, field: &str, value: &str) -> Result<(), String> {
-    let seen = body["data"][field].as_str();
+/// `Ok` when the answer has status `want` and the field at `pointer` (a JSON pointer into the
+/// envelope, e.g. `/data/status`) holds `value`.
+fn expect(status: u16, want: u16, body: &Value, pointer: &str, value: &str) -> Result<(), String> {
+    let seen = body.pointer(pointer).and_then(Value::as_str);
     if status == want && seen == Some(value) {
         return Ok(());
     }
     let error = body.get("error").map(|e| e.to_string()).unwrap_or_default();
     Err(format!(
-        "HTTP {status} with {field} {seen:?} (wanted {want}, {value}) {error}"
+        "HTTP {status} with {pointer} {seen:?} (wanted {want}, {value}) {error}"
     ))
 }
 
@@ -203,7 +218,7 @@ pub(super) async fn seed_resubmit(target: &Target, count: u64) -> anyhow::Result
             .invoke(&target.action, &key, i)
             .await
             .map_err(anyhow::Error::msg)?;
-        expect(status, 200, &body, "status", "succeeded")
+        expect(status, 200, &body, "/data/status", "succeeded")
             .map_err(anyhow::Error::msg)
             .context("seeding workload (b)")?;
     }

@@ -97,17 +97,20 @@ pub enum StoreKind {
     /// to connect to) and dropped at the end.
     Postgres {
         admin_url: String,
+        /// `steward serve` processes sharing the database; the load is spread over them.
+        replicas: usize,
     },
     /// A server this run did not start (`--server`).
     External,
 }
 
 impl StoreKind {
-    pub fn label(&self) -> &'static str {
+    pub fn label(&self) -> String {
         match self {
-            StoreKind::Embedded => "embedded",
-            StoreKind::Postgres { .. } => "postgres",
-            StoreKind::External => "external",
+            StoreKind::Embedded => "embedded".into(),
+            StoreKind::Postgres { replicas: 1, .. } => "postgres".into(),
+            StoreKind::Postgres { replicas, .. } => format!("postgres x{replicas}"),
+            StoreKind::External => "external".into(),
         }
     }
 }
@@ -130,6 +133,11 @@ pub struct Args {
     /// bench creates a fresh database there for each server and drops it afterwards).
     #[arg(long)]
     database: Option<String>,
+    /// With --database: measure the PostgreSQL store with each of these numbers of replicas
+    /// (`steward serve` processes on one database, the same total load spread over them).
+    /// Workload (d) runs once, on one replica.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    replicas: Vec<usize>,
     /// Use this running fixture (http://ADDR) instead of starting one.
     #[arg(long)]
     fixture: Option<String>,
@@ -158,6 +166,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.concurrency.is_empty() || args.concurrency.contains(&0) {
         bail!("--concurrency needs levels of at least 1");
     }
+    if args.replicas.is_empty() || args.replicas.contains(&0) {
+        bail!("--replicas needs counts of at least 1");
+    }
     if args.requests == Some(0) || args.duration_s == 0 {
         bail!("--requests and --duration-s must be at least 1");
     }
@@ -182,9 +193,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         stores.push(StoreKind::Embedded);
         match &args.database {
-            Some(url) => stores.push(StoreKind::Postgres {
-                admin_url: url.clone(),
-            }),
+            Some(url) => {
+                for &replicas in &args.replicas {
+                    stores.push(StoreKind::Postgres {
+                        admin_url: url.clone(),
+                        replicas,
+                    });
+                }
+            }
             None => report.note(
                 "PostgreSQL store: not measured in this run (pass --database postgres://...).",
             ),
@@ -227,7 +243,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if args.workloads.contains(&Workload::Recovery) {
-        for store in stores.iter().filter(|s| **s != StoreKind::External) {
+        let recovered = stores.iter().filter(|s| match s {
+            StoreKind::Embedded => true,
+            StoreKind::Postgres { replicas, .. } => *replicas == 1,
+            StoreKind::External => false,
+        });
+        for store in recovered {
             match recovery::run(&exe, dir.path(), store, args.recovery_effects).await {
                 Ok(row) => report.push_recovery(row),
                 Err(e) => {
@@ -280,10 +301,16 @@ async fn run_store(
 ) -> anyhow::Result<()> {
     let mut database = None;
     let mut world = match store {
-        StoreKind::Embedded => World::start(exe, &dir.join("embedded"), None, &fixture.url).await?,
-        StoreKind::Postgres { admin_url } => {
+        StoreKind::Embedded => {
+            World::start(exe, &dir.join("embedded"), None, 1, &fixture.url).await?
+        }
+        StoreKind::Postgres {
+            admin_url,
+            replicas,
+        } => {
             let db = PgDatabase::create(admin_url, "steward_bench").await?;
-            let world = World::start(exe, &dir.join("postgres"), Some(&db.url), &fixture.url).await;
+            let data = dir.join(format!("postgres-{replicas}"));
+            let world = World::start(exe, &data, Some(&db.url), *replicas, &fixture.url).await;
             database = Some(db);
             world?
         }
@@ -299,7 +326,7 @@ async fn run_store(
             .await?
         }
     };
-    let target = Target::steward(http, &world, store.label(), run_id);
+    let target = Target::steward(http, &world, &store.label(), run_id);
     let mut invoke_throughput = std::collections::BTreeMap::new();
     for &workload in workloads {
         if workload == Workload::Resubmit {

@@ -76,7 +76,7 @@ pub(super) async fn run(
             let generate = generate_embedded(dir, &data, effects).await?;
             (None, server.ready_after, generate)
         }
-        StoreKind::Postgres { admin_url } => {
+        StoreKind::Postgres { admin_url, .. } => {
             let db = PgDatabase::create(admin_url, "steward_bench_recovery").await?;
             // Migrates the fresh database, so the baseline start-up does not pay for it.
             drop(open_store(&data, Some(&db.url)).await?);

@@ -201,10 +201,12 @@ fn key(text: &str) -> IdempotencyKey {
     IdempotencyKey::parse(text).expect("a short printable key")
 }
 
-/// One server under test with its keys and actions.
+/// One server under test (or several replicas of one, sharing a PostgreSQL database) with its
+/// keys and actions.
 pub(super) struct World {
-    pub(super) server: Option<Server>,
-    pub(super) url: String,
+    pub(super) servers: Vec<Server>,
+    /// Every replica's base URL; one for an embedded or an external server.
+    pub(super) urls: Vec<String>,
     /// Invokes (an operator key: it may also read and set up).
     pub(super) agent: String,
     /// Decides approvals: never the key that invoked.
@@ -215,27 +217,38 @@ pub(super) struct World {
 }
 
 impl World {
-    /// Starts a server on a fresh data directory (and database), makes the keys and actions.
+    /// Starts `replicas` servers on a fresh data directory (and database: several replicas
+    /// need one, and share it and the data directory's master key), makes the keys and actions.
     pub(super) async fn start(
         exe: &Path,
         data: &Path,
         database: Option<&str>,
+        replicas: usize,
         fixture_url: &str,
     ) -> anyhow::Result<World> {
-        let server = start_server(
-            exe,
-            data,
-            database,
-            &[],
-            Duration::from_secs(SERVER_READY_S),
-        )
-        .await?;
+        anyhow::ensure!(
+            replicas >= 1 && (replicas == 1 || database.is_some()),
+            "several replicas need a PostgreSQL database"
+        );
+        let mut servers = Vec::with_capacity(replicas);
+        for _ in 0..replicas {
+            servers.push(
+                start_server(
+                    exe,
+                    data,
+                    database,
+                    &[],
+                    Duration::from_secs(SERVER_READY_S),
+                )
+                .await?,
+            );
+        }
         let agent = create_key(exe, data, database, "bench-agent").await?;
         let approver = create_key(exe, data, database, "bench-approver").await?;
-        let url = server.url.clone();
+        let urls = servers.iter().map(|s| s.url.clone()).collect();
         let mut world = World {
-            server: Some(server),
-            url,
+            servers,
+            urls,
             agent,
             approver,
             action: ACTION.to_string(),
@@ -254,8 +267,8 @@ impl World {
         run_id: &str,
     ) -> anyhow::Result<World> {
         let mut world = World {
-            server: None,
-            url: url.trim_end_matches('/').to_string(),
+            servers: Vec::new(),
+            urls: vec![url.trim_end_matches('/').to_string()],
             agent: operator_key.to_string(),
             approver: approver_key.to_string(),
             action: format!("{ACTION}-{run_id}"),
@@ -266,7 +279,7 @@ impl World {
     }
 
     async fn set_up(&mut self, fixture_url: &str, suffix: &str) -> anyhow::Result<()> {
-        let operator = StewardApi::new(&self.url, &self.agent)?;
+        let operator = StewardApi::new(&self.urls[0], &self.agent)?;
         // The fixture's host and port: an entry without a port allows only 80/443.
         let fixture = reqwest::Url::parse(fixture_url).context("the fixture URL")?;
         let fixture_host = format!(
@@ -303,7 +316,7 @@ impl World {
     }
 
     pub(super) async fn stop(&mut self) {
-        if let Some(server) = self.server.as_mut() {
+        for server in &mut self.servers {
             terminate(&mut server.child).await;
         }
     }
