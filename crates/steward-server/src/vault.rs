@@ -291,6 +291,7 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use steward_store::{Catalog, Identity};
 
     #[test]
     fn seals_and_opens_bound_to_the_name() {

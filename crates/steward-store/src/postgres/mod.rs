@@ -14,7 +14,7 @@
 //! Durability: a method returns `Ok` only after PostgreSQL acknowledged the `COMMIT`, and with
 //! `synchronous_commit` on (the default, checked on connect) PostgreSQL acknowledges a commit only
 //! once its write-ahead log record is flushed to disk: that flush is the fsync the crash contract
-//! of [`Store`] promises. Where `synchronous_commit` is `remote_write`, `remote_apply` or `on`
+//! of [`Store`](crate::Store) promises. Where `synchronous_commit` is `remote_write`, `remote_apply` or `on`
 //! with synchronous standbys, the commit also waited for them.
 
 mod admin;
@@ -36,7 +36,10 @@ use crate::console_session::ConsoleSessionRecord;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::*;
 use crate::records::*;
-use crate::store::Store;
+use crate::store::{
+    Approvals, AuditLog, Catalog, Effects, Idempotency, Identity, KillSwitch, Limits, Policies,
+    Replicas,
+};
 use async_trait::async_trait;
 use conn::{in_transaction, Mode};
 use deadpool_postgres::Pool;
@@ -100,7 +103,7 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl Identity for PostgresStore {
     async fn ensure_environment(
         &self,
         name: &str,
@@ -126,6 +129,28 @@ impl Store for PostgresStore {
 
     async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
         in_transaction!(self, Mode::Read, |tx| admin::key(&tx, id))
+    }
+
+    async fn caller(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let Some(key) = admin::key_by_hash(&tx, token_hash)
+                .await?
+                .filter(|k| k.usable_at(now))
+            else {
+                return Ok(None);
+            };
+            Ok(admin::environment(&tx, &key.env_id)
+                .await?
+                .map(|env| (key, env)))
+        })
+    }
+
+    async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::list_keys(&tx))
     }
 
     async fn revoke_key(&self, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
@@ -171,43 +196,10 @@ impl Store for PostgresStore {
             &tx, token_hash, actor
         ))
     }
+}
 
-    async fn master_key_check(&self) -> StoreResult<Option<String>> {
-        in_transaction!(self, Mode::Read, |tx| admin::master_key_check(&tx))
-    }
-
-    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
-        in_transaction!(self, Mode::Write, |tx| admin::init_master_key_check(
-            &tx, check, actor
-        ))
-    }
-
-    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::any_secret(&tx))
-    }
-
-    async fn caller(
-        &self,
-        token_hash: &str,
-        now: Millis,
-    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
-        in_transaction!(self, Mode::Read, |tx| async {
-            let Some(key) = admin::key_by_hash(&tx, token_hash)
-                .await?
-                .filter(|k| k.usable_at(now))
-            else {
-                return Ok(None);
-            };
-            Ok(admin::environment(&tx, &key.env_id)
-                .await?
-                .map(|env| (key, env)))
-        })
-    }
-
-    async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::list_keys(&tx))
-    }
-
+#[async_trait]
+impl Catalog for PostgresStore {
     async fn put_secret(
         &self,
         secret: &SecretRecord,
@@ -239,6 +231,20 @@ impl Store for PostgresStore {
         in_transaction!(self, Mode::Write, |tx| admin::delete_secret(
             &tx, env, name, actor
         ))
+    }
+
+    async fn master_key_check(&self) -> StoreResult<Option<String>> {
+        in_transaction!(self, Mode::Read, |tx| admin::master_key_check(&tx))
+    }
+
+    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
+        in_transaction!(self, Mode::Write, |tx| admin::init_master_key_check(
+            &tx, check, actor
+        ))
+    }
+
+    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
+        in_transaction!(self, Mode::Read, |tx| admin::any_secret(&tx))
     }
 
     async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()> {
@@ -295,7 +301,10 @@ impl Store for PostgresStore {
     ) -> StoreResult<Vec<ActionVersion>> {
         in_transaction!(self, Mode::Read, |tx| admin::action_versions(&tx, env, id))
     }
+}
 
+#[async_trait]
+impl Effects for PostgresStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
         in_transaction!(self, Mode::Write, |tx| invocations::submit(&tx, submission))
     }
@@ -455,6 +464,63 @@ impl Store for PostgresStore {
         ))
     }
 
+    async fn count_unknown(&self) -> StoreResult<u64> {
+        let n: i64 = in_transaction!(self, Mode::Read, |tx| tx
+            .count("SELECT COUNT(*) FROM effects WHERE state = 'unknown'", &[]))?;
+        Ok(n as u64)
+    }
+}
+
+#[async_trait]
+impl Idempotency for PostgresStore {
+    async fn idempotency_begin(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: Millis,
+        owner: &ReplicaId,
+    ) -> StoreResult<IdempotencyBegin> {
+        in_transaction!(self, Mode::Write, |tx| idempotency::begin(
+            &tx,
+            env,
+            caller,
+            key,
+            fingerprint,
+            now,
+            owner
+        ))
+    }
+
+    async fn idempotency_finish(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &Value,
+        _now: Millis,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| idempotency::finish(
+            &tx, env, caller, key, status, body
+        ))
+    }
+
+    async fn idempotency_abandon(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| idempotency::abandon(
+            &tx, env, caller, key
+        ))
+    }
+}
+
+#[async_trait]
+impl Approvals for PostgresStore {
     async fn create_approval(
         &self,
         env: &EnvironmentId,
@@ -509,52 +575,10 @@ impl Store for PostgresStore {
     fn approval_events(&self) -> Option<broadcast::Receiver<ApprovalEvent>> {
         Some(self.announcements.subscribe())
     }
+}
 
-    async fn idempotency_begin(
-        &self,
-        env: &EnvironmentId,
-        caller: &KeyId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        now: Millis,
-        owner: &ReplicaId,
-    ) -> StoreResult<IdempotencyBegin> {
-        in_transaction!(self, Mode::Write, |tx| idempotency::begin(
-            &tx,
-            env,
-            caller,
-            key,
-            fingerprint,
-            now,
-            owner
-        ))
-    }
-
-    async fn idempotency_finish(
-        &self,
-        env: &EnvironmentId,
-        caller: &KeyId,
-        key: &IdempotencyKey,
-        status: u16,
-        body: &Value,
-        _now: Millis,
-    ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| idempotency::finish(
-            &tx, env, caller, key, status, body
-        ))
-    }
-
-    async fn idempotency_abandon(
-        &self,
-        env: &EnvironmentId,
-        caller: &KeyId,
-        key: &IdempotencyKey,
-    ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| idempotency::abandon(
-            &tx, env, caller, key
-        ))
-    }
-
+#[async_trait]
+impl Policies for PostgresStore {
     async fn create_policy(
         &self,
         policy: &PolicyRecord,
@@ -624,7 +648,10 @@ impl Store for PostgresStore {
     ) -> StoreResult<Vec<PolicyVersion>> {
         in_transaction!(self, Mode::Read, |tx| policies::versions(&tx, env, id))
     }
+}
 
+#[async_trait]
+impl Limits for PostgresStore {
     async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
         in_transaction!(self, Mode::Write, |tx| limits::create(&tx, limit, actor))
     }
@@ -677,7 +704,10 @@ impl Store for PostgresStore {
     async fn reserve_impact(&self, request: &ImpactRequest) -> StoreResult<ReserveOutcome> {
         in_transaction!(self, Mode::Write, |tx| limits::reserve(&tx, request))
     }
+}
 
+#[async_trait]
+impl KillSwitch for PostgresStore {
     async fn set_halted(
         &self,
         env: &EnvironmentId,
@@ -693,7 +723,10 @@ impl Store for PostgresStore {
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
         in_transaction!(self, Mode::Read, |tx| admin::ready_invocations(&tx, env))
     }
+}
 
+#[async_trait]
+impl Replicas for PostgresStore {
     async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
         self.heartbeats.beat(replica, now).await
     }
@@ -707,13 +740,10 @@ impl Store for PostgresStore {
         }
         in_transaction!(self, Mode::Write, |tx| recover::recover(&tx, sweep))
     }
+}
 
-    async fn count_unknown(&self) -> StoreResult<u64> {
-        let n: i64 = in_transaction!(self, Mode::Read, |tx| tx
-            .count("SELECT COUNT(*) FROM effects WHERE state = 'unknown'", &[]))?;
-        Ok(n as u64)
-    }
-
+#[async_trait]
+impl AuditLog for PostgresStore {
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
         in_transaction!(self, Mode::Read, |tx| audit_log::events(&tx, after, limit))
     }

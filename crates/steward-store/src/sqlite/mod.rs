@@ -17,7 +17,10 @@ use crate::console_session::ConsoleSessionRecord;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::*;
 use crate::records::*;
-use crate::store::Store;
+use crate::store::{
+    Approvals, AuditLog, Catalog, Effects, Idempotency, Identity, KillSwitch, Limits, Policies,
+    Replicas,
+};
 use async_trait::async_trait;
 use conn::{blocking, Pool};
 use serde_json::Value;
@@ -69,7 +72,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Identity for SqliteStore {
     async fn ensure_environment(
         &self,
         name: &str,
@@ -100,6 +103,21 @@ impl Store for SqliteStore {
     async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
         let id = id.clone();
         self.read(move |c| admin::key(c, &id)).await
+    }
+
+    async fn caller(
+        &self,
+        token_hash: &str,
+        now: Millis,
+    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
+        let hash = token_hash.to_string();
+        self.read(move |c| {
+            let Some(key) = admin::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
+                return Ok(None);
+            };
+            Ok(admin::environment(c, &key.env_id)?.map(|env| (key, env)))
+        })
+        .await
     }
 
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
@@ -149,36 +167,10 @@ impl Store for SqliteStore {
         self.write(move |tx| console_sessions::end(tx, &hash, &actor))
             .await
     }
+}
 
-    async fn master_key_check(&self) -> StoreResult<Option<String>> {
-        self.read(admin::master_key_check).await
-    }
-
-    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
-        let (check, actor) = (check.to_string(), actor.clone());
-        self.write(move |tx| admin::init_master_key_check(tx, &check, &actor))
-            .await
-    }
-
-    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
-        self.read(admin::any_secret).await
-    }
-
-    async fn caller(
-        &self,
-        token_hash: &str,
-        now: Millis,
-    ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
-        let hash = token_hash.to_string();
-        self.read(move |c| {
-            let Some(key) = admin::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
-                return Ok(None);
-            };
-            Ok(admin::environment(c, &key.env_id)?.map(|env| (key, env)))
-        })
-        .await
-    }
-
+#[async_trait]
+impl Catalog for SqliteStore {
     async fn put_secret(
         &self,
         secret: &SecretRecord,
@@ -209,6 +201,20 @@ impl Store for SqliteStore {
         let (env, name, actor) = (env.clone(), name.to_string(), actor.clone());
         self.write(move |tx| admin::delete_secret(tx, &env, &name, &actor))
             .await
+    }
+
+    async fn master_key_check(&self) -> StoreResult<Option<String>> {
+        self.read(admin::master_key_check).await
+    }
+
+    async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
+        let (check, actor) = (check.to_string(), actor.clone());
+        self.write(move |tx| admin::init_master_key_check(tx, &check, &actor))
+            .await
+    }
+
+    async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
+        self.read(admin::any_secret).await
     }
 
     async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()> {
@@ -264,7 +270,10 @@ impl Store for SqliteStore {
         self.read(move |c| admin::action_versions(c, &env, &id))
             .await
     }
+}
 
+#[async_trait]
+impl Effects for SqliteStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
         let submission = submission.clone();
         self.write(move |tx| invocations::submit(tx, &submission))
@@ -431,6 +440,70 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn count_unknown(&self) -> StoreResult<u64> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM effects WHERE state = 'unknown'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(conn::unavailable)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Idempotency for SqliteStore {
+    async fn idempotency_begin(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: Millis,
+        owner: &ReplicaId,
+    ) -> StoreResult<IdempotencyBegin> {
+        let (env, caller, key, fingerprint, owner) = (
+            env.clone(),
+            caller.clone(),
+            key.clone(),
+            fingerprint.to_string(),
+            owner.clone(),
+        );
+        self.write(move |tx| idempotency::begin(tx, &env, &caller, &key, &fingerprint, now, &owner))
+            .await
+    }
+
+    async fn idempotency_finish(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &Value,
+        _now: Millis,
+    ) -> StoreResult<()> {
+        let (env, caller, key, body) = (env.clone(), caller.clone(), key.clone(), body.clone());
+        self.write(move |tx| idempotency::finish(tx, &env, &caller, &key, status, &body))
+            .await
+    }
+
+    async fn idempotency_abandon(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        let (env, caller, key) = (env.clone(), caller.clone(), key.clone());
+        self.write(move |tx| idempotency::abandon(tx, &env, &caller, &key))
+            .await
+    }
+}
+
+#[async_trait]
+impl Approvals for SqliteStore {
     async fn create_approval(
         &self,
         env: &EnvironmentId,
@@ -496,52 +569,10 @@ impl Store for SqliteStore {
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
         self.write(move |tx| approvals::expire_due(tx, now)).await
     }
+}
 
-    async fn idempotency_begin(
-        &self,
-        env: &EnvironmentId,
-        caller: &KeyId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        now: Millis,
-        owner: &ReplicaId,
-    ) -> StoreResult<IdempotencyBegin> {
-        let (env, caller, key, fingerprint, owner) = (
-            env.clone(),
-            caller.clone(),
-            key.clone(),
-            fingerprint.to_string(),
-            owner.clone(),
-        );
-        self.write(move |tx| idempotency::begin(tx, &env, &caller, &key, &fingerprint, now, &owner))
-            .await
-    }
-
-    async fn idempotency_finish(
-        &self,
-        env: &EnvironmentId,
-        caller: &KeyId,
-        key: &IdempotencyKey,
-        status: u16,
-        body: &Value,
-        _now: Millis,
-    ) -> StoreResult<()> {
-        let (env, caller, key, body) = (env.clone(), caller.clone(), key.clone(), body.clone());
-        self.write(move |tx| idempotency::finish(tx, &env, &caller, &key, status, &body))
-            .await
-    }
-
-    async fn idempotency_abandon(
-        &self,
-        env: &EnvironmentId,
-        caller: &KeyId,
-        key: &IdempotencyKey,
-    ) -> StoreResult<()> {
-        let (env, caller, key) = (env.clone(), caller.clone(), key.clone());
-        self.write(move |tx| idempotency::abandon(tx, &env, &caller, &key))
-            .await
-    }
-
+#[async_trait]
+impl Policies for SqliteStore {
     async fn create_policy(
         &self,
         policy: &PolicyRecord,
@@ -626,7 +657,10 @@ impl Store for SqliteStore {
         let (env, id) = (env.clone(), id.clone());
         self.read(move |c| policies::versions(c, &env, &id)).await
     }
+}
 
+#[async_trait]
+impl Limits for SqliteStore {
     async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
         let (limit, actor) = (limit.clone(), actor.clone());
         self.write(move |tx| limits::create(tx, &limit, &actor))
@@ -687,7 +721,10 @@ impl Store for SqliteStore {
         let request = request.clone();
         self.write(move |tx| limits::reserve(tx, &request)).await
     }
+}
 
+#[async_trait]
+impl KillSwitch for SqliteStore {
     async fn set_halted(
         &self,
         env: &EnvironmentId,
@@ -704,7 +741,10 @@ impl Store for SqliteStore {
         let env = env.clone();
         self.read(move |c| admin::ready_invocations(c, &env)).await
     }
+}
 
+#[async_trait]
+impl Replicas for SqliteStore {
     async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
         let replica = replica.clone();
         self.write(move |tx| recover::heartbeat(tx, &replica, now))
@@ -715,20 +755,10 @@ impl Store for SqliteStore {
         let sweep = sweep.clone();
         self.write(move |tx| recover::recover(tx, &sweep)).await
     }
+}
 
-    async fn count_unknown(&self) -> StoreResult<u64> {
-        self.read(|c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM effects WHERE state = 'unknown'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
-            .map_err(conn::unavailable)
-        })
-        .await
-    }
-
+#[async_trait]
+impl AuditLog for SqliteStore {
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
         self.read(move |c| {
             rows::query_all(
