@@ -3,7 +3,7 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::{unavailable, CachedQuery};
-use super::invocations::{change_effect, invocation};
+use super::effects::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
 use crate::approval_change::DecisionPlan;
 use crate::error::{StoreError, StoreResult};
@@ -112,7 +112,7 @@ pub(crate) fn insert(
             a.expires_at.map(|t| t.0), a.run_id, now.0
         ],
     )
-    .map_err(|e| super::admin::constraint(e, "approval"))?;
+    .map_err(|e| super::conn::constraint(e, "approval"))?;
     append(
         tx,
         &Actor::key(requested_by, now),

@@ -113,7 +113,7 @@ pub(crate) fn earlier(
         return Ok(None);
     };
     let invocation = invocation
-        .map(|id| super::invocations::must_invocation(conn, env, &id))
+        .map(|id| super::effects::must_invocation(conn, env, &id))
         .transpose()?;
     Ok(Some(EarlierRequest {
         fingerprint,

@@ -100,7 +100,7 @@ pub(crate) fn create(tx: &Transaction<'_>, l: &LimitRecord, actor: &Actor) -> St
             s.period.as_str(), s.amount, s.action_name, actor.now.0
         ],
     )
-    .map_err(|e| super::admin::constraint(e, "impact limit"))?;
+    .map_err(|e| super::conn::constraint(e, "impact limit"))?;
     append(
         tx,
         actor,

@@ -1,15 +1,16 @@
 //! The embedded store: SQLite on disk, WAL, `synchronous=FULL`.
 
-mod admin;
 mod approvals;
 mod audit_log;
+mod catalog;
 mod conn;
-mod console_sessions;
+mod effects;
 mod idempotency;
-mod invocations;
+mod identity;
+mod kill_switch;
 mod limits;
 mod policies;
-mod recover;
+mod replicas;
 mod rows;
 mod schema;
 
@@ -80,29 +81,29 @@ impl Identity for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<Environment> {
         let (name, new_id, actor) = (name.to_string(), new_id.clone(), actor.clone());
-        self.write(move |tx| admin::ensure_environment(tx, &name, &new_id, &actor))
+        self.write(move |tx| identity::ensure_environment(tx, &name, &new_id, &actor))
             .await
     }
 
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
         let id = id.clone();
-        self.read(move |c| admin::environment(c, &id)).await
+        self.read(move |c| identity::environment(c, &id)).await
     }
 
     async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
         let (key, actor) = (key.clone(), actor.clone());
-        self.write(move |tx| admin::insert_key(tx, &key, &actor))
+        self.write(move |tx| identity::insert_key(tx, &key, &actor))
             .await
     }
 
     async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
         let hash = token_hash.to_string();
-        self.read(move |c| admin::key_by_hash(c, &hash)).await
+        self.read(move |c| identity::key_by_hash(c, &hash)).await
     }
 
     async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
         let id = id.clone();
-        self.read(move |c| admin::key(c, &id)).await
+        self.read(move |c| identity::key(c, &id)).await
     }
 
     async fn caller(
@@ -112,33 +113,33 @@ impl Identity for SqliteStore {
     ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
         let hash = token_hash.to_string();
         self.read(move |c| {
-            let Some(key) = admin::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
+            let Some(key) = identity::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
                 return Ok(None);
             };
-            Ok(admin::environment(c, &key.env_id)?.map(|env| (key, env)))
+            Ok(identity::environment(c, &key.env_id)?.map(|env| (key, env)))
         })
         .await
     }
 
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
-        self.read(admin::list_keys).await
+        self.read(identity::list_keys).await
     }
 
     async fn revoke_key(&self, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
         let (id, actor) = (id.clone(), actor.clone());
-        self.write(move |tx| admin::revoke_key(tx, &id, &actor))
+        self.write(move |tx| identity::revoke_key(tx, &id, &actor))
             .await
     }
 
     async fn rotate_key(&self, rotation: &KeyRotation, actor: &Actor) -> StoreResult<ApiKeyRecord> {
         let (rotation, actor) = (rotation.clone(), actor.clone());
-        self.write(move |tx| admin::rotate_key(tx, &rotation, &actor))
+        self.write(move |tx| identity::rotate_key(tx, &rotation, &actor))
             .await
     }
 
     async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()> {
         let id = id.clone();
-        self.write(move |tx| admin::mark_key_used(tx, &id, at))
+        self.write(move |tx| identity::mark_key_used(tx, &id, at))
             .await
     }
 
@@ -148,7 +149,7 @@ impl Identity for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<()> {
         let (session, actor) = (session.clone(), actor.clone());
-        self.write(move |tx| console_sessions::create(tx, &session, &actor))
+        self.write(move |tx| identity::create_console_session(tx, &session, &actor))
             .await
     }
 
@@ -158,13 +159,13 @@ impl Identity for SqliteStore {
         now: Millis,
     ) -> StoreResult<Option<(ConsoleSessionRecord, ApiKeyRecord, Environment)>> {
         let hash = token_hash.to_string();
-        self.read(move |c| console_sessions::lookup(c, &hash, now))
+        self.read(move |c| identity::console_session(c, &hash, now))
             .await
     }
 
     async fn end_console_session(&self, token_hash: &str, actor: &Actor) -> StoreResult<bool> {
         let (hash, actor) = (token_hash.to_string(), actor.clone());
-        self.write(move |tx| console_sessions::end(tx, &hash, &actor))
+        self.write(move |tx| identity::end_console_session(tx, &hash, &actor))
             .await
     }
 }
@@ -178,18 +179,18 @@ impl Catalog for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<SecretRecord> {
         let (secret, actor) = (secret.clone(), actor.clone());
-        self.write(move |tx| admin::put_secret(tx, &secret, expected_version, &actor))
+        self.write(move |tx| catalog::put_secret(tx, &secret, expected_version, &actor))
             .await
     }
 
     async fn secret(&self, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>> {
         let (env, name) = (env.clone(), name.to_string());
-        self.read(move |c| admin::secret(c, &env, &name)).await
+        self.read(move |c| catalog::secret(c, &env, &name)).await
     }
 
     async fn list_secrets(&self, env: &EnvironmentId) -> StoreResult<Vec<SecretRecord>> {
         let env = env.clone();
-        self.read(move |c| admin::list_secrets(c, &env)).await
+        self.read(move |c| catalog::list_secrets(c, &env)).await
     }
 
     async fn delete_secret(
@@ -199,27 +200,27 @@ impl Catalog for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<bool> {
         let (env, name, actor) = (env.clone(), name.to_string(), actor.clone());
-        self.write(move |tx| admin::delete_secret(tx, &env, &name, &actor))
+        self.write(move |tx| catalog::delete_secret(tx, &env, &name, &actor))
             .await
     }
 
     async fn master_key_check(&self) -> StoreResult<Option<String>> {
-        self.read(admin::master_key_check).await
+        self.read(catalog::master_key_check).await
     }
 
     async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
         let (check, actor) = (check.to_string(), actor.clone());
-        self.write(move |tx| admin::init_master_key_check(tx, &check, &actor))
+        self.write(move |tx| catalog::init_master_key_check(tx, &check, &actor))
             .await
     }
 
     async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
-        self.read(admin::any_secret).await
+        self.read(catalog::any_secret).await
     }
 
     async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()> {
         let (action, actor) = (action.clone(), actor.clone());
-        self.write(move |tx| admin::create_action(tx, &action, &actor))
+        self.write(move |tx| catalog::create_action(tx, &action, &actor))
             .await
     }
 
@@ -232,7 +233,7 @@ impl Catalog for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<ActionRecord> {
         let (env, id, def, actor) = (env.clone(), id.clone(), definition.clone(), actor.clone());
-        self.write(move |tx| admin::update_action(tx, &env, &id, expected_version, &def, &actor))
+        self.write(move |tx| catalog::update_action(tx, &env, &id, expected_version, &def, &actor))
             .await
     }
 
@@ -242,12 +243,13 @@ impl Catalog for SqliteStore {
         reference: &str,
     ) -> StoreResult<Option<ActionRecord>> {
         let (env, reference) = (env.clone(), reference.to_string());
-        self.read(move |c| admin::action(c, &env, &reference)).await
+        self.read(move |c| catalog::action(c, &env, &reference))
+            .await
     }
 
     async fn list_actions(&self, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>> {
         let env = env.clone();
-        self.read(move |c| admin::list_actions(c, &env)).await
+        self.read(move |c| catalog::list_actions(c, &env)).await
     }
 
     async fn delete_action(
@@ -257,7 +259,7 @@ impl Catalog for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<bool> {
         let (env, id, actor) = (env.clone(), id.clone(), actor.clone());
-        self.write(move |tx| admin::delete_action(tx, &env, &id, &actor))
+        self.write(move |tx| catalog::delete_action(tx, &env, &id, &actor))
             .await
     }
 
@@ -267,7 +269,7 @@ impl Catalog for SqliteStore {
         id: &ActionId,
     ) -> StoreResult<Vec<ActionVersion>> {
         let (env, id) = (env.clone(), id.clone());
-        self.read(move |c| admin::action_versions(c, &env, &id))
+        self.read(move |c| catalog::action_versions(c, &env, &id))
             .await
     }
 }
@@ -276,8 +278,7 @@ impl Catalog for SqliteStore {
 impl Effects for SqliteStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
         let submission = submission.clone();
-        self.write(move |tx| invocations::submit(tx, &submission))
-            .await
+        self.write(move |tx| effects::submit(tx, &submission)).await
     }
 
     async fn invoke_context(
@@ -293,17 +294,17 @@ impl Effects for SqliteStore {
             idempotency_key.cloned(),
         );
         self.read(move |c| {
-            let Some(caller) = admin::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
+            let Some(caller) = identity::key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
                 return Ok(None);
             };
-            let Some(environment) = admin::environment(c, &caller.env_id)? else {
+            let Some(environment) = identity::environment(c, &caller.env_id)? else {
                 return Ok(None);
             };
             let env = &environment.id;
-            let action = admin::action(c, env, &action)?;
+            let action = catalog::action(c, env, &action)?;
             let mut secrets = Vec::new();
             for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
-                secrets.extend(admin::secret(c, env, &name)?);
+                secrets.extend(catalog::secret(c, env, &name)?);
             }
             Ok(Some(InvokeContext {
                 policies: policies::list(c, env)?,
@@ -326,7 +327,7 @@ impl Effects for SqliteStore {
         first: &FirstAttempt,
     ) -> StoreResult<Submitted> {
         let (submission, first) = (submission.clone(), first.clone());
-        self.write(move |tx| invocations::submit_and_begin(tx, &submission, &first))
+        self.write(move |tx| effects::submit_and_begin(tx, &submission, &first))
             .await
     }
 
@@ -337,21 +338,21 @@ impl Effects for SqliteStore {
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
         let (env, caller, key) = (env.clone(), caller.clone(), key.clone());
-        self.write(move |tx| invocations::finish_invoke_request(tx, &env, &caller, &key))
+        self.write(move |tx| effects::finish_invoke_request(tx, &env, &caller, &key))
             .await
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
         let change = change.clone();
-        self.write(move |tx| invocations::change_effect(tx, &change))
+        self.write(move |tx| effects::change_effect(tx, &change))
             .await
     }
 
     async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
         let change = change.clone();
         self.write(move |tx| {
-            invocations::change_effect(tx, &change)?;
-            invocations::invocation_of_effect(tx, &change.env_id, &change.effect_id)
+            effects::change_effect(tx, &change)?;
+            effects::invocation_of_effect(tx, &change.env_id, &change.effect_id)
         })
         .await
     }
@@ -365,7 +366,7 @@ impl Effects for SqliteStore {
     ) -> StoreResult<()> {
         let (env, effect, evidence, actor) =
             (env.clone(), effect.clone(), evidence.clone(), actor.clone());
-        self.write(move |tx| invocations::append_evidence(tx, &env, &effect, &evidence, &actor))
+        self.write(move |tx| effects::append_evidence(tx, &env, &effect, &evidence, &actor))
             .await
     }
 
@@ -375,7 +376,7 @@ impl Effects for SqliteStore {
         limit: u32,
         claim_until: Millis,
     ) -> StoreResult<Vec<ReconcileDue>> {
-        self.write(move |tx| invocations::due_for_reconcile(tx, now, limit, claim_until))
+        self.write(move |tx| effects::due_for_reconcile(tx, now, limit, claim_until))
             .await
     }
 
@@ -386,7 +387,7 @@ impl Effects for SqliteStore {
         next_at: Option<Millis>,
     ) -> StoreResult<()> {
         let (env, effect) = (env.clone(), effect.clone());
-        self.write(move |tx| invocations::schedule_reconcile(tx, &env, &effect, next_at))
+        self.write(move |tx| effects::schedule_reconcile(tx, &env, &effect, next_at))
             .await
     }
 
@@ -396,8 +397,7 @@ impl Effects for SqliteStore {
         id: &InvocationId,
     ) -> StoreResult<Option<InvocationRecord>> {
         let (env, id) = (env.clone(), id.clone());
-        self.read(move |c| invocations::invocation(c, &env, &id))
-            .await
+        self.read(move |c| effects::invocation(c, &env, &id)).await
     }
 
     async fn invocation_by_operation_key(
@@ -407,7 +407,7 @@ impl Effects for SqliteStore {
         operation_key: &OperationKey,
     ) -> StoreResult<Option<InvocationRecord>> {
         let (env, action, key) = (env.clone(), action.clone(), operation_key.clone());
-        self.read(move |c| invocations::invocation_by_operation_key(c, &env, &action, &key))
+        self.read(move |c| effects::invocation_by_operation_key(c, &env, &action, &key))
             .await
     }
 
@@ -417,7 +417,7 @@ impl Effects for SqliteStore {
         filter: &InvocationFilter,
     ) -> StoreResult<Page<InvocationRecord>> {
         let (env, filter) = (env.clone(), filter.clone());
-        self.read(move |c| invocations::list_invocations(c, &env, &filter))
+        self.read(move |c| effects::list_invocations(c, &env, &filter))
             .await
     }
 
@@ -427,7 +427,7 @@ impl Effects for SqliteStore {
         id: &EffectId,
     ) -> StoreResult<Option<EffectDetail>> {
         let (env, id) = (env.clone(), id.clone());
-        self.read(move |c| invocations::effect(c, &env, &id)).await
+        self.read(move |c| effects::effect(c, &env, &id)).await
     }
 
     async fn list_effects(
@@ -436,7 +436,7 @@ impl Effects for SqliteStore {
         filter: &EffectFilter,
     ) -> StoreResult<Page<EffectRecord>> {
         let (env, filter) = (env.clone(), filter.clone());
-        self.read(move |c| invocations::list_effects(c, &env, &filter))
+        self.read(move |c| effects::list_effects(c, &env, &filter))
             .await
     }
 
@@ -733,13 +733,14 @@ impl KillSwitch for SqliteStore {
         actor: &Actor,
     ) -> StoreResult<Environment> {
         let (env, reason, actor) = (env.clone(), reason.map(str::to_string), actor.clone());
-        self.write(move |tx| admin::set_halted(tx, &env, halted, reason.as_deref(), &actor))
+        self.write(move |tx| kill_switch::set_halted(tx, &env, halted, reason.as_deref(), &actor))
             .await
     }
 
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
         let env = env.clone();
-        self.read(move |c| admin::ready_invocations(c, &env)).await
+        self.read(move |c| kill_switch::ready_invocations(c, &env))
+            .await
     }
 }
 
@@ -747,13 +748,13 @@ impl KillSwitch for SqliteStore {
 impl Replicas for SqliteStore {
     async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
         let replica = replica.clone();
-        self.write(move |tx| recover::heartbeat(tx, &replica, now))
+        self.write(move |tx| replicas::heartbeat(tx, &replica, now))
             .await
     }
 
     async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
         let sweep = sweep.clone();
-        self.write(move |tx| recover::recover(tx, &sweep)).await
+        self.write(move |tx| replicas::recover(tx, &sweep)).await
     }
 }
 

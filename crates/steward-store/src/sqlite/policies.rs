@@ -77,7 +77,7 @@ pub(crate) fn create(
         "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
         params![p.id.as_str(), p.env_id.as_str(), p.spec.name, actor.now.0],
     )
-    .map_err(|e| super::admin::constraint(e, "policy"))?;
+    .map_err(|e| super::conn::constraint(e, "policy"))?;
     insert_version(tx, &p.id, 1, Some(&p.spec), note, actor)?;
     append(
         tx,
@@ -131,7 +131,7 @@ pub(crate) fn update(
         "UPDATE policies SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
         params![version, new_spec.name, actor.now.0, id.as_str(), expected],
     )
-    .map_err(|e| super::admin::constraint(e, "policy"))?;
+    .map_err(|e| super::conn::constraint(e, "policy"))?;
     insert_version(tx, id, version, Some(new_spec), note, actor)?;
     append(
         tx,

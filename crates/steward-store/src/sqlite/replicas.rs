@@ -4,7 +4,7 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::unavailable;
-use super::invocations::change_effect;
+use super::effects::change_effect;
 use super::rows::{self, col, query_all};
 use crate::error::StoreResult;
 use crate::records::*;

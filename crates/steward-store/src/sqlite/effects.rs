@@ -344,7 +344,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
     // halted. Checked in this transaction, so an attempt committed after a halt cannot exist.
     if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
-        && super::admin::is_halted(tx, &c.env_id)?
+        && super::kill_switch::is_halted(tx, &c.env_id)?
     {
         return Err(StoreError::Halted);
     }

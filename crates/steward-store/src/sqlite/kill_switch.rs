@@ -1,0 +1,66 @@
+//! The kill switch: halting an environment, and the work a halt parked.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::identity::environment;
+use super::rows::{self, query_all};
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use rusqlite::{params, Connection, Transaction};
+use serde_json::json;
+use steward_core::EnvironmentId;
+
+/// Halts (`halted = true`, with a reason) or resumes an environment: the kill switch.
+pub(crate) fn set_halted(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    halted: bool,
+    reason: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<Environment> {
+    let before = environment(tx, env)?.ok_or(StoreError::NotFound {
+        what: "environment",
+    })?;
+    tx.execute(
+        "UPDATE environments SET halted = ?1, halt_reason = ?2 WHERE id = ?3",
+        params![halted, if halted { reason } else { None }, env.as_str()],
+    )
+    .map_err(unavailable)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: if halted {
+                "environment.halted"
+            } else {
+                "environment.resumed"
+            },
+            subject: env.as_str(),
+            before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
+            after: Some(json!({"halted": halted, "reason": if halted { reason } else { None }})),
+        },
+    )?;
+    environment(tx, env)?.ok_or(StoreError::NotFound {
+        what: "environment",
+    })
+}
+
+/// True while the environment is halted. Read inside the transaction that records an attempt,
+/// so no attempt committed after a halt can be sent.
+pub(crate) fn is_halted(conn: &Connection, env: &EnvironmentId) -> StoreResult<bool> {
+    Ok(environment(conn, env)?.is_some_and(|e| e.halted))
+}
+
+/// Every invocation in the environment whose effect is `ready` (allowed to run, not attempted):
+/// the work a halt parked, dispatched once on resume.
+pub(crate) fn ready_invocations(
+    conn: &Connection,
+    env: &EnvironmentId,
+) -> StoreResult<Vec<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE env_id = ?1 AND state = 'ready' ORDER BY created_at, id",
+        rows::INVOCATION_COLUMNS
+    );
+    query_all(conn, &sql, &[&env.as_str()], rows::invocation)
+}
