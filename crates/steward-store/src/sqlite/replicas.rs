@@ -6,9 +6,12 @@ use super::audit_log::{append, Entry};
 use super::conn::unavailable;
 use super::effects::change_effect;
 use super::rows::{self, col, query_all};
+use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::records::*;
 use crate::recovery::{self, Orphan};
+use crate::store::Replicas;
+use async_trait::async_trait;
 use rusqlite::{params, Transaction};
 use serde_json::json;
 use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
@@ -20,17 +23,6 @@ fn orphaned(table: &str) -> String {
         "({table}.owner IS NULL OR ({table}.owner <> ?1 AND NOT EXISTS (
             SELECT 1 FROM replicas r WHERE r.id = {table}.owner AND r.heartbeat_at >= ?2)))"
     )
-}
-
-pub(crate) fn heartbeat(tx: &Transaction<'_>, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
-    super::conn::execute_cached(
-        tx,
-        "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
-         ON CONFLICT (id) DO UPDATE SET heartbeat_at = MAX(heartbeat_at, excluded.heartbeat_at)",
-        params![replica.as_str(), now.0],
-    )
-    .map_err(unavailable)?;
-    Ok(())
 }
 
 fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
@@ -61,56 +53,6 @@ fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
     )
 }
 
-pub(crate) fn recover(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<RecoveryReport> {
-    let mut report = RecoveryReport::default();
-    for orphan in orphans(tx, sweep)? {
-        match recovery::settle(&orphan, sweep) {
-            recovery::Settle::Change(change) => {
-                change_effect(tx, &change)?;
-                match orphan.state {
-                    EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
-                    _ => report.ready_to_failed.push(orphan.effect),
-                }
-            }
-            recovery::Settle::TakeOver => {
-                claim(tx, &orphan, sweep)?;
-                report
-                    .approved_to_dispatch
-                    .push((orphan.env, orphan.invocation));
-            }
-        }
-    }
-    let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
-    let marked = super::conn::execute_cached(
-        tx,
-        &format!(
-            "UPDATE idempotency SET state = 'done'
-                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
-            orphaned("idempotency")
-        ),
-        params![replica, dead_before],
-    )
-    .map_err(unavailable)?;
-    let dropped = super::conn::execute_cached(
-        tx,
-        &format!(
-            "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
-            orphaned("idempotency")
-        ),
-        params![replica, dead_before],
-    )
-    .map_err(unavailable)?;
-    report.requests_cleared = (marked + dropped) as u64;
-    report.expired_replicas = query_all(
-        tx,
-        "DELETE FROM replicas WHERE id <> ?1 AND heartbeat_at < ?2 RETURNING id",
-        &[&replica, &dead_before],
-        |row| ReplicaId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e)),
-    )?;
-    report.expired_replicas.sort();
-    Ok(report)
-}
-
 /// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
 fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
     super::conn::execute_cached(
@@ -130,4 +72,76 @@ fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()
             after: Some(json!({"owner": sweep.replica})),
         },
     )
+}
+
+#[async_trait]
+impl Replicas for SqliteStore {
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+        let replica = replica.clone();
+        self.write(move |tx| {
+            super::conn::execute_cached(
+                tx,
+                "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = MAX(heartbeat_at, excluded.heartbeat_at)",
+                params![replica.as_str(), now.0],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
+        let sweep = sweep.clone();
+        self.write(move |tx| {
+            let mut report = RecoveryReport::default();
+            for orphan in orphans(tx, &sweep)? {
+                match recovery::settle(&orphan, &sweep) {
+                    recovery::Settle::Change(change) => {
+                        change_effect(tx, &change)?;
+                        match orphan.state {
+                            EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
+                            _ => report.ready_to_failed.push(orphan.effect),
+                        }
+                    }
+                    recovery::Settle::TakeOver => {
+                        claim(tx, &orphan, &sweep)?;
+                        report
+                            .approved_to_dispatch
+                            .push((orphan.env, orphan.invocation));
+                    }
+                }
+            }
+            let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
+            let marked = super::conn::execute_cached(
+                tx,
+                &format!(
+                    "UPDATE idempotency SET state = 'done'
+                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
+                    orphaned("idempotency")
+                ),
+                params![replica, dead_before],
+            )
+            .map_err(unavailable)?;
+            let dropped = super::conn::execute_cached(
+                tx,
+                &format!(
+                    "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+                    orphaned("idempotency")
+                ),
+                params![replica, dead_before],
+            )
+            .map_err(unavailable)?;
+            report.requests_cleared = (marked + dropped) as u64;
+            report.expired_replicas = query_all(
+                tx,
+                "DELETE FROM replicas WHERE id <> ?1 AND heartbeat_at < ?2 RETURNING id",
+                &[&replica, &dead_before],
+                |row| ReplicaId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e)),
+            )?;
+            report.expired_replicas.sort();
+            Ok(report)
+        })
+        .await
+    }
 }
