@@ -4,7 +4,7 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::Tx;
-use super::invocations::{change_effect, invocation};
+use super::effects::{change_effect, invocation};
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
 use crate::approval_change::DecisionPlan;
 use crate::error::{StoreError, StoreResult};

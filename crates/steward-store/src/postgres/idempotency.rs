@@ -124,7 +124,7 @@ pub(crate) async fn earlier(
     let fingerprint: String = col(&row, 0)?;
     let state: &str = col(&row, 1)?;
     let invocation = match col::<Option<&str>>(&row, 2)? {
-        Some(id) => Some(super::invocations::must_invocation(tx, env, id).await?),
+        Some(id) => Some(super::effects::must_invocation(tx, env, id).await?),
         None => None,
     };
     Ok(Some(EarlierRequest {

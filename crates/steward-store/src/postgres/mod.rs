@@ -17,17 +17,17 @@
 //! of [`Store`](crate::Store) promises. Where `synchronous_commit` is `remote_write`, `remote_apply` or `on`
 //! with synchronous standbys, the commit also waited for them.
 
-mod admin;
 mod approvals;
 mod audit_log;
+mod catalog;
 pub(crate) mod conn;
-mod console_sessions;
+mod effects;
 mod idempotency;
-mod invocations;
+mod identity;
+mod kill_switch;
 mod limits;
 mod notify;
 mod policies;
-mod recover;
 mod replicas;
 mod rows;
 mod schema;
@@ -110,25 +110,29 @@ impl Identity for PostgresStore {
         new_id: &EnvironmentId,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        in_transaction!(self, Mode::Write, |tx| admin::ensure_environment(
+        in_transaction!(self, Mode::Write, |tx| identity::ensure_environment(
             &tx, name, new_id, actor
         ))
     }
 
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
-        in_transaction!(self, Mode::Read, |tx| admin::environment(&tx, id))
+        in_transaction!(self, Mode::Read, |tx| identity::environment(&tx, id))
     }
 
     async fn insert_key(&self, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| admin::insert_key(&tx, key, actor))
+        in_transaction!(self, Mode::Write, |tx| identity::insert_key(
+            &tx, key, actor
+        ))
     }
 
     async fn key_by_hash(&self, token_hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::key_by_hash(&tx, token_hash))
+        in_transaction!(self, Mode::Read, |tx| identity::key_by_hash(
+            &tx, token_hash
+        ))
     }
 
     async fn key(&self, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::key(&tx, id))
+        in_transaction!(self, Mode::Read, |tx| identity::key(&tx, id))
     }
 
     async fn caller(
@@ -137,28 +141,28 @@ impl Identity for PostgresStore {
         now: Millis,
     ) -> StoreResult<Option<(ApiKeyRecord, Environment)>> {
         in_transaction!(self, Mode::Read, |tx| async {
-            let Some(key) = admin::key_by_hash(&tx, token_hash)
+            let Some(key) = identity::key_by_hash(&tx, token_hash)
                 .await?
                 .filter(|k| k.usable_at(now))
             else {
                 return Ok(None);
             };
-            Ok(admin::environment(&tx, &key.env_id)
+            Ok(identity::environment(&tx, &key.env_id)
                 .await?
                 .map(|env| (key, env)))
         })
     }
 
     async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::list_keys(&tx))
+        in_transaction!(self, Mode::Read, |tx| identity::list_keys(&tx))
     }
 
     async fn revoke_key(&self, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
-        in_transaction!(self, Mode::Write, |tx| admin::revoke_key(&tx, id, actor))
+        in_transaction!(self, Mode::Write, |tx| identity::revoke_key(&tx, id, actor))
     }
 
     async fn rotate_key(&self, rotation: &KeyRotation, actor: &Actor) -> StoreResult<ApiKeyRecord> {
-        in_transaction!(self, Mode::Write, |tx| admin::rotate_key(
+        in_transaction!(self, Mode::Write, |tx| identity::rotate_key(
             &tx, rotation, actor
         ))
     }
@@ -166,7 +170,7 @@ impl Identity for PostgresStore {
     async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()> {
         // No audit event, so the write lock is never taken: bookkeeping does not queue behind
         // (or hold up) the audited writes.
-        in_transaction!(self, Mode::WriteLate, |tx| admin::mark_key_used(
+        in_transaction!(self, Mode::WriteLate, |tx| identity::mark_key_used(
             &tx, id, at
         ))
     }
@@ -176,7 +180,7 @@ impl Identity for PostgresStore {
         session: &ConsoleSessionRecord,
         actor: &Actor,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| console_sessions::create(
+        in_transaction!(self, Mode::Write, |tx| identity::create_console_session(
             &tx, session, actor
         ))
     }
@@ -186,13 +190,13 @@ impl Identity for PostgresStore {
         token_hash: &str,
         now: Millis,
     ) -> StoreResult<Option<(ConsoleSessionRecord, ApiKeyRecord, Environment)>> {
-        in_transaction!(self, Mode::Read, |tx| console_sessions::lookup(
+        in_transaction!(self, Mode::Read, |tx| identity::console_session(
             &tx, token_hash, now
         ))
     }
 
     async fn end_console_session(&self, token_hash: &str, actor: &Actor) -> StoreResult<bool> {
-        in_transaction!(self, Mode::Write, |tx| console_sessions::end(
+        in_transaction!(self, Mode::Write, |tx| identity::end_console_session(
             &tx, token_hash, actor
         ))
     }
@@ -206,7 +210,7 @@ impl Catalog for PostgresStore {
         expected_version: Option<u32>,
         actor: &Actor,
     ) -> StoreResult<SecretRecord> {
-        in_transaction!(self, Mode::Write, |tx| admin::put_secret(
+        in_transaction!(self, Mode::Write, |tx| catalog::put_secret(
             &tx,
             secret,
             expected_version,
@@ -215,11 +219,11 @@ impl Catalog for PostgresStore {
     }
 
     async fn secret(&self, env: &EnvironmentId, name: &str) -> StoreResult<Option<SecretRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::secret(&tx, env, name))
+        in_transaction!(self, Mode::Read, |tx| catalog::secret(&tx, env, name))
     }
 
     async fn list_secrets(&self, env: &EnvironmentId) -> StoreResult<Vec<SecretRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::list_secrets(&tx, env))
+        in_transaction!(self, Mode::Read, |tx| catalog::list_secrets(&tx, env))
     }
 
     async fn delete_secret(
@@ -228,27 +232,27 @@ impl Catalog for PostgresStore {
         name: &str,
         actor: &Actor,
     ) -> StoreResult<bool> {
-        in_transaction!(self, Mode::Write, |tx| admin::delete_secret(
+        in_transaction!(self, Mode::Write, |tx| catalog::delete_secret(
             &tx, env, name, actor
         ))
     }
 
     async fn master_key_check(&self) -> StoreResult<Option<String>> {
-        in_transaction!(self, Mode::Read, |tx| admin::master_key_check(&tx))
+        in_transaction!(self, Mode::Read, |tx| catalog::master_key_check(&tx))
     }
 
     async fn init_master_key_check(&self, check: &str, actor: &Actor) -> StoreResult<String> {
-        in_transaction!(self, Mode::Write, |tx| admin::init_master_key_check(
+        in_transaction!(self, Mode::Write, |tx| catalog::init_master_key_check(
             &tx, check, actor
         ))
     }
 
     async fn any_secret(&self) -> StoreResult<Option<SecretRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::any_secret(&tx))
+        in_transaction!(self, Mode::Read, |tx| catalog::any_secret(&tx))
     }
 
     async fn create_action(&self, action: &ActionRecord, actor: &Actor) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| admin::create_action(
+        in_transaction!(self, Mode::Write, |tx| catalog::create_action(
             &tx, action, actor
         ))
     }
@@ -261,7 +265,7 @@ impl Catalog for PostgresStore {
         definition: &ActionDefinition,
         actor: &Actor,
     ) -> StoreResult<ActionRecord> {
-        in_transaction!(self, Mode::Write, |tx| admin::update_action(
+        in_transaction!(self, Mode::Write, |tx| catalog::update_action(
             &tx,
             env,
             id,
@@ -276,11 +280,11 @@ impl Catalog for PostgresStore {
         env: &EnvironmentId,
         reference: &str,
     ) -> StoreResult<Option<ActionRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::action(&tx, env, reference))
+        in_transaction!(self, Mode::Read, |tx| catalog::action(&tx, env, reference))
     }
 
     async fn list_actions(&self, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::list_actions(&tx, env))
+        in_transaction!(self, Mode::Read, |tx| catalog::list_actions(&tx, env))
     }
 
     async fn delete_action(
@@ -289,7 +293,7 @@ impl Catalog for PostgresStore {
         id: &ActionId,
         actor: &Actor,
     ) -> StoreResult<bool> {
-        in_transaction!(self, Mode::Write, |tx| admin::delete_action(
+        in_transaction!(self, Mode::Write, |tx| catalog::delete_action(
             &tx, env, id, actor
         ))
     }
@@ -299,14 +303,16 @@ impl Catalog for PostgresStore {
         env: &EnvironmentId,
         id: &ActionId,
     ) -> StoreResult<Vec<ActionVersion>> {
-        in_transaction!(self, Mode::Read, |tx| admin::action_versions(&tx, env, id))
+        in_transaction!(self, Mode::Read, |tx| catalog::action_versions(
+            &tx, env, id
+        ))
     }
 }
 
 #[async_trait]
 impl Effects for PostgresStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
-        in_transaction!(self, Mode::Write, |tx| invocations::submit(&tx, submission))
+        in_transaction!(self, Mode::Write, |tx| effects::submit(&tx, submission))
     }
 
     async fn invoke_context(
@@ -317,20 +323,20 @@ impl Effects for PostgresStore {
         idempotency_key: Option<&IdempotencyKey>,
     ) -> StoreResult<Option<InvokeContext>> {
         in_transaction!(self, Mode::Read, |tx| async {
-            let Some(caller) = admin::key_by_hash(&tx, token_hash)
+            let Some(caller) = identity::key_by_hash(&tx, token_hash)
                 .await?
                 .filter(|k| k.usable_at(now))
             else {
                 return Ok(None);
             };
-            let Some(environment) = admin::environment(&tx, &caller.env_id).await? else {
+            let Some(environment) = identity::environment(&tx, &caller.env_id).await? else {
                 return Ok(None);
             };
             let env = &environment.id;
-            let action = admin::action(&tx, env, action).await?;
+            let action = catalog::action(&tx, env, action).await?;
             let mut secrets = Vec::new();
             for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
-                secrets.extend(admin::secret(&tx, env, &name).await?);
+                secrets.extend(catalog::secret(&tx, env, &name).await?);
             }
             Ok(Some(InvokeContext {
                 policies: policies::list(&tx, env).await?,
@@ -351,7 +357,7 @@ impl Effects for PostgresStore {
         submission: &Submission,
         first: &FirstAttempt,
     ) -> StoreResult<Submitted> {
-        in_transaction!(self, Mode::WriteLate, |tx| invocations::submit_and_begin(
+        in_transaction!(self, Mode::WriteLate, |tx| effects::submit_and_begin(
             &tx, submission, first
         ))
     }
@@ -363,20 +369,20 @@ impl Effects for PostgresStore {
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
         in_transaction!(self, Mode::WriteLate, |tx| {
-            invocations::finish_invoke_request(&tx, env, caller, key)
+            effects::finish_invoke_request(&tx, env, caller, key)
         })
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteLate, |tx| invocations::change_effect(
+        in_transaction!(self, Mode::WriteLate, |tx| effects::change_effect(
             &tx, change
         ))
     }
 
     async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
         in_transaction!(self, Mode::WriteLate, |tx| async {
-            invocations::change_effect(&tx, change).await?;
-            invocations::invocation_of_effect(&tx, &change.env_id, &change.effect_id).await
+            effects::change_effect(&tx, change).await?;
+            effects::invocation_of_effect(&tx, &change.env_id, &change.effect_id).await
         })
     }
 
@@ -387,7 +393,7 @@ impl Effects for PostgresStore {
         evidence: &NewEvidence,
         actor: &Actor,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| invocations::append_evidence(
+        in_transaction!(self, Mode::Write, |tx| effects::append_evidence(
             &tx, env, effect, evidence, actor
         ))
     }
@@ -398,7 +404,7 @@ impl Effects for PostgresStore {
         limit: u32,
         claim_until: Millis,
     ) -> StoreResult<Vec<ReconcileDue>> {
-        in_transaction!(self, Mode::Write, |tx| invocations::due_for_reconcile(
+        in_transaction!(self, Mode::Write, |tx| effects::due_for_reconcile(
             &tx,
             now,
             limit,
@@ -412,7 +418,7 @@ impl Effects for PostgresStore {
         effect: &EffectId,
         next_at: Option<Millis>,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| invocations::schedule_reconcile(
+        in_transaction!(self, Mode::Write, |tx| effects::schedule_reconcile(
             &tx, env, effect, next_at
         ))
     }
@@ -422,7 +428,7 @@ impl Effects for PostgresStore {
         env: &EnvironmentId,
         id: &InvocationId,
     ) -> StoreResult<Option<InvocationRecord>> {
-        in_transaction!(self, Mode::Read, |tx| invocations::invocation(&tx, env, id))
+        in_transaction!(self, Mode::Read, |tx| effects::invocation(&tx, env, id))
     }
 
     async fn invocation_by_operation_key(
@@ -432,7 +438,7 @@ impl Effects for PostgresStore {
         operation_key: &OperationKey,
     ) -> StoreResult<Option<InvocationRecord>> {
         in_transaction!(self, Mode::Read, |tx| {
-            invocations::invocation_by_operation_key(&tx, env, action, operation_key)
+            effects::invocation_by_operation_key(&tx, env, action, operation_key)
         })
     }
 
@@ -441,7 +447,7 @@ impl Effects for PostgresStore {
         env: &EnvironmentId,
         filter: &InvocationFilter,
     ) -> StoreResult<Page<InvocationRecord>> {
-        in_transaction!(self, Mode::Read, |tx| invocations::list_invocations(
+        in_transaction!(self, Mode::Read, |tx| effects::list_invocations(
             &tx, env, filter
         ))
     }
@@ -451,7 +457,7 @@ impl Effects for PostgresStore {
         env: &EnvironmentId,
         id: &EffectId,
     ) -> StoreResult<Option<EffectDetail>> {
-        in_transaction!(self, Mode::Read, |tx| invocations::effect(&tx, env, id))
+        in_transaction!(self, Mode::Read, |tx| effects::effect(&tx, env, id))
     }
 
     async fn list_effects(
@@ -459,7 +465,7 @@ impl Effects for PostgresStore {
         env: &EnvironmentId,
         filter: &EffectFilter,
     ) -> StoreResult<Page<EffectRecord>> {
-        in_transaction!(self, Mode::Read, |tx| invocations::list_effects(
+        in_transaction!(self, Mode::Read, |tx| effects::list_effects(
             &tx, env, filter
         ))
     }
@@ -715,13 +721,15 @@ impl KillSwitch for PostgresStore {
         reason: Option<&str>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        in_transaction!(self, Mode::Write, |tx| admin::set_halted(
+        in_transaction!(self, Mode::Write, |tx| kill_switch::set_halted(
             &tx, env, halted, reason, actor
         ))
     }
 
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
-        in_transaction!(self, Mode::Read, |tx| admin::ready_invocations(&tx, env))
+        in_transaction!(self, Mode::Read, |tx| kill_switch::ready_invocations(
+            &tx, env
+        ))
     }
 }
 
@@ -733,12 +741,12 @@ impl Replicas for PostgresStore {
 
     async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
         // The common case, nothing orphaned, is answered from a snapshot without the lock.
-        if !in_transaction!(self, Mode::Read, |tx| recover::anything_orphaned(
+        if !in_transaction!(self, Mode::Read, |tx| replicas::anything_orphaned(
             &tx, sweep
         ))? {
             return Ok(RecoveryReport::default());
         }
-        in_transaction!(self, Mode::Write, |tx| recover::recover(&tx, sweep))
+        in_transaction!(self, Mode::Write, |tx| replicas::recover(&tx, sweep))
     }
 }
 

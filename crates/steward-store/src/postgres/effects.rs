@@ -343,7 +343,7 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
     // (`submit_and_begin`) keeps nothing of the attempt. A stale `from` is still a conflict.
     let halted = match c.attempt {
         Some(AttemptChange::Begin { .. }) => {
-            let halted = super::admin::is_halted(tx, &c.env_id).await?;
+            let halted = super::kill_switch::is_halted(tx, &c.env_id).await?;
             if tx.unlocked() {
                 tx.check_at_commit(CommitCheck::Halted {
                     env: c.env_id.to_string(),

@@ -1,4 +1,4 @@
-//! Environments, keys, secrets and actions.
+//! Secrets, the master key's check value, and actions with their versions.
 
 use super::audit_log::{append, Entry};
 use super::conn::Tx;
@@ -7,236 +7,7 @@ use crate::approval_change::Cancellation;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use serde_json::json;
-use steward_core::{ActionDefinition, ActionId, EnvironmentId, KeyId, Millis};
-
-pub(crate) async fn ensure_environment(
-    tx: &Tx<'_>,
-    name: &str,
-    new_id: &EnvironmentId,
-    actor: &Actor,
-) -> StoreResult<Environment> {
-    let sql = format!(
-        "SELECT {} FROM environments WHERE name = $1",
-        rows::ENVIRONMENT_COLUMNS
-    );
-    if let Some(env) = tx.one(&sql, &[&name], rows::environment).await? {
-        return Ok(env);
-    }
-    tx.execute(
-        "INSERT INTO environments (id, name, halted, created_at) VALUES ($1, $2, FALSE, $3)",
-        &[&new_id.as_str(), &name, &actor.now.0],
-    )
-    .await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(new_id.as_str()),
-            kind: "environment.created",
-            subject: new_id.as_str(),
-            before: None,
-            after: Some(json!({"name": name})),
-        },
-    )
-    .await?;
-    tx.one(&sql, &[&name], rows::environment)
-        .await?
-        .ok_or(StoreError::NotFound {
-            what: "environment",
-        })
-}
-
-pub(crate) async fn environment(
-    tx: &Tx<'_>,
-    id: &EnvironmentId,
-) -> StoreResult<Option<Environment>> {
-    let sql = format!(
-        "SELECT {} FROM environments WHERE id = $1",
-        rows::ENVIRONMENT_COLUMNS
-    );
-    tx.one(&sql, &[&id.as_str()], rows::environment).await
-}
-
-pub(crate) async fn insert_key(tx: &Tx<'_>, key: &ApiKeyRecord, actor: &Actor) -> StoreResult<()> {
-    let scopes = serde_json::to_string(&key.scopes).map_err(|e| rows::corrupt("scopes", e))?;
-    tx.execute_unique(
-        "key",
-        "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[&key.id.as_str(), &key.env_id.as_str(), &key.name, &scopes, &key.token_hash, &key.created_at.0, &key.expires_at.map(|m| m.0)],
-    )
-    .await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(key.env_id.as_str()),
-            kind: "key.created",
-            subject: key.id.as_str(),
-            before: None,
-            after: Some(key_audit(key)),
-        },
-    )
-    .await
-}
-
-/// What the audit log says about a key: never its hash.
-fn key_audit(key: &ApiKeyRecord) -> serde_json::Value {
-    let mut view = json!({"name": key.name, "scopes": key.scopes});
-    if let Some(at) = key.expires_at {
-        view["expiresAt"] = json!(at.0);
-    }
-    if let Some(at) = key.revoked_at {
-        view["revokedAt"] = json!(at.0);
-    }
-    view
-}
-
-pub(crate) async fn key(tx: &Tx<'_>, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
-    let sql = format!("SELECT {} FROM api_keys WHERE id = $1", rows::KEY_COLUMNS);
-    tx.one(&sql, &[&id.as_str()], rows::api_key).await
-}
-
-pub(crate) async fn revoke_key(tx: &Tx<'_>, id: &KeyId, actor: &Actor) -> StoreResult<bool> {
-    let Some(before) = key(tx, id).await?.filter(|k| k.revoked_at.is_none()) else {
-        return Ok(false);
-    };
-    tx.execute(
-        "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
-        &[&actor.now.0, &id.as_str()],
-    )
-    .await?;
-    let after = key(tx, id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "key" })?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(before.env_id.as_str()),
-            kind: "key.revoked",
-            subject: id.as_str(),
-            before: Some(key_audit(&before)),
-            after: Some(key_audit(&after)),
-        },
-    )
-    .await?;
-    Ok(true)
-}
-
-pub(crate) async fn rotate_key(
-    tx: &Tx<'_>,
-    r: &KeyRotation,
-    actor: &Actor,
-) -> StoreResult<ApiKeyRecord> {
-    let (old, old_expires_at, new) = r.plan(key(tx, &r.old).await?, actor.now)?;
-    tx.execute(
-        "UPDATE api_keys SET expires_at = $1 WHERE id = $2",
-        &[&old_expires_at.0, &r.old.as_str()],
-    )
-    .await?;
-    let scopes = serde_json::to_string(&new.scopes).map_err(|e| rows::corrupt("scopes", e))?;
-    tx.execute_unique(
-        "key",
-        "INSERT INTO api_keys (id, env_id, name, scopes, token_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[&new.id.as_str(), &new.env_id.as_str(), &new.name, &scopes, &new.token_hash, &new.created_at.0, &new.expires_at.map(|m| m.0)],
-    )
-    .await?;
-    let after_old = key(tx, &r.old)
-        .await?
-        .ok_or(StoreError::NotFound { what: "key" })?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(old.env_id.as_str()),
-            kind: "key.rotated",
-            subject: r.old.as_str(),
-            before: Some(key_audit(&old)),
-            after: Some(
-                json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),
-            ),
-        },
-    )
-    .await?;
-    key(tx, &new.id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "key" })
-}
-
-pub(crate) async fn mark_key_used(tx: &Tx<'_>, id: &KeyId, at: Millis) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)",
-        &[&at.0, &id.as_str()],
-    )
-    .await?;
-    Ok(())
-}
-
-/// The settings row naming the master key's check value.
-const MASTER_KEY_CHECK: &str = "master_key_check";
-
-pub(crate) async fn master_key_check(tx: &Tx<'_>) -> StoreResult<Option<String>> {
-    tx.one(
-        "SELECT value FROM settings WHERE name = $1",
-        &[&MASTER_KEY_CHECK],
-        |row| rows::col::<String>(row, 0),
-    )
-    .await
-}
-
-/// Behind the write lock, so of replicas starting together on a new database exactly one
-/// records its value.
-pub(crate) async fn init_master_key_check(
-    tx: &Tx<'_>,
-    check: &str,
-    actor: &Actor,
-) -> StoreResult<String> {
-    if let Some(stored) = master_key_check(tx).await? {
-        return Ok(stored);
-    }
-    tx.execute(
-        "INSERT INTO settings (name, value) VALUES ($1, $2)",
-        &[&MASTER_KEY_CHECK, &check],
-    )
-    .await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: None,
-            kind: "vault.key_check_recorded",
-            subject: MASTER_KEY_CHECK,
-            before: None,
-            after: None,
-        },
-    )
-    .await?;
-    Ok(check.to_string())
-}
-
-pub(crate) async fn any_secret(tx: &Tx<'_>) -> StoreResult<Option<SecretRecord>> {
-    let sql = format!(
-        "SELECT {} FROM secrets ORDER BY created_at, env_id, name LIMIT 1",
-        rows::SECRET_COLUMNS
-    );
-    tx.one(&sql, &[], rows::secret).await
-}
-
-pub(crate) async fn key_by_hash(tx: &Tx<'_>, hash: &str) -> StoreResult<Option<ApiKeyRecord>> {
-    let sql = format!(
-        "SELECT {} FROM api_keys WHERE token_hash = $1",
-        rows::KEY_COLUMNS
-    );
-    tx.one(&sql, &[&hash], rows::api_key).await
-}
-
-pub(crate) async fn list_keys(tx: &Tx<'_>) -> StoreResult<Vec<ApiKeyRecord>> {
-    let sql = format!(
-        "SELECT {} FROM api_keys ORDER BY created_at, id",
-        rows::KEY_COLUMNS
-    );
-    tx.all(&sql, &[], rows::api_key).await
-}
+use steward_core::{ActionDefinition, ActionId, EnvironmentId, KeyId};
 
 /// What the audit log may say about a secret: metadata only, never the value or ciphertext.
 fn secret_audit(s: &SecretRecord) -> serde_json::Value {
@@ -363,6 +134,56 @@ pub(crate) async fn delete_secret(
     )
     .await?;
     Ok(true)
+}
+
+/// The settings row naming the master key's check value.
+const MASTER_KEY_CHECK: &str = "master_key_check";
+
+pub(crate) async fn master_key_check(tx: &Tx<'_>) -> StoreResult<Option<String>> {
+    tx.one(
+        "SELECT value FROM settings WHERE name = $1",
+        &[&MASTER_KEY_CHECK],
+        |row| rows::col::<String>(row, 0),
+    )
+    .await
+}
+
+/// Behind the write lock, so of replicas starting together on a new database exactly one
+/// records its value.
+pub(crate) async fn init_master_key_check(
+    tx: &Tx<'_>,
+    check: &str,
+    actor: &Actor,
+) -> StoreResult<String> {
+    if let Some(stored) = master_key_check(tx).await? {
+        return Ok(stored);
+    }
+    tx.execute(
+        "INSERT INTO settings (name, value) VALUES ($1, $2)",
+        &[&MASTER_KEY_CHECK, &check],
+    )
+    .await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: None,
+            kind: "vault.key_check_recorded",
+            subject: MASTER_KEY_CHECK,
+            before: None,
+            after: None,
+        },
+    )
+    .await?;
+    Ok(check.to_string())
+}
+
+pub(crate) async fn any_secret(tx: &Tx<'_>) -> StoreResult<Option<SecretRecord>> {
+    let sql = format!(
+        "SELECT {} FROM secrets ORDER BY created_at, env_id, name LIMIT 1",
+        rows::SECRET_COLUMNS
+    );
+    tx.one(&sql, &[], rows::secret).await
 }
 
 async fn insert_version(
@@ -534,61 +355,4 @@ pub(crate) async fn action_versions(
         })
     })
     .await
-}
-
-/// Halts (`halted = true`, with a reason) or resumes an environment: the kill switch.
-pub(crate) async fn set_halted(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    halted: bool,
-    reason: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<Environment> {
-    let before = environment(tx, env).await?.ok_or(StoreError::NotFound {
-        what: "environment",
-    })?;
-    let reason = if halted { reason } else { None };
-    tx.execute(
-        "UPDATE environments SET halted = $1, halt_reason = $2 WHERE id = $3",
-        &[&halted, &reason, &env.as_str()],
-    )
-    .await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: if halted {
-                "environment.halted"
-            } else {
-                "environment.resumed"
-            },
-            subject: env.as_str(),
-            before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
-            after: Some(json!({"halted": halted, "reason": reason})),
-        },
-    )
-    .await?;
-    environment(tx, env).await?.ok_or(StoreError::NotFound {
-        what: "environment",
-    })
-}
-
-/// True while the environment is halted. Read inside the transaction that records an attempt,
-/// behind the write lock, so no attempt committed after a halt can be sent.
-pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<bool> {
-    Ok(environment(tx, env).await?.is_some_and(|e| e.halted))
-}
-
-/// Every invocation in the environment whose effect is `ready` (allowed to run, not attempted):
-/// the work a halt parked, dispatched once on resume.
-pub(crate) async fn ready_invocations(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-) -> StoreResult<Vec<InvocationRecord>> {
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = $1 AND state = 'ready' ORDER BY created_at, id",
-        rows::INVOCATION_COLUMNS
-    );
-    tx.all(&sql, &[&env.as_str()], rows::invocation).await
 }
