@@ -26,11 +26,15 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::{self, unavailable, Tx};
+use super::conn::{in_transaction, Mode};
 use super::effects::change_effect;
 use super::rows::{self, col};
+use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::recovery::{self, Orphan};
+use crate::store::Replicas;
+use async_trait::async_trait;
 use serde_json::json;
 use std::time::Duration;
 use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
@@ -121,22 +125,6 @@ fn orphaned(table: &str) -> String {
     )
 }
 
-/// Whether the sweep has anything to do: read-only, no lock.
-pub(crate) async fn anything_orphaned(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<bool> {
-    let sql = format!(
-        "SELECT EXISTS (SELECT 1 FROM effects e WHERE e.state IN ('ready', 'dispatching') AND {})
-             OR EXISTS (SELECT 1 FROM idempotency i WHERE i.state = 'in_progress' AND {})
-             OR EXISTS (SELECT 1 FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}))",
-        orphaned("e"),
-        orphaned("i")
-    );
-    let row = tx
-        .query_first(&sql, &[&sweep.replica.as_str(), &sweep.dead_before.0])
-        .await?
-        .ok_or_else(|| rows::corrupt("sweep check", "no row"))?;
-    col(&row, 0)
-}
-
 fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
     Ok(Orphan {
         env: rows::id(row, 0, EnvironmentId::parse)?,
@@ -147,66 +135,6 @@ fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
         owner: col(row, 5)?,
         approved: col(row, 6)?,
     })
-}
-
-pub(crate) async fn recover(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<RecoveryReport> {
-    let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
-    let mut report = RecoveryReport::default();
-    let sql = format!(
-        "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
-                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
-         FROM effects e
-         WHERE e.state IN ('ready', 'dispatching') AND {}
-         ORDER BY e.created_at, e.id
-         FOR UPDATE OF e SKIP LOCKED",
-        orphaned("e")
-    );
-    for orphan in tx.all(&sql, &[&replica, &dead_before], orphan).await? {
-        match recovery::settle(&orphan, sweep) {
-            recovery::Settle::Change(change) => {
-                change_effect(tx, &change).await?;
-                match orphan.state {
-                    EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
-                    _ => report.ready_to_failed.push(orphan.effect),
-                }
-            }
-            recovery::Settle::TakeOver => {
-                claim(tx, &orphan, sweep).await?;
-                report
-                    .approved_to_dispatch
-                    .push((orphan.env, orphan.invocation));
-            }
-        }
-    }
-    let marked = tx
-        .execute(
-            &format!(
-                "UPDATE idempotency SET state = 'done'
-                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
-                orphaned("idempotency")
-            ),
-            &[&replica, &dead_before],
-        )
-        .await?;
-    let dropped = tx
-        .execute(
-            &format!(
-                "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
-                orphaned("idempotency")
-            ),
-            &[&replica, &dead_before],
-        )
-        .await?;
-    report.requests_cleared = marked + dropped;
-    report.expired_replicas = tx
-        .all(
-            &format!("DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"),
-            &[&replica, &dead_before],
-            |row| rows::id(row, 0, ReplicaId::parse),
-        )
-        .await?;
-    report.expired_replicas.sort();
-    Ok(report)
 }
 
 /// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
@@ -228,4 +156,94 @@ async fn claim(tx: &Tx<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
         },
     )
     .await
+}
+
+#[async_trait]
+impl Replicas for PostgresStore {
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+        self.heartbeats.beat(replica, now).await
+    }
+
+    async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
+        // The common case, nothing orphaned, is answered from a snapshot without the lock.
+        if !in_transaction!(self, Mode::Read, |tx| async {
+            let sql = format!(
+                "SELECT EXISTS (SELECT 1 FROM effects e WHERE e.state IN ('ready', 'dispatching') AND {})
+             OR EXISTS (SELECT 1 FROM idempotency i WHERE i.state = 'in_progress' AND {})
+             OR EXISTS (SELECT 1 FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}))",
+                orphaned("e"),
+                orphaned("i")
+            );
+            let row = tx
+                .query_first(&sql, &[&sweep.replica.as_str(), &sweep.dead_before.0])
+                .await?
+                .ok_or_else(|| rows::corrupt("sweep check", "no row"))?;
+            col(&row, 0)
+        })? {
+            return Ok(RecoveryReport::default());
+        }
+        in_transaction!(self, Mode::Write, |tx| async {
+            let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
+            let mut report = RecoveryReport::default();
+            let sql = format!(
+                "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
+                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
+         FROM effects e
+         WHERE e.state IN ('ready', 'dispatching') AND {}
+         ORDER BY e.created_at, e.id
+         FOR UPDATE OF e SKIP LOCKED",
+                orphaned("e")
+            );
+            for orphan in tx.all(&sql, &[&replica, &dead_before], orphan).await? {
+                match recovery::settle(&orphan, sweep) {
+                    recovery::Settle::Change(change) => {
+                        change_effect(&tx, &change).await?;
+                        match orphan.state {
+                            EffectState::Dispatching => {
+                                report.dispatching_to_unknown.push(orphan.effect)
+                            }
+                            _ => report.ready_to_failed.push(orphan.effect),
+                        }
+                    }
+                    recovery::Settle::TakeOver => {
+                        claim(&tx, &orphan, sweep).await?;
+                        report
+                            .approved_to_dispatch
+                            .push((orphan.env, orphan.invocation));
+                    }
+                }
+            }
+            let marked = tx
+                .execute(
+                    &format!(
+                        "UPDATE idempotency SET state = 'done'
+                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
+                        orphaned("idempotency")
+                    ),
+                    &[&replica, &dead_before],
+                )
+                .await?;
+            let dropped = tx
+                .execute(
+                    &format!(
+                        "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+                        orphaned("idempotency")
+                    ),
+                    &[&replica, &dead_before],
+                )
+                .await?;
+            report.requests_cleared = marked + dropped;
+            report.expired_replicas = tx
+                .all(
+                    &format!(
+                        "DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"
+                    ),
+                    &[&replica, &dead_before],
+                    |row| rows::id(row, 0, ReplicaId::parse),
+                )
+                .await?;
+            report.expired_replicas.sort();
+            Ok(report)
+        })
+    }
 }
