@@ -12,7 +12,7 @@
 //! Start one in-process on an ephemeral port:
 //!
 //! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use steward_fixture::{spawn, FaultMode, FaultPlan, FixtureConfig};
 //!
 //! let fixture = spawn(FixtureConfig {

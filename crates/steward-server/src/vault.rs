@@ -15,7 +15,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use steward_core::{EnvironmentId, Millis};
-use steward_store::{Actor, Store, StoreError};
+use steward_store::{Actor, Catalog, StoreError};
 
 const MASTER_KEY_BYTES: usize = 32;
 const NONCE_BYTES: usize = 12;
@@ -236,7 +236,7 @@ impl Vault {
 /// database from before check values (that has secrets but none) is proved by opening one of
 /// its secrets, and then gets the check value.
 pub async fn verify_master_key(
-    store: &dyn Store,
+    store: &dyn Catalog,
     vault: &Vault,
     now: Millis,
 ) -> Result<(), VaultError> {
@@ -291,6 +291,7 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use steward_store::Identity;
 
     #[test]
     fn seals_and_opens_bound_to_the_name() {

@@ -20,7 +20,7 @@
 use crate::world::{err, Local, Sim, World, LIMIT_CENTS};
 use steward_core::impact::{ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
-use steward_store::{verify_chain, EffectFilter, EffectRecord, Store};
+use steward_store::{verify_chain, AuditLog, EffectFilter, EffectRecord, Effects, Limits};
 
 /// What the last check read from the store.
 pub(crate) struct Snapshot {

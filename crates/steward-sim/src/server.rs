@@ -19,8 +19,8 @@ use steward_core::{
 };
 use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
-    AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, ImpactRequest, NewEvidence,
-    ReserveOutcome, Store, StoreError, Submission, SubmitOutcome, Sweep,
+    AttemptChange, EffectChange, Effects, FirstAttempt, FirstAttemptOutcome, ImpactRequest, Limits,
+    NewEvidence, Replicas, ReserveOutcome, StoreError, Submission, SubmitOutcome, Sweep,
 };
 
 /// The server-side crash points a dispatch can stop at.

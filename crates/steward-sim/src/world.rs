@@ -15,7 +15,8 @@ use steward_core::{
 };
 use steward_core::{IdempotencyKey, OperationKey};
 use steward_store::{
-    verify_chain, ActionRecord, Actor, LimitRecord, SqliteStore, Store, GENESIS_HASH,
+    verify_chain, ActionRecord, Actor, AuditLog, Catalog, Identity, LimitRecord, Limits,
+    SqliteStore, GENESIS_HASH,
 };
 
 /// Simulated time at the start of every run (2023-11-14, any fixed instant would do).

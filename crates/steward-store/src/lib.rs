@@ -1,7 +1,11 @@
 //! # steward-store
 //!
-//! Durable storage behind one trait, [`Store`]. Each method is a single transaction with a crash
-//! contract in its doc: what is durable once it returns, and what recovery relies on.
+//! Durable storage behind one trait, [`Store`], made of one trait per concern ([`Identity`],
+//! [`Catalog`], [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`],
+//! [`KillSwitch`], [`Replicas`], [`AuditLog`]). Each method is a single transaction with a crash
+//! contract in its doc: what is durable once it returns, and what recovery relies on. Calling a
+//! method on a backend (rather than on `dyn Store`) needs its trait in scope:
+//! `use steward_store::prelude::*;` brings them all.
 //!
 //! The embedded default is [`SqliteStore`]: one file on disk in WAL mode with
 //! `synchronous=FULL`, so a commit is fsync'd before the call returns. Past one machine,
@@ -11,7 +15,8 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), steward_store::StoreError> {
 //! use steward_core::{Millis, ReplicaId};
-//! use steward_store::{SqliteStore, Store, Sweep};
+//! use steward_store::prelude::*;
+//! use steward_store::{SqliteStore, Sweep};
 //! let store = SqliteStore::open(std::path::Path::new("./steward-data/steward.db"))?;
 //! // This process, starting: the only one serving the file, so every other replica is dead.
 //! let me = ReplicaId::from_unique("01hx0000000000000000000000");
@@ -24,8 +29,8 @@
 //! (compare-and-set on the effect's state) are enforced by the database, never by process
 //! memory, so any number of connections or processes can share one store safely. In-flight
 //! work records the replica (server process) that owns it; a replica that stops heartbeating
-//! ([`Store::heartbeat`]) for longer than the lease is dead, and the recovery sweep
-//! ([`Store::recover`]) of another replica takes its work over exactly once.
+//! ([`Replicas::heartbeat`]) for longer than the lease is dead, and the recovery sweep
+//! ([`Replicas::recover`]) of another replica takes its work over exactly once.
 
 mod approval_change;
 mod audit;
@@ -49,4 +54,30 @@ pub use governance::{
 pub use postgres::PostgresStore;
 pub use records::*;
 pub use sqlite::SqliteStore;
+pub use store::Approvals;
+pub use store::AuditLog;
+pub use store::Catalog;
+pub use store::Effects;
+pub use store::Idempotency;
+pub use store::Identity;
+pub use store::KillSwitch;
+pub use store::Limits;
+pub use store::Policies;
+pub use store::Replicas;
 pub use store::Store;
+
+/// The store's traits, to call store methods on a backend or on one part:
+/// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)
+pub mod prelude {
+    pub use crate::store::Approvals;
+    pub use crate::store::AuditLog;
+    pub use crate::store::Catalog;
+    pub use crate::store::Effects;
+    pub use crate::store::Idempotency;
+    pub use crate::store::Identity;
+    pub use crate::store::KillSwitch;
+    pub use crate::store::Limits;
+    pub use crate::store::Policies;
+    pub use crate::store::Replicas;
+    pub use crate::store::Store;
+}

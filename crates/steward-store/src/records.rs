@@ -730,7 +730,7 @@ pub struct RecoveryReport {
 }
 
 /// An approval changed in another process (announced by a shared store, see
-/// [`Store::approval_events`](crate::Store::approval_events)).
+/// [`Approvals::approval_events`](crate::Approvals::approval_events)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalEvent {
     /// A decision was recorded on this approval, or it expired.

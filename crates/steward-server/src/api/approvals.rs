@@ -16,8 +16,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
-use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision};
-use steward_store::{ApprovalFilter, ApprovalRecord, DecideOutcome, NewApproval};
+use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, EnvironmentId};
+use steward_store::{ApprovalFilter, ApprovalRecord, Approvals, DecideOutcome, NewApproval};
 
 /// The longest a read may wait for a decision, in seconds; the SDK asks for at most this.
 pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
@@ -28,10 +28,13 @@ fn parse_id(id: &str) -> ApiResult<ApprovalId> {
     ApprovalId::parse(id).map_err(|_| ApiError::not_found("approval"))
 }
 
-async fn find(state: &AppState, caller: &Caller, id: &ApprovalId) -> ApiResult<ApprovalRecord> {
-    state
-        .store
-        .approval(&caller.env.id, id)
+async fn find(
+    approvals: &dyn Approvals,
+    env: &EnvironmentId,
+    id: &ApprovalId,
+) -> ApiResult<ApprovalRecord> {
+    approvals
+        .approval(env, id)
         .await?
         .ok_or_else(|| ApiError::not_found("approval"))
 }
@@ -74,7 +77,7 @@ pub async fn get(
         let notified = state.approval_events.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let approval = find(&state, &caller, &id).await?;
+        let approval = find(&*state.store, &caller.env.id, &id).await?;
         if approval.status != ApprovalStatus::Pending || tokio::time::Instant::now() >= deadline {
             return Ok(ok(views::approval(&approval)));
         }
@@ -341,7 +344,7 @@ async fn decide(
                     crate::crash::reach(&state, steward_core::CrashPoint::ServerAfterApproval)?;
                     crate::dispatch::dispatch_in_task(&state, *invocation).await?;
                 }
-                find(&state, &caller, &id).await?
+                find(&*state.store, &caller.env.id, &id).await?
             }
         };
         // The approval, and the invocation it gated as it stands after the decision (dispatched

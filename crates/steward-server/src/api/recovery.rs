@@ -341,7 +341,7 @@ pub async fn replay(
             ));
         }
         let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
-        let def = crate::dispatch::definition_of(&state, &inv).await?;
+        let def = crate::dispatch::definition_of(&*state.store, &inv).await?;
         // The adapter says how long its provider keeps an idempotency key.
         let Some(window_ms) = crate::adapters::replay_window_ms(&def) else {
             return Err(ApiError::of(

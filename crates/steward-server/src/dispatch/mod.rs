@@ -35,21 +35,19 @@ use steward_core::{
 };
 use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
-    Actor, AttemptChange, EffectChange, FirstAttempt, FirstAttemptOutcome, InvocationRecord,
-    NewEvidence, SecretRecord, StoreError, Submission, SubmitOutcome,
+    Actor, AttemptChange, Catalog, EffectChange, FirstAttempt, FirstAttemptOutcome,
+    InvocationRecord, NewEvidence, SecretRecord, StoreError, Submission, SubmitOutcome,
 };
 
 /// The most response body kept per attempt, in bytes; the rest is cut (and says so).
 const RESPONSE_BODY_BYTES_MAX: usize = 256 * 1024;
 
+/// The definition the invocation was made with: its action's version `inv.action_version`.
 pub(crate) async fn definition_of(
-    state: &AppState,
+    catalog: &dyn Catalog,
     inv: &InvocationRecord,
 ) -> EffectResult<ActionDefinition> {
-    let versions = state
-        .store
-        .action_versions(&inv.env_id, &inv.action_id)
-        .await?;
+    let versions = catalog.action_versions(&inv.env_id, &inv.action_id).await?;
     versions
         .into_iter()
         .find(|v| v.version == inv.action_version)
@@ -147,7 +145,7 @@ async fn refuse(
 }
 
 async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> EffectResult<()> {
-    let def = definition_of(state, inv).await?;
+    let def = definition_of(&*state.store, inv).await?;
     let effect = state
         .store
         .effect(&inv.env_id, &inv.effect_id)

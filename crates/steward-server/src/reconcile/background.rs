@@ -57,7 +57,7 @@ pub async fn once(state: &AppState) -> crate::effect_error::EffectResult<()> {
             .invocation(&due.env_id, &due.invocation_id)
             .await?;
         let Some(inv) = inv else { continue };
-        let def = crate::dispatch::definition_of(state, &inv).await?;
+        let def = crate::dispatch::definition_of(&*state.store, &inv).await?;
         if !can_look_up(&def) {
             state
                 .store

@@ -16,7 +16,9 @@ use serde_json::json;
 use steward_core::{
     EffectEvent, EffectId, EffectState, EnvironmentId, EvidenceKind, EvidenceSource,
 };
-use steward_store::{Actor, EffectChange, EffectDetail, InvocationRecord, NewEvidence, StoreError};
+use steward_store::{
+    Actor, EffectChange, EffectDetail, Effects, InvocationRecord, NewEvidence, StoreError,
+};
 
 /// What one reconcile did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,27 +38,21 @@ pub fn can_look_up(def: &steward_core::ActionDefinition) -> bool {
     def.adapter.is_some() || def.verify.is_some()
 }
 
+/// The effect, with its attempts and evidence, and its invocation.
 async fn load(
-    state: &AppState,
+    effects: &dyn Effects,
     env: &EnvironmentId,
     effect: &EffectId,
-) -> EffectResult<(
-    EffectDetail,
-    InvocationRecord,
-    steward_core::ActionDefinition,
-)> {
-    let detail = state
-        .store
+) -> EffectResult<(EffectDetail, InvocationRecord)> {
+    let detail = effects
         .effect(env, effect)
         .await?
         .ok_or_else(|| EffectError::missing("effect", effect))?;
-    let inv = state
-        .store
+    let inv = effects
         .invocation(env, &detail.effect.invocation_id)
         .await?
         .ok_or_else(|| EffectError::missing("invocation", &detail.effect.invocation_id))?;
-    let def = crate::dispatch::definition_of(state, &inv).await?;
-    Ok((detail, inv, def))
+    Ok((detail, inv))
 }
 
 async fn find(
@@ -111,7 +107,8 @@ pub async fn reconcile(
     source: EvidenceSource,
     actor: Actor,
 ) -> EffectResult<Reconciled> {
-    let (detail, inv, def) = load(state, env, effect).await?;
+    let (detail, inv) = load(&*state.store, env, effect).await?;
+    let def = crate::dispatch::definition_of(&*state.store, &inv).await?;
     let current = detail.effect.state;
     if !current.is_unresolved() {
         return Ok(Reconciled::NotOpen);

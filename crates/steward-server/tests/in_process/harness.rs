@@ -13,7 +13,7 @@ use steward_server::{
     app, hash_token, http_client, AppState, Clock, CrashHook, Metrics, OutboundPolicy, SystemClock,
     Vault,
 };
-use steward_store::{Actor, ApiKeyRecord, SqliteStore, Store};
+use steward_store::{Actor, ApiKeyRecord, Identity, SqliteStore};
 use tower::ServiceExt;
 
 /// An operator key, and a second one (a different key may resolve and replay).

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{fingerprint, EnvironmentId, IdempotencyKey, KeyId};
 use steward_server::app;
-use steward_store::Store;
+use steward_store::{Catalog, Idempotency};
 use tower::ServiceExt;
 
 async fn put(state: &steward_server::AppState, value: &str, key: &str) -> (u16, bool, Value) {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use steward_core::{CrashPoint, ReplicaId};
 use steward_fixture::{FaultMode, FaultPlan};
 use steward_server::{unique, AppState, Clock, SystemClock};
-use steward_store::{SqliteStore, Store, Sweep};
+use steward_store::{Replicas, SqliteStore, Sweep};
 
 /// A restart: the start-up sweep of a new process (a new replica) on the same store.
 fn restart_sweep() -> Sweep {

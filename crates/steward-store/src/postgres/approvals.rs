@@ -4,13 +4,18 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::Tx;
-use super::invocations::{change_effect, invocation};
+use super::conn::{in_transaction, Mode};
+use super::effects::{change_effect, invocation};
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
+use super::PostgresStore;
 use crate::approval_change::DecisionPlan;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
+use crate::store::Approvals;
+use async_trait::async_trait;
 use serde_json::json;
 use steward_core::*;
+use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
 const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
@@ -124,61 +129,6 @@ pub(crate) async fn insert(
     .await
 }
 
-pub(crate) async fn create(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    a: &NewApproval,
-    requested_by: &KeyId,
-    now: Millis,
-) -> StoreResult<ApprovalRecord> {
-    insert(tx, env, a, requested_by, None, now).await?;
-    approval(tx, env, &a.id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "approval" })
-}
-
-pub(crate) async fn list(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    f: &ApprovalFilter,
-) -> StoreResult<Page<ApprovalRecord>> {
-    let status = f.status.map(|s| s.as_str());
-    let origins: Option<Vec<&str>> = f
-        .origins
-        .as_ref()
-        .map(|list| list.iter().map(String::as_str).collect());
-    let filter = "env_id = $1 AND ($2::text IS NULL OR status = $2)
-                  AND ($3::text[] IS NULL OR decision_origin = ANY($3))";
-    let total = tx
-        .count(
-            &format!("SELECT COUNT(*) FROM approvals WHERE {filter}"),
-            &[&env.as_str(), &status, &origins],
-        )
-        .await?;
-    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5");
-    let found = tx
-        .all(
-            &sql,
-            &[
-                &env.as_str(),
-                &status,
-                &origins,
-                &i64::from(f.limit),
-                &i64::from(f.offset),
-            ],
-            decode,
-        )
-        .await?;
-    let mut items = Vec::with_capacity(found.len());
-    for a in found {
-        items.push(with_decisions(tx, a).await?);
-    }
-    Ok(Page {
-        items,
-        total: total as u64,
-    })
-}
-
 /// Moves a parked effect with `event`, recording why.
 async fn move_effect(
     tx: &Tx<'_>,
@@ -233,85 +183,6 @@ async fn expire_one(tx: &Tx<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult
     .await
 }
 
-#[allow(clippy::too_many_arguments)] // one decision: who, what, why, when, where
-pub(crate) async fn decide(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &ApprovalId,
-    key: &KeyId,
-    decision: Decision,
-    note: Option<&str>,
-    now: Millis,
-    replica: &ReplicaId,
-) -> StoreResult<DecideOutcome> {
-    let a = approval(tx, env, id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "approval" })?;
-    let (word, audit, status, effect, releases) =
-        match crate::approval_change::plan_decision(&a, key, decision, note, now) {
-            DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
-            DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
-            DecisionPlan::Expire => {
-                expire_one(tx, &a, now).await?;
-                return Ok(DecideOutcome::Expired(
-                    approval(tx, env, id)
-                        .await?
-                        .ok_or(StoreError::NotFound { what: "approval" })?,
-                ));
-            }
-            DecisionPlan::Record {
-                word,
-                audit,
-                status,
-                effect,
-                releases,
-            } => (word, audit, status, effect, releases),
-        };
-    tx.execute(
-        "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES ($1, $2, $3, $4, $5)",
-        &[&id.as_str(), &key.as_str(), &word, &note, &now.0],
-    )
-    .await?;
-    let actor = Actor::key(key, now);
-    append(
-        tx,
-        &actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "approval.decision",
-            subject: id.as_str(),
-            before: None,
-            after: Some(audit),
-        },
-    )
-    .await?;
-    let mut ready = None;
-    if status != ApprovalStatus::Pending {
-        settle(tx, &a, status, "human", &actor).await?;
-    }
-    if let Some((event, message)) = effect {
-        move_effect(tx, &a, event, message, &actor).await?;
-    }
-    if releases {
-        if let Some(effect) = &a.effect_id {
-            // The deciding replica dispatches the released effect: it owns it now.
-            tx.execute(
-                "UPDATE effects SET owner = $1 WHERE id = $2",
-                &[&replica.as_str(), &effect.as_str()],
-            )
-            .await?;
-        }
-        if let Some(inv) = &a.invocation_id {
-            ready = invocation(tx, env, inv).await?.map(Box::new);
-        }
-    }
-    announce(tx, id).await?;
-    let approval = approval(tx, env, id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "approval" })?;
-    Ok(DecideOutcome::Recorded { approval, ready })
-}
-
 /// Announces a change of the approval to every replica listening
 /// ([`super::notify::APPROVALS_CHANNEL`]). PostgreSQL delivers the notification when this
 /// transaction commits, and never if it rolls back.
@@ -349,16 +220,174 @@ pub(crate) async fn cancel_for_action(
     Ok(parked.into_iter().map(|a| a.id).collect())
 }
 
-pub(crate) async fn expire_due(tx: &Tx<'_>, now: Millis) -> StoreResult<Vec<ApprovalId>> {
-    let due = tx
-        .all(
-            &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1"),
-            &[&now.0],
-            decode,
-        )
-        .await?;
-    for a in &due {
-        expire_one(tx, a, now).await?;
+#[async_trait]
+impl Approvals for PostgresStore {
+    async fn create_approval(
+        &self,
+        env: &EnvironmentId,
+        request: &NewApproval,
+        requested_by: &KeyId,
+        now: Millis,
+    ) -> StoreResult<ApprovalRecord> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let a = request;
+            insert(&tx, env, a, requested_by, None, now).await?;
+            approval(&tx, env, &a.id)
+                .await?
+                .ok_or(StoreError::NotFound { what: "approval" })
+        })
     }
-    Ok(due.into_iter().map(|a| a.id).collect())
+
+    async fn approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        in_transaction!(self, Mode::Read, |tx| approval(&tx, env, id))
+    }
+
+    async fn list_approvals(
+        &self,
+        env: &EnvironmentId,
+        filter: &ApprovalFilter,
+    ) -> StoreResult<Page<ApprovalRecord>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let f = filter;
+            let status = f.status.map(|s| s.as_str());
+            let origins: Option<Vec<&str>> = f
+                .origins
+                .as_ref()
+                .map(|list| list.iter().map(String::as_str).collect());
+            let filter = "env_id = $1 AND ($2::text IS NULL OR status = $2)
+                  AND ($3::text[] IS NULL OR decision_origin = ANY($3))";
+            let total = tx
+                .count(
+                    &format!("SELECT COUNT(*) FROM approvals WHERE {filter}"),
+                    &[&env.as_str(), &status, &origins],
+                )
+                .await?;
+            let sql = format!("SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5");
+            let found = tx
+                .all(
+                    &sql,
+                    &[
+                        &env.as_str(),
+                        &status,
+                        &origins,
+                        &i64::from(f.limit),
+                        &i64::from(f.offset),
+                    ],
+                    decode,
+                )
+                .await?;
+            let mut items = Vec::with_capacity(found.len());
+            for a in found {
+                items.push(with_decisions(&tx, a).await?);
+            }
+            Ok(Page {
+                items,
+                total: total as u64,
+            })
+        })
+    }
+
+    async fn decide_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        key: &KeyId,
+        decision: Decision,
+        note: Option<&str>,
+        now: Millis,
+        replica: &ReplicaId,
+    ) -> StoreResult<DecideOutcome> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let a = approval(&tx, env, id)
+                .await?
+                .ok_or(StoreError::NotFound { what: "approval" })?;
+            let (word, audit, status, effect, releases) =
+                match crate::approval_change::plan_decision(&a, key, decision, note, now) {
+                    DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
+                    DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
+                    DecisionPlan::Expire => {
+                        expire_one(&tx, &a, now).await?;
+                        return Ok(DecideOutcome::Expired(
+                            approval(&tx, env, id)
+                                .await?
+                                .ok_or(StoreError::NotFound { what: "approval" })?,
+                        ));
+                    }
+                    DecisionPlan::Record {
+                        word,
+                        audit,
+                        status,
+                        effect,
+                        releases,
+                    } => (word, audit, status, effect, releases),
+                };
+            tx.execute(
+                "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES ($1, $2, $3, $4, $5)",
+                &[&id.as_str(), &key.as_str(), &word, &note, &now.0],
+            )
+            .await?;
+            let actor = Actor::key(key, now);
+            append(
+                &tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "approval.decision",
+                    subject: id.as_str(),
+                    before: None,
+                    after: Some(audit),
+                },
+            )
+            .await?;
+            let mut ready = None;
+            if status != ApprovalStatus::Pending {
+                settle(&tx, &a, status, "human", &actor).await?;
+            }
+            if let Some((event, message)) = effect {
+                move_effect(&tx, &a, event, message, &actor).await?;
+            }
+            if releases {
+                if let Some(effect) = &a.effect_id {
+                    // The deciding replica dispatches the released effect: it owns it now.
+                    tx.execute(
+                        "UPDATE effects SET owner = $1 WHERE id = $2",
+                        &[&replica.as_str(), &effect.as_str()],
+                    )
+                    .await?;
+                }
+                if let Some(inv) = &a.invocation_id {
+                    ready = invocation(&tx, env, inv).await?.map(Box::new);
+                }
+            }
+            announce(&tx, id).await?;
+            let approval = approval(&tx, env, id)
+                .await?
+                .ok_or(StoreError::NotFound { what: "approval" })?;
+            Ok(DecideOutcome::Recorded { approval, ready })
+        })
+    }
+
+    async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let due = tx
+                .all(
+                    &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1"),
+                    &[&now.0],
+                    decode,
+                )
+                .await?;
+            for a in &due {
+                expire_one(&tx, a, now).await?;
+            }
+            Ok(due.into_iter().map(|a| a.id).collect())
+        })
+    }
+
+    fn approval_events(&self) -> Option<broadcast::Receiver<ApprovalEvent>> {
+        Some(self.announcements.subscribe())
+    }
 }

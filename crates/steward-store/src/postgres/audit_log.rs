@@ -7,11 +7,15 @@
 //! key on `seq` is the second check: a forked append would fail with a duplicate `seq` and
 //! commit nothing, rather than start a second chain.
 
+use super::conn::{in_transaction, Mode};
 use super::conn::{PendingAudit, Tx};
 use super::rows::col;
+use super::PostgresStore;
 use crate::audit::{event_hash, GENESIS_HASH};
 use crate::error::StoreResult;
 use crate::records::{Actor, AuditEvent};
+use crate::store::AuditLog;
+use async_trait::async_trait;
 use serde_json::Value;
 
 pub(crate) struct Entry<'a> {
@@ -108,12 +112,16 @@ pub(crate) async fn chain(
     Ok(())
 }
 
-/// Audit events with `seq > after`, oldest first.
-pub(crate) async fn events(tx: &Tx<'_>, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
-    let sql = format!(
-        "SELECT {} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-        super::rows::AUDIT_COLUMNS
-    );
-    tx.all(&sql, &[&after, &i64::from(limit)], super::rows::audit_event)
-        .await
+#[async_trait]
+impl AuditLog for PostgresStore {
+    async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let sql = format!(
+                "SELECT {} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                super::rows::AUDIT_COLUMNS
+            );
+            tx.all(&sql, &[&after, &i64::from(limit)], super::rows::audit_event)
+                .await
+        })
+    }
 }

@@ -2,101 +2,19 @@
 //! that answers a repeated invoke without writing (`earlier`).
 
 use super::conn::Tx;
+use super::conn::{in_transaction, Mode};
 use super::rows::{col, int_opt};
+use super::PostgresStore;
 use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
+use crate::store::Idempotency;
+use async_trait::async_trait;
 use serde_json::Value;
 use steward_core::{EnvironmentId, IdempotencyKey, KeyId, Millis, ReplicaId};
 
 /// The `key_id` of rows recorded before `Idempotency-Key` was scoped to the calling API key:
 /// they still answer every key of their environment, as they did when they were written.
 pub(crate) const LEGACY_SCOPE: &str = "";
-
-/// Runs behind the write lock: of concurrent first sends of one key, one begins and the others
-/// find it in progress. The primary key on `(env_id, key_id, key)` is the second check.
-pub(crate) async fn begin(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    caller: &KeyId,
-    key: &IdempotencyKey,
-    fingerprint: &str,
-    now: Millis,
-    owner: &ReplicaId,
-) -> StoreResult<IdempotencyBegin> {
-    let seen = tx
-        .query_first(
-            "SELECT fingerprint, state, response_status, response_body FROM idempotency
-             WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) ORDER BY key_id DESC",
-            &[
-                &env.as_str(),
-                &key.as_str(),
-                &caller.as_str(),
-                &LEGACY_SCOPE,
-            ],
-        )
-        .await?;
-    let Some(row) = seen else {
-        tx.execute(
-            "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, created_at, owner) VALUES ($1, $6, $2, $3, 'generic', 'in_progress', $4, $5)",
-            &[&env.as_str(), &key.as_str(), &fingerprint, &now.0, &owner.as_str(), &caller.as_str()],
-        )
-        .await?;
-        return Ok(IdempotencyBegin::Begun);
-    };
-    let stored: &str = col(&row, 0)?;
-    if stored != fingerprint {
-        return Ok(IdempotencyBegin::Mismatch);
-    }
-    let state: &str = col(&row, 1)?;
-    let status: Option<u16> = int_opt(&row, 2)?;
-    let body: Option<&str> = col(&row, 3)?;
-    Ok(match (state, status, body) {
-        ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
-            status,
-            body: serde_json::from_str(body).unwrap_or(Value::Null),
-        },
-        ("in_progress", _, _) => IdempotencyBegin::InProgress,
-        // A key first used for an invoke, now sent with another endpoint's request.
-        _ => IdempotencyBegin::Mismatch,
-    })
-}
-
-pub(crate) async fn finish(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    caller: &KeyId,
-    key: &IdempotencyKey,
-    status: u16,
-    body: &Value,
-) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE idempotency SET state = 'done', response_status = $1, response_body = $2
-         WHERE env_id = $3 AND key_id = $5 AND key = $4 AND kind = 'generic'",
-        &[
-            &i64::from(status),
-            &body.to_string(),
-            &env.as_str(),
-            &key.as_str(),
-            &caller.as_str(),
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-pub(crate) async fn abandon(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    caller: &KeyId,
-    key: &IdempotencyKey,
-) -> StoreResult<()> {
-    tx.execute(
-        "DELETE FROM idempotency WHERE env_id = $1 AND key_id = $3 AND key = $2 AND kind = 'generic' AND state = 'in_progress'",
-        &[&env.as_str(), &key.as_str(), &caller.as_str()],
-    )
-    .await?;
-    Ok(())
-}
 
 /// The request `caller` recorded under `key` (or a legacy row of the environment), with the invocation it answered with: what `submit`
 /// checks first, and what answers a resend without writing.
@@ -124,7 +42,7 @@ pub(crate) async fn earlier(
     let fingerprint: String = col(&row, 0)?;
     let state: &str = col(&row, 1)?;
     let invocation = match col::<Option<&str>>(&row, 2)? {
-        Some(id) => Some(super::invocations::must_invocation(tx, env, id).await?),
+        Some(id) => Some(super::effects::must_invocation(tx, env, id).await?),
         None => None,
     };
     Ok(Some(EarlierRequest {
@@ -132,4 +50,101 @@ pub(crate) async fn earlier(
         answered: state != "in_progress",
         invocation,
     }))
+}
+
+#[async_trait]
+impl Idempotency for PostgresStore {
+    async fn idempotency_begin(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: Millis,
+        owner: &ReplicaId,
+    ) -> StoreResult<IdempotencyBegin> {
+        // Runs behind the write lock: of concurrent first sends of one key, one begins and the
+        // others find it in progress. The primary key on `(env_id, key_id, key)` is the second
+        // check.
+        in_transaction!(self, Mode::Write, |tx| async {
+            let seen = tx
+                .query_first(
+                    "SELECT fingerprint, state, response_status, response_body FROM idempotency
+             WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) ORDER BY key_id DESC",
+                    &[
+                        &env.as_str(),
+                        &key.as_str(),
+                        &caller.as_str(),
+                        &LEGACY_SCOPE,
+                    ],
+                )
+                .await?;
+            let Some(row) = seen else {
+                tx.execute(
+                    "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, created_at, owner) VALUES ($1, $6, $2, $3, 'generic', 'in_progress', $4, $5)",
+                    &[&env.as_str(), &key.as_str(), &fingerprint, &now.0, &owner.as_str(), &caller.as_str()],
+                )
+                .await?;
+                return Ok(IdempotencyBegin::Begun);
+            };
+            let stored: &str = col(&row, 0)?;
+            if stored != fingerprint {
+                return Ok(IdempotencyBegin::Mismatch);
+            }
+            let state: &str = col(&row, 1)?;
+            let status: Option<u16> = int_opt(&row, 2)?;
+            let body: Option<&str> = col(&row, 3)?;
+            Ok(match (state, status, body) {
+                ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
+                    status,
+                    body: serde_json::from_str(body).unwrap_or(Value::Null),
+                },
+                ("in_progress", _, _) => IdempotencyBegin::InProgress,
+                // A key first used for an invoke, now sent with another endpoint's request.
+                _ => IdempotencyBegin::Mismatch,
+            })
+        })
+    }
+
+    async fn idempotency_finish(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &Value,
+        _now: Millis,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            tx.execute(
+                "UPDATE idempotency SET state = 'done', response_status = $1, response_body = $2
+         WHERE env_id = $3 AND key_id = $5 AND key = $4 AND kind = 'generic'",
+                &[
+                    &i64::from(status),
+                    &body.to_string(),
+                    &env.as_str(),
+                    &key.as_str(),
+                    &caller.as_str(),
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    async fn idempotency_abandon(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            tx.execute(
+                "DELETE FROM idempotency WHERE env_id = $1 AND key_id = $3 AND key = $2 AND kind = 'generic' AND state = 'in_progress'",
+                &[&env.as_str(), &key.as_str(), &caller.as_str()],
+            )
+            .await?;
+            Ok(())
+        })
+    }
 }

@@ -4,12 +4,16 @@
 //! `change_effect`'s transaction.
 
 use super::audit_log::{append, Entry};
+use super::conn::{in_transaction, Mode};
 use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col, id, millis, millis_opt};
+use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
 use crate::records::Actor;
+use crate::store::Limits;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
+use async_trait::async_trait;
 use serde_json::json;
 use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
 use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
@@ -88,43 +92,6 @@ async fn status(tx: &Tx<'_>, limit: LimitRecord, now: Millis) -> StoreResult<Lim
     })
 }
 
-pub(crate) async fn create(tx: &Tx<'_>, l: &LimitRecord, actor: &Actor) -> StoreResult<()> {
-    let s = &l.spec;
-    tx.execute_unique(
-        "impact limit",
-        &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10)"),
-        &[
-            &l.id.as_str(), &l.env_id.as_str(), &s.name, &s.dimension, &s.unit, &s.currency,
-            &s.period.as_str(), &s.amount, &s.action_name, &actor.now.0,
-        ],
-    )
-    .await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(l.env_id.as_str()),
-            kind: "impact_limit.created",
-            subject: l.id.as_str(),
-            before: None,
-            after: Some(audit_view(l)),
-        },
-    )
-    .await
-}
-
-pub(crate) async fn limit(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &LimitId,
-    now: Millis,
-) -> StoreResult<Option<LimitStatus>> {
-    match record(tx, env, id).await? {
-        Some(l) => Ok(Some(status(tx, l, now).await?)),
-        None => Ok(None),
-    }
-}
-
 pub(crate) async fn list(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -142,70 +109,6 @@ pub(crate) async fn list(
         out.push(status(tx, l, now).await?);
     }
     Ok(out)
-}
-
-pub(crate) async fn update(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &LimitId,
-    name: Option<&str>,
-    amount: Option<i64>,
-    actor: &Actor,
-) -> StoreResult<LimitRecord> {
-    let before = record(tx, env, id).await?.ok_or(StoreError::NotFound {
-        what: "impact limit",
-    })?;
-    tx.execute(
-        "UPDATE impact_limits SET name = COALESCE($1, name), amount = COALESCE($2, amount), updated_at = $3
-         WHERE env_id = $4 AND id = $5",
-        &[&name, &amount, &actor.now.0, &env.as_str(), &id.as_str()],
-    )
-    .await?;
-    let after = record(tx, env, id).await?.ok_or(StoreError::NotFound {
-        what: "impact limit",
-    })?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "impact_limit.updated",
-            subject: id.as_str(),
-            before: Some(audit_view(&before)),
-            after: Some(audit_view(&after)),
-        },
-    )
-    .await?;
-    Ok(after)
-}
-
-pub(crate) async fn archive(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &LimitId,
-    actor: &Actor,
-) -> StoreResult<bool> {
-    let changed = tx
-        .execute(
-            "UPDATE impact_limits SET archived_at = $1, updated_at = $1 WHERE env_id = $2 AND id = $3 AND archived_at IS NULL",
-            &[&actor.now.0, &env.as_str(), &id.as_str()],
-        )
-        .await?;
-    if changed > 0 {
-        append(
-            tx,
-            actor,
-            Entry {
-                env: Some(env.as_str()),
-                kind: "impact_limit.archived",
-                subject: id.as_str(),
-                before: None,
-                after: Some(json!({"archived": true})),
-            },
-        )
-        .await?;
-    }
-    Ok(changed > 0)
 }
 
 pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
@@ -324,4 +227,130 @@ pub(crate) async fn settle(
         .await?;
     }
     Ok(())
+}
+
+#[async_trait]
+impl Limits for PostgresStore {
+    async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let l = limit;
+            let s = &l.spec;
+            tx.execute_unique(
+                "impact limit",
+                &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10)"),
+                &[
+                    &l.id.as_str(), &l.env_id.as_str(), &s.name, &s.dimension, &s.unit, &s.currency,
+                    &s.period.as_str(), &s.amount, &s.action_name, &actor.now.0,
+                ],
+            )
+            .await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(l.env_id.as_str()),
+                    kind: "impact_limit.created",
+                    subject: l.id.as_str(),
+                    before: None,
+                    after: Some(audit_view(l)),
+                },
+            )
+            .await
+        })
+    }
+
+    async fn update_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        name: Option<&str>,
+        amount: Option<i64>,
+        actor: &Actor,
+    ) -> StoreResult<LimitRecord> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let before = record(&tx, env, id).await?.ok_or(StoreError::NotFound {
+                what: "impact limit",
+            })?;
+            tx.execute(
+                "UPDATE impact_limits SET name = COALESCE($1, name), amount = COALESCE($2, amount), updated_at = $3
+         WHERE env_id = $4 AND id = $5",
+                &[&name, &amount, &actor.now.0, &env.as_str(), &id.as_str()],
+            )
+            .await?;
+            let after = record(&tx, env, id).await?.ok_or(StoreError::NotFound {
+                what: "impact limit",
+            })?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "impact_limit.updated",
+                    subject: id.as_str(),
+                    before: Some(audit_view(&before)),
+                    after: Some(audit_view(&after)),
+                },
+            )
+            .await?;
+            Ok(after)
+        })
+    }
+
+    async fn archive_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let changed = tx
+                .execute(
+                    "UPDATE impact_limits SET archived_at = $1, updated_at = $1 WHERE env_id = $2 AND id = $3 AND archived_at IS NULL",
+                    &[&actor.now.0, &env.as_str(), &id.as_str()],
+                )
+                .await?;
+            if changed > 0 {
+                append(
+                    &tx,
+                    actor,
+                    Entry {
+                        env: Some(env.as_str()),
+                        kind: "impact_limit.archived",
+                        subject: id.as_str(),
+                        before: None,
+                        after: Some(json!({"archived": true})),
+                    },
+                )
+                .await?;
+            }
+            Ok(changed > 0)
+        })
+    }
+
+    async fn limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        now: Millis,
+    ) -> StoreResult<Option<LimitStatus>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            match record(&tx, env, id).await? {
+                Some(l) => Ok(Some(status(&tx, l, now).await?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    async fn list_limits(
+        &self,
+        env: &EnvironmentId,
+        include_archived: bool,
+        now: Millis,
+    ) -> StoreResult<Vec<LimitStatus>> {
+        in_transaction!(self, Mode::Read, |tx| list(&tx, env, include_archived, now))
+    }
+
+    async fn reserve_impact(&self, request: &ImpactRequest) -> StoreResult<ReserveOutcome> {
+        in_transaction!(self, Mode::Write, |tx| reserve(&tx, request))
+    }
 }

@@ -3,8 +3,8 @@
 //! Deciding or expiring an approval runs `pg_notify(APPROVALS_CHANNEL, <approval id>)` inside its
 //! transaction; PostgreSQL delivers the notification to every listening session when (and only
 //! if) that transaction commits. Each store that is asked for
-//! [`Store::approval_events`](crate::Store::approval_events) keeps one connection of its own
-//! listening, and forwards every notification to a broadcast channel. When the connection
+//! [`Approvals::approval_events`](crate::Approvals::approval_events) keeps one connection of its
+//! own listening, and forwards every notification to a broadcast channel. When the connection
 //! drops, it reconnects with backoff and sends [`ApprovalEvent::Resync`] once it listens again:
 //! a decision committed while it was away was not announced, so waiters must read again.
 

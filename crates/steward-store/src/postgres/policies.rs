@@ -5,10 +5,14 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::Tx;
+use super::conn::{in_transaction, Mode};
 use super::rows::{self, col, id, id_opt, int, millis};
+use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{PolicyRecord, PolicyVersion};
 use crate::records::Actor;
+use crate::store::Policies;
+use async_trait::async_trait;
 use serde_json::json;
 use steward_core::policy::PolicySpec;
 use steward_core::{EnvironmentId, KeyId, PolicyId};
@@ -77,33 +81,6 @@ async fn insert_version(
     Ok(())
 }
 
-pub(crate) async fn create(
-    tx: &Tx<'_>,
-    p: &PolicyRecord,
-    note: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<()> {
-    tx.execute_unique(
-        "policy",
-        "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES ($1, $2, $3, 1, $4, $4)",
-        &[&p.id.as_str(), &p.env_id.as_str(), &p.spec.name, &actor.now.0],
-    )
-    .await?;
-    insert_version(tx, &p.id, 1, Some(&p.spec), note, actor).await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(p.env_id.as_str()),
-            kind: "policy.created",
-            subject: p.id.as_str(),
-            before: None,
-            after: Some(audit_view(1, &p.spec, note)),
-        },
-    )
-    .await
-}
-
 pub(crate) async fn policy(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -122,94 +99,148 @@ pub(crate) async fn list(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<Vec<Po
     tx.all(&sql, &[&env.as_str()], decode).await
 }
 
-pub(crate) async fn update(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &PolicyId,
-    expected: u32,
-    new_spec: &PolicySpec,
-    note: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<PolicyRecord> {
-    let current = policy(tx, env, id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "policy" })?;
-    if current.version != expected {
-        return Err(StoreError::VersionConflict {
-            expected,
-            found: current.version,
-        });
+#[async_trait]
+impl Policies for PostgresStore {
+    async fn create_policy(
+        &self,
+        policy: &PolicyRecord,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let (p, note) = (policy, change_note);
+            tx.execute_unique(
+                "policy",
+                "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES ($1, $2, $3, 1, $4, $4)",
+                &[&p.id.as_str(), &p.env_id.as_str(), &p.spec.name, &actor.now.0],
+            )
+            .await?;
+            insert_version(&tx, &p.id, 1, Some(&p.spec), note, actor).await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(p.env_id.as_str()),
+                    kind: "policy.created",
+                    subject: p.id.as_str(),
+                    before: None,
+                    after: Some(audit_view(1, &p.spec, note)),
+                },
+            )
+            .await
+        })
     }
-    let version = expected + 1;
-    let changed = tx
-        .execute_unique(
-            "policy",
-            "UPDATE policies SET version = $1, name = $2, updated_at = $3 WHERE id = $4 AND version = $5",
-            &[&i64::from(version), &new_spec.name, &actor.now.0, &id.as_str(), &i64::from(expected)],
-        )
-        .await?;
-    assert_eq!(
-        changed, 1,
-        "policy {id}: version {expected} checked under the write lock moved"
-    );
-    insert_version(tx, id, version, Some(new_spec), note, actor).await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.updated",
-            subject: id.as_str(),
-            before: Some(audit_view(expected, &current.spec, None)),
-            after: Some(audit_view(version, new_spec, note)),
-        },
-    )
-    .await?;
-    policy(tx, env, id)
-        .await?
-        .ok_or(StoreError::NotFound { what: "policy" })
-}
 
-pub(crate) async fn delete(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &PolicyId,
-    note: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<bool> {
-    let Some(current) = policy(tx, env, id).await? else {
-        return Ok(false);
-    };
-    let tombstone = current.version + 1;
-    tx.execute(
-        "UPDATE policies SET deleted_at = $1, version = $2, updated_at = $1 WHERE id = $3 AND deleted_at IS NULL",
-        &[&actor.now.0, &i64::from(tombstone), &id.as_str()],
-    )
-    .await?;
-    insert_version(tx, id, tombstone, None, note, actor).await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.deleted",
-            subject: id.as_str(),
-            before: Some(audit_view(current.version, &current.spec, None)),
-            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
-        },
-    )
-    .await?;
-    Ok(true)
-}
+    async fn update_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        expected_version: u32,
+        spec: &PolicySpec,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<PolicyRecord> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let (expected, new_spec, note) = (expected_version, spec, change_note);
+            let current = policy(&tx, env, id)
+                .await?
+                .ok_or(StoreError::NotFound { what: "policy" })?;
+            if current.version != expected {
+                return Err(StoreError::VersionConflict {
+                    expected,
+                    found: current.version,
+                });
+            }
+            let version = expected + 1;
+            let changed = tx
+                .execute_unique(
+                    "policy",
+                    "UPDATE policies SET version = $1, name = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+                    &[&i64::from(version), &new_spec.name, &actor.now.0, &id.as_str(), &i64::from(expected)],
+                )
+                .await?;
+            assert_eq!(
+                changed, 1,
+                "policy {id}: version {expected} checked under the write lock moved"
+            );
+            insert_version(&tx, id, version, Some(new_spec), note, actor).await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "policy.updated",
+                    subject: id.as_str(),
+                    before: Some(audit_view(expected, &current.spec, None)),
+                    after: Some(audit_view(version, new_spec, note)),
+                },
+            )
+            .await?;
+            policy(&tx, env, id)
+                .await?
+                .ok_or(StoreError::NotFound { what: "policy" })
+        })
+    }
 
-pub(crate) async fn versions(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &PolicyId,
-) -> StoreResult<Vec<PolicyVersion>> {
-    let sql = "SELECT v.policy_id, v.version, v.spec, v.change_note, v.created_at, v.created_by
+    async fn delete_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let note = change_note;
+            let Some(current) = policy(&tx, env, id).await? else {
+                return Ok(false);
+            };
+            let tombstone = current.version + 1;
+            tx.execute(
+                "UPDATE policies SET deleted_at = $1, version = $2, updated_at = $1 WHERE id = $3 AND deleted_at IS NULL",
+                &[&actor.now.0, &i64::from(tombstone), &id.as_str()],
+            )
+            .await?;
+            insert_version(&tx, id, tombstone, None, note, actor).await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "policy.deleted",
+                    subject: id.as_str(),
+                    before: Some(audit_view(current.version, &current.spec, None)),
+                    after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
+                },
+            )
+            .await?;
+            Ok(true)
+        })
+    }
+
+    async fn policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Option<PolicyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| policy(&tx, env, id))
+    }
+
+    async fn list_policies(&self, env: &EnvironmentId) -> StoreResult<Vec<PolicyRecord>> {
+        in_transaction!(self, Mode::Read, |tx| list(&tx, env))
+    }
+
+    async fn policy_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Vec<PolicyVersion>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let sql =
+                "SELECT v.policy_id, v.version, v.spec, v.change_note, v.created_at, v.created_by
                FROM policy_versions v JOIN policies p ON p.id = v.policy_id
                WHERE p.env_id = $1 AND p.id = $2 ORDER BY v.version";
-    tx.all(sql, &[&env.as_str(), &id.as_str()], decode_version)
-        .await
+            tx.all(sql, &[&env.as_str(), &id.as_str()], decode_version)
+                .await
+        })
+    }
 }

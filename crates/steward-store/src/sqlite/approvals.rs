@@ -3,11 +3,14 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::{unavailable, CachedQuery};
-use super::invocations::{change_effect, invocation};
+use super::effects::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
+use super::SqliteStore;
 use crate::approval_change::DecisionPlan;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
+use crate::store::Approvals;
+use async_trait::async_trait;
 use rusqlite::{params, Connection, Row, Transaction};
 use serde_json::json;
 use steward_core::*;
@@ -112,7 +115,7 @@ pub(crate) fn insert(
             a.expires_at.map(|t| t.0), a.run_id, now.0
         ],
     )
-    .map_err(|e| super::admin::constraint(e, "approval"))?;
+    .map_err(|e| super::conn::constraint(e, "approval"))?;
     append(
         tx,
         &Actor::key(requested_by, now),
@@ -126,59 +129,6 @@ pub(crate) fn insert(
             ),
         },
     )
-}
-
-pub(crate) fn create(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    a: &NewApproval,
-    requested_by: &KeyId,
-    now: Millis,
-) -> StoreResult<ApprovalRecord> {
-    insert(tx, env, a, requested_by, None, now)?;
-    approval(tx, env, &a.id)?.ok_or(StoreError::NotFound { what: "approval" })
-}
-
-pub(crate) fn list(
-    conn: &Connection,
-    env: &EnvironmentId,
-    f: &ApprovalFilter,
-) -> StoreResult<Page<ApprovalRecord>> {
-    let status = f.status.map(|s| s.as_str());
-    let origin_clause = match &f.origins {
-        None => String::new(),
-        Some(list) if list.is_empty() => " AND 0".into(),
-        Some(list) => {
-            let quoted: Vec<String> = list
-                .iter()
-                .filter(|o| o.bytes().all(|b| b.is_ascii_lowercase()))
-                .map(|o| format!("'{o}'"))
-                .collect();
-            format!(" AND decision_origin IN ({})", quoted.join(","))
-        }
-    };
-    let filter = format!("env_id = ?1 AND (?2 IS NULL OR status = ?2){origin_clause}");
-    let total: i64 = conn
-        .query_row_cached(
-            &format!("SELECT COUNT(*) FROM approvals WHERE {filter}"),
-            params![env.as_str(), status],
-            |r| r.get(0),
-        )
-        .map_err(unavailable)?;
-    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4");
-    let items = query_all(
-        conn,
-        &sql,
-        &[&env.as_str(), &status, &f.limit, &f.offset],
-        decode,
-    )?
-    .into_iter()
-    .map(|a| with_decisions(conn, a))
-    .collect::<StoreResult<Vec<_>>>()?;
-    Ok(Page {
-        items,
-        total: total as u64,
-    })
 }
 
 /// Moves a parked effect with `event`, recording why.
@@ -233,79 +183,6 @@ fn expire_one(tx: &Transaction<'_>, a: &ApprovalRecord, now: Millis) -> StoreRes
     )
 }
 
-#[allow(clippy::too_many_arguments)] // one decision: who, what, why, when, where
-pub(crate) fn decide(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    id: &ApprovalId,
-    key: &KeyId,
-    decision: Decision,
-    note: Option<&str>,
-    now: Millis,
-    replica: &ReplicaId,
-) -> StoreResult<DecideOutcome> {
-    let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-    let (word, audit, status, effect, releases) =
-        match crate::approval_change::plan_decision(&a, key, decision, note, now) {
-            DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
-            DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
-            DecisionPlan::Expire => {
-                expire_one(tx, &a, now)?;
-                return Ok(DecideOutcome::Expired(
-                    approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?,
-                ));
-            }
-            DecisionPlan::Record {
-                word,
-                audit,
-                status,
-                effect,
-                releases,
-            } => (word, audit, status, effect, releases),
-        };
-    super::conn::execute_cached(
-        tx,
-        "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id.as_str(), key.as_str(), word, note, now.0],
-    )
-    .map_err(unavailable)?;
-    let actor = Actor::key(key, now);
-    append(
-        tx,
-        &actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "approval.decision",
-            subject: id.as_str(),
-            before: None,
-            after: Some(audit),
-        },
-    )?;
-    let mut ready = None;
-    if status != ApprovalStatus::Pending {
-        settle(tx, &a, status, "human", &actor)?;
-    }
-    if let Some((event, message)) = effect {
-        move_effect(tx, &a, event, message, &actor)?;
-    }
-    if releases {
-        if let Some(effect) = &a.effect_id {
-            // The deciding replica dispatches the released effect: it owns it now.
-            super::conn::execute_cached(
-                tx,
-                "UPDATE effects SET owner = ?1 WHERE id = ?2",
-                params![replica.as_str(), effect.as_str()],
-            )
-            .map_err(unavailable)?;
-        }
-        if let Some(inv) = &a.invocation_id {
-            ready = invocation(tx, env, inv)?.map(Box::new);
-        }
-    }
-    let approval = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-    Ok(DecideOutcome::Recorded { approval, ready })
-}
-
 /// Denies, as the system, every pending approval parking an invocation of `action`: called in
 /// the transaction that disables or deletes the action, so approving later cannot run it.
 pub(crate) fn cancel_for_action(
@@ -329,15 +206,174 @@ pub(crate) fn cancel_for_action(
     Ok(parked.into_iter().map(|a| a.id).collect())
 }
 
-pub(crate) fn expire_due(tx: &Transaction<'_>, now: Millis) -> StoreResult<Vec<ApprovalId>> {
-    let due = query_all(
-        tx,
-        &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1"),
-        &[&now.0],
-        decode,
-    )?;
-    for a in &due {
-        expire_one(tx, a, now)?;
+#[async_trait]
+impl Approvals for SqliteStore {
+    async fn create_approval(
+        &self,
+        env: &EnvironmentId,
+        request: &NewApproval,
+        requested_by: &KeyId,
+        now: Millis,
+    ) -> StoreResult<ApprovalRecord> {
+        let (env, a, requested_by) = (env.clone(), request.clone(), requested_by.clone());
+        self.write(move |tx| {
+            insert(tx, &env, &a, &requested_by, None, now)?;
+            approval(tx, &env, &a.id)?.ok_or(StoreError::NotFound { what: "approval" })
+        })
+        .await
     }
-    Ok(due.into_iter().map(|a| a.id).collect())
+
+    async fn approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+    ) -> StoreResult<Option<ApprovalRecord>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| approval(conn, &env, &id)).await
+    }
+
+    async fn list_approvals(
+        &self,
+        env: &EnvironmentId,
+        filter: &ApprovalFilter,
+    ) -> StoreResult<Page<ApprovalRecord>> {
+        let (env, f) = (env.clone(), filter.clone());
+        self.read(move |conn| {
+            let status = f.status.map(|s| s.as_str());
+            let origin_clause = match &f.origins {
+                None => String::new(),
+                Some(list) if list.is_empty() => " AND 0".into(),
+                Some(list) => {
+                    let quoted: Vec<String> = list
+                        .iter()
+                        .filter(|o| o.bytes().all(|b| b.is_ascii_lowercase()))
+                        .map(|o| format!("'{o}'"))
+                        .collect();
+                    format!(" AND decision_origin IN ({})", quoted.join(","))
+                }
+            };
+            let filter = format!("env_id = ?1 AND (?2 IS NULL OR status = ?2){origin_clause}");
+            let total: i64 = conn
+                .query_row_cached(
+                    &format!("SELECT COUNT(*) FROM approvals WHERE {filter}"),
+                    params![env.as_str(), status],
+                    |r| r.get(0),
+                )
+                .map_err(unavailable)?;
+            let sql = format!("SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4");
+            let items = query_all(
+                conn,
+                &sql,
+                &[&env.as_str(), &status, &f.limit, &f.offset],
+                decode,
+            )?
+            .into_iter()
+            .map(|a| with_decisions(conn, a))
+            .collect::<StoreResult<Vec<_>>>()?;
+            Ok(Page {
+                items,
+                total: total as u64,
+            })
+        })
+        .await
+    }
+
+    async fn decide_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        key: &KeyId,
+        decision: Decision,
+        note: Option<&str>,
+        now: Millis,
+        replica: &ReplicaId,
+    ) -> StoreResult<DecideOutcome> {
+        let (env, id, key, note, replica) = (
+            env.clone(),
+            id.clone(),
+            key.clone(),
+            note.map(str::to_string),
+            replica.clone(),
+        );
+        self.write(move |tx| {
+            let note = note.as_deref();
+            let a = approval(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+            let (word, audit, status, effect, releases) =
+                match crate::approval_change::plan_decision(&a, &key, decision, note, now) {
+                    DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
+                    DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
+                    DecisionPlan::Expire => {
+                        expire_one(tx, &a, now)?;
+                        return Ok(DecideOutcome::Expired(
+                            approval(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "approval" })?,
+                        ));
+                    }
+                    DecisionPlan::Record {
+                        word,
+                        audit,
+                        status,
+                        effect,
+                        releases,
+                    } => (word, audit, status, effect, releases),
+                };
+            super::conn::execute_cached(
+                tx,
+                "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id.as_str(), key.as_str(), word, note, now.0],
+            )
+            .map_err(unavailable)?;
+            let actor = Actor::key(&key, now);
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "approval.decision",
+                    subject: id.as_str(),
+                    before: None,
+                    after: Some(audit),
+                },
+            )?;
+            let mut ready = None;
+            if status != ApprovalStatus::Pending {
+                settle(tx, &a, status, "human", &actor)?;
+            }
+            if let Some((event, message)) = effect {
+                move_effect(tx, &a, event, message, &actor)?;
+            }
+            if releases {
+                if let Some(effect) = &a.effect_id {
+                    // The deciding replica dispatches the released effect: it owns it now.
+                    super::conn::execute_cached(
+                        tx,
+                        "UPDATE effects SET owner = ?1 WHERE id = ?2",
+                        params![replica.as_str(), effect.as_str()],
+                    )
+                    .map_err(unavailable)?;
+                }
+                if let Some(inv) = &a.invocation_id {
+                    ready = invocation(tx, &env, inv)?.map(Box::new);
+                }
+            }
+            let approval = approval(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+            Ok(DecideOutcome::Recorded { approval, ready })
+        })
+        .await
+    }
+
+    async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
+        self.write(move |tx| {
+            let due = query_all(
+                tx,
+                &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1"),
+                &[&now.0],
+                decode,
+            )?;
+            for a in &due {
+                expire_one(tx, a, now)?;
+            }
+            Ok(due.into_iter().map(|a| a.id).collect())
+        })
+        .await
+    }
 }

@@ -1,9 +1,13 @@
 //! Appends audit events inside the caller's transaction, extending the hash chain.
 
 use super::conn::{unavailable, CachedQuery};
+use super::rows::{self, query_all};
+use super::SqliteStore;
 use crate::audit::{event_hash, GENESIS_HASH};
 use crate::error::StoreResult;
 use crate::records::{Actor, AuditEvent};
+use crate::store::AuditLog;
+use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde_json::Value;
 
@@ -57,4 +61,19 @@ pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> S
     )
     .map_err(unavailable)?;
     Ok(())
+}
+
+#[async_trait]
+impl AuditLog for SqliteStore {
+    async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
+        self.read(move |conn| {
+            query_all(
+                conn,
+                "SELECT seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                &[&after, &limit],
+                rows::audit_event,
+            )
+        })
+        .await
+    }
 }

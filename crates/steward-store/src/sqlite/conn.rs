@@ -10,7 +10,7 @@
 //! `Ok` only after the commit that made its transaction durable.
 
 use crate::error::{StoreError, StoreResult};
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -170,6 +170,30 @@ pub(crate) fn unavailable(err: rusqlite::Error) -> StoreError {
     StoreError::Unavailable {
         message: err.to_string(),
         source: Some(Box::new(err)),
+    }
+}
+
+/// SQLite's extended result codes for the constraints Steward relies on.
+const SQLITE_CONSTRAINT_FOREIGNKEY: i32 = 787;
+const SQLITE_CONSTRAINT_PRIMARYKEY: i32 = 1555;
+const SQLITE_CONSTRAINT_UNIQUE: i32 = 2067;
+
+/// Maps a failed insert or update: a uniqueness rule is `Duplicate`, a missing parent row
+/// (an environment that does not exist) is `NotFound`, anything else is `Unavailable`.
+pub(crate) fn constraint(err: rusqlite::Error, what: &'static str) -> StoreError {
+    match &err {
+        rusqlite::Error::SqliteFailure(e, _) if e.code == ErrorCode::ConstraintViolation => {
+            match e.extended_code {
+                SQLITE_CONSTRAINT_UNIQUE | SQLITE_CONSTRAINT_PRIMARYKEY => {
+                    StoreError::Duplicate { what }
+                }
+                SQLITE_CONSTRAINT_FOREIGNKEY => StoreError::NotFound {
+                    what: "environment",
+                },
+                _ => unavailable(err),
+            }
+        }
+        _ => unavailable(err),
     }
 }
 

@@ -5,10 +5,13 @@
 use super::audit_log::{append, Entry};
 use super::conn::{unavailable, CachedQuery};
 use super::rows::{self, col, query_all, query_one};
+use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
 use crate::records::Actor;
+use crate::store::Limits;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde_json::json;
 use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
@@ -90,41 +93,6 @@ fn status(conn: &Connection, limit: LimitRecord, now: Millis) -> StoreResult<Lim
     })
 }
 
-pub(crate) fn create(tx: &Transaction<'_>, l: &LimitRecord, actor: &Actor) -> StoreResult<()> {
-    let s = &l.spec;
-    super::conn::execute_cached(
-        tx,
-        &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?10)"),
-        params![
-            l.id.as_str(), l.env_id.as_str(), s.name, s.dimension, s.unit, s.currency,
-            s.period.as_str(), s.amount, s.action_name, actor.now.0
-        ],
-    )
-    .map_err(|e| super::admin::constraint(e, "impact limit"))?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(l.env_id.as_str()),
-            kind: "impact_limit.created",
-            subject: l.id.as_str(),
-            before: None,
-            after: Some(audit_view(l)),
-        },
-    )
-}
-
-pub(crate) fn limit(
-    conn: &Connection,
-    env: &EnvironmentId,
-    id: &LimitId,
-    now: Millis,
-) -> StoreResult<Option<LimitStatus>> {
-    record(conn, env, id)?
-        .map(|l| status(conn, l, now))
-        .transpose()
-}
-
 pub(crate) fn list(
     conn: &Connection,
     env: &EnvironmentId,
@@ -138,69 +106,6 @@ pub(crate) fn list(
         .into_iter()
         .map(|l| status(conn, l, now))
         .collect()
-}
-
-pub(crate) fn update(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    id: &LimitId,
-    name: Option<&str>,
-    amount: Option<i64>,
-    actor: &Actor,
-) -> StoreResult<LimitRecord> {
-    let before = record(tx, env, id)?.ok_or(StoreError::NotFound {
-        what: "impact limit",
-    })?;
-    super::conn::execute_cached(
-        tx,
-        "UPDATE impact_limits SET name = COALESCE(?1, name), amount = COALESCE(?2, amount), updated_at = ?3
-         WHERE env_id = ?4 AND id = ?5",
-        params![name, amount, actor.now.0, env.as_str(), id.as_str()],
-    )
-    .map_err(unavailable)?;
-    let after = record(tx, env, id)?.ok_or(StoreError::NotFound {
-        what: "impact limit",
-    })?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "impact_limit.updated",
-            subject: id.as_str(),
-            before: Some(audit_view(&before)),
-            after: Some(audit_view(&after)),
-        },
-    )?;
-    Ok(after)
-}
-
-pub(crate) fn archive(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    id: &LimitId,
-    actor: &Actor,
-) -> StoreResult<bool> {
-    let changed = super::conn::execute_cached(
-        tx,
-            "UPDATE impact_limits SET archived_at = ?1, updated_at = ?1 WHERE env_id = ?2 AND id = ?3 AND archived_at IS NULL",
-            params![actor.now.0, env.as_str(), id.as_str()],
-        )
-        .map_err(unavailable)?;
-    if changed > 0 {
-        append(
-            tx,
-            actor,
-            Entry {
-                env: Some(env.as_str()),
-                kind: "impact_limit.archived",
-                subject: id.as_str(),
-                before: None,
-                after: Some(json!({"archived": true})),
-            },
-        )?;
-    }
-    Ok(changed > 0)
 }
 
 pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
@@ -302,4 +207,143 @@ pub(crate) fn settle(
         )?;
     }
     Ok(())
+}
+
+#[async_trait]
+impl Limits for SqliteStore {
+    async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
+        let (l, actor) = (limit.clone(), actor.clone());
+        self.write(move |tx| {
+            let s = &l.spec;
+            super::conn::execute_cached(
+                tx,
+                &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?10)"),
+                params![
+                    l.id.as_str(), l.env_id.as_str(), s.name, s.dimension, s.unit, s.currency,
+                    s.period.as_str(), s.amount, s.action_name, actor.now.0
+                ],
+            )
+            .map_err(|e| super::conn::constraint(e, "impact limit"))?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(l.env_id.as_str()),
+                    kind: "impact_limit.created",
+                    subject: l.id.as_str(),
+                    before: None,
+                    after: Some(audit_view(&l)),
+                },
+            )
+        })
+        .await
+    }
+
+    async fn update_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        name: Option<&str>,
+        amount: Option<i64>,
+        actor: &Actor,
+    ) -> StoreResult<LimitRecord> {
+        let (env, id, name, actor) = (
+            env.clone(),
+            id.clone(),
+            name.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| {
+            let name = name.as_deref();
+            let before = record(tx, &env, &id)?.ok_or(StoreError::NotFound {
+                what: "impact limit",
+            })?;
+            super::conn::execute_cached(
+                tx,
+                "UPDATE impact_limits SET name = COALESCE(?1, name), amount = COALESCE(?2, amount), updated_at = ?3
+         WHERE env_id = ?4 AND id = ?5",
+                params![name, amount, actor.now.0, env.as_str(), id.as_str()],
+            )
+            .map_err(unavailable)?;
+            let after = record(tx, &env, &id)?.ok_or(StoreError::NotFound {
+                what: "impact limit",
+            })?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "impact_limit.updated",
+                    subject: id.as_str(),
+                    before: Some(audit_view(&before)),
+                    after: Some(audit_view(&after)),
+                },
+            )?;
+            Ok(after)
+        })
+        .await
+    }
+
+    async fn archive_limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        let (env, id, actor) = (env.clone(), id.clone(), actor.clone());
+        self.write(move |tx| {
+            let changed = super::conn::execute_cached(
+                tx,
+                    "UPDATE impact_limits SET archived_at = ?1, updated_at = ?1 WHERE env_id = ?2 AND id = ?3 AND archived_at IS NULL",
+                    params![actor.now.0, env.as_str(), id.as_str()],
+                )
+                .map_err(unavailable)?;
+            if changed > 0 {
+                append(
+                    tx,
+                    &actor,
+                    Entry {
+                        env: Some(env.as_str()),
+                        kind: "impact_limit.archived",
+                        subject: id.as_str(),
+                        before: None,
+                        after: Some(json!({"archived": true})),
+                    },
+                )?;
+            }
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn limit(
+        &self,
+        env: &EnvironmentId,
+        id: &LimitId,
+        now: Millis,
+    ) -> StoreResult<Option<LimitStatus>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| {
+            record(conn, &env, &id)?
+                .map(|l| status(conn, l, now))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn list_limits(
+        &self,
+        env: &EnvironmentId,
+        include_archived: bool,
+        now: Millis,
+    ) -> StoreResult<Vec<LimitStatus>> {
+        let env = env.clone();
+        self.read(move |conn| list(conn, &env, include_archived, now))
+            .await
+    }
+
+    async fn reserve_impact(&self, request: &ImpactRequest) -> StoreResult<ReserveOutcome> {
+        let request = request.clone();
+        self.write(move |tx| reserve(tx, &request)).await
+    }
 }

@@ -5,9 +5,12 @@
 use super::audit_log::{append, Entry};
 use super::conn::unavailable;
 use super::rows::{self, col, query_all, query_one};
+use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{PolicyRecord, PolicyVersion};
 use crate::records::Actor;
+use crate::store::Policies;
+use async_trait::async_trait;
 use rusqlite::{params, Connection, Row, Transaction};
 use serde_json::json;
 use steward_core::policy::PolicySpec;
@@ -67,31 +70,6 @@ fn insert_version(
     Ok(())
 }
 
-pub(crate) fn create(
-    tx: &Transaction<'_>,
-    p: &PolicyRecord,
-    note: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<()> {
-    tx.execute(
-        "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
-        params![p.id.as_str(), p.env_id.as_str(), p.spec.name, actor.now.0],
-    )
-    .map_err(|e| super::admin::constraint(e, "policy"))?;
-    insert_version(tx, &p.id, 1, Some(&p.spec), note, actor)?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(p.env_id.as_str()),
-            kind: "policy.created",
-            subject: p.id.as_str(),
-            before: None,
-            after: Some(audit_view(1, &p.spec, note)),
-        },
-    )
-}
-
 pub(crate) fn policy(
     conn: &Connection,
     env: &EnvironmentId,
@@ -110,95 +88,173 @@ pub(crate) fn list(conn: &Connection, env: &EnvironmentId) -> StoreResult<Vec<Po
     query_all(conn, &sql, &[&env.as_str()], decode)
 }
 
-pub(crate) fn update(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    id: &PolicyId,
-    expected: u32,
-    new_spec: &PolicySpec,
-    note: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<PolicyRecord> {
-    let current = policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })?;
-    if current.version != expected {
-        return Err(StoreError::VersionConflict {
-            expected,
-            found: current.version,
-        });
+#[async_trait]
+impl Policies for SqliteStore {
+    async fn create_policy(
+        &self,
+        policy: &PolicyRecord,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        let (p, note, actor) = (
+            policy.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| {
+            let note = note.as_deref();
+            tx.execute(
+                "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
+                params![p.id.as_str(), p.env_id.as_str(), p.spec.name, actor.now.0],
+            )
+            .map_err(|e| super::conn::constraint(e, "policy"))?;
+            insert_version(tx, &p.id, 1, Some(&p.spec), note, &actor)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(p.env_id.as_str()),
+                    kind: "policy.created",
+                    subject: p.id.as_str(),
+                    before: None,
+                    after: Some(audit_view(1, &p.spec, note)),
+                },
+            )
+        })
+        .await
     }
-    let version = expected + 1;
-    tx.execute(
-        "UPDATE policies SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
-        params![version, new_spec.name, actor.now.0, id.as_str(), expected],
-    )
-    .map_err(|e| super::admin::constraint(e, "policy"))?;
-    insert_version(tx, id, version, Some(new_spec), note, actor)?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.updated",
-            subject: id.as_str(),
-            before: Some(audit_view(expected, &current.spec, None)),
-            after: Some(audit_view(version, new_spec, note)),
-        },
-    )?;
-    policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })
-}
 
-pub(crate) fn delete(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    id: &PolicyId,
-    note: Option<&str>,
-    actor: &Actor,
-) -> StoreResult<bool> {
-    let Some(current) = policy(tx, env, id)? else {
-        return Ok(false);
-    };
-    let tombstone = current.version + 1;
-    tx.execute(
-        "UPDATE policies SET deleted_at = ?1, version = ?2, updated_at = ?1 WHERE id = ?3 AND deleted_at IS NULL",
-        params![actor.now.0, tombstone, id.as_str()],
-    )
-    .map_err(unavailable)?;
-    insert_version(tx, id, tombstone, None, note, actor)?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.deleted",
-            subject: id.as_str(),
-            before: Some(audit_view(current.version, &current.spec, None)),
-            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
-        },
-    )?;
-    Ok(true)
-}
+    async fn update_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        expected_version: u32,
+        spec: &PolicySpec,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<PolicyRecord> {
+        let (env, id, expected, new_spec, note, actor) = (
+            env.clone(),
+            id.clone(),
+            expected_version,
+            spec.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| {
+            let note = note.as_deref();
+            let current = policy(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "policy" })?;
+            if current.version != expected {
+                return Err(StoreError::VersionConflict {
+                    expected,
+                    found: current.version,
+                });
+            }
+            let version = expected + 1;
+            tx.execute(
+                "UPDATE policies SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
+                params![version, new_spec.name, actor.now.0, id.as_str(), expected],
+            )
+            .map_err(|e| super::conn::constraint(e, "policy"))?;
+            insert_version(tx, &id, version, Some(&new_spec), note, &actor)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "policy.updated",
+                    subject: id.as_str(),
+                    before: Some(audit_view(expected, &current.spec, None)),
+                    after: Some(audit_view(version, &new_spec, note)),
+                },
+            )?;
+            policy(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "policy" })
+        })
+        .await
+    }
 
-pub(crate) fn versions(
-    conn: &Connection,
-    env: &EnvironmentId,
-    id: &PolicyId,
-) -> StoreResult<Vec<PolicyVersion>> {
-    let sql = "SELECT v.policy_id, v.version, v.spec, v.change_note, v.created_at, v.created_by
+    async fn delete_policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        let (env, id, note, actor) = (
+            env.clone(),
+            id.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| {
+            let note = note.as_deref();
+            let Some(current) = policy(tx, &env, &id)? else {
+                return Ok(false);
+            };
+            let tombstone = current.version + 1;
+            tx.execute(
+                "UPDATE policies SET deleted_at = ?1, version = ?2, updated_at = ?1 WHERE id = ?3 AND deleted_at IS NULL",
+                params![actor.now.0, tombstone, id.as_str()],
+            )
+            .map_err(unavailable)?;
+            insert_version(tx, &id, tombstone, None, note, &actor)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "policy.deleted",
+                    subject: id.as_str(),
+                    before: Some(audit_view(current.version, &current.spec, None)),
+                    after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
+                },
+            )?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn policy(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Option<PolicyRecord>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| policy(conn, &env, &id)).await
+    }
+
+    async fn list_policies(&self, env: &EnvironmentId) -> StoreResult<Vec<PolicyRecord>> {
+        let env = env.clone();
+        self.read(move |conn| list(conn, &env)).await
+    }
+
+    async fn policy_versions(
+        &self,
+        env: &EnvironmentId,
+        id: &PolicyId,
+    ) -> StoreResult<Vec<PolicyVersion>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| {
+            let sql =
+                "SELECT v.policy_id, v.version, v.spec, v.change_note, v.created_at, v.created_by
                FROM policy_versions v JOIN policies p ON p.id = v.policy_id
                WHERE p.env_id = ?1 AND p.id = ?2 ORDER BY v.version";
-    query_all(conn, sql, &[&env.as_str(), &id.as_str()], |row| {
-        Ok(PolicyVersion {
-            policy_id: PolicyId::parse(&col::<String>(row, 0)?)
-                .map_err(|e| rows::corrupt("id", e))?,
-            version: col(row, 1)?,
-            spec: col::<Option<String>>(row, 2)?
-                .map(|raw| spec(&raw))
-                .transpose()?,
-            change_note: col(row, 3)?,
-            created_at: Millis(col(row, 4)?),
-            created_by: col::<Option<String>>(row, 5)?
-                .map(|k| KeyId::parse(&k).map_err(|e| rows::corrupt("id", e)))
-                .transpose()?,
+            query_all(conn, sql, &[&env.as_str(), &id.as_str()], |row| {
+                Ok(PolicyVersion {
+                    policy_id: PolicyId::parse(&col::<String>(row, 0)?)
+                        .map_err(|e| rows::corrupt("id", e))?,
+                    version: col(row, 1)?,
+                    spec: col::<Option<String>>(row, 2)?
+                        .map(|raw| spec(&raw))
+                        .transpose()?,
+                    change_note: col(row, 3)?,
+                    created_at: Millis(col(row, 4)?),
+                    created_by: col::<Option<String>>(row, 5)?
+                        .map(|k| KeyId::parse(&k).map_err(|e| rows::corrupt("id", e)))
+                        .transpose()?,
+                })
+            })
         })
-    })
+        .await
+    }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use steward_core::{EnvironmentId, KeyId, Role};
-use steward_store::{Actor, ApiKeyRecord, SqliteStore, Store};
+use steward_store::{Actor, ApiKeyRecord, Identity, SqliteStore};
 use tower::ServiceExt;
 use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;

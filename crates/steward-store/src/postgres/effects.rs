@@ -1,11 +1,15 @@
 //! Invocations and effects: the invoke write path's records.
 
 use super::audit_log::{append, Entry};
+use super::conn::{in_transaction, Mode};
 use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col};
+use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
+use crate::store::Effects;
 use crate::submit::{verdict, Facts, Verdict};
+use async_trait::async_trait;
 use serde_json::{json, Value};
 use steward_core::impact::ReservationState;
 use steward_core::LimitId;
@@ -25,41 +29,6 @@ pub(crate) async fn invocation(
     );
     tx.one(&sql, &[&env.as_str(), &id.as_str()], rows::invocation)
         .await
-}
-
-/// The invocation whose effect `(env, action, key)` names.
-pub(crate) async fn invocation_by_operation_key(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    action: &ActionId,
-    key: &OperationKey,
-) -> StoreResult<Option<InvocationRecord>> {
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id =
-           (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)",
-        rows::INVOCATION_COLUMNS
-    );
-    tx.one(
-        &sql,
-        &[&env.as_str(), &action.as_str(), &key.as_str()],
-        rows::invocation,
-    )
-    .await
-}
-
-/// The invocation whose effect is `effect`.
-pub(crate) async fn invocation_of_effect(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-) -> StoreResult<InvocationRecord> {
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id = $2",
-        rows::INVOCATION_COLUMNS
-    );
-    tx.one(&sql, &[&env.as_str(), &effect.as_str()], rows::invocation)
-        .await?
-        .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
 pub(crate) async fn must_invocation(
@@ -223,34 +192,6 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
     .await
 }
 
-pub(crate) async fn submit_and_begin(
-    tx: &Tx<'_>,
-    s: &Submission,
-    first: &FirstAttempt,
-) -> StoreResult<Submitted> {
-    let outcome = submit(tx, s).await?;
-    if !matches!(outcome, SubmitOutcome::Created(_)) {
-        return Ok(Submitted {
-            outcome,
-            first: None,
-        });
-    }
-    let reserved = super::limits::reserve(tx, &first.impact).await?;
-    let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
-        FirstAttemptOutcome::Refused(reserved)
-    } else {
-        match change_effect(tx, &first.begin).await {
-            Ok(()) => FirstAttemptOutcome::Begun,
-            Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
-            Err(e) => return Err(e),
-        }
-    };
-    Ok(Submitted {
-        outcome,
-        first: Some(first),
-    })
-}
-
 pub(crate) async fn insert_evidence(
     tx: &Tx<'_>,
     effect: &EffectId,
@@ -272,26 +213,6 @@ pub(crate) async fn insert_evidence(
     )
     .await?;
     u32::try_from(next).map_err(|_| rows::corrupt("evidence seq", next))
-}
-
-pub(crate) async fn finish_invoke_request(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    caller: &KeyId,
-    key: &IdempotencyKey,
-) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE idempotency SET state = 'done'
-         WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) AND kind = 'invoke'",
-        &[
-            &env.as_str(),
-            &key.as_str(),
-            &caller.as_str(),
-            &super::idempotency::LEGACY_SCOPE,
-        ],
-    )
-    .await?;
-    Ok(())
 }
 
 /// Marks answered the invoke request behind `key` that created the effect's invocation (the
@@ -343,7 +264,7 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
     // (`submit_and_begin`) keeps nothing of the attempt. A stale `from` is still a conflict.
     let halted = match c.attempt {
         Some(AttemptChange::Begin { .. }) => {
-            let halted = super::admin::is_halted(tx, &c.env_id).await?;
+            let halted = super::kill_switch::is_halted(tx, &c.env_id).await?;
             if tx.unlocked() {
                 tx.check_at_commit(CommitCheck::Halted {
                     env: c.env_id.to_string(),
@@ -458,172 +379,11 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
     .await
 }
 
-pub(crate) async fn append_evidence(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    e: &NewEvidence,
-    actor: &Actor,
-) -> StoreResult<()> {
-    current_state(tx, env, effect).await?;
-    let seq = insert_evidence(tx, effect, e, actor).await?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "effect.evidence",
-            subject: effect.as_str(),
-            before: None,
-            after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
-        },
-    )
-    .await
-}
-
 /// The state filter as a text array parameter: `None` matches every state, an empty list none.
 fn state_names(states: &Option<Vec<EffectState>>) -> Option<Vec<&'static str>> {
     states
         .as_ref()
         .map(|list| list.iter().map(|s| s.name()).collect())
-}
-
-pub(crate) async fn list_invocations(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    f: &InvocationFilter,
-) -> StoreResult<Page<InvocationRecord>> {
-    let action = f.action_id.as_ref().map(|a| a.as_str());
-    let states = state_names(&f.states);
-    let filter = "env_id = $1 AND ($2::text IS NULL OR action_id = $2)
-                  AND ($3::text[] IS NULL OR state = ANY($3))";
-    let total = tx
-        .count(
-            &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"),
-            &[&env.as_str(), &action, &states],
-        )
-        .await?;
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
-        rows::INVOCATION_COLUMNS
-    );
-    let items = tx
-        .all(
-            &sql,
-            &[
-                &env.as_str(),
-                &action,
-                &states,
-                &i64::from(f.limit),
-                &i64::from(f.offset),
-            ],
-            rows::invocation,
-        )
-        .await?;
-    Ok(Page {
-        items,
-        total: total as u64,
-    })
-}
-
-pub(crate) async fn effect(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    id: &EffectId,
-) -> StoreResult<Option<EffectDetail>> {
-    let sql = format!(
-        "SELECT {} FROM effects WHERE env_id = $1 AND id = $2",
-        rows::EFFECT_COLUMNS
-    );
-    let Some(effect) = tx
-        .one(&sql, &[&env.as_str(), &id.as_str()], rows::effect)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let attempts = tx
-        .all(
-            &format!(
-                "SELECT {} FROM attempts WHERE effect_id = $1 ORDER BY number",
-                rows::ATTEMPT_COLUMNS
-            ),
-            &[&id.as_str()],
-            rows::attempt,
-        )
-        .await?;
-    let evidence = tx
-        .all(
-            &format!(
-                "SELECT {} FROM evidence WHERE effect_id = $1 ORDER BY seq",
-                rows::EVIDENCE_COLUMNS
-            ),
-            &[&id.as_str()],
-            rows::evidence,
-        )
-        .await?;
-    let reservations = tx
-        .all(
-            "SELECT r.limit_id, l.name, r.amount, r.window_start, r.state
-             FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id
-             WHERE r.effect_id = $1 ORDER BY l.name, r.limit_id",
-            &[&id.as_str()],
-            |row| {
-                let state: &str = col(row, 4)?;
-                Ok(ReservationRecord {
-                    limit_id: rows::id(row, 0, LimitId::parse)?,
-                    limit_name: col::<&str>(row, 1)?.to_string(),
-                    amount: col(row, 2)?,
-                    window_start: rows::millis(row, 3)?,
-                    state: ReservationState::parse(state)
-                        .ok_or_else(|| rows::corrupt("reservation state", state))?,
-                })
-            },
-        )
-        .await?;
-    Ok(Some(EffectDetail {
-        effect,
-        attempts,
-        evidence,
-        reservations,
-    }))
-}
-
-pub(crate) async fn list_effects(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    f: &EffectFilter,
-) -> StoreResult<Page<EffectRecord>> {
-    let action = f.action_id.as_ref().map(|a| a.as_str());
-    let states = state_names(&f.states);
-    let filter = "env_id = $1 AND governed AND ($2::text IS NULL OR action_id = $2)
-                  AND ($3::text[] IS NULL OR state = ANY($3))";
-    let total = tx
-        .count(
-            &format!("SELECT COUNT(*) FROM effects WHERE {filter}"),
-            &[&env.as_str(), &action, &states],
-        )
-        .await?;
-    let sql = format!(
-        "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
-        rows::EFFECT_COLUMNS
-    );
-    let items = tx
-        .all(
-            &sql,
-            &[
-                &env.as_str(),
-                &action,
-                &states,
-                &i64::from(f.limit),
-                &i64::from(f.offset),
-            ],
-            rows::effect,
-        )
-        .await?;
-    Ok(Page {
-        items,
-        total: total as u64,
-    })
 }
 
 fn reconcile_due(row: &tokio_postgres::Row) -> StoreResult<ReconcileDue> {
@@ -635,17 +395,165 @@ fn reconcile_due(row: &tokio_postgres::Row) -> StoreResult<ReconcileDue> {
     })
 }
 
-/// Claims the due effects: selected and pushed to `claim_until` in one statement. Runs behind
-/// the write lock, so two replicas' claims never overlap; `SKIP LOCKED` keeps that true without
-/// it (a row another claim holds is left to that claim, not waited for).
-pub(crate) async fn due_for_reconcile(
-    tx: &Tx<'_>,
-    now: Millis,
-    limit: u32,
-    claim_until: Millis,
-) -> StoreResult<Vec<ReconcileDue>> {
-    tx.all(
-        "WITH due AS (
+/// `reconcile_after` for "never automatically".
+const RECONCILE_NEVER: i64 = i64::MAX;
+
+#[async_trait]
+impl Effects for PostgresStore {
+    async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
+        in_transaction!(self, Mode::Write, |tx| submit(&tx, submission))
+    }
+
+    async fn invoke_context(
+        &self,
+        token_hash: &str,
+        now: Millis,
+        action: &str,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> StoreResult<Option<InvokeContext>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let Some(caller) = super::identity::key_by_hash(&tx, token_hash)
+                .await?
+                .filter(|k| k.usable_at(now))
+            else {
+                return Ok(None);
+            };
+            let Some(environment) = super::identity::environment(&tx, &caller.env_id).await? else {
+                return Ok(None);
+            };
+            let env = &environment.id;
+            let action = super::catalog::action(&tx, env, action).await?;
+            let mut secrets = Vec::new();
+            for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
+                secrets.extend(super::catalog::secret(&tx, env, &name).await?);
+            }
+            Ok(Some(InvokeContext {
+                policies: super::policies::list(&tx, env).await?,
+                earlier: match idempotency_key {
+                    Some(key) => super::idempotency::earlier(&tx, env, &caller.id, key).await?,
+                    None => None,
+                },
+                key: caller,
+                environment,
+                action,
+                secrets,
+            }))
+        })
+    }
+
+    async fn submit_and_begin(
+        &self,
+        submission: &Submission,
+        first: &FirstAttempt,
+    ) -> StoreResult<Submitted> {
+        in_transaction!(self, Mode::WriteLate, |tx| async {
+            let s = submission;
+            let outcome = submit(&tx, s).await?;
+            if !matches!(outcome, SubmitOutcome::Created(_)) {
+                return Ok(Submitted {
+                    outcome,
+                    first: None,
+                });
+            }
+            let reserved = super::limits::reserve(&tx, &first.impact).await?;
+            let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
+                FirstAttemptOutcome::Refused(reserved)
+            } else {
+                match change_effect(&tx, &first.begin).await {
+                    Ok(()) => FirstAttemptOutcome::Begun,
+                    Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
+                    Err(e) => return Err(e),
+                }
+            };
+            Ok(Submitted {
+                outcome,
+                first: Some(first),
+            })
+        })
+    }
+
+    async fn finish_invoke_request(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::WriteLate, |tx| async {
+            tx.execute(
+                "UPDATE idempotency SET state = 'done'
+         WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) AND kind = 'invoke'",
+                &[
+                    &env.as_str(),
+                    &key.as_str(),
+                    &caller.as_str(),
+                    &super::idempotency::LEGACY_SCOPE,
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
+        in_transaction!(self, Mode::WriteLate, |tx| change_effect(&tx, change))
+    }
+
+    async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
+        in_transaction!(self, Mode::WriteLate, |tx| async {
+            change_effect(&tx, change).await?;
+            // The effect's invocation, as this transaction leaves it.
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id = $2",
+                rows::INVOCATION_COLUMNS
+            );
+            tx.one(
+                &sql,
+                &[&change.env_id.as_str(), &change.effect_id.as_str()],
+                rows::invocation,
+            )
+            .await?
+            .ok_or(StoreError::NotFound { what: "invocation" })
+        })
+    }
+
+    async fn append_evidence(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        evidence: &NewEvidence,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let e = evidence;
+            current_state(&tx, env, effect).await?;
+            let seq = insert_evidence(&tx, effect, e, actor).await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "effect.evidence",
+                    subject: effect.as_str(),
+                    before: None,
+                    after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+                },
+            )
+            .await
+        })
+    }
+
+    async fn due_for_reconcile(
+        &self,
+        now: Millis,
+        limit: u32,
+        claim_until: Millis,
+    ) -> StoreResult<Vec<ReconcileDue>> {
+        // Claims the due effects: selected and pushed to `claim_until` in one statement. Runs behind
+        // the write lock, so two replicas' claims never overlap; `SKIP LOCKED` keeps that true
+        // without it (a row another claim holds is left to that claim, not waited for).
+        in_transaction!(self, Mode::Write, |tx| async {
+            tx.all(
+                "WITH due AS (
             SELECT id, COALESCE(reconcile_after, updated_at) AS due_at FROM effects
             WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= $1)
             ORDER BY due_at, id LIMIT $2
@@ -654,34 +562,217 @@ pub(crate) async fn due_for_reconcile(
             UPDATE effects e SET reconcile_after = $3 FROM due WHERE e.id = due.id
             RETURNING e.env_id, e.id, e.invocation_id, e.reconcile_count, due.due_at)
          SELECT env_id, id, invocation_id, reconcile_count FROM claimed ORDER BY due_at, id",
-        &[&now.0, &i64::from(limit), &claim_until.0],
-        reconcile_due,
-    )
-    .await
-}
-
-/// `reconcile_after` for "never automatically".
-const RECONCILE_NEVER: i64 = i64::MAX;
-
-pub(crate) async fn schedule_reconcile(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    next_at: Option<Millis>,
-) -> StoreResult<()> {
-    let changed = tx
-        .execute(
-            "UPDATE effects SET reconcile_after = $1, reconcile_count = reconcile_count + 1
-             WHERE env_id = $2 AND id = $3",
-            &[
-                &next_at.map_or(RECONCILE_NEVER, |t| t.0),
-                &env.as_str(),
-                &effect.as_str(),
-            ],
-        )
-        .await?;
-    if changed == 0 {
-        return Err(StoreError::NotFound { what: "effect" });
+                &[&now.0, &i64::from(limit), &claim_until.0],
+                reconcile_due,
+            )
+            .await
+        })
     }
-    Ok(())
+
+    async fn schedule_reconcile(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        next_at: Option<Millis>,
+    ) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let changed = tx
+                .execute(
+                    "UPDATE effects SET reconcile_after = $1, reconcile_count = reconcile_count + 1
+             WHERE env_id = $2 AND id = $3",
+                    &[
+                        &next_at.map_or(RECONCILE_NEVER, |t| t.0),
+                        &env.as_str(),
+                        &effect.as_str(),
+                    ],
+                )
+                .await?;
+            if changed == 0 {
+                return Err(StoreError::NotFound { what: "effect" });
+            }
+            Ok(())
+        })
+    }
+
+    async fn invocation(
+        &self,
+        env: &EnvironmentId,
+        id: &InvocationId,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| invocation(&tx, env, id))
+    }
+
+    async fn invocation_by_operation_key(
+        &self,
+        env: &EnvironmentId,
+        action: &ActionId,
+        operation_key: &OperationKey,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let key = operation_key;
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id =
+           (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)",
+                rows::INVOCATION_COLUMNS
+            );
+            tx.one(
+                &sql,
+                &[&env.as_str(), &action.as_str(), &key.as_str()],
+                rows::invocation,
+            )
+            .await
+        })
+    }
+
+    async fn list_invocations(
+        &self,
+        env: &EnvironmentId,
+        filter: &InvocationFilter,
+    ) -> StoreResult<Page<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let f = filter;
+            let action = f.action_id.as_ref().map(|a| a.as_str());
+            let states = state_names(&f.states);
+            let filter = "env_id = $1 AND ($2::text IS NULL OR action_id = $2)
+                  AND ($3::text[] IS NULL OR state = ANY($3))";
+            let total = tx
+                .count(
+                    &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"),
+                    &[&env.as_str(), &action, &states],
+                )
+                .await?;
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+                rows::INVOCATION_COLUMNS
+            );
+            let items = tx
+                .all(
+                    &sql,
+                    &[
+                        &env.as_str(),
+                        &action,
+                        &states,
+                        &i64::from(f.limit),
+                        &i64::from(f.offset),
+                    ],
+                    rows::invocation,
+                )
+                .await?;
+            Ok(Page {
+                items,
+                total: total as u64,
+            })
+        })
+    }
+
+    async fn effect(
+        &self,
+        env: &EnvironmentId,
+        id: &EffectId,
+    ) -> StoreResult<Option<EffectDetail>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let sql = format!(
+                "SELECT {} FROM effects WHERE env_id = $1 AND id = $2",
+                rows::EFFECT_COLUMNS
+            );
+            let Some(effect) = tx
+                .one(&sql, &[&env.as_str(), &id.as_str()], rows::effect)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let attempts = tx
+                .all(
+                    &format!(
+                        "SELECT {} FROM attempts WHERE effect_id = $1 ORDER BY number",
+                        rows::ATTEMPT_COLUMNS
+                    ),
+                    &[&id.as_str()],
+                    rows::attempt,
+                )
+                .await?;
+            let evidence = tx
+                .all(
+                    &format!(
+                        "SELECT {} FROM evidence WHERE effect_id = $1 ORDER BY seq",
+                        rows::EVIDENCE_COLUMNS
+                    ),
+                    &[&id.as_str()],
+                    rows::evidence,
+                )
+                .await?;
+            let reservations = tx
+                .all(
+                    "SELECT r.limit_id, l.name, r.amount, r.window_start, r.state
+             FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id
+             WHERE r.effect_id = $1 ORDER BY l.name, r.limit_id",
+                    &[&id.as_str()],
+                    |row| {
+                        let state: &str = col(row, 4)?;
+                        Ok(ReservationRecord {
+                            limit_id: rows::id(row, 0, LimitId::parse)?,
+                            limit_name: col::<&str>(row, 1)?.to_string(),
+                            amount: col(row, 2)?,
+                            window_start: rows::millis(row, 3)?,
+                            state: ReservationState::parse(state)
+                                .ok_or_else(|| rows::corrupt("reservation state", state))?,
+                        })
+                    },
+                )
+                .await?;
+            Ok(Some(EffectDetail {
+                effect,
+                attempts,
+                evidence,
+                reservations,
+            }))
+        })
+    }
+
+    async fn list_effects(
+        &self,
+        env: &EnvironmentId,
+        filter: &EffectFilter,
+    ) -> StoreResult<Page<EffectRecord>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let f = filter;
+            let action = f.action_id.as_ref().map(|a| a.as_str());
+            let states = state_names(&f.states);
+            let filter = "env_id = $1 AND governed AND ($2::text IS NULL OR action_id = $2)
+                  AND ($3::text[] IS NULL OR state = ANY($3))";
+            let total = tx
+                .count(
+                    &format!("SELECT COUNT(*) FROM effects WHERE {filter}"),
+                    &[&env.as_str(), &action, &states],
+                )
+                .await?;
+            let sql = format!(
+                "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+                rows::EFFECT_COLUMNS
+            );
+            let items = tx
+                .all(
+                    &sql,
+                    &[
+                        &env.as_str(),
+                        &action,
+                        &states,
+                        &i64::from(f.limit),
+                        &i64::from(f.offset),
+                    ],
+                    rows::effect,
+                )
+                .await?;
+            Ok(Page {
+                items,
+                total: total as u64,
+            })
+        })
+    }
+
+    async fn count_unknown(&self) -> StoreResult<u64> {
+        let n: i64 = in_transaction!(self, Mode::Read, |tx| tx
+            .count("SELECT COUNT(*) FROM effects WHERE state = 'unknown'", &[]))?;
+        Ok(n as u64)
+    }
 }

@@ -2,10 +2,14 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::{unavailable, CachedQuery};
+use super::identity::{environment, key_by_hash};
 use super::rows::{self, query_all, query_one};
+use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
+use crate::store::Effects;
 use crate::submit::{verdict, Facts, Verdict};
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::{json, Value};
 use steward_core::impact::ReservationState;
@@ -25,45 +29,6 @@ pub(crate) fn invocation(
         rows::INVOCATION_COLUMNS
     );
     query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::invocation)
-}
-
-/// The invocation whose effect `(env, action, key)` names.
-pub(crate) fn invocation_by_operation_key(
-    conn: &Connection,
-    env: &EnvironmentId,
-    action: &ActionId,
-    key: &OperationKey,
-) -> StoreResult<Option<InvocationRecord>> {
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id =
-           (SELECT id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
-        rows::INVOCATION_COLUMNS
-    );
-    query_one(
-        conn,
-        &sql,
-        &[&env.as_str(), &action.as_str(), &key.as_str()],
-        rows::invocation,
-    )
-}
-
-/// The invocation whose effect is `effect`.
-pub(crate) fn invocation_of_effect(
-    conn: &Connection,
-    env: &EnvironmentId,
-    effect: &EffectId,
-) -> StoreResult<InvocationRecord> {
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id = ?2",
-        rows::INVOCATION_COLUMNS
-    );
-    query_one(
-        conn,
-        &sql,
-        &[&env.as_str(), &effect.as_str()],
-        rows::invocation,
-    )?
-    .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
 pub(crate) fn must_invocation(
@@ -136,34 +101,6 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
         &s.env_id,
         s.invocation_id.as_str(),
     )?))
-}
-
-pub(crate) fn submit_and_begin(
-    tx: &Transaction<'_>,
-    s: &Submission,
-    first: &FirstAttempt,
-) -> StoreResult<Submitted> {
-    let outcome = submit(tx, s)?;
-    if !matches!(outcome, SubmitOutcome::Created(_)) {
-        return Ok(Submitted {
-            outcome,
-            first: None,
-        });
-    }
-    let reserved = super::limits::reserve(tx, &first.impact)?;
-    let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
-        FirstAttemptOutcome::Refused(reserved)
-    } else {
-        match change_effect(tx, &first.begin) {
-            Ok(()) => FirstAttemptOutcome::Begun,
-            Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
-            Err(e) => return Err(e),
-        }
-    };
-    Ok(Submitted {
-        outcome,
-        first: Some(first),
-    })
 }
 
 fn record_invoke_key(
@@ -276,27 +213,6 @@ pub(crate) fn insert_evidence(
     Ok(seq)
 }
 
-pub(crate) fn finish_invoke_request(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    caller: &KeyId,
-    key: &IdempotencyKey,
-) -> StoreResult<()> {
-    super::conn::execute_cached(
-        tx,
-        "UPDATE idempotency SET state = 'done'
-         WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) AND kind = 'invoke'",
-        params![
-            env.as_str(),
-            key.as_str(),
-            caller.as_str(),
-            super::idempotency::LEGACY_SCOPE
-        ],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
-
 /// Marks answered the invoke request behind `key` that created the effect's invocation (the
 /// request an `EffectChange::answers_request` names: its sender is the invocation's creator).
 fn finish_answered_request(
@@ -344,7 +260,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
     // halted. Checked in this transaction, so an attempt committed after a halt cannot exist.
     if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
-        && super::admin::is_halted(tx, &c.env_id)?
+        && super::kill_switch::is_halted(tx, &c.env_id)?
     {
         return Err(StoreError::Halted);
     }
@@ -437,28 +353,6 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     )
 }
 
-pub(crate) fn append_evidence(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    e: &NewEvidence,
-    actor: &Actor,
-) -> StoreResult<()> {
-    current_state(tx, env, effect)?;
-    let seq = insert_evidence(tx, effect, e, actor)?;
-    append(
-        tx,
-        actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "effect.evidence",
-            subject: effect.as_str(),
-            before: None,
-            after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
-        },
-    )
-}
-
 fn state_clause(states: &Option<Vec<EffectState>>) -> String {
     match states {
         None => String::new(),
@@ -476,170 +370,393 @@ fn count(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Store
         .map_err(unavailable)
 }
 
-pub(crate) fn list_invocations(
-    conn: &Connection,
-    env: &EnvironmentId,
-    f: &InvocationFilter,
-) -> StoreResult<Page<InvocationRecord>> {
-    let action = f.action_id.as_ref().map(|a| a.as_str());
-    let filter = format!(
-        "env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}",
-        state_clause(&f.states)
-    );
-    let total = count(
-        conn,
-        &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"),
-        &[&env.as_str(), &action],
-    )?;
-    let sql = format!(
-        "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
-        rows::INVOCATION_COLUMNS
-    );
-    let items = query_all(
-        conn,
-        &sql,
-        &[&env.as_str(), &action, &f.limit, &f.offset],
-        rows::invocation,
-    )?;
-    Ok(Page { items, total })
-}
-
-pub(crate) fn effect(
-    conn: &Connection,
-    env: &EnvironmentId,
-    id: &EffectId,
-) -> StoreResult<Option<EffectDetail>> {
-    let sql = format!(
-        "SELECT {} FROM effects WHERE env_id = ?1 AND id = ?2",
-        rows::EFFECT_COLUMNS
-    );
-    let Some(effect) = query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::effect)? else {
-        return Ok(None);
-    };
-    let attempts = query_all(
-        conn,
-        "SELECT number, started_at, deadline_at, finished_at, status, response_status, error, owner FROM attempts WHERE effect_id = ?1 ORDER BY number",
-        &[&id.as_str()],
-        rows::attempt,
-    )?;
-    let evidence = query_all(
-        conn,
-        "SELECT seq, at, kind, source, message, data, actor FROM evidence WHERE effect_id = ?1 ORDER BY seq",
-        &[&id.as_str()],
-        rows::evidence,
-    )?;
-    let reservations = query_all(
-        conn,
-        "SELECT r.limit_id, l.name, r.amount, r.window_start, r.state
-         FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id
-         WHERE r.effect_id = ?1 ORDER BY l.name, r.limit_id",
-        &[&id.as_str()],
-        |row| {
-            let state: String = rows::col(row, 4)?;
-            Ok(ReservationRecord {
-                limit_id: LimitId::parse(&rows::col::<String>(row, 0)?)
-                    .map_err(|e| rows::corrupt("limit id", e))?,
-                limit_name: rows::col(row, 1)?,
-                amount: rows::col(row, 2)?,
-                window_start: Millis(rows::col(row, 3)?),
-                state: ReservationState::parse(&state)
-                    .ok_or_else(|| rows::corrupt("reservation state", &state))?,
-            })
-        },
-    )?;
-    Ok(Some(EffectDetail {
-        effect,
-        attempts,
-        evidence,
-        reservations,
-    }))
-}
-
-pub(crate) fn list_effects(
-    conn: &Connection,
-    env: &EnvironmentId,
-    f: &EffectFilter,
-) -> StoreResult<Page<EffectRecord>> {
-    let action = f.action_id.as_ref().map(|a| a.as_str());
-    let filter = format!(
-        "env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}",
-        state_clause(&f.states)
-    );
-    let total = count(
-        conn,
-        &format!("SELECT COUNT(*) FROM effects WHERE {filter}"),
-        &[&env.as_str(), &action],
-    )?;
-    let sql = format!(
-        "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
-        rows::EFFECT_COLUMNS
-    );
-    let items = query_all(
-        conn,
-        &sql,
-        &[&env.as_str(), &action, &f.limit, &f.offset],
-        rows::effect,
-    )?;
-    Ok(Page { items, total })
-}
-
-/// Claims the due effects: selected and pushed to `claim_until` in one IMMEDIATE transaction.
-pub(crate) fn due_for_reconcile(
-    tx: &Transaction<'_>,
-    now: steward_core::Millis,
-    limit: u32,
-    claim_until: steward_core::Millis,
-) -> StoreResult<Vec<ReconcileDue>> {
-    let due = query_all(
-        tx,
-        "SELECT env_id, id, invocation_id, reconcile_count FROM effects
-         WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= ?1)
-         ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT ?2",
-        &[&now.0, &limit],
-        |row| {
-            let corrupt = |e| rows::corrupt("id", e);
-            Ok(ReconcileDue {
-                env_id: EnvironmentId::parse(&rows::col::<String>(row, 0)?).map_err(corrupt)?,
-                effect_id: EffectId::parse(&rows::col::<String>(row, 1)?).map_err(corrupt)?,
-                invocation_id: InvocationId::parse(&rows::col::<String>(row, 2)?)
-                    .map_err(corrupt)?,
-                count: rows::col(row, 3)?,
-            })
-        },
-    )?;
-    for d in &due {
-        super::conn::execute_cached(
-            tx,
-            "UPDATE effects SET reconcile_after = ?1 WHERE id = ?2",
-            params![claim_until.0, d.effect_id.as_str()],
-        )
-        .map_err(unavailable)?;
-    }
-    Ok(due)
-}
-
 /// `reconcile_after` for "never automatically".
 const RECONCILE_NEVER: i64 = i64::MAX;
 
-pub(crate) fn schedule_reconcile(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    next_at: Option<steward_core::Millis>,
-) -> StoreResult<()> {
-    let changed = super::conn::execute_cached(
-        tx,
-        "UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1
-             WHERE env_id = ?2 AND id = ?3",
-        params![
-            next_at.map(|t| t.0).unwrap_or(RECONCILE_NEVER),
-            env.as_str(),
-            effect.as_str()
-        ],
-    )
-    .map_err(unavailable)?;
-    if changed == 0 {
-        return Err(StoreError::NotFound { what: "effect" });
+#[async_trait]
+impl Effects for SqliteStore {
+    async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
+        let submission = submission.clone();
+        self.write(move |tx| submit(tx, &submission)).await
     }
-    Ok(())
+
+    async fn invoke_context(
+        &self,
+        token_hash: &str,
+        now: Millis,
+        action: &str,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> StoreResult<Option<InvokeContext>> {
+        let (hash, action, key) = (
+            token_hash.to_string(),
+            action.to_string(),
+            idempotency_key.cloned(),
+        );
+        self.read(move |c| {
+            let Some(caller) = key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
+                return Ok(None);
+            };
+            let Some(environment) = environment(c, &caller.env_id)? else {
+                return Ok(None);
+            };
+            let env = &environment.id;
+            let action = super::catalog::action(c, env, &action)?;
+            let mut secrets = Vec::new();
+            for name in action.iter().flat_map(|a| secrets_named_by(&a.definition)) {
+                secrets.extend(super::catalog::secret(c, env, &name)?);
+            }
+            Ok(Some(InvokeContext {
+                policies: super::policies::list(c, env)?,
+                earlier: match &key {
+                    Some(key) => super::idempotency::earlier(c, env, &caller.id, key)?,
+                    None => None,
+                },
+                key: caller,
+                environment,
+                action,
+                secrets,
+            }))
+        })
+        .await
+    }
+
+    async fn submit_and_begin(
+        &self,
+        submission: &Submission,
+        first: &FirstAttempt,
+    ) -> StoreResult<Submitted> {
+        let (s, first) = (submission.clone(), first.clone());
+        self.write(move |tx| {
+            let outcome = submit(tx, &s)?;
+            if !matches!(outcome, SubmitOutcome::Created(_)) {
+                return Ok(Submitted {
+                    outcome,
+                    first: None,
+                });
+            }
+            let reserved = super::limits::reserve(tx, &first.impact)?;
+            let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
+                FirstAttemptOutcome::Refused(reserved)
+            } else {
+                match change_effect(tx, &first.begin) {
+                    Ok(()) => FirstAttemptOutcome::Begun,
+                    Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
+                    Err(e) => return Err(e),
+                }
+            };
+            Ok(Submitted {
+                outcome,
+                first: Some(first),
+            })
+        })
+        .await
+    }
+
+    async fn finish_invoke_request(
+        &self,
+        env: &EnvironmentId,
+        caller: &KeyId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<()> {
+        let (env, caller, key) = (env.clone(), caller.clone(), key.clone());
+        self.write(move |tx| {
+            super::conn::execute_cached(
+                tx,
+                "UPDATE idempotency SET state = 'done'
+         WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) AND kind = 'invoke'",
+                params![
+                    env.as_str(),
+                    key.as_str(),
+                    caller.as_str(),
+                    super::idempotency::LEGACY_SCOPE
+                ],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
+        let change = change.clone();
+        self.write(move |tx| change_effect(tx, &change)).await
+    }
+
+    async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
+        let change = change.clone();
+        self.write(move |tx| {
+            change_effect(tx, &change)?;
+            // The effect's invocation, as this transaction leaves it.
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id = ?2",
+                rows::INVOCATION_COLUMNS
+            );
+            query_one(
+                tx,
+                &sql,
+                &[&change.env_id.as_str(), &change.effect_id.as_str()],
+                rows::invocation,
+            )?
+            .ok_or(StoreError::NotFound { what: "invocation" })
+        })
+        .await
+    }
+
+    async fn append_evidence(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        evidence: &NewEvidence,
+        actor: &Actor,
+    ) -> StoreResult<()> {
+        let (env, effect, e, actor) =
+            (env.clone(), effect.clone(), evidence.clone(), actor.clone());
+        self.write(move |tx| {
+            current_state(tx, &env, &effect)?;
+            let seq = insert_evidence(tx, &effect, &e, &actor)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "effect.evidence",
+                    subject: effect.as_str(),
+                    before: None,
+                    after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+                },
+            )
+        })
+        .await
+    }
+
+    async fn due_for_reconcile(
+        &self,
+        now: Millis,
+        limit: u32,
+        claim_until: Millis,
+    ) -> StoreResult<Vec<ReconcileDue>> {
+        // The due effects are selected and pushed to `claim_until` in one IMMEDIATE transaction.
+        self.write(move |tx| {
+            let due = query_all(
+                tx,
+                "SELECT env_id, id, invocation_id, reconcile_count FROM effects
+         WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= ?1)
+         ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT ?2",
+                &[&now.0, &limit],
+                |row| {
+                    let corrupt = |e| rows::corrupt("id", e);
+                    Ok(ReconcileDue {
+                        env_id: EnvironmentId::parse(&rows::col::<String>(row, 0)?)
+                            .map_err(corrupt)?,
+                        effect_id: EffectId::parse(&rows::col::<String>(row, 1)?)
+                            .map_err(corrupt)?,
+                        invocation_id: InvocationId::parse(&rows::col::<String>(row, 2)?)
+                            .map_err(corrupt)?,
+                        count: rows::col(row, 3)?,
+                    })
+                },
+            )?;
+            for d in &due {
+                super::conn::execute_cached(
+                    tx,
+                    "UPDATE effects SET reconcile_after = ?1 WHERE id = ?2",
+                    params![claim_until.0, d.effect_id.as_str()],
+                )
+                .map_err(unavailable)?;
+            }
+            Ok(due)
+        })
+        .await
+    }
+
+    async fn schedule_reconcile(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+        next_at: Option<Millis>,
+    ) -> StoreResult<()> {
+        let (env, effect) = (env.clone(), effect.clone());
+        self.write(move |tx| {
+            let changed = super::conn::execute_cached(
+                tx,
+                "UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1
+             WHERE env_id = ?2 AND id = ?3",
+                params![
+                    next_at.map(|t| t.0).unwrap_or(RECONCILE_NEVER),
+                    env.as_str(),
+                    effect.as_str()
+                ],
+            )
+            .map_err(unavailable)?;
+            if changed == 0 {
+                return Err(StoreError::NotFound { what: "effect" });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn invocation(
+        &self,
+        env: &EnvironmentId,
+        id: &InvocationId,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| invocation(conn, &env, &id)).await
+    }
+
+    async fn invocation_by_operation_key(
+        &self,
+        env: &EnvironmentId,
+        action: &ActionId,
+        operation_key: &OperationKey,
+    ) -> StoreResult<Option<InvocationRecord>> {
+        let (env, action, key) = (env.clone(), action.clone(), operation_key.clone());
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id =
+           (SELECT id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
+                rows::INVOCATION_COLUMNS
+            );
+            query_one(
+                conn,
+                &sql,
+                &[&env.as_str(), &action.as_str(), &key.as_str()],
+                rows::invocation,
+            )
+        })
+        .await
+    }
+
+    async fn list_invocations(
+        &self,
+        env: &EnvironmentId,
+        filter: &InvocationFilter,
+    ) -> StoreResult<Page<InvocationRecord>> {
+        let (env, f) = (env.clone(), filter.clone());
+        self.read(move |conn| {
+            let action = f.action_id.as_ref().map(|a| a.as_str());
+            let filter = format!(
+                "env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}",
+                state_clause(&f.states)
+            );
+            let total = count(
+                conn,
+                &format!("SELECT COUNT(*) FROM invocations WHERE {filter}"),
+                &[&env.as_str(), &action],
+            )?;
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
+                rows::INVOCATION_COLUMNS
+            );
+            let items = query_all(
+                conn,
+                &sql,
+                &[&env.as_str(), &action, &f.limit, &f.offset],
+                rows::invocation,
+            )?;
+            Ok(Page { items, total })
+        })
+        .await
+    }
+
+    async fn effect(
+        &self,
+        env: &EnvironmentId,
+        id: &EffectId,
+    ) -> StoreResult<Option<EffectDetail>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {} FROM effects WHERE env_id = ?1 AND id = ?2",
+                rows::EFFECT_COLUMNS
+            );
+            let Some(effect) = query_one(conn, &sql, &[&env.as_str(), &id.as_str()], rows::effect)? else {
+                return Ok(None);
+            };
+            let attempts = query_all(
+                conn,
+                "SELECT number, started_at, deadline_at, finished_at, status, response_status, error, owner FROM attempts WHERE effect_id = ?1 ORDER BY number",
+                &[&id.as_str()],
+                rows::attempt,
+            )?;
+            let evidence = query_all(
+                conn,
+                "SELECT seq, at, kind, source, message, data, actor FROM evidence WHERE effect_id = ?1 ORDER BY seq",
+                &[&id.as_str()],
+                rows::evidence,
+            )?;
+            let reservations = query_all(
+                conn,
+                "SELECT r.limit_id, l.name, r.amount, r.window_start, r.state
+         FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id
+         WHERE r.effect_id = ?1 ORDER BY l.name, r.limit_id",
+                &[&id.as_str()],
+                |row| {
+                    let state: String = rows::col(row, 4)?;
+                    Ok(ReservationRecord {
+                        limit_id: LimitId::parse(&rows::col::<String>(row, 0)?)
+                            .map_err(|e| rows::corrupt("limit id", e))?,
+                        limit_name: rows::col(row, 1)?,
+                        amount: rows::col(row, 2)?,
+                        window_start: Millis(rows::col(row, 3)?),
+                        state: ReservationState::parse(&state)
+                            .ok_or_else(|| rows::corrupt("reservation state", &state))?,
+                    })
+                },
+            )?;
+            Ok(Some(EffectDetail {
+                effect,
+                attempts,
+                evidence,
+                reservations,
+            }))
+        })
+        .await
+    }
+
+    async fn list_effects(
+        &self,
+        env: &EnvironmentId,
+        filter: &EffectFilter,
+    ) -> StoreResult<Page<EffectRecord>> {
+        let (env, f) = (env.clone(), filter.clone());
+        self.read(move |conn| {
+            let action = f.action_id.as_ref().map(|a| a.as_str());
+            let filter = format!(
+                "env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}",
+                state_clause(&f.states)
+            );
+            let total = count(
+                conn,
+                &format!("SELECT COUNT(*) FROM effects WHERE {filter}"),
+                &[&env.as_str(), &action],
+            )?;
+            let sql = format!(
+                "SELECT {} FROM effects WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
+                rows::EFFECT_COLUMNS
+            );
+            let items = query_all(
+                conn,
+                &sql,
+                &[&env.as_str(), &action, &f.limit, &f.offset],
+                rows::effect,
+            )?;
+            Ok(Page { items, total })
+        })
+        .await
+    }
+
+    async fn count_unknown(&self) -> StoreResult<u64> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM effects WHERE state = 'unknown'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(unavailable)
+        })
+        .await
+    }
 }

@@ -1,0 +1,72 @@
+//! The kill switch: halting an environment, and the work a halt parked.
+
+use super::audit_log::{append, Entry};
+use super::conn::Tx;
+use super::conn::{in_transaction, Mode};
+use super::identity::environment;
+use super::rows;
+use super::PostgresStore;
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use crate::store::KillSwitch;
+use async_trait::async_trait;
+use serde_json::json;
+use steward_core::EnvironmentId;
+
+/// True while the environment is halted. Read inside the transaction that records an attempt,
+/// behind the write lock, so no attempt committed after a halt can be sent.
+pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<bool> {
+    Ok(environment(tx, env).await?.is_some_and(|e| e.halted))
+}
+
+#[async_trait]
+impl KillSwitch for PostgresStore {
+    async fn set_halted(
+        &self,
+        env: &EnvironmentId,
+        halted: bool,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let before = environment(&tx, env).await?.ok_or(StoreError::NotFound {
+                what: "environment",
+            })?;
+            let reason = if halted { reason } else { None };
+            tx.execute(
+                "UPDATE environments SET halted = $1, halt_reason = $2 WHERE id = $3",
+                &[&halted, &reason, &env.as_str()],
+            )
+            .await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: if halted {
+                        "environment.halted"
+                    } else {
+                        "environment.resumed"
+                    },
+                    subject: env.as_str(),
+                    before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
+                    after: Some(json!({"halted": halted, "reason": reason})),
+                },
+            )
+            .await?;
+            environment(&tx, env).await?.ok_or(StoreError::NotFound {
+                what: "environment",
+            })
+        })
+    }
+
+    async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = $1 AND state = 'ready' ORDER BY created_at, id",
+                rows::INVOCATION_COLUMNS
+            );
+            tx.all(&sql, &[&env.as_str()], rows::invocation).await
+        })
+    }
+}

@@ -1,0 +1,77 @@
+//! The kill switch: halting an environment, and the work a halt parked.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::identity::environment;
+use super::rows::{self, query_all};
+use super::SqliteStore;
+use crate::error::{StoreError, StoreResult};
+use crate::records::*;
+use crate::store::KillSwitch;
+use async_trait::async_trait;
+use rusqlite::{params, Connection};
+use serde_json::json;
+use steward_core::EnvironmentId;
+
+/// True while the environment is halted. Read inside the transaction that records an attempt,
+/// so no attempt committed after a halt can be sent.
+pub(crate) fn is_halted(conn: &Connection, env: &EnvironmentId) -> StoreResult<bool> {
+    Ok(environment(conn, env)?.is_some_and(|e| e.halted))
+}
+
+#[async_trait]
+impl KillSwitch for SqliteStore {
+    async fn set_halted(
+        &self,
+        env: &EnvironmentId,
+        halted: bool,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        let (env, reason, actor) = (env.clone(), reason.map(str::to_string), actor.clone());
+        self.write(move |tx| {
+            let reason = reason.as_deref();
+            let before = environment(tx, &env)?.ok_or(StoreError::NotFound {
+                what: "environment",
+            })?;
+            tx.execute(
+                "UPDATE environments SET halted = ?1, halt_reason = ?2 WHERE id = ?3",
+                params![halted, if halted { reason } else { None }, env.as_str()],
+            )
+            .map_err(unavailable)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: if halted {
+                        "environment.halted"
+                    } else {
+                        "environment.resumed"
+                    },
+                    subject: env.as_str(),
+                    before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
+                    after: Some(
+                        json!({"halted": halted, "reason": if halted { reason } else { None }}),
+                    ),
+                },
+            )?;
+            environment(tx, &env)?.ok_or(StoreError::NotFound {
+                what: "environment",
+            })
+        })
+        .await
+    }
+
+    async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
+        let env = env.clone();
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = ?1 AND state = 'ready' ORDER BY created_at, id",
+                rows::INVOCATION_COLUMNS
+            );
+            query_all(conn, &sql, &[&env.as_str()], rows::invocation)
+        })
+        .await
+    }
+}

@@ -1,0 +1,147 @@
+//! Replicas and recovery: heartbeats, and the sweep that settles what a dead replica left in
+//! between, without sending anything. One IMMEDIATE transaction per sweep, so concurrent sweeps
+//! (two handles on one file) run one after the other and the second finds the first's work done.
+
+use super::audit_log::{append, Entry};
+use super::conn::unavailable;
+use super::effects::change_effect;
+use super::rows::{self, col, query_all};
+use super::SqliteStore;
+use crate::error::StoreResult;
+use crate::records::*;
+use crate::recovery::{self, Orphan};
+use crate::store::Replicas;
+use async_trait::async_trait;
+use rusqlite::{params, Transaction};
+use serde_json::json;
+use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
+
+/// True (as SQL) when the row's `owner` is dead for the sweep: not the sweeping replica (`?1`),
+/// and no heartbeat at or after `?2`. A row without an owner predates replicas: orphaned.
+fn orphaned(table: &str) -> String {
+    format!(
+        "({table}.owner IS NULL OR ({table}.owner <> ?1 AND NOT EXISTS (
+            SELECT 1 FROM replicas r WHERE r.id = {table}.owner AND r.heartbeat_at >= ?2)))"
+    )
+}
+
+fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
+    let sql = format!(
+        "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
+                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
+         FROM effects e
+         WHERE e.state IN ('ready', 'dispatching') AND {}
+         ORDER BY e.created_at, e.id",
+        orphaned("e")
+    );
+    query_all(
+        tx,
+        &sql,
+        &[&sweep.replica.as_str(), &sweep.dead_before.0],
+        |row| {
+            let corrupt = |e| rows::corrupt("id", e);
+            Ok(Orphan {
+                env: EnvironmentId::parse(&col::<String>(row, 0)?).map_err(corrupt)?,
+                effect: EffectId::parse(&col::<String>(row, 1)?).map_err(corrupt)?,
+                invocation: InvocationId::parse(&col::<String>(row, 2)?).map_err(corrupt)?,
+                state: rows::state(&col::<String>(row, 3)?)?,
+                attempts: col(row, 4)?,
+                owner: col(row, 5)?,
+                approved: col::<i64>(row, 6)? != 0,
+            })
+        },
+    )
+}
+
+/// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
+fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
+    super::conn::execute_cached(
+        tx,
+        "UPDATE effects SET owner = ?1 WHERE id = ?2",
+        params![sweep.replica.as_str(), orphan.effect.as_str()],
+    )
+    .map_err(unavailable)?;
+    append(
+        tx,
+        &Actor::system(sweep.now),
+        Entry {
+            env: Some(orphan.env.as_str()),
+            kind: "effect.taken_over",
+            subject: orphan.effect.as_str(),
+            before: Some(json!({"owner": orphan.owner})),
+            after: Some(json!({"owner": sweep.replica})),
+        },
+    )
+}
+
+#[async_trait]
+impl Replicas for SqliteStore {
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+        let replica = replica.clone();
+        self.write(move |tx| {
+            super::conn::execute_cached(
+                tx,
+                "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = MAX(heartbeat_at, excluded.heartbeat_at)",
+                params![replica.as_str(), now.0],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
+        let sweep = sweep.clone();
+        self.write(move |tx| {
+            let mut report = RecoveryReport::default();
+            for orphan in orphans(tx, &sweep)? {
+                match recovery::settle(&orphan, &sweep) {
+                    recovery::Settle::Change(change) => {
+                        change_effect(tx, &change)?;
+                        match orphan.state {
+                            EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
+                            _ => report.ready_to_failed.push(orphan.effect),
+                        }
+                    }
+                    recovery::Settle::TakeOver => {
+                        claim(tx, &orphan, &sweep)?;
+                        report
+                            .approved_to_dispatch
+                            .push((orphan.env, orphan.invocation));
+                    }
+                }
+            }
+            let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
+            let marked = super::conn::execute_cached(
+                tx,
+                &format!(
+                    "UPDATE idempotency SET state = 'done'
+                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
+                    orphaned("idempotency")
+                ),
+                params![replica, dead_before],
+            )
+            .map_err(unavailable)?;
+            let dropped = super::conn::execute_cached(
+                tx,
+                &format!(
+                    "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+                    orphaned("idempotency")
+                ),
+                params![replica, dead_before],
+            )
+            .map_err(unavailable)?;
+            report.requests_cleared = (marked + dropped) as u64;
+            report.expired_replicas = query_all(
+                tx,
+                "DELETE FROM replicas WHERE id <> ?1 AND heartbeat_at < ?2 RETURNING id",
+                &[&replica, &dead_before],
+                |row| ReplicaId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e)),
+            )?;
+            report.expired_replicas.sort();
+            Ok(report)
+        })
+        .await
+    }
+}
