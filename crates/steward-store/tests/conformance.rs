@@ -27,10 +27,11 @@ use steward_core::{
 };
 use steward_core::{LimitId, PolicyId, Rejection};
 use steward_store::{
-    event_hash, verify_chain, ActionRecord, Actor, ApiKeyRecord, AttemptChange, ChainError,
-    EffectChange, EffectDetail, EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord,
-    NewEvidence, PostgresStore, RecoveryReport, SecretRecord, SqliteStore, Store, StoreError,
-    Submission, SubmitOutcome, Sweep, GENESIS_HASH,
+    content_hash, link_hash, verify_chain, verify_log, verify_unsealed, ActionRecord, Actor,
+    ApiKeyRecord, AttemptChange, AuditEvent, AuditSeal, ChainError, EffectChange, EffectDetail,
+    EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord, NewEvidence, PostgresStore,
+    RecoveryReport, SealOutcome, SecretRecord, SqliteStore, Store, StoreError, Submission,
+    SubmitOutcome, Sweep, GENESIS_HASH, SEAL_BATCH_EVENTS_MAX,
 };
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
@@ -113,13 +114,68 @@ pub async fn run_all(store: Arc<dyn Store>) {
 
 const T0: Millis = Millis(1_000);
 
-/// The whole audit log verifies: concurrent writers did not fork or break the chain.
+/// The whole audit log verifies: concurrent writers did not fork or break the chain, before
+/// sealing (each event's own hash) and after.
 async fn assert_chain_intact(store: &Arc<dyn Store>) {
+    let report = verify_log(store.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .unwrap_or_else(|err| panic!("the audit log is broken after concurrent writes: {err}"));
+    seal_all(store).await;
     let events = store.audit_events(0, 100_000).await.expect("audit_events");
     assert!(!events.is_empty());
     if let Err(err) = verify_chain(0, GENESIS_HASH, &events) {
         panic!("the audit chain is broken after concurrent writes: {err}");
     }
+    assert!(events.len() as u64 >= report.sealed as u64 + report.unsealed);
+}
+
+/// The sealer of the suite. It never heartbeats, so it never holds the lease against another.
+fn sealer() -> ReplicaId {
+    ReplicaId::from_unique("conformance-sealer")
+}
+
+/// When [`seal_all`] seals: later than every time a sub-test uses, so that any lease a sub-test
+/// took has run out by then.
+const SEAL_ALL_AT: Millis = Millis(1_000_000_000_000);
+
+/// A sealer's lease in the suite, in milliseconds.
+const SEAL_LEASE_MS: i64 = 5_000;
+
+fn seal_request(sealer: &ReplicaId, now: i64) -> AuditSeal {
+    AuditSeal {
+        sealer: sealer.clone(),
+        now: Millis(now),
+        lease_ms: SEAL_LEASE_MS,
+        events_max: SEAL_BATCH_EVENTS_MAX,
+    }
+}
+
+/// Seals every event committed so far, as the server's sealer does in the background.
+async fn seal_all(store: &Arc<dyn Store>) {
+    loop {
+        match store
+            .seal_audit(&seal_request(&sealer(), SEAL_ALL_AT.0))
+            .await
+            .expect("seal_audit")
+        {
+            SealOutcome::Sealed { .. } => {}
+            SealOutcome::Idle => return,
+            held @ SealOutcome::Held { .. } => panic!("the suite's sealer is held off: {held:?}"),
+        }
+    }
+}
+
+/// Every audit event, sealed (in chain order) and not yet sealed (in insertion order).
+async fn all_audit_events(store: &Arc<dyn Store>) -> Vec<AuditEvent> {
+    let mut events = store.audit_events(0, 100_000).await.expect("audit_events");
+    events.extend(
+        store
+            .unsealed_audit_events(0, 100_000)
+            .await
+            .expect("unsealed_audit_events"),
+    );
+    events
 }
 
 /// A string unique to this process run (and across runs sharing a database).
@@ -591,6 +647,28 @@ async fn sqlite_a_store_from_before_key_lifecycles_opens_with_its_records() {
 // The PostgreSQL backend
 // ------------------------------------------------------------------------------------------
 
+/// Takes a database back to the audit log of schema version 5, before sealing: the table as it
+/// was, holding the legacy events, and no head.
+const BEFORE_AUDIT_SEALING: &str = "
+DELETE FROM steward_migrations WHERE version >= 6;
+DROP TABLE audit_head;
+DROP TABLE audit;";
+
+/// The `audit` table as every Steward before sealing created it (SQL both backends run).
+pub const LEGACY_AUDIT_TABLE: &str = "
+CREATE TABLE audit (
+    seq BIGINT PRIMARY KEY,
+    at BIGINT NOT NULL,
+    env_id TEXT,
+    actor TEXT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);";
+
 /// Migration 4 (and the ones after it) applied to a database holding rows: the database is first
 /// taken back to the schema before it (so the migrations run on real rows, as on an upgrade).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -598,6 +676,14 @@ async fn postgres_a_database_from_before_key_lifecycles_migrates_with_its_record
     let database = TestDatabase::create().await;
     drop(database.store().await);
     let client = admin_client(&database.url).await;
+    client
+        .batch_execute(BEFORE_AUDIT_SEALING)
+        .await
+        .expect("back to schema version 5");
+    client
+        .batch_execute(LEGACY_AUDIT_TABLE)
+        .await
+        .expect("the audit table of version 5");
     client
         .batch_execute(
             "DELETE FROM steward_migrations WHERE version >= 4;

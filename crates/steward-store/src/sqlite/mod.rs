@@ -730,14 +730,26 @@ impl Store for SqliteStore {
     }
 
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
-        self.read(move |c| {
-            rows::query_all(
-                c,
-                "SELECT seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-                &[&after, &limit],
-                rows::audit_event,
-            )
-        })
-        .await
+        self.read(move |c| audit_log::events(c, after, limit)).await
+    }
+
+    async fn unsealed_audit_events(
+        &self,
+        after_id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEvent>> {
+        self.read(move |c| audit_log::unsealed(c, after_id, limit))
+            .await
+    }
+
+    async fn audit_head(&self) -> StoreResult<crate::audit::AuditHead> {
+        self.read(audit_log::head).await
+    }
+
+    async fn seal_audit(
+        &self,
+        seal: &crate::audit::AuditSeal,
+    ) -> StoreResult<crate::audit::SealOutcome> {
+        audit_log::seal(self, seal).await
     }
 }
