@@ -307,6 +307,7 @@ impl World {
             .await
             .map_err(err)?;
         verify_unsealed(&unsealed).map_err(|e| format!("audit log: {e}"))?;
+        // The simulated server is the store's only process: it needs no lease to keep others off.
         let seal = AuditSeal {
             sealer: self.server.replica.clone(),
             now: Millis(self.now),
