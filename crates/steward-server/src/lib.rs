@@ -13,6 +13,7 @@
 
 mod adapters;
 mod api;
+mod audit_sealer;
 mod auth;
 mod clock;
 mod console;
@@ -39,6 +40,7 @@ mod vault;
 pub use adapters::quantities as impact_quantities;
 pub use api::app;
 pub use api::metrics::{MetricsToken, MetricsTokenError, METRICS_TOKEN_CHARS_MIN};
+pub use audit_sealer::AUDIT_SEAL_INTERVAL_MS;
 pub use clock::{unique, Clock, SystemClock};
 pub use console::ConsoleMode;
 pub use crash::CrashHook;

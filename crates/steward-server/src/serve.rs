@@ -31,7 +31,8 @@ pub struct ServerConfig {
     /// The background reconciler's tick; `None` turns it off.
     pub reconcile_interval: Option<Duration>,
     /// With `database`: how long a replica may go without a heartbeat before the others take
-    /// over its in-flight work (`replica::REPLICA_LEASE_MS_DEFAULT`).
+    /// over its in-flight work (`replica::REPLICA_LEASE_MS_DEFAULT`). Also how long the audit
+    /// sealer's lease runs from each seal (`audit_sealer.rs`).
     pub lease: Duration,
     /// Header read timeout, idle timeout and connection cap of every listener (`listener.rs`).
     pub connection_limits: ConnectionLimits,
@@ -82,7 +83,8 @@ pub async fn open_store(
 /// fails), and start-up recovery takes over everything the previous process left in flight.
 /// With `database`, this process is one replica of several: it registers, takes over only the
 /// work of replicas whose lease expired, then heartbeats and sweeps in the background
-/// (`replica.rs`).
+/// (`replica.rs`). Either way it seals the audit log in the background (`audit_sealer.rs`; on a
+/// shared store, while it holds the sealer's lease).
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -157,6 +159,7 @@ pub async fn serve(
         ));
     }
     tokio::spawn(expire_approvals(state.clone()));
+    tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
     }

@@ -20,7 +20,10 @@
 use crate::world::{err, Local, Sim, World, LIMIT_CENTS};
 use steward_core::impact::{ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
-use steward_store::{verify_chain, AuditLog, EffectFilter, EffectRecord, Effects, Limits};
+use steward_store::{
+    verify_chain, verify_unsealed, AuditLog, AuditSeal, EffectFilter, EffectRecord, Effects,
+    Limits, SealOutcome, SEAL_BATCH_EVENTS_MAX,
+};
 
 /// What the last check read from the store.
 pub(crate) struct Snapshot {
@@ -295,12 +298,42 @@ impl World {
                 ));
             }
         }
+        // The run's audit events were written unsealed, each with its own hash; the server's
+        // sealer would seal them in the background: here they are verified, then sealed, then
+        // verified as the chain's continuation.
+        let unsealed = self
+            .store
+            .unsealed_audit_events(0, u32::MAX)
+            .await
+            .map_err(err)?;
+        verify_unsealed(&unsealed).map_err(|e| format!("audit log: {e}"))?;
+        // The simulated server is the store's only process: it needs no lease to keep others off.
+        let seal = AuditSeal {
+            sealer: self.server.replica.clone(),
+            now: Millis(self.now),
+            lease_ms: 0,
+            events_max: SEAL_BATCH_EVENTS_MAX,
+        };
+        loop {
+            match self.store.seal_audit(&seal).await.map_err(err)? {
+                SealOutcome::Sealed { .. } => {}
+                SealOutcome::Idle => break,
+                held @ SealOutcome::Held { .. } => return Err(format!("audit seal: {held:?}")),
+            }
+        }
         let (after, hash) = self.head.clone();
         let events = self
             .store
             .audit_events(after, u32::MAX)
             .await
             .map_err(err)?;
+        if events.len() != unsealed.len() {
+            return Err(format!(
+                "audit chain: {} events were unsealed, {} sealed",
+                unsealed.len(),
+                events.len()
+            ));
+        }
         self.head = verify_chain(after, &hash, &events).map_err(|e| format!("audit chain: {e}"))?;
         let succeeded = effects
             .iter()

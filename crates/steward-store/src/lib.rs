@@ -45,7 +45,11 @@ mod store;
 mod submit;
 mod tally;
 
-pub use audit::{event_hash, verify_chain, ChainError, GENESIS_HASH};
+pub use audit::{
+    content_hash, expected_hash, legacy_event_hash, link_hash, verify_chain, verify_log,
+    verify_unsealed, AuditHead, AuditSeal, ChainError, LogReport, SealOutcome, GENESIS_HASH,
+    SEAL_BATCH_EVENTS_MAX,
+};
 pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{

@@ -209,10 +209,13 @@ pub struct EffectDetail {
     pub reservations: Vec<ReservationRecord>,
 }
 
-/// One entry of the hash-chained audit log.
+/// One entry of the audit log: written with its own content hash by the transaction that makes
+/// the change, and sealed into the hash chain afterwards (`audit.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEvent {
-    pub seq: i64,
+    /// The order events were written in: increasing, with gaps (a rolled-back transaction's
+    /// events take ids too). Not the chain's order: that is [`ChainLink::seq`].
+    pub id: i64,
     pub at: i64,
     pub env_id: Option<String>,
     pub actor: Option<String>,
@@ -220,7 +223,28 @@ pub struct AuditEvent {
     pub subject: String,
     pub before: Option<Value>,
     pub after: Option<Value>,
+    /// The event's own hash over its content (`audit::content_hash`). `None` only for events
+    /// chained before sealing existed, whose chain hash covers their content directly.
+    pub content_hash: Option<String>,
+    /// Its place in the sealed chain; `None` until the sealer seals it.
+    pub link: Option<ChainLink>,
+}
+
+impl AuditEvent {
+    /// Its sequence number in the sealed chain, once sealed.
+    pub fn seq(&self) -> Option<i64> {
+        self.link.as_ref().map(|l| l.seq)
+    }
+}
+
+/// A sealed event's place in the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainLink {
+    /// 1, 2, 3, ... in the order the sealer sealed the events, without gaps.
+    pub seq: i64,
+    /// The chain hash of the event sealed before it (`audit::GENESIS_HASH` for the first).
     pub prev_hash: String,
+    /// Its chain hash (`audit::link_hash`).
     pub hash: String,
 }
 

@@ -27,10 +27,11 @@ use steward_core::{
 };
 use steward_core::{LimitId, PolicyId, Rejection};
 use steward_store::{
-    event_hash, verify_chain, ActionRecord, Actor, ApiKeyRecord, AttemptChange, ChainError,
+    content_hash, legacy_event_hash, link_hash, verify_chain, verify_log, verify_unsealed,
+    ActionRecord, Actor, ApiKeyRecord, AttemptChange, AuditEvent, AuditSeal, ChainError, ChainLink,
     EffectChange, EffectDetail, EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord,
-    NewEvidence, PostgresStore, RecoveryReport, SecretRecord, SqliteStore, Store, StoreError,
-    Submission, SubmitOutcome, Sweep, GENESIS_HASH,
+    NewEvidence, PostgresStore, RecoveryReport, SealOutcome, SecretRecord, SqliteStore, Store,
+    StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH, SEAL_BATCH_EVENTS_MAX,
 };
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
@@ -61,6 +62,9 @@ use key_lifecycle::*;
 #[path = "conformance/console_sessions.rs"]
 mod console_sessions;
 use console_sessions::*;
+#[path = "conformance/audit_seal.rs"]
+mod audit_seal;
+use audit_seal::*;
 use steward_core::{EvidenceKind, EvidenceSource};
 
 // ------------------------------------------------------------------------------------------
@@ -104,6 +108,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     idempotency_keys_are_scoped_to_the_sending_key(store.clone()).await;
     the_master_key_check_is_recorded_once(store.clone()).await;
     console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
+    concurrent_seals_seal_each_event_once(store.clone()).await;
+    one_sealer_holds_the_lease_until_it_expires(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -114,13 +120,68 @@ pub async fn run_all(store: Arc<dyn Store>) {
 
 const T0: Millis = Millis(1_000);
 
-/// The whole audit log verifies: concurrent writers did not fork or break the chain.
+/// The whole audit log verifies: concurrent writers did not fork or break the chain, before
+/// sealing (each event's own hash) and after.
 async fn assert_chain_intact(store: &Arc<dyn Store>) {
+    let report = verify_log(store.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .unwrap_or_else(|err| panic!("the audit log is broken after concurrent writes: {err}"));
+    seal_all(store).await;
     let events = store.audit_events(0, 100_000).await.expect("audit_events");
     assert!(!events.is_empty());
     if let Err(err) = verify_chain(0, GENESIS_HASH, &events) {
         panic!("the audit chain is broken after concurrent writes: {err}");
     }
+    assert!(events.len() as u64 >= report.sealed as u64 + report.unsealed);
+}
+
+/// The sealer of the suite. It never heartbeats, so it never holds the lease against another.
+fn sealer() -> ReplicaId {
+    ReplicaId::from_unique("conformance-sealer")
+}
+
+/// When [`seal_all`] seals: later than every time a sub-test uses, so that any lease a sub-test
+/// took has run out by then.
+const SEAL_ALL_AT: Millis = Millis(1_000_000_000_000);
+
+/// A sealer's lease in the suite, in milliseconds.
+const SEAL_LEASE_MS: i64 = 5_000;
+
+fn seal_request(sealer: &ReplicaId, now: i64) -> AuditSeal {
+    AuditSeal {
+        sealer: sealer.clone(),
+        now: Millis(now),
+        lease_ms: SEAL_LEASE_MS,
+        events_max: SEAL_BATCH_EVENTS_MAX,
+    }
+}
+
+/// Seals every event committed so far, as the server's sealer does in the background.
+async fn seal_all(store: &Arc<dyn Store>) {
+    loop {
+        match store
+            .seal_audit(&seal_request(&sealer(), SEAL_ALL_AT.0))
+            .await
+            .expect("seal_audit")
+        {
+            SealOutcome::Sealed { .. } => {}
+            SealOutcome::Idle => return,
+            held @ SealOutcome::Held { .. } => panic!("the suite's sealer is held off: {held:?}"),
+        }
+    }
+}
+
+/// Every audit event, sealed (in chain order) and not yet sealed (in insertion order).
+async fn all_audit_events(store: &Arc<dyn Store>) -> Vec<AuditEvent> {
+    let mut events = store.audit_events(0, 100_000).await.expect("audit_events");
+    events.extend(
+        store
+            .unsealed_audit_events(0, 100_000)
+            .await
+            .expect("unsealed_audit_events"),
+    );
+    events
 }
 
 /// A string unique to this process run (and across runs sharing a database).
@@ -463,6 +524,8 @@ conformance_tests!(
     submit_and_begin_halted_or_refused_records_no_attempt,
     invoke_reads_match_the_single_reads,
     submit_and_begin_under_concurrency_begins_once,
+    concurrent_seals_seal_each_event_once,
+    one_sealer_holds_the_lease_until_it_expires,
     audit_chain_verifies_and_detects_tampering,
 );
 
@@ -606,9 +669,105 @@ async fn sqlite_a_store_from_before_key_lifecycles_opens_with_its_records() {
         .is_some());
 }
 
+/// Each way of tampering with the audit log in the file is detected, sealed events and unsealed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_tampering_with_the_audit_log_in_the_file_is_detected() {
+    for tampering in TAMPERING {
+        let (dir, store) = sqlite_store();
+        a_log_to_tamper_with(&store).await;
+        rusqlite::Connection::open(dir.path().join("steward.db"))
+            .expect("open")
+            .execute_batch(tampering.1)
+            .unwrap_or_else(|e| panic!("{}: {e}", tampering.0));
+        tampering_is_detected(&store, tampering).await;
+    }
+}
+
+/// A sealer that dies mid-batch (its transaction half done, then rolled back as its connection
+/// closes) leaves nothing half-sealed: the next seal waits for it, then seals every event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_sealer_that_dies_mid_batch_is_taken_over() {
+    let (dir, store) = sqlite_store();
+    a_log_to_tamper_with(&store).await;
+    let head = store.audit_head().await.expect("head");
+    let dying = rusqlite::Connection::open(dir.path().join("steward.db")).expect("open");
+    dying
+        .execute_batch(&format!(
+            "BEGIN IMMEDIATE;
+             UPDATE audit SET seq = {}, prev_hash = '{}', hash = 'sha256:half'
+                 WHERE id = (SELECT MIN(id) FROM audit WHERE seq IS NULL);
+             UPDATE audit_head SET seq = {}, hash = 'sha256:half', sealer = 'rep_dying',
+                 lease_until = 0;",
+            head.seq + 1,
+            head.hash,
+            head.seq + 1
+        ))
+        .expect("half a seal");
+    let taker = {
+        let store = store.clone();
+        tokio::spawn(async move { store.seal_audit(&seal_request(&restarted(), 1)).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!taker.is_finished(), "the next seal waits for the open one");
+    drop(dying);
+    assert!(matches!(
+        taker.await.expect("task").expect("seal_audit"),
+        SealOutcome::Sealed { events: 1, .. }
+    ));
+    let report = verify_log(store.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .expect("the chain is intact");
+    assert_eq!(report.unsealed, 0);
+    let events = store.audit_events(0, 100_000).await.expect("audit");
+    assert_every_event_sealed_once(&store, &events).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_store_from_before_audit_sealing_keeps_its_chain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("steward.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(LEGACY_AUDIT_TABLE).expect("old table");
+        conn.execute_batch(&legacy_events().1)
+            .expect("legacy events");
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open migrates"));
+    a_legacy_chain_stays_the_sealed_prefix(store).await;
+    // Opening again finds nothing left to migrate.
+    let again: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("open again"));
+    verify_log(again.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .expect("still intact");
+}
+
 // ------------------------------------------------------------------------------------------
 // The PostgreSQL backend
 // ------------------------------------------------------------------------------------------
+
+/// Takes a database back to the audit log of schema version 5, before sealing: the table as it
+/// was, holding the legacy events, and no head.
+const BEFORE_AUDIT_SEALING: &str = "
+DELETE FROM steward_migrations WHERE version >= 6;
+DROP TABLE audit_head;
+DROP TABLE audit;";
+
+/// The `audit` table as every Steward before sealing created it (SQL both backends run).
+pub const LEGACY_AUDIT_TABLE: &str = "
+CREATE TABLE audit (
+    seq BIGINT PRIMARY KEY,
+    at BIGINT NOT NULL,
+    env_id TEXT,
+    actor TEXT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);";
 
 /// Migration 4 (and the ones after it) applied to a database holding rows: the database is first
 /// taken back to the schema before it (so the migrations run on real rows, as on an upgrade).
@@ -617,6 +776,14 @@ async fn postgres_a_database_from_before_key_lifecycles_migrates_with_its_record
     let database = TestDatabase::create().await;
     drop(database.store().await);
     let client = admin_client(&database.url).await;
+    client
+        .batch_execute(BEFORE_AUDIT_SEALING)
+        .await
+        .expect("back to schema version 5");
+    client
+        .batch_execute(LEGACY_AUDIT_TABLE)
+        .await
+        .expect("the audit table of version 5");
     client
         .batch_execute(
             "DELETE FROM steward_migrations WHERE version >= 4;
@@ -636,6 +803,225 @@ async fn postgres_a_database_from_before_key_lifecycles_migrates_with_its_record
         .expect("legacy rows");
     drop(client);
     legacy_records_still_answer(database.store().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_database_from_before_audit_sealing_keeps_its_chain() {
+    let database = TestDatabase::create().await;
+    drop(database.store().await);
+    let client = admin_client(&database.url).await;
+    client
+        .batch_execute(&format!(
+            "{BEFORE_AUDIT_SEALING}\n{LEGACY_AUDIT_TABLE}\n{}",
+            legacy_events().1
+        ))
+        .await
+        .expect("back to schema version 5, with legacy events");
+    drop(client);
+    a_legacy_chain_stays_the_sealed_prefix(database.store().await).await;
+}
+
+/// Each way of tampering with the audit log in the database is detected, sealed events and
+/// unsealed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_tampering_with_the_audit_log_in_the_database_is_detected() {
+    for tampering in TAMPERING {
+        let database = TestDatabase::create().await;
+        let store = database.store().await;
+        a_log_to_tamper_with(&store).await;
+        admin_client(&database.url)
+            .await
+            .batch_execute(tampering.1)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", tampering.0));
+        tampering_is_detected(&store, tampering).await;
+    }
+}
+
+/// A sealer that dies mid-batch (its transaction half done, holding the head, when its session
+/// ends) leaves nothing half-sealed: the next seal, on another replica, waits for the head and
+/// then seals every event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_sealer_that_dies_mid_batch_is_taken_over() {
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    a_log_to_tamper_with(&store).await;
+    let head = store.audit_head().await.expect("head");
+    let dying = admin_client(&database.url).await;
+    let pid: i32 = dying
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pid")
+        .get(0);
+    dying
+        .batch_execute(&format!(
+            "BEGIN;
+             SELECT 1 FROM audit_head WHERE id = 1 FOR UPDATE;
+             UPDATE audit SET seq = {}, prev_hash = '{}', hash = 'sha256:half'
+                 WHERE id = (SELECT MIN(id) FROM audit WHERE seq IS NULL);
+             UPDATE audit_head SET seq = {}, hash = 'sha256:half', sealer = 'rep_dying',
+                 lease_until = 0;",
+            head.seq + 1,
+            head.hash,
+            head.seq + 1
+        ))
+        .await
+        .expect("half a seal");
+    let other_replica = database.store().await;
+    let taker = tokio::spawn(async move {
+        other_replica
+            .seal_audit(&seal_request(&restarted(), 1))
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!taker.is_finished(), "the next seal waits for the open one");
+    // The process dies: its session ends, its transaction is rolled back.
+    admin_client(&database.url)
+        .await
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .expect("terminate");
+    assert!(matches!(
+        taker.await.expect("task").expect("seal_audit"),
+        SealOutcome::Sealed { events: 1, .. }
+    ));
+    let report = verify_log(store.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .expect("the chain is intact");
+    assert_eq!(report.unsealed, 0);
+    let events = store.audit_events(0, 100_000).await.expect("audit");
+    assert_every_event_sealed_once(&store, &events).await;
+}
+
+/// Audited commits do not wait for each other on account of the audit log: while one
+/// transaction is held open right after inserting its audit event (by a trigger waiting on a
+/// lock this test holds), another audited transaction commits. The sealer seals what is
+/// committed and never sees the open transaction's event; once that commits, the next seal
+/// takes it, after the other. Nothing is skipped, nothing sealed twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_audited_commits_do_not_serialize_on_the_audit_log() {
+    /// The advisory lock the trigger waits on: outside Steward's namespace.
+    const GATE_SQL: &str = "pg_advisory_lock(7, 7)";
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    let env = Env::new(&store, "no-serial").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut effects = Vec::new();
+    for n in 0..2 {
+        let inv = expect_created(
+            store
+                .submit(&env.submission(&action, json!({ "n": n })))
+                .await
+                .expect("submit"),
+        );
+        env.begin_attempt(&inv.effect_id, 2_000).await;
+        effects.push(inv.effect_id);
+    }
+    let (held, free) = (effects[0].clone(), effects[1].clone());
+    seal_all(&store).await;
+
+    let gate = admin_client(&database.url).await;
+    gate.batch_execute(&format!(
+        "CREATE FUNCTION wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_advisory_xact_lock(7, 7); RETURN NEW; END $$;
+         CREATE TRIGGER wait_at_gate AFTER INSERT ON audit FOR EACH ROW
+             WHEN (NEW.subject = '{held}') EXECUTE FUNCTION wait_at_gate();
+         SELECT {GATE_SQL};"
+    ))
+    .await
+    .expect("the gate");
+
+    // Transaction A: its audit event is inserted, then it waits at the gate, open.
+    let a = {
+        let env = Env {
+            store: store.clone(),
+            id: env.id.clone(),
+            key: env.key.clone(),
+        };
+        let held = held.clone();
+        tokio::spawn(async move {
+            env.finish_attempt(&held, EffectState::Succeeded { confirmed: true }, 3_000)
+                .await
+        })
+    };
+    // The gate's lock (keys 7 and 7) in this test's database, waited for.
+    let waiting = "SELECT COUNT(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+         WHERE d.datname = current_database() AND l.locktype = 'advisory'
+           AND l.classid = 7 AND l.objid = 7 AND l.objsubid = 2 AND NOT l.granted";
+    for _ in 0..200 {
+        let n: i64 = gate.query_one(waiting, &[]).await.expect("locks").get(0);
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let n: i64 = gate.query_one(waiting, &[]).await.expect("locks").get(0);
+    assert_eq!(n, 1, "transaction A waits at the gate");
+    assert!(!a.is_finished());
+
+    // Transaction B commits its audited change while A is open: it must not wait for A.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        env.finish_attempt(&free, EffectState::Succeeded { confirmed: true }, 3_000),
+    )
+    .await
+    .expect("B committed while A was open");
+
+    // The sealer seals B's event; A's is not committed, so it is neither sealed nor skipped.
+    seal_all(&store).await;
+    let sealed = store.audit_events(0, 100_000).await.expect("audit");
+    let seq_of = |subject: &str| {
+        sealed
+            .iter()
+            .filter(|e| e.subject == subject && e.kind == "effect.transition")
+            .filter_map(AuditEvent::seq)
+            .max()
+    };
+    assert!(seq_of(free.as_str()).is_some(), "B's event is sealed");
+    let a_events = |events: &[AuditEvent]| {
+        events
+            .iter()
+            .filter(|e| {
+                e.subject == held.as_str()
+                    && e.after.as_ref().and_then(|a| a.get("state"))
+                        == Some(&json!("succeeded_confirmed"))
+            })
+            .count()
+    };
+    assert_eq!(
+        a_events(&sealed),
+        0,
+        "nothing of the open transaction is sealed"
+    );
+    assert!(!a.is_finished());
+
+    // A commits; the next seal takes its event, after B's.
+    gate.batch_execute("SELECT pg_advisory_unlock(7, 7)")
+        .await
+        .expect("open the gate");
+    a.await.expect("task");
+    assert_eq!(
+        a_events(&store.unsealed_audit_events(0, 100).await.expect("unsealed")),
+        1
+    );
+    seal_all(&store).await;
+    let events = store.audit_events(0, 100_000).await.expect("audit");
+    assert_eq!(a_events(&events), 1);
+    let seq_a = events
+        .iter()
+        .filter(|e| e.subject == held.as_str())
+        .filter_map(AuditEvent::seq)
+        .max();
+    assert!(
+        seq_a > seq_of(free.as_str()),
+        "sealed in the order it committed"
+    );
+    verify_chain(0, GENESIS_HASH, &events).expect("one chain");
+    assert_every_event_sealed_once(&store, &events).await;
+    gate.batch_execute("DROP TRIGGER wait_at_gate ON audit; DROP FUNCTION wait_at_gate();")
+        .await
+        .expect("drop the gate");
 }
 
 /// The server the PostgreSQL tests create their databases on, unless `STEWARD_TEST_DATABASE_URL`

@@ -120,7 +120,7 @@ pub async fn resume(
     }
 }
 
-/// The audit view: the whole chain verified, and the environment's newest events.
+/// The audit view: the whole log verified, and the environment's newest events.
 pub async fn audit(
     State(state): State<AppState>,
     Extension(mode): Extension<ConsoleMode>,
@@ -142,8 +142,11 @@ pub async fn audit(
     };
     let body = html! {
         @match &scan.verified {
-            Ok((events, head)) => div.banner.ok #chain role="status" {
-                "Audit chain intact: " (events) " events verified, head " code { (head) }
+            Ok(report) => div.banner.ok #chain role="status" {
+                "Audit chain intact: " (report.sealed) " sealed events verified, head " code { (report.head) }
+                @if report.unsealed > 0 {
+                    "; " (report.unsealed) " newer events verified by their own hashes, not sealed yet"
+                }
             },
             Err(broken) => div.banner.error #chain role="alert" { "Audit chain BROKEN: " (broken.to_string()) },
         }
@@ -151,7 +154,7 @@ pub async fn audit(
             tr { th { "#" } th { "Time" } th { "Event" } th { "Subject" } th { "Actor" } th { "After" } }
             @for e in scan.events.iter().rev() {
                 tr {
-                    td { (e.seq) }
+                    td { @match e.seq() { Some(seq) => (seq), None => span.tag title="not sealed into the chain yet" { "unsealed" } } }
                     td { (Millis(e.at).to_rfc3339()) }
                     td { (e.kind) }
                     td { (e.subject) }

@@ -1,22 +1,29 @@
-//! Audit events: queued by the transaction that makes the change, chained at its commit.
+//! The audit log on PostgreSQL: events inserted unsealed at the commit of the transaction that
+//! makes the change, and sealed into the chain afterwards by one replica (see `crate::audit`).
 //!
-//! [`append`] only queues the event on the transaction. At commit (`conn::finish`), behind the
-//! write lock, the head of the chain is read ([`head`]) and [`chain`] inserts every queued event
-//! after it in one statement. The chain stays one line under any number of concurrent writers because the
-//! lock is held from the head read to the commit: nobody appends between the two. The primary
-//! key on `seq` is the second check: a forked append would fail with a duplicate `seq` and
-//! commit nothing, rather than start a second chain.
+//! [`append`] queues the event on the transaction; at commit (`conn::finish`) [`insert`] writes
+//! every queued event in one statement, with its content hash and an insertion id from an
+//! identity column. No other audit row is read and no lock is taken for it: concurrent audited
+//! commits do not wait for each other on account of the audit log.
+//!
+//! [`seal`] takes the head row `FOR UPDATE`: that row lock is what serializes sealers, whichever
+//! replica they run on, so two seals never give out one `seq` twice or fork the chain. It reads
+//! the oldest unsealed events its statement's snapshot sees (those of committed transactions),
+//! seals them in insertion order and stores the new head, all in one transaction. An event of a
+//! transaction still open is invisible to it and keeps `seq IS NULL`, so a later seal finds it:
+//! no event is skipped, whatever order transactions commit in. A sealer that dies mid-batch
+//! leaves its transaction to be rolled back with its session: nothing half-sealed, the row lock
+//! released, and the next sealer carries on from the stored head.
 
-use super::conn::{in_transaction, Mode};
-use super::conn::{PendingAudit, Tx};
-use super::rows::col;
+use super::conn::{in_transaction, Mode, PendingAudit, Tx};
+use super::rows::{col, corrupt, json_opt};
 use super::PostgresStore;
-use crate::audit::{event_hash, GENESIS_HASH};
+use crate::audit::{content_hash, link_hash, AuditHead, AuditSeal, SealOutcome};
 use crate::error::StoreResult;
-use crate::records::{Actor, AuditEvent};
-use crate::store::AuditLog;
-use async_trait::async_trait;
+use crate::records::{Actor, AuditEvent, ChainLink};
 use serde_json::Value;
+use steward_core::{Millis, ReplicaId};
+use tokio_postgres::Row;
 
 pub(crate) struct Entry<'a> {
     pub env: Option<&'a str>,
@@ -26,9 +33,11 @@ pub(crate) struct Entry<'a> {
     pub after: Option<Value>,
 }
 
-/// Queues `entry` for the chain: it is appended when the transaction commits, or not at all.
+/// Queues `entry` with its content hash: it is inserted when the transaction commits, or not at
+/// all.
 pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: Entry<'_>) -> StoreResult<()> {
-    tx.audit(PendingAudit {
+    let event = AuditEvent {
+        id: 0,
         at: actor.now.0,
         env_id: entry.env.map(str::to_string),
         actor: actor.key.as_ref().map(|k| k.to_string()),
@@ -36,92 +45,252 @@ pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: Entry<'_>) -> Stor
         subject: entry.subject.to_string(),
         before: entry.before,
         after: entry.after,
+        content_hash: None,
+        link: None,
+    };
+    let content_hash = content_hash(&event);
+    tx.audit(PendingAudit {
+        at: event.at,
+        env_id: event.env_id,
+        actor: event.actor,
+        kind: event.kind,
+        subject: event.subject,
+        before: event.before,
+        after: event.after,
+        content_hash,
     });
     Ok(())
 }
 
-/// The chain's head: the last event's `seq` and hash (`0` and the genesis hash when empty).
-pub(crate) async fn head(tx: &Tx<'_>) -> StoreResult<(i64, String)> {
-    let last = tx
-        .query_first("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &[])
-        .await?;
-    Ok(match last {
-        Some(row) => (col::<i64>(&row, 0)?, col::<String>(&row, 1)?),
-        None => (0, GENESIS_HASH.to_string()),
-    })
-}
-
-/// Appends `pending` after `head`. The caller holds the write lock and read `head` behind it.
-pub(crate) async fn chain(
-    tx: &Tx<'_>,
-    head: (i64, String),
-    pending: Vec<PendingAudit>,
-) -> StoreResult<()> {
-    let (mut seq, mut prev_hash) = head;
+/// Inserts the queued events, unsealed, in the order they were queued. Called at commit.
+pub(crate) async fn insert(tx: &Tx<'_>, pending: Vec<PendingAudit>) -> StoreResult<()> {
     let n = pending.len();
-    let (mut seqs, mut ats, mut envs, mut actors) = (
+    let (mut ats, mut envs, mut actors, mut kinds) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
-    let (mut kinds, mut subjects, mut befores, mut afters, mut prevs, mut hashes) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
+    let (mut subjects, mut befores, mut afters, mut hashes) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
     for p in pending {
-        seq += 1;
-        let mut event = AuditEvent {
-            seq,
-            at: p.at,
-            env_id: p.env_id,
-            actor: p.actor,
-            kind: p.kind,
-            subject: p.subject,
-            before: p.before,
-            after: p.after,
-            prev_hash: prev_hash.clone(),
-            hash: String::new(),
-        };
-        event.hash = event_hash(&event);
-        prev_hash = event.hash.clone();
-        seqs.push(event.seq);
-        ats.push(event.at);
-        envs.push(event.env_id);
-        actors.push(event.actor);
-        kinds.push(event.kind);
-        subjects.push(event.subject);
-        befores.push(event.before.as_ref().map(Value::to_string));
-        afters.push(event.after.as_ref().map(Value::to_string));
-        prevs.push(event.prev_hash);
-        hashes.push(event.hash);
+        ats.push(p.at);
+        envs.push(p.env_id);
+        actors.push(p.actor);
+        kinds.push(p.kind);
+        subjects.push(p.subject);
+        befores.push(p.before.as_ref().map(Value::to_string));
+        afters.push(p.after.as_ref().map(Value::to_string));
+        hashes.push(p.content_hash);
     }
     tx.execute(
-        "INSERT INTO audit (seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash)
-         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                              $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])",
+        "INSERT INTO audit (at, env_id, actor, kind, subject, before, after, content_hash)
+         SELECT at, env_id, actor, kind, subject, before, after, content_hash
+         FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::text[], $8::text[])
+              WITH ORDINALITY AS e(at, env_id, actor, kind, subject, before, after, content_hash, n)
+         ORDER BY n",
         &[
-            &seqs, &ats, &envs, &actors, &kinds, &subjects, &befores, &afters, &prevs, &hashes,
+            &ats, &envs, &actors, &kinds, &subjects, &befores, &afters, &hashes,
         ],
     )
     .await?;
     Ok(())
 }
 
-#[async_trait]
-impl AuditLog for PostgresStore {
+const COLUMNS: &str =
+    "id, at, env_id, actor, kind, subject, before, after, content_hash, seq, prev_hash, hash";
+
+fn event(row: &Row) -> StoreResult<AuditEvent> {
+    let seq: Option<i64> = col(row, 9)?;
+    Ok(AuditEvent {
+        id: col(row, 0)?,
+        at: col(row, 1)?,
+        env_id: col(row, 2)?,
+        actor: col(row, 3)?,
+        kind: col(row, 4)?,
+        subject: col(row, 5)?,
+        before: json_opt(row, 6, "audit before")?,
+        after: json_opt(row, 7, "audit after")?,
+        content_hash: col(row, 8)?,
+        // A sealed row missing its hashes was tampered with: verification says so.
+        link: match seq {
+            Some(seq) => Some(ChainLink {
+                seq,
+                prev_hash: col::<Option<String>>(row, 10)?.unwrap_or_default(),
+                hash: col::<Option<String>>(row, 11)?.unwrap_or_default(),
+            }),
+            None => None,
+        },
+    })
+}
+
+/// Sealed events with `seq > after`, in chain order.
+pub(crate) async fn events(tx: &Tx<'_>, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
+    let sql = format!("SELECT {COLUMNS} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2");
+    tx.all(&sql, &[&after, &i64::from(limit)], event).await
+}
+
+/// Unsealed events with `id > after_id`, in insertion order.
+pub(crate) async fn unsealed(
+    tx: &Tx<'_>,
+    after_id: i64,
+    limit: u32,
+) -> StoreResult<Vec<AuditEvent>> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM audit WHERE seq IS NULL AND id > $1 ORDER BY id LIMIT $2");
+    tx.all(&sql, &[&after_id, &i64::from(limit)], event).await
+}
+
+/// The head row's columns, and whether its sealer is a registered replica.
+const HEAD_SQL: &str = "SELECT h.seq, h.hash, h.sealer, h.lease_until,
+        EXISTS (SELECT 1 FROM replicas r WHERE r.id = h.sealer)
+     FROM audit_head h WHERE h.id = 1";
+
+fn head_row(row: &Row) -> StoreResult<(AuditHead, bool)> {
+    let sealer = col::<Option<String>>(row, 2)?
+        .map(|s| ReplicaId::parse(&s).map_err(|e| corrupt("audit sealer", e)))
+        .transpose()?;
+    Ok((
+        AuditHead {
+            seq: col(row, 0)?,
+            hash: col(row, 1)?,
+            sealer,
+            lease_until: Millis(col(row, 3)?),
+        },
+        col(row, 4)?,
+    ))
+}
+
+async fn head_and_holder(tx: &Tx<'_>, sql: &str) -> StoreResult<(AuditHead, bool)> {
+    tx.one(sql, &[], head_row)
+        .await?
+        .ok_or_else(|| corrupt("audit head", "no row"))
+}
+
+pub(crate) async fn head(tx: &Tx<'_>) -> StoreResult<AuditHead> {
+    head_and_holder(tx, HEAD_SQL).await.map(|(head, _)| head)
+}
+
+/// Whether another registered replica holds the lease at `seal.now`.
+fn held(head: &AuditHead, registered: bool, seal: &AuditSeal) -> Option<SealOutcome> {
+    let holder = head.sealer.as_ref()?;
+    (*holder != seal.sealer && head.lease_until > seal.now && registered).then(|| {
+        SealOutcome::Held {
+            by: holder.clone(),
+            until: head.lease_until,
+        }
+    })
+}
+
+/// Seals the oldest unsealed events. A read first, without a lock, so that an idle log or a
+/// lease held by another replica costs no write; then one transaction for the batch.
+pub(crate) async fn seal(store: &PostgresStore, seal: &AuditSeal) -> StoreResult<SealOutcome> {
+    let ((head, registered), anything) = in_transaction!(store, Mode::Read, |tx| async {
+        let head = head_and_holder(&tx, HEAD_SQL).await?;
+        let anything = tx
+            .query_first("SELECT 1 FROM audit WHERE seq IS NULL LIMIT 1", &[])
+            .await?
+            .is_some();
+        Ok((head, anything))
+    })?;
+    if let Some(held) = held(&head, registered, seal) {
+        return Ok(held);
+    }
+    if !anything {
+        return Ok(SealOutcome::Idle);
+    }
+    // No write lock: the head row's lock orders sealers, and nothing else writes sealed rows.
+    in_transaction!(store, Mode::WriteLate, |tx| seal_batch(&tx, seal))
+}
+
+async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
+    let (head, registered) = head_and_holder(tx, &format!("{HEAD_SQL} FOR UPDATE OF h")).await?;
+    if let Some(held) = held(&head, registered, seal) {
+        return Ok(held);
+    }
+    let batch = unsealed(tx, 0, seal.events_max).await?;
+    if batch.is_empty() {
+        return Ok(SealOutcome::Idle);
+    }
+    let (mut seq, mut hash) = (head.seq, head.hash);
+    let n = batch.len();
+    let (mut ids, mut seqs, mut prevs, mut hashes) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for event in &batch {
+        let prev = std::mem::take(&mut hash);
+        seq += 1;
+        // An unsealed event always has a content hash; one without was tampered with, and
+        // sealing it over an empty one keeps that visible to verification.
+        hash = link_hash(
+            seq,
+            &prev,
+            event.content_hash.as_deref().unwrap_or_default(),
+        );
+        ids.push(event.id);
+        seqs.push(seq);
+        prevs.push(prev);
+        hashes.push(hash.clone());
+    }
+    let sealed = tx
+        .execute(
+            "UPDATE audit SET seq = u.seq, prev_hash = u.prev, hash = u.hash
+             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(id, seq, prev, hash)
+             WHERE audit.id = u.id AND audit.seq IS NULL",
+            &[&ids, &seqs, &prevs, &hashes],
+        )
+        .await?;
+    if sealed != n as u64 {
+        return Err(corrupt(
+            "audit seal",
+            format!("{sealed} of {n} events sealed"),
+        ));
+    }
+    tx.execute(
+        "UPDATE audit_head SET seq = $1, hash = $2, sealer = $3, lease_until = $4, sealed_at = $5
+         WHERE id = 1",
+        &[
+            &seq,
+            &hash,
+            &seal.sealer.as_str(),
+            &seal.now.plus_ms(seal.lease_ms).0,
+            &seal.now.0,
+        ],
+    )
+    .await?;
+    Ok(SealOutcome::Sealed {
+        events: n as u32,
+        head: (seq, hash),
+    })
+}
+
+#[async_trait::async_trait]
+impl crate::store::AuditLog for PostgresStore {
     async fn audit_events(&self, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
-        in_transaction!(self, Mode::Read, |tx| async {
-            let sql = format!(
-                "SELECT {} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                super::rows::AUDIT_COLUMNS
-            );
-            tx.all(&sql, &[&after, &i64::from(limit)], super::rows::audit_event)
-                .await
-        })
+        in_transaction!(self, Mode::Read, |tx| events(&tx, after, limit))
+    }
+
+    async fn unsealed_audit_events(
+        &self,
+        after_id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEvent>> {
+        in_transaction!(self, Mode::Read, |tx| unsealed(&tx, after_id, limit))
+    }
+
+    async fn audit_head(&self) -> StoreResult<AuditHead> {
+        in_transaction!(self, Mode::Read, |tx| head(&tx))
+    }
+
+    async fn seal_audit(&self, audit_seal: &AuditSeal) -> StoreResult<SealOutcome> {
+        seal(self, audit_seal).await
     }
 }

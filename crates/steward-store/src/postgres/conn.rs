@@ -5,18 +5,19 @@
 //! ([`WRITE_LOCK_SQL`]). This is the embedded store's single writer (`BEGIN IMMEDIATE`), held by
 //! the database, so it orders writers across every connection and every replica sharing the
 //! database. Because READ COMMITTED takes a fresh snapshot for each statement, everything after
-//! the lock sees every write committed before it. The audit log needs this total order (each
-//! event hashes the one before it, so appends are serial): audit events are queued by the
-//! transaction and chained behind the lock at commit (`audit_log`), and the lock is released
-//! only after the commit is visible. A higher isolation level would be wrong here: its snapshot
-//! would be taken before the lock was granted.
+//! the lock sees every write committed before it, and the lock is released only after the
+//! commit is visible. A higher isolation level would be wrong here: its snapshot would be taken
+//! before the lock was granted. The audit log does not need the lock: events are queued by the
+//! transaction and inserted unsealed at commit, and sealed into the chain later by one sealer
+//! (`audit_log`).
 //!
 //! When the lock is taken:
 //! - [`Mode::Write`] (every method but the invoke hot path) takes it as its first statement: the
 //!   check-then-insert of `submit` for gated requests, the version checks of secrets and actions
 //!   and the tally of an approval run exactly as they do on SQLite.
 //! - [`Mode::WriteLate`] (`submit_and_begin`, `change_effect`, `finish_invoke_request`) takes it
-//!   only at commit, for its audit events. What these transactions decide before that is held
+//!   only at commit, and only for its [`CommitCheck`]s (none: no lock at all, audit events
+//!   included). What these transactions decide before that is held
 //!   by the database itself: a unique index (one effect per operation key, one request per
 //!   `Idempotency-Key`, one evidence `seq` per effect; a concurrent duplicate fails the
 //!   statement and the whole transaction runs again, finding the row the other committed), a
@@ -142,8 +143,8 @@ pub(crate) enum Mode {
     Read,
     /// READ COMMITTED behind the write lock, taken first.
     Write,
-    /// READ COMMITTED, the write lock taken only to append the audit events at commit (or
-    /// earlier, where a step needs the total order: see [`Tx::lock`]). For the invoke hot path,
+    /// READ COMMITTED, the write lock taken only to read the [`CommitCheck`]s again at commit
+    /// (or earlier, where a step needs the total order: see [`Tx::lock`]). For the invoke hot path,
     /// whose every rule is also a unique index, a row-level compare-and-set, or a
     /// [`CommitCheck`] re-read behind the lock; a broken unique rule or a deadlock retries the
     /// whole transaction (see [`in_transaction`]).
@@ -160,7 +161,7 @@ pub(crate) enum CommitCheck {
     NoLimits { env: String },
 }
 
-/// An audit event waiting for its place in the chain (assigned at commit, behind the lock).
+/// An audit event waiting for the transaction's commit, where it is inserted unsealed.
 pub(crate) struct PendingAudit {
     pub at: i64,
     pub env_id: Option<String>,
@@ -169,6 +170,7 @@ pub(crate) struct PendingAudit {
     pub subject: String,
     pub before: Option<serde_json::Value>,
     pub after: Option<serde_json::Value>,
+    pub content_hash: String,
 }
 
 /// One open transaction. Dropped without [`finish`] (a cancelled request), it rolls back.
@@ -213,12 +215,12 @@ pub(crate) enum Finished<T> {
 }
 
 /// Commits when `result` is `Ok` and rolls back otherwise, so a method's error commits nothing.
-/// Before the commit, behind the write lock: the [`CommitCheck`]s, then the pending audit
-/// events, chained onto the head. Once a commit returns, PostgreSQL has flushed it to its
+/// Before the commit: the pending audit events are inserted, unsealed, and the [`CommitCheck`]s
+/// read again behind the write lock. Once a commit returns, PostgreSQL has flushed it to its
 /// write-ahead log (`synchronous_commit` is checked on connect).
 pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T> {
     let result = match result {
-        Ok(value) => tx.seal().await.map(|()| value),
+        Ok(value) => tx.before_commit().await.map(|()| value),
         Err(err) => Err(err),
     };
     match result {
@@ -304,7 +306,7 @@ impl Tx<'_> {
             .push(check);
     }
 
-    /// Queues an audit event for the chain; [`finish`] appends it behind the lock.
+    /// Queues an audit event; [`finish`] inserts it, unsealed, before the commit.
     pub(crate) fn audit(&self, event: PendingAudit) {
         self.audit
             .lock()
@@ -312,19 +314,19 @@ impl Tx<'_> {
             .push(event);
     }
 
-    /// Behind the write lock: every commit check, then the queued audit events. A transaction
-    /// with neither (an idempotency marker) commits without the lock. The lock, the checks and
-    /// the read of the chain's head go to the server together (one round trip, pipelined); it
-    /// runs them in order, so the checks and the head read see everything committed before
-    /// the lock was granted.
-    async fn seal(&self) -> StoreResult<()> {
+    /// Before the commit: the queued audit events are inserted (unsealed: no lock, no read of
+    /// another audit row), and every commit check is read again behind the write lock. A
+    /// transaction without checks commits without the lock. The lock, the checks and the
+    /// insert go to the server together (one round trip, pipelined); it runs them in order, so
+    /// the checks see everything committed before the lock was granted.
+    async fn before_commit(&self) -> StoreResult<()> {
         let checks = std::mem::take(&mut *self.checks.lock().unwrap_or_else(|p| p.into_inner()));
         let audit = std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()));
         if checks.is_empty() && audit.is_empty() {
             return Ok(());
         }
         let lock = async {
-            if self.locked.swap(true, Ordering::Relaxed) {
+            if checks.is_empty() || self.locked.swap(true, Ordering::Relaxed) {
                 Ok(0)
             } else {
                 self.execute(WRITE_LOCK_SQL, &[]).await
@@ -361,24 +363,21 @@ impl Tx<'_> {
                 .await?;
             Ok::<_, StoreError>(any.is_none())
         };
-        let head = async {
+        let insert = async {
             if audit.is_empty() {
-                Ok(None)
+                Ok(())
             } else {
-                super::audit_log::head(self).await.map(Some)
+                super::audit_log::insert(self, audit).await
             }
         };
-        let (_, halted_holds, no_limits_holds, head) =
-            tokio::try_join!(lock, halted_holds, no_limits_holds, head)?;
+        let (_, halted_holds, no_limits_holds, ()) =
+            tokio::try_join!(lock, halted_holds, no_limits_holds, insert)?;
         if !(halted_holds && no_limits_holds) {
             self.retryable.store(true, Ordering::Relaxed);
             return Err(StoreError::Unavailable {
                 message: format!("{checks:?} changed before commit"),
                 source: None,
             });
-        }
-        if let Some(head) = head {
-            super::audit_log::chain(self, head, audit).await?;
         }
         Ok(())
     }

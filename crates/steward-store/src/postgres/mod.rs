@@ -5,7 +5,7 @@
 //! action per name, one retry per failed invocation), compare-and-set updates on an effect's
 //! state and on versions, and one transaction-scoped advisory lock that orders writes across
 //! every connection and replica (see `conn`: taken first by most writes, and only at commit by
-//! the invoke hot path), which also keeps the audit hash chain one line.
+//! the invoke hot path). The audit hash chain is sealed off the commit path (`audit_log`).
 //! Constraint violations map to the same [`StoreError`](crate::StoreError) variants as SQLite's:
 //! a unique violation (23505) is `Duplicate`, a foreign key violation (23503) is
 //! `NotFound { what: "environment" }`, a connection or I/O failure is `Unavailable`, a row that

@@ -229,21 +229,3 @@ pub(crate) fn evidence(row: &Row) -> StoreResult<EvidenceRecord> {
         actor: id_opt(row, 6, KeyId::parse)?,
     })
 }
-
-pub(crate) const AUDIT_COLUMNS: &str =
-    "seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash";
-
-pub(crate) fn audit_event(row: &Row) -> StoreResult<AuditEvent> {
-    Ok(AuditEvent {
-        seq: col(row, 0)?,
-        at: col(row, 1)?,
-        env_id: col(row, 2)?,
-        actor: col(row, 3)?,
-        kind: col(row, 4)?,
-        subject: col(row, 5)?,
-        before: json_opt(row, 6, "audit before")?,
-        after: json_opt(row, 7, "audit after")?,
-        prev_hash: col(row, 8)?,
-        hash: col(row, 9)?,
-    })
-}

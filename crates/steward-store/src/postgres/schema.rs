@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "replicas", REPLICAS),
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
+    (6, "audit sealing", AUDIT_SEALING),
 ];
 
 const INITIAL: &str = r#"
@@ -301,6 +302,42 @@ CREATE TABLE console_sessions (
 CREATE INDEX console_sessions_key ON console_sessions(key_id);
 "#;
 
+/// Audit events written unsealed and sealed into the chain afterwards (issue #13): an insertion
+/// id from an identity column (existing events get their sequence number), the event's own
+/// content hash, and the chain fields filled in by the sealer. Existing events keep their
+/// sequence numbers and hashes: they are the sealed prefix (no content hash: their chain hash
+/// covers their content). `audit_head` holds the chain's head, seeded with the last existing
+/// event (or the genesis hash, `crate::audit::GENESIS_HASH`), and the sealer's lease.
+const AUDIT_SEALING: &str = r#"
+ALTER TABLE audit ADD COLUMN id BIGINT;
+UPDATE audit SET id = seq;
+ALTER TABLE audit ALTER COLUMN id SET NOT NULL;
+ALTER TABLE audit DROP CONSTRAINT audit_pkey;
+ALTER TABLE audit ADD PRIMARY KEY (id);
+ALTER TABLE audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY;
+SELECT setval(pg_get_serial_sequence('audit', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM audit;
+ALTER TABLE audit ALTER COLUMN seq DROP NOT NULL;
+ALTER TABLE audit ALTER COLUMN prev_hash DROP NOT NULL;
+ALTER TABLE audit ALTER COLUMN hash DROP NOT NULL;
+ALTER TABLE audit ADD COLUMN content_hash TEXT;
+CREATE UNIQUE INDEX audit_seq ON audit(seq);
+CREATE INDEX audit_unsealed ON audit(id) WHERE seq IS NULL;
+CREATE TABLE audit_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq BIGINT NOT NULL,
+    hash TEXT NOT NULL,
+    sealer TEXT COLLATE "C",
+    lease_until BIGINT NOT NULL,
+    sealed_at BIGINT
+);
+INSERT INTO audit_head (id, seq, hash, lease_until)
+SELECT 1, COALESCE(MAX(seq), 0),
+       COALESCE((SELECT hash FROM audit ORDER BY seq DESC LIMIT 1),
+                'sha256:0000000000000000000000000000000000000000000000000000000000000000'),
+       0
+FROM audit;
+"#;
+
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
 /// Steward, whose schema this one does not know.
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
@@ -349,6 +386,11 @@ pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
 #[cfg(test)]
 mod tests {
     use super::MIGRATIONS;
+
+    #[test]
+    fn the_audit_head_starts_at_the_genesis_hash() {
+        assert!(super::AUDIT_SEALING.contains(crate::audit::GENESIS_HASH));
+    }
 
     #[test]
     fn migrations_are_numbered_one_by_one() {

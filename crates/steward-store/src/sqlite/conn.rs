@@ -217,7 +217,7 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-fn has_column(conn: &Connection, table: &str, column: &str) -> StoreResult<bool> {
+pub(crate) fn has_column(conn: &Connection, table: &str, column: &str) -> StoreResult<bool> {
     let present: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
@@ -327,6 +327,7 @@ impl Pool {
         }
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;
+        super::audit_log::migrate(&tx)?;
         tx.commit().map_err(unavailable)?;
         let (jobs, queue) = mpsc::channel();
         let writer = std::thread::Builder::new()

@@ -192,21 +192,6 @@ pub(crate) fn evidence(row: &Row<'_>) -> StoreResult<EvidenceRecord> {
     })
 }
 
-pub(crate) fn audit_event(row: &Row<'_>) -> StoreResult<AuditEvent> {
-    Ok(AuditEvent {
-        seq: col(row, 0)?,
-        at: col(row, 1)?,
-        env_id: col(row, 2)?,
-        actor: col(row, 3)?,
-        kind: col(row, 4)?,
-        subject: col(row, 5)?,
-        before: json_opt(col(row, 6)?, "audit before")?,
-        after: json_opt(col(row, 7)?, "audit after")?,
-        prev_hash: col(row, 8)?,
-        hash: col(row, 9)?,
-    })
-}
-
 /// Runs a query and decodes every row.
 pub(crate) fn query_all<T>(
     conn: &rusqlite::Connection,

@@ -134,7 +134,8 @@ CREATE TABLE IF NOT EXISTS idempotency (
     PRIMARY KEY (env_id, key_id, key)
 );
 CREATE TABLE IF NOT EXISTS audit (
-    seq INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY,
+    seq INTEGER UNIQUE,
     at INTEGER NOT NULL,
     env_id TEXT,
     actor TEXT,
@@ -142,8 +143,9 @@ CREATE TABLE IF NOT EXISTS audit (
     subject TEXT NOT NULL,
     before TEXT,
     after TEXT,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
+    content_hash TEXT,
+    prev_hash TEXT,
+    hash TEXT
 );
 "#;
 
@@ -312,4 +314,43 @@ CREATE TABLE IF NOT EXISTS console_sessions (
     expires_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS console_sessions_key ON console_sessions(key_id);
+"#;
+
+/// Rebuilds an `audit` table from before sealing (issue #13), where every event was chained as it
+/// was written (`seq` was the primary key). Its events become the sealed prefix: their ids are
+/// their sequence numbers and their hashes are kept (they have no content hash: their chain
+/// hash covers their content).
+pub const SEAL_AUDIT_TABLE: &str = r#"
+CREATE TABLE audit_sealed (
+    id INTEGER PRIMARY KEY,
+    seq INTEGER UNIQUE,
+    at INTEGER NOT NULL,
+    env_id TEXT,
+    actor TEXT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    content_hash TEXT,
+    prev_hash TEXT,
+    hash TEXT
+);
+INSERT INTO audit_sealed (id, seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash)
+SELECT seq, seq, at, env_id, actor, kind, subject, before, after, prev_hash, hash FROM audit;
+DROP TABLE audit;
+ALTER TABLE audit_sealed RENAME TO audit;
+"#;
+
+/// The sealer's side of the audit log: the unsealed events, found without a scan, and the one
+/// row holding the chain's head and the sealer's lease (seeded by `audit_log::migrate`).
+pub const AUDIT_SEAL_SCHEMA: &str = r#"
+CREATE INDEX IF NOT EXISTS audit_unsealed ON audit(id) WHERE seq IS NULL;
+CREATE TABLE IF NOT EXISTS audit_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    sealer TEXT,
+    lease_until INTEGER NOT NULL,
+    sealed_at INTEGER
+);
 "#;

@@ -63,7 +63,7 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
     assert_eq!(record.completed_at, None);
 
     // A compare-and-set from a stale state changes nothing at all, audit included.
-    let audit_before = store.audit_events(0, 100_000).await.expect("audit").len();
+    let audit_before = all_audit_events(&store).await.len();
     let mut stale = env.change(&effect, EffectState::Ready, EffectState::Failed, 2_100);
     stale.evidence = Some(NewEvidence::new(
         EvidenceKind::Blocked,
@@ -84,10 +84,7 @@ pub async fn effect_change_is_compare_and_set(store: Arc<dyn Store>) {
         "a refused change leaves the effect as it was"
     );
     assert_eq!(env.invocation(&inv.id).await, record);
-    assert_eq!(
-        store.audit_events(0, 100_000).await.expect("audit").len(),
-        audit_before
-    );
+    assert_eq!(all_audit_events(&store).await.len(), audit_before);
 
     // Evidence without a state change.
     let note = NewEvidence::new(
@@ -433,7 +430,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
         env.effect(&parked.effect_id).await,
         env.effect(&settled.effect_id).await,
     ];
-    let audit_len = store.audit_events(0, 100_000).await.expect("audit").len();
+    let audit_len = all_audit_events(&store).await.len();
     let again = store
         .recover(&Sweep::sole(&restarted(), Millis(10_000)))
         .await
@@ -446,10 +443,7 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
         env.effect(&settled.effect_id).await,
     ];
     assert_eq!(after, details);
-    assert_eq!(
-        store.audit_events(0, 100_000).await.expect("audit").len(),
-        audit_len
-    );
+    assert_eq!(all_audit_events(&store).await.len(), audit_len);
 }
 
 /// `retryOf` may only name an invocation of this environment that is settled failed.
@@ -580,7 +574,7 @@ pub async fn an_illegal_transition_is_refused_and_writes_nothing(store: Arc<dyn 
     );
     let effect = inv.effect_id.clone();
     let before = env.effect(&effect).await;
-    let audit_before = store.audit_events(0, 100_000).await.expect("audit").len();
+    let audit_before = all_audit_events(&store).await.len();
     // Built by the rules, then edited by hand: the fields are public, the store checks them.
     let mut skip = env.change(&effect, EffectState::Ready, EffectState::Dispatching, 2_000);
     skip.to = EffectState::Succeeded { confirmed: true };
@@ -601,10 +595,7 @@ pub async fn an_illegal_transition_is_refused_and_writes_nothing(store: Arc<dyn 
         other => panic!("ready -> succeeded must be refused as illegal, got {other:?}"),
     }
     assert_eq!(env.effect(&effect).await, before, "nothing was written");
-    assert_eq!(
-        store.audit_events(0, 100_000).await.expect("audit").len(),
-        audit_before
-    );
+    assert_eq!(all_audit_events(&store).await.len(), audit_before);
     // A legal move whose settlement of the reservations was edited is refused too: a refusal
     // releases what it held, it never consumes it.
     let mut consume = env.change(

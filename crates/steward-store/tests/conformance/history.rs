@@ -268,16 +268,76 @@ pub async fn audit_chain_verifies_and_detects_tampering(store: Arc<dyn Store>) {
         .await
         .expect("delete secret");
 
-    let events = store.audit_events(0, 100_000).await.expect("audit");
+    // Written unsealed: each event carries its own content hash, and an edit to one shows
+    // before it is ever sealed.
+    let unsealed = store
+        .unsealed_audit_events(0, 100_000)
+        .await
+        .expect("unsealed");
     assert!(
-        events.len() >= 10,
-        "every change above is audited: {} events",
-        events.len()
+        unsealed.len() >= 10,
+        "every change above is audited, unsealed until the sealer runs: {} events",
+        unsealed.len()
     );
+    assert!(unsealed.iter().all(|e| e.link.is_none()));
+    assert!(
+        unsealed.windows(2).all(|w| w[0].id < w[1].id),
+        "insertion order"
+    );
+    verify_unsealed(&unsealed).expect("each unsealed event matches its own hash");
+    let mut edited = unsealed.clone();
+    let j = edited.len() - 2;
+    edited[j].after = Some(json!({"forged": true}));
+    assert_eq!(
+        verify_unsealed(&edited),
+        Err(ChainError::TamperedUnsealed { id: unsealed[j].id }),
+        "editing an unsealed event is detected"
+    );
+    for forge in [
+        |e: &mut AuditEvent| e.at += 1,
+        |e: &mut AuditEvent| e.actor = Some("key_someone_else".into()),
+        |e: &mut AuditEvent| e.env_id = None,
+        |e: &mut AuditEvent| e.kind = "key.created".into(),
+        |e: &mut AuditEvent| e.subject = "another".into(),
+        |e: &mut AuditEvent| e.before = Some(json!({})),
+    ] {
+        let mut forged = unsealed.clone();
+        forge(&mut forged[j]);
+        assert!(verify_unsealed(&forged).is_err(), "{:?}", forged[j]);
+    }
+    let report = verify_log(store.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .expect("the log verifies before sealing");
+    assert!(report.unsealed >= unsealed.len() as u64);
+
+    // Sealed: one chain, in the order the sealer took the events.
+    seal_all(&store).await;
+    assert!(store
+        .unsealed_audit_events(0, 100_000)
+        .await
+        .expect("unsealed")
+        .is_empty());
+    let events = store.audit_events(0, 100_000).await.expect("audit");
     let (last_seq, last_hash) =
         verify_chain(0, GENESIS_HASH, &events).expect("the chain verifies end to end");
-    assert_eq!(last_seq, events.last().expect("events").seq);
-    assert_eq!(last_hash, events.last().expect("events").hash);
+    let last = events.last().expect("events").link.clone().expect("sealed");
+    assert_eq!((last_seq, &last_hash), (last.seq, &last.hash));
+    let head = store.audit_head().await.expect("audit_head");
+    assert_eq!((head.seq, &head.hash), (last_seq, &last_hash));
+    let ours: Vec<&AuditEvent> = events
+        .iter()
+        .filter(|e| unsealed.iter().any(|u| u.id == e.id))
+        .collect();
+    assert_eq!(
+        ours.iter().map(|e| e.id).collect::<Vec<_>>(),
+        unsealed.iter().map(|e| e.id).collect::<Vec<_>>(),
+        "sealed in insertion order, each exactly once"
+    );
+    assert!(ours
+        .iter()
+        .zip(&unsealed)
+        .all(|(sealed, before)| sealed.content_hash == before.content_hash));
     for subject in [
         action.id.as_str(),
         inv.id.as_str(),
@@ -317,44 +377,84 @@ pub async fn audit_chain_verifies_and_detects_tampering(store: Arc<dyn Store>) {
 
     // Reading on from the middle continues the same chain.
     let k = events.len() / 2;
+    let middle = events[k - 1].link.clone().expect("sealed");
     let rest = store
-        .audit_events(events[k - 1].seq, 100_000)
+        .audit_events(middle.seq, 100_000)
         .await
         .expect("audit");
     assert_eq!(rest, events[k..].to_vec());
     assert_eq!(
-        verify_chain(events[k - 1].seq, &events[k - 1].hash, &rest),
-        Ok((last_seq, last_hash))
+        verify_chain(middle.seq, &middle.hash, &rest),
+        Ok((last_seq, last_hash.clone()))
     );
     let limited = store.audit_events(0, 3).await.expect("audit");
     assert_eq!(limited, events[..3].to_vec());
 
-    // Any edit shows.
+    // Any edit of a sealed event shows.
     let i = events.len() - 3;
+    let seq_of = |e: &AuditEvent| e.seq().expect("sealed");
     let mut tampered = events.clone();
     tampered[i].after = Some(json!({"state": "succeeded_confirmed", "forged": true}));
     assert_eq!(
         verify_chain(0, GENESIS_HASH, &tampered),
-        Err(ChainError::Tampered { seq: events[i].seq })
+        Err(ChainError::Tampered {
+            seq: seq_of(&events[i])
+        })
     );
-    let mut rehashed = events.clone();
-    rehashed[i].after = Some(json!({"forged": true}));
-    rehashed[i].hash = event_hash(&rehashed[i]);
+    // Its content hash recomputed to match: its chain hash no longer does.
+    tampered[i].content_hash = Some(content_hash(&tampered[i]));
+    assert_eq!(
+        verify_chain(0, GENESIS_HASH, &tampered),
+        Err(ChainError::Tampered {
+            seq: seq_of(&events[i])
+        })
+    );
+    // Its chain hash recomputed too: the next event's link breaks.
+    let mut rehashed = tampered.clone();
+    let forged_content = rehashed[i].content_hash.clone().expect("content hash");
+    let link = rehashed[i].link.as_mut().expect("sealed");
+    link.hash = link_hash(link.seq, &link.prev_hash, &forged_content);
     assert_eq!(
         verify_chain(0, GENESIS_HASH, &rehashed),
         Err(ChainError::BrokenLink {
-            seq: events[i + 1].seq
+            seq: seq_of(&events[i + 1])
         }),
         "re-hashing an edited event breaks the next link"
     );
+    // Removing one leaves a gap.
     let mut removed = events.clone();
     removed.remove(i);
     assert_eq!(
         verify_chain(0, GENESIS_HASH, &removed),
         Err(ChainError::Gap {
-            seq: events[i + 1].seq,
-            previous: events[i - 1].seq
+            seq: seq_of(&events[i + 1]),
+            previous: seq_of(&events[i - 1])
         })
+    );
+    // Reordering two shows, whether their places move with them or not.
+    let mut reordered = events.clone();
+    reordered.swap(i, i + 1);
+    assert_eq!(
+        verify_chain(0, GENESIS_HASH, &reordered),
+        Err(ChainError::Gap {
+            seq: seq_of(&events[i + 1]),
+            previous: seq_of(&events[i - 1])
+        })
+    );
+    let mut renumbered = reordered.clone();
+    let (a, b) = (seq_of(&events[i]), seq_of(&events[i + 1]));
+    renumbered[i].link.as_mut().expect("sealed").seq = a;
+    renumbered[i + 1].link.as_mut().expect("sealed").seq = b;
+    assert_eq!(
+        verify_chain(0, GENESIS_HASH, &renumbered),
+        Err(ChainError::BrokenLink { seq: a })
+    );
+    // An unsealed event passed off as sealed is refused.
+    let mut unsealed_in_chain = events.clone();
+    unsealed_in_chain[i].link = None;
+    assert_eq!(
+        verify_chain(0, GENESIS_HASH, &unsealed_in_chain),
+        Err(ChainError::NotSealed { id: events[i].id })
     );
 
     // The sealed value never reaches the audit log, in any rendering.
@@ -486,6 +586,9 @@ where
         }
         other => panic!("the operation key still names the original, got {other:?}"),
     }
-    let events = store.audit_events(0, 100_000).await.expect("audit");
-    verify_chain(0, GENESIS_HASH, &events).expect("the chain survives a restart");
+    verify_log(store.as_ref(), 5_000, |_| {})
+        .await
+        .expect("verify_log")
+        .expect("the audit log survives a restart");
+    assert_chain_intact(&store).await;
 }

@@ -1,4 +1,5 @@
-//! Everything is audited, in a hash chain that `steward audit verify` checks end to end.
+//! Everything is audited: each event is written with its own hash and sealed into a hash chain
+//! by the server, and `steward audit verify` checks both end to end.
 
 use crate::harness::*;
 use std::process::Command;
@@ -36,7 +37,22 @@ async fn the_audit_chain_verifies_and_tampering_is_detected() {
     let conn = rusqlite_free_read(&w.server.data);
     assert!(conn.contains("effect.transition"), "{conn}");
 
-    // Rewrite one event's content behind Steward's back.
+    // The server seals every event into the chain in the background, within moments.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let sealed = loop {
+        let (ok, text) = verify(&w.server.data);
+        assert!(ok, "{text}");
+        if text.contains("none unsealed") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        sealed.contains("none unsealed"),
+        "the server's sealer seals: {sealed}"
+    );
+
+    // Rewrite one sealed event's content behind Steward's back.
     let db = w.server.data.join("steward.db");
     let status = Command::new("python3")
         .arg("-c")
