@@ -103,27 +103,36 @@ fn wal_path(database: &Path) -> PathBuf {
     PathBuf::from(format!("{}-wal", database.display()))
 }
 
-/// Which table or index owns each page, from `dbstat` in `reader`'s snapshot. Interior and
-/// overflow pages are named apart from leaves; the first page is the schema's.
-fn page_owners(reader: &rusqlite::Connection) -> HashMap<u32, String> {
+/// The owner of a page: its table or index, and whether it is a leaf.
+#[derive(Clone)]
+struct Owner {
+    name: String,
+    leaf: bool,
+}
+
+/// Which table or index owns each page, from `dbstat` in `reader`'s snapshot. The first page
+/// holds the database header, whose page count changes whenever a commit grows the file.
+fn page_owners(reader: &rusqlite::Connection) -> HashMap<u32, Owner> {
     let mut stmt = reader
         .prepare("SELECT name, pagetype, pageno FROM dbstat")
         .unwrap();
     let rows = stmt
         .query_map([], |r| {
             let (name, kind, page): (String, String, u32) = (r.get(0)?, r.get(1)?, r.get(2)?);
-            let owner = match kind.as_str() {
-                "leaf" => name,
-                other => format!("{name} ({other})"),
+            let name = if page == 1 {
+                "page 1 (header)".to_string()
+            } else {
+                format!("`{name}`")
             };
-            Ok((page, owner))
+            let leaf = kind == "leaf";
+            Ok((page, Owner { name, leaf }))
         })
         .unwrap();
     rows.map(Result::unwrap).collect()
 }
 
-/// What each table and index holding rows has after the run: pages, rows (cells of its leaves) and bytes
-/// per row, from `dbstat`.
+/// What each table and index holding rows has after the run, from `dbstat`: pages, rows (the
+/// cells of a table's leaves, of every page of an index) and bytes per row.
 fn sizes(reader: &rusqlite::Connection) -> String {
     let mut stmt = reader
         .prepare(
@@ -166,12 +175,14 @@ struct Tally {
     frames: BTreeMap<(usize, String), u64>,
     /// Frames per commit index.
     per_commit: [u64; 2],
+    /// Frames of interior and overflow pages (not leaves) per commit index.
+    not_leaves: [u64; 2],
     page_size: usize,
 }
 
 impl Tally {
     /// Adds the commits of a wave of `invokes` invokes.
-    fn add(&mut self, invokes: u64, commits: &[Vec<u32>], owners: &HashMap<u32, String>) {
+    fn add(&mut self, invokes: u64, commits: &[Vec<u32>], owners: &HashMap<u32, Owner>) {
         if invokes == 1 {
             assert_eq!(
                 commits.len(),
@@ -185,11 +196,14 @@ impl Tally {
             let i = if invokes == 1 { i } else { 0 };
             self.per_commit[i] += pages.len() as u64;
             for page in pages {
-                let owner = owners
-                    .get(page)
-                    .cloned()
-                    .unwrap_or_else(|| "(free list)".to_string());
-                *self.frames.entry((i, owner)).or_default() += 1;
+                let owner = owners.get(page).cloned().unwrap_or_else(|| Owner {
+                    name: "(free list)".to_string(),
+                    leaf: false,
+                });
+                if !owner.leaf {
+                    self.not_leaves[i] += 1;
+                }
+                *self.frames.entry((i, owner.name)).or_default() += 1;
             }
         }
     }
@@ -208,7 +222,7 @@ impl Tally {
         );
         for (owner, [a, b]) in rows {
             out += &format!(
-                "| `{owner}` | {:.2} | {:.2} | {:.2} |\n",
+                "| {owner} | {:.2} | {:.2} | {:.2} |\n",
                 a as f64 / n,
                 b as f64 / n,
                 (a + b) as f64 / n
@@ -216,9 +230,11 @@ impl Tally {
         }
         let frame_bytes = (self.page_size + FRAME_HEADER_BYTES) as f64;
         let [a, b] = self.per_commit.map(|f| f as f64 / n);
+        let [x, y] = self.not_leaves.map(|f| f as f64 / n);
         out += &format!(
-            "| **all** | {a:.2} | {b:.2} | {:.2} |\n| WAL bytes | {:.0} | {:.0} | {:.0} |\n",
+            "| **all** | {a:.2} | {b:.2} | {:.2} |\n| of which interior or overflow pages | {x:.2} | {y:.2} | {:.2} |\n| WAL bytes | {:.0} | {:.0} | {:.0} |\n",
             a + b,
+            x + y,
             a * frame_bytes,
             b * frame_bytes,
             (a + b) * frame_bytes
