@@ -301,6 +301,8 @@ impl Pool {
             tx.execute_batch(super::schema::SCOPE_IDEMPOTENCY)
                 .map_err(unavailable)?;
         }
+        tx.execute_batch(super::schema::DROPPED_INDEXES)
+            .map_err(unavailable)?;
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;
         tx.commit().map_err(unavailable)?;

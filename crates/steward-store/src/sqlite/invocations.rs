@@ -35,8 +35,8 @@ pub(crate) fn invocation_by_operation_key(
     key: &OperationKey,
 ) -> StoreResult<Option<InvocationRecord>> {
     let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id =
-           (SELECT id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
+        "SELECT {} FROM invocations WHERE env_id = ?1 AND id =
+           (SELECT invocation_id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
         rows::INVOCATION_COLUMNS
     );
     query_one(
@@ -47,14 +47,16 @@ pub(crate) fn invocation_by_operation_key(
     )
 }
 
-/// The invocation whose effect is `effect`.
+/// The invocation whose effect is `effect`: the one the effect names (an effect and its
+/// invocation are inserted together, each naming the other).
 pub(crate) fn invocation_of_effect(
     conn: &Connection,
     env: &EnvironmentId,
     effect: &EffectId,
 ) -> StoreResult<InvocationRecord> {
     let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id = ?2",
+        "SELECT {} FROM invocations
+         WHERE env_id = ?1 AND id = (SELECT invocation_id FROM effects WHERE id = ?2)",
         rows::INVOCATION_COLUMNS
     );
     query_one(
@@ -405,7 +407,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         "UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status),
             response_body = COALESCE(?3, response_body), error = COALESCE(?4, error),
             completed_at = COALESCE(completed_at, ?5)
-         WHERE effect_id = ?6",
+         WHERE id = (SELECT invocation_id FROM effects WHERE id = ?6)",
         params![
             to,
             c.response_status,

@@ -74,7 +74,6 @@ CREATE TABLE IF NOT EXISTS invocations (
     completed_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS invocations_env_created ON invocations(env_id, created_at);
-CREATE INDEX IF NOT EXISTS invocations_effect ON invocations(effect_id);
 CREATE UNIQUE INDEX IF NOT EXISTS invocations_retry_of ON invocations(env_id, retry_of) WHERE retry_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS effects (
     id TEXT PRIMARY KEY,
@@ -255,6 +254,12 @@ pub const OWNER_COLUMNS: &[(&str, &str)] = &[
 /// Indexes over the owner columns, created once the columns exist.
 pub const OWNER_INDEXES: &str = r#"
 CREATE INDEX IF NOT EXISTS effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
+"#;
+
+/// Indexes that earlier schemas created and this one does not: `invocations_effect` (the
+/// invocation of an effect is found through `effects.invocation_id`).
+pub const DROPPED_INDEXES: &str = r#"
+DROP INDEX IF EXISTS invocations_effect;
 "#;
 
 /// `(table, column, type)` added to tables created by an earlier Steward: a key's expiry,
