@@ -461,13 +461,20 @@ pub(crate) fn append_evidence(
     )
 }
 
-fn state_clause(states: &Option<Vec<EffectState>>) -> String {
+/// The filter on states. For `effects`, when every state asked for is open (not terminal), the
+/// condition of `effects_open` is repeated: it changes no result and lets the listing use it.
+fn state_clause(states: &Option<Vec<EffectState>>, effects: bool) -> String {
     match states {
         None => String::new(),
         Some(list) if list.is_empty() => " AND 0".to_string(),
         Some(list) => {
             let names: Vec<String> = list.iter().map(|s| format!("'{}'", s.name())).collect();
-            format!(" AND state IN ({})", names.join(","))
+            let open = if effects && list.iter().all(|s| !s.is_terminal()) {
+                format!(" AND {}", super::schema::OPEN_STATES_TERM)
+            } else {
+                String::new()
+            };
+            format!(" AND state IN ({}){open}", names.join(","))
         }
     }
 }
@@ -486,7 +493,7 @@ pub(crate) fn list_invocations(
     let action = f.action_id.as_ref().map(|a| a.as_str());
     let filter = format!(
         "env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}",
-        state_clause(&f.states)
+        state_clause(&f.states, false)
     );
     let total = count(
         conn,
@@ -565,7 +572,7 @@ pub(crate) fn list_effects(
     let action = f.action_id.as_ref().map(|a| a.as_str());
     let filter = format!(
         "env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}",
-        state_clause(&f.states)
+        state_clause(&f.states, true)
     );
     let total = count(
         conn,

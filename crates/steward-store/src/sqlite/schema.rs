@@ -95,7 +95,6 @@ CREATE TABLE IF NOT EXISTS effects (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS effects_operation_key
     ON effects(env_id, action_id, operation_key) WHERE operation_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS effects_state ON effects(state);
 CREATE INDEX IF NOT EXISTS effects_reconcile_due ON effects(reconcile_after) WHERE state = 'unknown';
 CREATE TABLE IF NOT EXISTS attempts (
     effect_id TEXT NOT NULL,
@@ -251,15 +250,38 @@ pub const OWNER_COLUMNS: &[(&str, &str)] = &[
     ("idempotency", "owner"),
 ];
 
-/// Indexes over the owner columns, created once the columns exist.
-pub const OWNER_INDEXES: &str = r#"
-CREATE INDEX IF NOT EXISTS effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
-"#;
+/// The effect states an effect leaves again, as SQL: `effects_open` holds the effects in them.
+/// SQLite uses a partial index only where the query's WHERE clause implies the index's
+/// condition, and it proves that for an `IN` list only when the query has the same list: a
+/// query over open effects `AND`s [`OPEN_STATES_TERM`] to its own condition on `state`.
+macro_rules! open_states {
+    () => {
+        "'awaiting_approval', 'ready', 'dispatching', 'unknown'"
+    };
+}
+
+/// The condition of `effects_open`, for queries over open effects to repeat.
+pub const OPEN_STATES_TERM: &str = concat!("state IN (", open_states!(), ")");
+
+/// Indexes over the owner columns, created once the columns exist. `effects_open` is the one
+/// index over effect states: the hot path writes it once per commit (an effect enters it `ready`
+/// and leaves it settled), where an index over every state also moved each settled effect's
+/// entry to the end of its state's run. The recovery sweep and listings of open effects (the
+/// console's queue of unresolved ones) read it; the reconciler reads `effects_reconcile_due`;
+/// listings of settled states scan the table, as the unfiltered listing does.
+pub const OWNER_INDEXES: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS effects_open ON effects(state, owner) WHERE state IN (",
+    open_states!(),
+    ");"
+);
 
 /// Indexes that earlier schemas created and this one does not: `invocations_effect` (the
-/// invocation of an effect is found through `effects.invocation_id`).
+/// invocation of an effect is found through `effects.invocation_id`), `effects_state` and
+/// `effects_in_flight` (replaced by `effects_open`).
 pub const DROPPED_INDEXES: &str = r#"
 DROP INDEX IF EXISTS invocations_effect;
+DROP INDEX IF EXISTS effects_state;
+DROP INDEX IF EXISTS effects_in_flight;
 "#;
 
 /// `(table, column, type)` added to tables created by an earlier Steward: a key's expiry,
@@ -318,3 +340,19 @@ CREATE TABLE IF NOT EXISTS console_sessions (
 );
 CREATE INDEX IF NOT EXISTS console_sessions_key ON console_sessions(key_id);
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_core::EffectState;
+
+    #[test]
+    fn the_open_states_are_the_states_that_are_not_terminal() {
+        let names: Vec<String> = EffectState::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| format!("'{}'", s.name()))
+            .collect();
+        assert_eq!(OPEN_STATES_TERM, format!("state IN ({})", names.join(", ")));
+    }
+}
