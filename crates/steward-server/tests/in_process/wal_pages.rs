@@ -308,10 +308,12 @@ async fn wave(w: &World, first: u64, c: u64) {
 }
 
 /// Runs `count` invokes after the warm-up, `c` at a time, and tallies their commits' frames.
-async fn measure(count: u64, c: u64) -> (Tally, String) {
+/// With `limits`, two impact limits apply to every invoke (its money and its one mutation), so
+/// each reserves two rows in step 3 and settles them in step 5.
+async fn measure(count: u64, c: u64, limits: bool) -> (Tally, String) {
     let w = world(Duration::from_secs(10), None).await;
     let base = w.fixture.base_url();
-    // The bench's action: `stripe.refund` against the fixture, no limit, no policy.
+    // The bench's action: `stripe.refund` against the fixture, no policy.
     w.ok(
         "POST",
         "/actions",
@@ -320,6 +322,16 @@ async fn measure(count: u64, c: u64) -> (Tally, String) {
             "credentialSecret": "STRIPE_TEST_KEY"}}),
     )
     .await;
+    if limits {
+        for limit in [
+            json!({"name": "refunds a day", "dimension": "money", "currency": "USD",
+                   "period": "day", "amount": 1_000_000_000_000_i64}),
+            json!({"name": "mutations a day", "dimension": "resource_mutations",
+                   "period": "day", "amount": 1_000_000_000_i64}),
+        ] {
+            w.ok("POST", "/impact-limits", limit).await;
+        }
+    }
     for first in (0..WARM_UP_INVOKES).step_by(REPORT_CONCURRENCY as usize) {
         wave(&w, first, REPORT_CONCURRENCY).await;
     }
@@ -356,17 +368,21 @@ async fn measure(count: u64, c: u64) -> (Tally, String) {
     (tally, sizes(&reader))
 }
 
-/// Prints the per-table frames of workload (a)'s two commits (the bench/PROFILE.md table), and
-/// the pages per invoke with invokes in flight at once.
+/// Prints the per-table frames of workload (a)'s two commits (the bench/PROFILE.md table), the
+/// pages per invoke with invokes in flight at once, the same two commits under two impact
+/// limits, and what the tables hold.
 #[tokio::test]
 #[ignore = "a report: run with --ignored --nocapture"]
 async fn wal_pages_report() {
-    let (one, sizes) = measure(REPORT_INVOKES, 1).await;
-    let (many, _) = measure(REPORT_INVOKES, REPORT_CONCURRENCY).await;
+    let (one, sizes) = measure(REPORT_INVOKES, 1, false).await;
+    let (many, _) = measure(REPORT_INVOKES, REPORT_CONCURRENCY, false).await;
+    let (limited, _) = measure(REPORT_INVOKES, 1, true).await;
     println!(
-        "{}\n{}\n{}\n\n{sizes}",
+        "{}\n{}\n{}\n\nUnder two impact limits:\n\n{}\n{}\n\n{sizes}",
         one.markdown(),
         one.summary(1),
-        many.summary(REPORT_CONCURRENCY)
+        many.summary(REPORT_CONCURRENCY),
+        limited.markdown(),
+        limited.summary(1),
     );
 }
