@@ -61,6 +61,8 @@ use key_lifecycle::*;
 #[path = "conformance/console_sessions.rs"]
 mod console_sessions;
 use console_sessions::*;
+#[path = "conformance/sqlite_migration.rs"]
+mod sqlite_migration;
 
 // ------------------------------------------------------------------------------------------
 // The suite
