@@ -301,6 +301,9 @@ pub(crate) fn finish_invoke_request(
 
 /// Marks answered the invoke request behind `key` that created the effect's invocation (the
 /// request an `EffectChange::answers_request` names: its sender is the invocation's creator).
+/// Only the creator's row, or a legacy row of the environment, can be in progress (a request of
+/// another key that found the invocation was recorded answered), so the key's scope is looked up
+/// rather than every request of the environment scanned.
 fn finish_answered_request(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
@@ -311,8 +314,15 @@ fn finish_answered_request(
         tx,
         "UPDATE idempotency SET state = 'done'
          WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'
+           AND key_id IN ((SELECT created_by FROM invocations
+                           WHERE id = (SELECT invocation_id FROM effects WHERE id = ?3)), ?4)
            AND invocation_id = (SELECT invocation_id FROM effects WHERE id = ?3)",
-        params![env.as_str(), key.as_str(), effect.as_str()],
+        params![
+            env.as_str(),
+            key.as_str(),
+            effect.as_str(),
+            super::idempotency::LEGACY_SCOPE
+        ],
     )
     .map_err(unavailable)?;
     Ok(())

@@ -477,6 +477,10 @@ mod tests {
              "SEARCH invocations USING INDEX sqlite_autoindex_invocations_1 (id=?)"),
             ("UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) AND kind = 'invoke'".into(),
              "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            ("UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'
+               AND key_id IN ((SELECT created_by FROM invocations WHERE id = (SELECT invocation_id FROM effects WHERE id = ?3)), ?4)
+               AND invocation_id = (SELECT invocation_id FROM effects WHERE id = ?3)".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
             ("SELECT 1 FROM impact_reservations WHERE effect_id = ?1 LIMIT 1".into(),
              "SEARCH impact_reservations USING PRIMARY KEY (effect_id=?)"),
             ("SELECT state, COALESCE(SUM(amount), 0) FROM impact_reservations WHERE limit_id = ?1 AND window_start = ?2 GROUP BY state".into(),
