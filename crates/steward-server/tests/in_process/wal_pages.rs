@@ -132,14 +132,16 @@ fn page_owners(reader: &rusqlite::Connection) -> HashMap<u32, Owner> {
 }
 
 /// What each table and index holding rows has after the run, from `dbstat`: pages, rows (the
-/// cells of a table's leaves, of every page of an index) and bytes per row.
+/// cells of a rowid table's leaves; of every page of an index or a `WITHOUT ROWID` table, whose
+/// interior pages hold entries too) and bytes per row.
 fn sizes(reader: &rusqlite::Connection) -> String {
     let mut stmt = reader
         .prepare(
             "SELECT d.name, COUNT(*),
-                    SUM(CASE WHEN d.pagetype = 'leaf' OR s.type = 'index' THEN d.ncell ELSE 0 END),
+                    SUM(CASE WHEN d.pagetype = 'leaf' OR s.type = 'index' OR t.wr THEN d.ncell ELSE 0 END),
                     SUM(d.payload), SUM(CASE WHEN d.pagetype = 'overflow' THEN 1 ELSE 0 END)
              FROM dbstat d LEFT JOIN sqlite_schema s ON s.name = d.name
+                  LEFT JOIN pragma_table_list t ON t.schema = 'main' AND t.name = d.name
              GROUP BY d.name HAVING SUM(d.ncell) > 0 ORDER BY d.name",
         )
         .unwrap();
