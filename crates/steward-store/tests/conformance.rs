@@ -65,6 +65,8 @@ use console_sessions::*;
 #[path = "conformance/audit_seal.rs"]
 mod audit_seal;
 use audit_seal::*;
+#[path = "conformance/sqlite_migration.rs"]
+mod sqlite_migration;
 use steward_core::{EvidenceKind, EvidenceSource};
 
 // ------------------------------------------------------------------------------------------
@@ -741,6 +743,49 @@ async fn sqlite_a_store_from_before_audit_sealing_keeps_its_chain() {
         .await
         .expect("verify_log")
         .expect("still intact");
+}
+
+/// An invoke request recorded before `Idempotency-Key` was scoped (its `key_id` the legacy `''`)
+/// and still in progress is marked answered by the answer, as the creator's own row is: the
+/// answer looks up those two scopes only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_an_answer_marks_a_legacy_request_answered() {
+    let (dir, store) = sqlite_store();
+    let env = Env::new(&store, "legacy-answer").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut sub = env.submission(&action, json!({"n": 1}));
+    sub.idempotency_key = Some(idem("legacy-invoke"));
+    let inv = expect_created(store.submit(&sub).await.expect("submit"));
+    let conn = rusqlite::Connection::open(dir.path().join("steward.db")).expect("open");
+    let state = |conn: &rusqlite::Connection| -> (String, String) {
+        conn.query_row(
+            "SELECT key_id, state FROM idempotency WHERE key = 'legacy-invoke'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the request's row")
+    };
+    conn.execute(
+        "UPDATE idempotency SET key_id = '' WHERE key = 'legacy-invoke'",
+        [],
+    )
+    .expect("make the row legacy");
+    assert_eq!(state(&conn), (String::new(), "in_progress".to_string()));
+    env.begin_attempt(&inv.effect_id, 2_000).await;
+    let mut finish = env.change(
+        &inv.effect_id,
+        EffectState::Dispatching,
+        EffectState::Succeeded { confirmed: true },
+        2_100,
+    );
+    finish.attempt = Some(AttemptChange::Finish {
+        number: 1,
+        response_status: Some(200),
+        error: None,
+    });
+    finish.answers_request = sub.idempotency_key.clone();
+    store.change_effect(&finish).await.expect("finish");
+    assert_eq!(state(&conn), (String::new(), "done".to_string()));
 }
 
 // ------------------------------------------------------------------------------------------

@@ -139,6 +139,11 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
 }
 
 impl World {
+    /// The store's database file.
+    pub fn database(&self) -> std::path::PathBuf {
+        self._dir.path().join("steward.db")
+    }
+
     pub async fn ok(&self, method: &str, path: &str, body: Value) -> Value {
         let (status, reply) = call(&self.state, TOKEN, method, path, Some(body)).await;
         assert!(

@@ -8,3 +8,4 @@ mod http_idempotent;
 mod replay_window;
 mod secret_tags;
 mod simulation;
+mod wal_pages;

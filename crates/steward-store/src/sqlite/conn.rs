@@ -10,7 +10,9 @@
 //! `Ok` only after the commit that made its transaction durable.
 
 use crate::error::{StoreError, StoreResult};
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -242,6 +244,43 @@ fn add_column_if_missing(
     Ok(())
 }
 
+/// True when `table` is stored with a rowid: a table of [`super::schema::ROWLESS`] created
+/// before it was `WITHOUT ROWID`.
+fn has_rowid(conn: &Connection, table: &str) -> StoreResult<bool> {
+    let without_rowid: Option<bool> = conn
+        .query_row(
+            "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    Ok(without_rowid == Some(false))
+}
+
+/// Rebuilds each table of [`super::schema::ROWLESS`] that still has a rowid, inside the caller's
+/// transaction: every row is copied, column for column, into the table as it is created now.
+/// Dropping the old table drops its indexes; the caller creates them again. True when a table
+/// was rebuilt.
+fn rebuild_rowless(tx: &Transaction<'_>) -> StoreResult<bool> {
+    let mut rebuilt = false;
+    for t in super::schema::ROWLESS {
+        if !has_rowid(tx, t.table)? {
+            continue;
+        }
+        let (table, create, columns) = (t.table, t.create, t.columns);
+        tx.execute_batch(&format!(
+            "{create};
+             INSERT INTO {table}_rowless ({columns}) SELECT {columns} FROM {table};
+             DROP TABLE {table};
+             ALTER TABLE {table}_rowless RENAME TO {table};"
+        ))
+        .map_err(unavailable)?;
+        rebuilt = true;
+    }
+    Ok(rebuilt)
+}
+
 /// Creates the data directory readable by its owner only (0700): it holds the database, whose
 /// rows include sealed secrets, hashed keys and the audit log.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -325,10 +364,26 @@ impl Pool {
             tx.execute_batch(super::schema::SCOPE_IDEMPOTENCY)
                 .map_err(unavailable)?;
         }
+        // `attempts`, `evidence` and `impact_reservations` become `WITHOUT ROWID` (issue #13).
+        // Their indexes went with the old tables: the schemas that define them create them again.
+        let rebuilt = rebuild_rowless(&tx)?;
+        if rebuilt {
+            for schema in [super::schema::SCHEMA, super::schema::GOVERNANCE_SCHEMA] {
+                tx.execute_batch(schema).map_err(unavailable)?;
+            }
+        }
+        tx.execute_batch(super::schema::DROPPED_INDEXES)
+            .map_err(unavailable)?;
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;
         super::audit_log::migrate(&tx)?;
         tx.commit().map_err(unavailable)?;
+        if rebuilt {
+            // The rebuild wrote every row of those tables to the WAL once more: copy it into
+            // the database file and give the space back. Best effort: a reader in another
+            // process may hold the WAL, and then the next checkpoints do it.
+            let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
         let (jobs, queue) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("steward-sqlite-writer".into())

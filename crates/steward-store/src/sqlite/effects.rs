@@ -215,6 +215,9 @@ pub(crate) fn insert_evidence(
 
 /// Marks answered the invoke request behind `key` that created the effect's invocation (the
 /// request an `EffectChange::answers_request` names: its sender is the invocation's creator).
+/// Only the creator's row, or a legacy row of the environment, can be in progress (a request of
+/// another key that found the invocation was recorded answered), so the key's scope is looked up
+/// rather than every request of the environment scanned.
 fn finish_answered_request(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
@@ -225,8 +228,15 @@ fn finish_answered_request(
         tx,
         "UPDATE idempotency SET state = 'done'
          WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'
+           AND key_id IN ((SELECT created_by FROM invocations
+                           WHERE id = (SELECT invocation_id FROM effects WHERE id = ?3)), ?4)
            AND invocation_id = (SELECT invocation_id FROM effects WHERE id = ?3)",
-        params![env.as_str(), key.as_str(), effect.as_str()],
+        params![
+            env.as_str(),
+            key.as_str(),
+            effect.as_str(),
+            super::idempotency::LEGACY_SCOPE
+        ],
     )
     .map_err(unavailable)?;
     Ok(())
@@ -321,7 +331,7 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         "UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status),
             response_body = COALESCE(?3, response_body), error = COALESCE(?4, error),
             completed_at = COALESCE(completed_at, ?5)
-         WHERE effect_id = ?6",
+         WHERE id = (SELECT invocation_id FROM effects WHERE id = ?6)",
         params![
             to,
             c.response_status,
@@ -353,13 +363,20 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     )
 }
 
-fn state_clause(states: &Option<Vec<EffectState>>) -> String {
+/// The filter on states. For `effects`, when every state asked for is open (not terminal), the
+/// condition of `effects_open` is repeated: it changes no result and lets the listing use it.
+fn state_clause(states: &Option<Vec<EffectState>>, effects: bool) -> String {
     match states {
         None => String::new(),
         Some(list) if list.is_empty() => " AND 0".to_string(),
         Some(list) => {
             let names: Vec<String> = list.iter().map(|s| format!("'{}'", s.name())).collect();
-            format!(" AND state IN ({})", names.join(","))
+            let open = if effects && list.iter().all(|s| !s.is_terminal()) {
+                format!(" AND {}", super::schema::OPEN_STATES_TERM)
+            } else {
+                String::new()
+            };
+            format!(" AND state IN ({}){open}", names.join(","))
         }
     }
 }
@@ -488,7 +505,8 @@ impl Effects for SqliteStore {
             change_effect(tx, &change)?;
             // The effect's invocation, as this transaction leaves it.
             let sql = format!(
-                "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id = ?2",
+                "SELECT {} FROM invocations
+         WHERE env_id = ?1 AND id = (SELECT invocation_id FROM effects WHERE id = ?2)",
                 rows::INVOCATION_COLUMNS
             );
             query_one(
@@ -614,8 +632,8 @@ impl Effects for SqliteStore {
         let (env, action, key) = (env.clone(), action.clone(), operation_key.clone());
         self.read(move |conn| {
             let sql = format!(
-                "SELECT {} FROM invocations WHERE env_id = ?1 AND effect_id =
-           (SELECT id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
+                "SELECT {} FROM invocations WHERE env_id = ?1 AND id =
+           (SELECT invocation_id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)",
                 rows::INVOCATION_COLUMNS
             );
             query_one(
@@ -638,7 +656,7 @@ impl Effects for SqliteStore {
             let action = f.action_id.as_ref().map(|a| a.as_str());
             let filter = format!(
                 "env_id = ?1 AND (?2 IS NULL OR action_id = ?2){}",
-                state_clause(&f.states)
+                state_clause(&f.states, false)
             );
             let total = count(
                 conn,
@@ -725,7 +743,7 @@ impl Effects for SqliteStore {
             let action = f.action_id.as_ref().map(|a| a.as_str());
             let filter = format!(
                 "env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2){}",
-                state_clause(&f.states)
+                state_clause(&f.states, true)
             );
             let total = count(
                 conn,

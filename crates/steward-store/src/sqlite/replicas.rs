@@ -30,8 +30,9 @@ fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
                 EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
          FROM effects e
-         WHERE e.state IN ('ready', 'dispatching') AND {}
+         WHERE e.{} AND e.state IN ('ready', 'dispatching') AND {}
          ORDER BY e.created_at, e.id",
+        super::schema::OPEN_STATES_TERM,
         orphaned("e")
     );
     query_all(

@@ -1,4 +1,21 @@
 //! The embedded store's schema. Applied idempotently on open.
+//!
+//! Three of the tables the invoke hot path appends to, keyed by text, are `WITHOUT ROWID`
+//! (`attempts`, `evidence`, `impact_reservations`): their rows live in their primary key's
+//! B-tree, so an insert writes one B-tree where a rowid table writes two (the table and the
+//! implicit index of its key). Their keys begin with an effect id, which grows with time, so an
+//! effect's rows are new together at the end of the tree (`impact_reservations` is keyed by
+//! effect, then limit, for that: by limit first, an effect's reservations under two limits would
+//! sit on two pages, and a second index by effect would be needed).
+//!
+//! The other text-keyed tables keep their rowid. `invocations` rows carry the caller's input and
+//! the provider's answer, of any size, and a `WITHOUT ROWID` row spills to overflow pages past
+//! about a quarter of a page. `idempotency` is keyed by the client's `Idempotency-Key`, in no
+//! order: its rows would be scattered over the B-tree and, with requests in flight at once, each
+//! answer would rewrite a page of its own, where a rowid table keeps the newest rows together.
+//! `effects` rows are larger, and its operation-key index would grow by the text key it would
+//! point with. bench/PROFILE.md has the measurements. Stores created before are rebuilt on open
+//! ([`ROWLESS`]).
 
 pub const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS environments (
@@ -74,7 +91,6 @@ CREATE TABLE IF NOT EXISTS invocations (
     completed_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS invocations_env_created ON invocations(env_id, created_at);
-CREATE INDEX IF NOT EXISTS invocations_effect ON invocations(effect_id);
 CREATE UNIQUE INDEX IF NOT EXISTS invocations_retry_of ON invocations(env_id, retry_of) WHERE retry_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS effects (
     id TEXT PRIMARY KEY,
@@ -96,7 +112,6 @@ CREATE TABLE IF NOT EXISTS effects (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS effects_operation_key
     ON effects(env_id, action_id, operation_key) WHERE operation_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS effects_state ON effects(state);
 CREATE INDEX IF NOT EXISTS effects_reconcile_due ON effects(reconcile_after) WHERE state = 'unknown';
 CREATE TABLE IF NOT EXISTS attempts (
     effect_id TEXT NOT NULL,
@@ -108,7 +123,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     response_status INTEGER,
     error TEXT,
     PRIMARY KEY (effect_id, number)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS evidence (
     effect_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -119,7 +134,7 @@ CREATE TABLE IF NOT EXISTS evidence (
     data TEXT,
     actor TEXT,
     PRIMARY KEY (effect_id, seq)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS idempotency (
     env_id TEXT NOT NULL,
     key_id TEXT NOT NULL,
@@ -228,10 +243,12 @@ CREATE TABLE IF NOT EXISTS impact_reservations (
     state TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
-    PRIMARY KEY (limit_id, effect_id)
-);
-CREATE INDEX IF NOT EXISTS impact_reservations_effect ON impact_reservations(effect_id);
-CREATE INDEX IF NOT EXISTS impact_reservations_window ON impact_reservations(limit_id, window_start, state);
+    PRIMARY KEY (effect_id, limit_id)
+) WITHOUT ROWID;
+-- A limit's usage in one window reads each reservation's state and amount from the table (the
+-- amount was never in the index), so the index leaves `state` out: settling a reservation then
+-- leaves its entry where it is.
+CREATE INDEX IF NOT EXISTS impact_reservations_window ON impact_reservations(limit_id, window_start);
 "#;
 
 /// Replicas and the ownership of in-flight work. The embedded store is served by one process
@@ -254,10 +271,103 @@ pub const OWNER_COLUMNS: &[(&str, &str)] = &[
     ("idempotency", "owner"),
 ];
 
-/// Indexes over the owner columns, created once the columns exist.
-pub const OWNER_INDEXES: &str = r#"
-CREATE INDEX IF NOT EXISTS effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
+/// The effect states an effect leaves again, as SQL: `effects_open` holds the effects in them.
+/// SQLite uses a partial index only where the query's WHERE clause implies the index's
+/// condition, and it proves that for an `IN` list only when the query has the same list: a
+/// query over open effects `AND`s [`OPEN_STATES_TERM`] to its own condition on `state`.
+macro_rules! open_states {
+    () => {
+        "'awaiting_approval', 'ready', 'dispatching', 'unknown'"
+    };
+}
+
+/// The condition of `effects_open`, for queries over open effects to repeat.
+pub const OPEN_STATES_TERM: &str = concat!("state IN (", open_states!(), ")");
+
+/// Indexes over the owner columns, created once the columns exist. `effects_open` is the one
+/// index over effect states: the hot path writes it once per commit (an effect enters it `ready`
+/// and leaves it settled), where an index over every state also moved each settled effect's
+/// entry to the end of its state's run. The recovery sweep and listings of open effects (the
+/// console's queue of unresolved ones) read it; the reconciler reads `effects_reconcile_due`;
+/// listings of settled states scan the table, as the unfiltered listing does.
+pub const OWNER_INDEXES: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS effects_open ON effects(state, owner) WHERE state IN (",
+    open_states!(),
+    ");"
+);
+
+/// Indexes that earlier schemas created and this one does not: `invocations_effect` (the
+/// invocation of an effect is found through `effects.invocation_id`), `effects_state` and
+/// `effects_in_flight` (replaced by `effects_open`), `impact_reservations_effect` (the primary key
+/// of `impact_reservations` begins with the effect).
+pub const DROPPED_INDEXES: &str = r#"
+DROP INDEX IF EXISTS invocations_effect;
+DROP INDEX IF EXISTS effects_state;
+DROP INDEX IF EXISTS effects_in_flight;
+DROP INDEX IF EXISTS impact_reservations_effect;
 "#;
+
+/// A table stored `WITHOUT ROWID` since issue #13, and how a store created before rebuilds it.
+pub struct Rowless {
+    pub table: &'static str,
+    /// The table as a store created now has it (the columns later schemas added included),
+    /// under the name `<table>_rowless`.
+    pub create: &'static str,
+    /// Every column, copied as it is.
+    pub columns: &'static str,
+}
+
+/// The tables stored `WITHOUT ROWID` (see the module's documentation). A store whose table still
+/// has a rowid gets it rebuilt on open: created anew under a temporary name, every row copied, the old table (and its indexes)
+/// dropped, the new one renamed; its indexes are then created again from the schema above.
+pub const ROWLESS: &[Rowless] = &[
+    Rowless {
+        table: "attempts",
+        create: r#"CREATE TABLE attempts_rowless (
+    effect_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    deadline_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    status TEXT NOT NULL,
+    response_status INTEGER,
+    error TEXT,
+    owner TEXT,
+    PRIMARY KEY (effect_id, number)
+) WITHOUT ROWID"#,
+        columns: "effect_id, number, started_at, deadline_at, finished_at, status, response_status, error, owner",
+    },
+    Rowless {
+        table: "evidence",
+        create: r#"CREATE TABLE evidence_rowless (
+    effect_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message TEXT NOT NULL,
+    data TEXT,
+    actor TEXT,
+    PRIMARY KEY (effect_id, seq)
+) WITHOUT ROWID"#,
+        columns: "effect_id, seq, at, kind, source, message, data, actor",
+    },
+    Rowless {
+        table: "impact_reservations",
+        create: r#"CREATE TABLE impact_reservations_rowless (
+    limit_id TEXT NOT NULL REFERENCES impact_limits(id),
+    effect_id TEXT NOT NULL,
+    env_id TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    window_start INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (effect_id, limit_id)
+) WITHOUT ROWID"#,
+        columns: "limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at",
+    },
+];
 
 /// `(table, column, type)` added to tables created by an earlier Steward: a key's expiry,
 /// revocation and last use. Their rows get `NULL`: no expiry, not revoked, never seen used.
@@ -354,3 +464,125 @@ CREATE TABLE IF NOT EXISTS audit_head (
     sealed_at INTEGER
 );
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::super::conn::{unavailable, Pool};
+    use super::*;
+    use steward_core::EffectState;
+
+    #[test]
+    fn the_open_states_are_the_states_that_are_not_terminal() {
+        let names: Vec<String> = EffectState::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| format!("'{}'", s.name()))
+            .collect();
+        assert_eq!(OPEN_STATES_TERM, format!("state IN ({})", names.join(", ")));
+    }
+
+    /// The queries over the tables and indexes issue #13 changed (and the hot path's others),
+    /// each with the index its plan must use. The SQL is the store's, with its parameters
+    /// unbound.
+    fn plans() -> Vec<(String, &'static str)> {
+        let open = OPEN_STATES_TERM;
+        let (inv, eff) = (
+            super::super::rows::INVOCATION_COLUMNS,
+            super::super::rows::EFFECT_COLUMNS,
+        );
+        let orphaned = "(e.owner IS NULL OR (e.owner <> ?1 AND NOT EXISTS (
+            SELECT 1 FROM replicas r WHERE r.id = e.owner AND r.heartbeat_at >= ?2)))";
+        vec![
+            // The invoke hot path.
+            ("SELECT fingerprint, state, invocation_id FROM idempotency WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) ORDER BY key_id DESC".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            (format!("SELECT {inv} FROM invocations WHERE env_id = ?1 AND id = ?2"),
+             "SEARCH invocations USING INDEX sqlite_autoindex_invocations_1 (id=?)"),
+            ("SELECT id FROM invocations WHERE env_id = ?1 AND retry_of = ?2".into(),
+             "SEARCH invocations USING INDEX invocations_retry_of (env_id=? AND retry_of=?)"),
+            ("SELECT e.id, e.invocation_id FROM effects e WHERE e.env_id = ?1 AND e.action_id = ?2 AND e.operation_key = ?3".into(),
+             "SEARCH e USING INDEX effects_operation_key (env_id=? AND action_id=? AND operation_key=?)"),
+            (format!("SELECT {inv} FROM invocations WHERE env_id = ?1 AND id = (SELECT invocation_id FROM effects WHERE env_id = ?1 AND action_id = ?2 AND operation_key = ?3)"),
+             "SEARCH effects USING INDEX effects_operation_key (env_id=? AND action_id=? AND operation_key=?)"),
+            (format!("SELECT {inv} FROM invocations WHERE env_id = ?1 AND id = (SELECT invocation_id FROM effects WHERE id = ?2)"),
+             "SEARCH effects USING INDEX sqlite_autoindex_effects_1 (id=?)"),
+            ("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = ?1".into(),
+             "SEARCH evidence USING PRIMARY KEY (effect_id=?)"),
+            ("SELECT state FROM effects WHERE env_id = ?1 AND id = ?2".into(),
+             "SEARCH effects USING INDEX sqlite_autoindex_effects_1 (id=?)"),
+            ("UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4 WHERE effect_id = ?5 AND number = ?6".into(),
+             "SEARCH attempts USING PRIMARY KEY (effect_id=? AND number=?)"),
+            ("UPDATE effects SET state = ?1, updated_at = ?2, attempt_count = COALESCE(?3, attempt_count), external_reference = COALESCE(?4, external_reference), owner = COALESCE(?5, owner) WHERE id = ?6".into(),
+             "SEARCH effects USING INDEX sqlite_autoindex_effects_1 (id=?)"),
+            ("UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status), response_body = COALESCE(?3, response_body), error = COALESCE(?4, error), completed_at = COALESCE(completed_at, ?5) WHERE id = (SELECT invocation_id FROM effects WHERE id = ?6)".into(),
+             "SEARCH invocations USING INDEX sqlite_autoindex_invocations_1 (id=?)"),
+            ("UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) AND kind = 'invoke'".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            ("UPDATE idempotency SET state = 'done' WHERE env_id = ?1 AND key = ?2 AND kind = 'invoke'
+               AND key_id IN ((SELECT created_by FROM invocations WHERE id = (SELECT invocation_id FROM effects WHERE id = ?3)), ?4)
+               AND invocation_id = (SELECT invocation_id FROM effects WHERE id = ?3)".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            ("SELECT 1 FROM impact_reservations WHERE effect_id = ?1 LIMIT 1".into(),
+             "SEARCH impact_reservations USING PRIMARY KEY (effect_id=?)"),
+            ("SELECT state, COALESCE(SUM(amount), 0) FROM impact_reservations WHERE limit_id = ?1 AND window_start = ?2 GROUP BY state".into(),
+             "impact_reservations_window (limit_id=? AND window_start=?)"),
+            ("UPDATE impact_reservations SET state = ?1, updated_at = ?2 WHERE effect_id = ?3 AND state = ?4".into(),
+             "SEARCH impact_reservations USING PRIMARY KEY (effect_id=?)"),
+            // Other generic `Idempotency-Key` requests.
+            ("SELECT fingerprint, state, response_status, response_body FROM idempotency WHERE env_id = ?1 AND key = ?2 AND key_id IN (?3, ?4) ORDER BY key_id DESC".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            ("UPDATE idempotency SET state = 'done', response_status = ?1, response_body = ?2 WHERE env_id = ?3 AND key_id = ?5 AND key = ?4 AND kind = 'generic'".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            ("DELETE FROM idempotency WHERE env_id = ?1 AND key_id = ?3 AND key = ?2 AND kind = 'generic' AND state = 'in_progress'".into(),
+             "SEARCH idempotency USING INDEX sqlite_autoindex_idempotency_1 (env_id=? AND key_id=? AND key=?)"),
+            // One effect in detail.
+            ("SELECT number, started_at, deadline_at, finished_at, status, response_status, error, owner FROM attempts WHERE effect_id = ?1 ORDER BY number".into(),
+             "SEARCH attempts USING PRIMARY KEY (effect_id=?)"),
+            ("SELECT seq, at, kind, source, message, data, actor FROM evidence WHERE effect_id = ?1 ORDER BY seq".into(),
+             "SEARCH evidence USING PRIMARY KEY (effect_id=?)"),
+            ("SELECT r.limit_id, l.name, r.amount, r.window_start, r.state FROM impact_reservations r JOIN impact_limits l ON l.id = r.limit_id WHERE r.effect_id = ?1 ORDER BY l.name, r.limit_id".into(),
+             "SEARCH r USING PRIMARY KEY (effect_id=?)"),
+            ("UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1 WHERE env_id = ?2 AND id = ?3".into(),
+             "SEARCH effects USING INDEX sqlite_autoindex_effects_1 (id=?)"),
+            // Open effects: the reconciler, the recovery sweep, the queue of unresolved effects.
+            ("SELECT COUNT(*) FROM effects WHERE state = 'unknown'".into(),
+             "effects_reconcile_due"),
+            ("SELECT env_id, id, invocation_id, reconcile_count FROM effects WHERE state = 'unknown' AND (reconcile_after IS NULL OR reconcile_after <= ?1) ORDER BY COALESCE(reconcile_after, updated_at), id LIMIT ?2".into(),
+             "effects_reconcile_due"),
+            (format!("SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
+                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
+                FROM effects e WHERE e.{open} AND e.state IN ('ready', 'dispatching') AND {orphaned}
+                ORDER BY e.created_at, e.id"),
+             "SEARCH e USING INDEX effects_open (state=?)"),
+            (format!("SELECT {eff} FROM effects WHERE env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2) AND state IN ('dispatching','unknown') AND {open} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4"),
+             "SEARCH effects USING INDEX effects_open (state=?)"),
+            (format!("SELECT COUNT(*) FROM effects WHERE env_id = ?1 AND governed = 1 AND (?2 IS NULL OR action_id = ?2) AND state IN ('unknown') AND {open}"),
+             "SEARCH effects USING INDEX effects_open (state=?)"),
+        ]
+    }
+
+    #[test]
+    fn the_hot_path_and_open_effects_queries_search_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::open(&dir.path().join("steward.db")).unwrap();
+        let mut failed = vec![];
+        for (sql, want) in plans() {
+            let plan: Vec<String> = pool
+                .read(|c| {
+                    let mut stmt = c
+                        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                        .map_err(unavailable)?;
+                    let unbound = vec![rusqlite::types::Null; stmt.parameter_count()];
+                    let rows = stmt
+                        .query_map(rusqlite::params_from_iter(unbound), |r| r.get(3))
+                        .map_err(unavailable)?;
+                    rows.collect::<Result<_, _>>().map_err(unavailable)
+                })
+                .unwrap();
+            if !plan.iter().any(|step| step.contains(want)) {
+                failed.push(format!("{sql}\n  wanted: {want}\n  plan: {plan:?}"));
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+}
