@@ -29,6 +29,80 @@ impl PolicyRecord {
     }
 }
 
+/// One change of a policy set applied as a whole ([`crate::Policies::apply_policy_set`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicyChange {
+    /// A new policy at version 1 (its `version` field is ignored).
+    Create(PolicyRecord),
+    /// A new version of a live policy, which must still be at `expected_version`.
+    Update {
+        id: PolicyId,
+        expected_version: u32,
+        spec: PolicySpec,
+    },
+    /// A live policy deleted (a tombstone version appended), which must still be at
+    /// `expected_version`.
+    Delete { id: PolicyId, expected_version: u32 },
+}
+
+/// A whole policy set's change, planned against the set as it was read: `expected` is every
+/// live policy of the environment with its version at that read. Applied in one transaction
+/// only if the live set is still exactly `expected`; otherwise nothing is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySetChange {
+    pub env_id: EnvironmentId,
+    pub expected: Vec<(PolicyId, u32)>,
+    pub changes: Vec<PolicyChange>,
+}
+
+impl PolicySetChange {
+    /// `Ok` when `live` (the environment's live policies, read in the applying transaction) is
+    /// exactly the set this change was planned against; else the first difference as a
+    /// `VersionConflict` (a policy missing on either side is version 0 there).
+    pub(crate) fn check_expected(&self, live: &[PolicyRecord]) -> crate::StoreResult<()> {
+        let mut planned: Vec<(&str, u32)> = self
+            .expected
+            .iter()
+            .map(|(id, version)| (id.as_str(), *version))
+            .collect();
+        let mut found: Vec<(&str, u32)> = live.iter().map(|p| (p.id.as_str(), p.version)).collect();
+        planned.sort_unstable();
+        found.sort_unstable();
+        if planned == found {
+            return Ok(());
+        }
+        let first_difference = planned
+            .iter()
+            .map(|&(id, version)| {
+                let now = found.iter().find(|f| f.0 == id).map_or(0, |f| f.1);
+                (version, now)
+            })
+            .chain(found.iter().map(|&(id, version)| {
+                let then = planned.iter().find(|p| p.0 == id).map_or(0, |p| p.1);
+                (then, version)
+            }))
+            .find(|(then, now)| then != now)
+            .unwrap_or((0, 0));
+        Err(crate::StoreError::VersionConflict {
+            expected: first_difference.0,
+            found: first_difference.1,
+        })
+    }
+
+    /// The changes in the order they are written: deletions, then updates, then creations, so
+    /// that a name one policy gives up is free before another takes it.
+    pub(crate) fn in_write_order(&self) -> Vec<&PolicyChange> {
+        let rank = |c: &PolicyChange| match c {
+            PolicyChange::Delete { .. } => 0,
+            PolicyChange::Update { .. } => 1,
+            PolicyChange::Create(_) => 2,
+        };
+        let mut changes: Vec<&PolicyChange> = self.changes.iter().collect();
+        changes.sort_by_key(|c| rank(c));
+        changes
+    }
+}
+
 /// One immutable version of a policy. Deleting a policy appends a tombstone (`spec` is `None`);
 /// every version stays readable after deletion.
 #[derive(Debug, Clone, PartialEq)]

@@ -53,7 +53,8 @@ pub use audit::{
 pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{
-    ImpactRequest, LimitRecord, LimitStatus, PolicyRecord, PolicyVersion, ReserveOutcome,
+    ImpactRequest, LimitRecord, LimitStatus, PolicyChange, PolicyRecord, PolicySetChange,
+    PolicyVersion, ReserveOutcome,
 };
 pub use postgres::PostgresStore;
 pub use records::*;

@@ -30,8 +30,9 @@ use steward_store::{
     content_hash, legacy_event_hash, link_hash, verify_chain, verify_log, verify_unsealed,
     ActionRecord, Actor, ApiKeyRecord, AttemptChange, AuditEvent, AuditSeal, ChainError, ChainLink,
     EffectChange, EffectDetail, EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord,
-    NewEvidence, PostgresStore, RecoveryReport, SealOutcome, SecretRecord, SqliteStore, Store,
-    StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH, SEAL_BATCH_EVENTS_MAX,
+    NewEvidence, PolicyChange, PolicySetChange, PostgresStore, RecoveryReport, SealOutcome,
+    SecretRecord, SqliteStore, Store, StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH,
+    SEAL_BATCH_EVENTS_MAX,
 };
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
@@ -92,6 +93,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     list_filters_and_paging(store.clone()).await;
     writes_naming_an_unknown_environment_are_not_duplicates(store.clone()).await;
     policies_are_versioned_and_walled(store.clone()).await;
+    a_policy_set_applies_whole_or_not_at_all(store.clone()).await;
     limit_reservations_never_exceed_a_limit(store.clone()).await;
     a_halted_environment_records_no_attempt(store.clone()).await;
     a_policy_decision_is_recorded_with_the_invocation(store.clone()).await;
@@ -514,6 +516,7 @@ conformance_tests!(
     environments_are_walls,
     list_filters_and_paging,
     policies_are_versioned_and_walled,
+    a_policy_set_applies_whole_or_not_at_all,
     limit_reservations_never_exceed_a_limit,
     a_halted_environment_records_no_attempt,
     a_policy_decision_is_recorded_with_the_invocation,

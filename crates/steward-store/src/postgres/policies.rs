@@ -9,7 +9,7 @@ use super::conn::{in_transaction, Mode};
 use super::rows::{self, col, id, id_opt, int, millis};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
-use crate::governance::{PolicyRecord, PolicyVersion};
+use crate::governance::{PolicyChange, PolicyRecord, PolicySetChange, PolicyVersion};
 use crate::records::Actor;
 use crate::store::Policies;
 use async_trait::async_trait;
@@ -99,6 +99,119 @@ pub(crate) async fn list(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<Vec<Po
     tx.all(&sql, &[&env.as_str()], decode).await
 }
 
+/// Creates `p` at version 1, with its audit event, in `tx`.
+async fn create_in(
+    tx: &Tx<'_>,
+    p: &PolicyRecord,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<()> {
+    tx.execute_unique(
+        "policy",
+        "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES ($1, $2, $3, 1, $4, $4)",
+        &[&p.id.as_str(), &p.env_id.as_str(), &p.spec.name, &actor.now.0],
+    )
+    .await?;
+    insert_version(tx, &p.id, 1, Some(&p.spec), note, actor).await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(p.env_id.as_str()),
+            kind: "policy.created",
+            subject: p.id.as_str(),
+            before: None,
+            after: Some(audit_view(1, &p.spec, note)),
+        },
+    )
+    .await
+}
+
+/// Appends version `expected + 1` of a live policy, with its audit event, in `tx` (behind the
+/// write lock, so the version checked cannot move before the update).
+#[allow(clippy::too_many_arguments)] // one edit: where, which, from which version, to what, why, who
+async fn update_in(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &PolicyId,
+    expected: u32,
+    new_spec: &PolicySpec,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<PolicyRecord> {
+    let current = policy(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "policy" })?;
+    if current.version != expected {
+        return Err(StoreError::VersionConflict {
+            expected,
+            found: current.version,
+        });
+    }
+    let version = expected + 1;
+    let changed = tx
+        .execute_unique(
+            "policy",
+            "UPDATE policies SET version = $1, name = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+            &[&i64::from(version), &new_spec.name, &actor.now.0, &id.as_str(), &i64::from(expected)],
+        )
+        .await?;
+    assert_eq!(
+        changed, 1,
+        "policy {id}: version {expected} checked under the write lock moved"
+    );
+    insert_version(tx, id, version, Some(new_spec), note, actor).await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "policy.updated",
+            subject: id.as_str(),
+            before: Some(audit_view(expected, &current.spec, None)),
+            after: Some(audit_view(version, new_spec, note)),
+        },
+    )
+    .await?;
+    policy(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "policy" })
+}
+
+/// Deletes a live policy (a tombstone version), with its audit event, in `tx`; `None` if there
+/// is no live policy `id`, else the version it was deleted at.
+async fn delete_in(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &PolicyId,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<Option<u32>> {
+    let Some(current) = policy(tx, env, id).await? else {
+        return Ok(None);
+    };
+    let tombstone = current.version + 1;
+    tx.execute(
+        "UPDATE policies SET deleted_at = $1, version = $2, updated_at = $1 WHERE id = $3 AND deleted_at IS NULL",
+        &[&actor.now.0, &i64::from(tombstone), &id.as_str()],
+    )
+    .await?;
+    insert_version(tx, id, tombstone, None, note, actor).await?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "policy.deleted",
+            subject: id.as_str(),
+            before: Some(audit_view(current.version, &current.spec, None)),
+            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
+        },
+    )
+    .await?;
+    Ok(Some(current.version))
+}
+
 #[async_trait]
 impl Policies for PostgresStore {
     async fn create_policy(
@@ -108,26 +221,7 @@ impl Policies for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<()> {
         in_transaction!(self, Mode::Write, |tx| async {
-            let (p, note) = (policy, change_note);
-            tx.execute_unique(
-                "policy",
-                "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES ($1, $2, $3, 1, $4, $4)",
-                &[&p.id.as_str(), &p.env_id.as_str(), &p.spec.name, &actor.now.0],
-            )
-            .await?;
-            insert_version(&tx, &p.id, 1, Some(&p.spec), note, actor).await?;
-            append(
-                &tx,
-                actor,
-                Entry {
-                    env: Some(p.env_id.as_str()),
-                    kind: "policy.created",
-                    subject: p.id.as_str(),
-                    before: None,
-                    after: Some(audit_view(1, &p.spec, note)),
-                },
-            )
-            .await
+            create_in(&tx, policy, change_note, actor).await
         })
     }
 
@@ -141,44 +235,7 @@ impl Policies for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<PolicyRecord> {
         in_transaction!(self, Mode::Write, |tx| async {
-            let (expected, new_spec, note) = (expected_version, spec, change_note);
-            let current = policy(&tx, env, id)
-                .await?
-                .ok_or(StoreError::NotFound { what: "policy" })?;
-            if current.version != expected {
-                return Err(StoreError::VersionConflict {
-                    expected,
-                    found: current.version,
-                });
-            }
-            let version = expected + 1;
-            let changed = tx
-                .execute_unique(
-                    "policy",
-                    "UPDATE policies SET version = $1, name = $2, updated_at = $3 WHERE id = $4 AND version = $5",
-                    &[&i64::from(version), &new_spec.name, &actor.now.0, &id.as_str(), &i64::from(expected)],
-                )
-                .await?;
-            assert_eq!(
-                changed, 1,
-                "policy {id}: version {expected} checked under the write lock moved"
-            );
-            insert_version(&tx, id, version, Some(new_spec), note, actor).await?;
-            append(
-                &tx,
-                actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "policy.updated",
-                    subject: id.as_str(),
-                    before: Some(audit_view(expected, &current.spec, None)),
-                    after: Some(audit_view(version, new_spec, note)),
-                },
-            )
-            .await?;
-            policy(&tx, env, id)
-                .await?
-                .ok_or(StoreError::NotFound { what: "policy" })
+            update_in(&tx, env, id, expected_version, spec, change_note, actor).await
         })
     }
 
@@ -190,30 +247,47 @@ impl Policies for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<bool> {
         in_transaction!(self, Mode::Write, |tx| async {
-            let note = change_note;
-            let Some(current) = policy(&tx, env, id).await? else {
-                return Ok(false);
-            };
-            let tombstone = current.version + 1;
-            tx.execute(
-                "UPDATE policies SET deleted_at = $1, version = $2, updated_at = $1 WHERE id = $3 AND deleted_at IS NULL",
-                &[&actor.now.0, &i64::from(tombstone), &id.as_str()],
-            )
-            .await?;
-            insert_version(&tx, id, tombstone, None, note, actor).await?;
-            append(
-                &tx,
-                actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "policy.deleted",
-                    subject: id.as_str(),
-                    before: Some(audit_view(current.version, &current.spec, None)),
-                    after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
-                },
-            )
-            .await?;
-            Ok(true)
+            delete_in(&tx, env, id, change_note, actor)
+                .await
+                .map(|deleted| deleted.is_some())
+        })
+    }
+
+    async fn apply_policy_set(
+        &self,
+        change: &PolicySetChange,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Vec<PolicyRecord>> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let env = &change.env_id;
+            change.check_expected(&list(&tx, env).await?)?;
+            for step in change.in_write_order() {
+                match step {
+                    PolicyChange::Create(p) => create_in(&tx, p, change_note, actor).await?,
+                    PolicyChange::Update {
+                        id,
+                        expected_version,
+                        spec,
+                    } => {
+                        update_in(&tx, env, id, *expected_version, spec, change_note, actor)
+                            .await?;
+                    }
+                    PolicyChange::Delete {
+                        id,
+                        expected_version,
+                    } => match delete_in(&tx, env, id, change_note, actor).await? {
+                        Some(version) if version == *expected_version => {}
+                        found => {
+                            return Err(StoreError::VersionConflict {
+                                expected: *expected_version,
+                                found: found.unwrap_or(0),
+                            })
+                        }
+                    },
+                }
+            }
+            list(&tx, env).await
         })
     }
 

@@ -7,7 +7,7 @@ use super::conn::unavailable;
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
-use crate::governance::{PolicyRecord, PolicyVersion};
+use crate::governance::{PolicyChange, PolicyRecord, PolicySetChange, PolicyVersion};
 use crate::records::Actor;
 use crate::store::Policies;
 use async_trait::async_trait;
@@ -88,6 +88,104 @@ pub(crate) fn list(conn: &Connection, env: &EnvironmentId) -> StoreResult<Vec<Po
     query_all(conn, &sql, &[&env.as_str()], decode)
 }
 
+/// Creates `p` at version 1, with its audit event, in `tx`.
+fn create_in(
+    tx: &Transaction<'_>,
+    p: &PolicyRecord,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
+        params![p.id.as_str(), p.env_id.as_str(), p.spec.name, actor.now.0],
+    )
+    .map_err(|e| super::conn::constraint(e, "policy"))?;
+    insert_version(tx, &p.id, 1, Some(&p.spec), note, actor)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(p.env_id.as_str()),
+            kind: "policy.created",
+            subject: p.id.as_str(),
+            before: None,
+            after: Some(audit_view(1, &p.spec, note)),
+        },
+    )
+}
+
+/// Appends version `expected + 1` of a live policy, with its audit event, in `tx`.
+#[allow(clippy::too_many_arguments)] // one edit: where, which, from which version, to what, why, who
+fn update_in(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &PolicyId,
+    expected: u32,
+    new_spec: &PolicySpec,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<PolicyRecord> {
+    let current = policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })?;
+    if current.version != expected {
+        return Err(StoreError::VersionConflict {
+            expected,
+            found: current.version,
+        });
+    }
+    let version = expected + 1;
+    tx.execute(
+        "UPDATE policies SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
+        params![version, new_spec.name, actor.now.0, id.as_str(), expected],
+    )
+    .map_err(|e| super::conn::constraint(e, "policy"))?;
+    insert_version(tx, id, version, Some(new_spec), note, actor)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "policy.updated",
+            subject: id.as_str(),
+            before: Some(audit_view(expected, &current.spec, None)),
+            after: Some(audit_view(version, new_spec, note)),
+        },
+    )?;
+    policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })
+}
+
+/// Deletes a live policy (a tombstone version), with its audit event, in `tx`; `None` if there
+/// is no live policy `id`, else the version it was deleted at.
+fn delete_in(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &PolicyId,
+    note: Option<&str>,
+    actor: &Actor,
+) -> StoreResult<Option<u32>> {
+    let Some(current) = policy(tx, env, id)? else {
+        return Ok(None);
+    };
+    let tombstone = current.version + 1;
+    tx.execute(
+        "UPDATE policies SET deleted_at = ?1, version = ?2, updated_at = ?1 WHERE id = ?3 AND deleted_at IS NULL",
+        params![actor.now.0, tombstone, id.as_str()],
+    )
+    .map_err(unavailable)?;
+    insert_version(tx, id, tombstone, None, note, actor)?;
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "policy.deleted",
+            subject: id.as_str(),
+            before: Some(audit_view(current.version, &current.spec, None)),
+            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
+        },
+    )?;
+    Ok(Some(current.version))
+}
+
 #[async_trait]
 impl Policies for SqliteStore {
     async fn create_policy(
@@ -101,27 +199,8 @@ impl Policies for SqliteStore {
             change_note.map(str::to_string),
             actor.clone(),
         );
-        self.write(move |tx| {
-            let note = note.as_deref();
-            tx.execute(
-                "INSERT INTO policies (id, env_id, name, version, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
-                params![p.id.as_str(), p.env_id.as_str(), p.spec.name, actor.now.0],
-            )
-            .map_err(|e| super::conn::constraint(e, "policy"))?;
-            insert_version(tx, &p.id, 1, Some(&p.spec), note, &actor)?;
-            append(
-                tx,
-                &actor,
-                Entry {
-                    env: Some(p.env_id.as_str()),
-                    kind: "policy.created",
-                    subject: p.id.as_str(),
-                    before: None,
-                    after: Some(audit_view(1, &p.spec, note)),
-                },
-            )
-        })
-        .await
+        self.write(move |tx| create_in(tx, &p, note.as_deref(), &actor))
+            .await
     }
 
     async fn update_policy(
@@ -141,36 +220,8 @@ impl Policies for SqliteStore {
             change_note.map(str::to_string),
             actor.clone(),
         );
-        self.write(move |tx| {
-            let note = note.as_deref();
-            let current = policy(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "policy" })?;
-            if current.version != expected {
-                return Err(StoreError::VersionConflict {
-                    expected,
-                    found: current.version,
-                });
-            }
-            let version = expected + 1;
-            tx.execute(
-                "UPDATE policies SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
-                params![version, new_spec.name, actor.now.0, id.as_str(), expected],
-            )
-            .map_err(|e| super::conn::constraint(e, "policy"))?;
-            insert_version(tx, &id, version, Some(&new_spec), note, &actor)?;
-            append(
-                tx,
-                &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "policy.updated",
-                    subject: id.as_str(),
-                    before: Some(audit_view(expected, &current.spec, None)),
-                    after: Some(audit_view(version, &new_spec, note)),
-                },
-            )?;
-            policy(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "policy" })
-        })
-        .await
+        self.write(move |tx| update_in(tx, &env, &id, expected, &new_spec, note.as_deref(), &actor))
+            .await
     }
 
     async fn delete_policy(
@@ -187,29 +238,51 @@ impl Policies for SqliteStore {
             actor.clone(),
         );
         self.write(move |tx| {
+            delete_in(tx, &env, &id, note.as_deref(), &actor).map(|deleted| deleted.is_some())
+        })
+        .await
+    }
+
+    async fn apply_policy_set(
+        &self,
+        change: &PolicySetChange,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Vec<PolicyRecord>> {
+        let (change, note, actor) = (
+            change.clone(),
+            change_note.map(str::to_string),
+            actor.clone(),
+        );
+        self.write(move |tx| {
+            let env = &change.env_id;
+            change.check_expected(&list(tx, env)?)?;
             let note = note.as_deref();
-            let Some(current) = policy(tx, &env, &id)? else {
-                return Ok(false);
-            };
-            let tombstone = current.version + 1;
-            tx.execute(
-                "UPDATE policies SET deleted_at = ?1, version = ?2, updated_at = ?1 WHERE id = ?3 AND deleted_at IS NULL",
-                params![actor.now.0, tombstone, id.as_str()],
-            )
-            .map_err(unavailable)?;
-            insert_version(tx, &id, tombstone, None, note, &actor)?;
-            append(
-                tx,
-                &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "policy.deleted",
-                    subject: id.as_str(),
-                    before: Some(audit_view(current.version, &current.spec, None)),
-                    after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
-                },
-            )?;
-            Ok(true)
+            for step in change.in_write_order() {
+                match step {
+                    PolicyChange::Create(p) => create_in(tx, p, note, &actor)?,
+                    PolicyChange::Update {
+                        id,
+                        expected_version,
+                        spec,
+                    } => {
+                        update_in(tx, env, id, *expected_version, spec, note, &actor)?;
+                    }
+                    PolicyChange::Delete {
+                        id,
+                        expected_version,
+                    } => match delete_in(tx, env, id, note, &actor)? {
+                        Some(version) if version == *expected_version => {}
+                        found => {
+                            return Err(StoreError::VersionConflict {
+                                expected: *expected_version,
+                                found: found.unwrap_or(0),
+                            })
+                        }
+                    },
+                }
+            }
+            list(tx, env)
         })
         .await
     }

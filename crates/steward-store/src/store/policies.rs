@@ -1,7 +1,7 @@
 //! Approval policies and their immutable versions.
 
 use crate::error::StoreResult;
-use crate::governance::{PolicyRecord, PolicyVersion};
+use crate::governance::{PolicyRecord, PolicySetChange, PolicyVersion};
 use crate::records::Actor;
 use async_trait::async_trait;
 use steward_core::policy::PolicySpec;
@@ -52,4 +52,18 @@ pub trait Policies: Send + Sync {
         env: &EnvironmentId,
         id: &PolicyId,
     ) -> StoreResult<Vec<PolicyVersion>>;
+
+    /// Applies a whole policy set's change in one transaction (a policy file's apply): if the
+    /// environment's live policies and their versions are exactly `change.expected`, every
+    /// change is written (deletions first, then updates, then creations, so a name freed by one
+    /// policy can be taken by another), each with its version and audit event as the single
+    /// calls write them; otherwise `VersionConflict` and nothing is written. `Duplicate` if a
+    /// creation or an update takes a live name. Returns the live policies afterwards, oldest
+    /// first.
+    async fn apply_policy_set(
+        &self,
+        change: &PolicySetChange,
+        change_note: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<Vec<PolicyRecord>>;
 }

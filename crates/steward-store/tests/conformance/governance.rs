@@ -553,3 +553,88 @@ pub async fn a_policy_decision_is_recorded_with_the_invocation(store: Arc<dyn St
         .expect("ready")
         .is_empty());
 }
+
+/// A policy file's apply: the whole set changes in one transaction, against the set it was
+/// planned on; a set that moved since is refused whole.
+pub async fn a_policy_set_applies_whole_or_not_at_all(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "policy-set").await;
+    let keep = policy_record(&env, policy_spec("keep", "require_approval"));
+    let edit = policy_record(&env, policy_spec("edit", "require_approval"));
+    let drop = policy_record(&env, policy_spec("drop", "auto_approve"));
+    for p in [&keep, &edit, &drop] {
+        store
+            .create_policy(p, None, &env.actor(T0.0))
+            .await
+            .expect("create_policy");
+    }
+    let planned_on: Vec<(PolicyId, u32)> = [&keep, &edit, &drop]
+        .iter()
+        .map(|p| (p.id.clone(), 1))
+        .collect();
+    let mut edited = edit.spec.clone();
+    edited.priority = 9;
+    // The new policy takes the name the deleted one gives up: deletions are written first.
+    let mut reborn = policy_spec("drop", "auto_deny");
+    reborn.acknowledge_broad_scope = true;
+    let created = policy_record(&env, reborn);
+    let change = PolicySetChange {
+        env_id: env.id.clone(),
+        expected: planned_on.clone(),
+        changes: vec![
+            PolicyChange::Create(created.clone()),
+            PolicyChange::Update {
+                id: edit.id.clone(),
+                expected_version: 1,
+                spec: edited.clone(),
+            },
+            PolicyChange::Delete {
+                id: drop.id.clone(),
+                expected_version: 1,
+            },
+        ],
+    };
+
+    // Planned on a set that has moved since (another edit came first): nothing is written.
+    let mut moved = keep.spec.clone();
+    moved.priority = 3;
+    store
+        .update_policy(&env.id, &keep.id, 1, &moved, None, &env.actor(2_000))
+        .await
+        .expect("a concurrent edit");
+    let before = store.list_policies(&env.id).await.expect("list");
+    let audit_before = all_audit_events(&store).await.len();
+    assert!(matches!(
+        store
+            .apply_policy_set(&change, Some("file"), &env.actor(3_000))
+            .await,
+        Err(StoreError::VersionConflict { .. })
+    ));
+    assert_eq!(store.list_policies(&env.id).await.expect("list"), before);
+    assert_eq!(all_audit_events(&store).await.len(), audit_before);
+
+    // Planned on the set as it stands now: every change lands, in one go.
+    let mut now_planned = planned_on;
+    now_planned[0].1 = 2;
+    let change = PolicySetChange {
+        expected: now_planned,
+        ..change
+    };
+    let live = store
+        .apply_policy_set(&change, Some("file"), &env.actor(4_000))
+        .await
+        .expect("apply_policy_set");
+    let names: Vec<(&str, u32)> = live
+        .iter()
+        .map(|p| (p.spec.name.as_str(), p.version))
+        .collect();
+    assert_eq!(names, vec![("keep", 2), ("edit", 2), ("drop", 1)]);
+    assert_eq!(live[1].spec, edited);
+    assert_eq!(live[2].id, created.id);
+    let versions = store
+        .policy_versions(&env.id, &drop.id)
+        .await
+        .expect("versions");
+    assert!(versions.last().expect("tombstone").is_tombstone());
+    // Each change has its audit event, as the single calls write them.
+    assert_eq!(all_audit_events(&store).await.len(), audit_before + 3);
+}
