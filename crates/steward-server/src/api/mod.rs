@@ -12,6 +12,7 @@ pub(crate) mod limits;
 pub(crate) mod metrics;
 mod openapi;
 pub(crate) mod policies;
+mod policy_files;
 pub(crate) mod query;
 pub(crate) mod reads;
 pub(crate) mod recovery;
@@ -68,6 +69,9 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(query::<policies::ListQuery>(routes!(policies::list)))
         .routes(plain(routes!(policies::create)))
         .routes(plain(routes!(policies::evaluate)))
+        .routes(plain(routes!(policy_files::plan)))
+        .routes(plain(routes!(policy_files::apply)))
+        .routes(plain(routes!(policy_files::test)))
         .routes(plain(routes!(
             policies::get,
             policies::update,

@@ -25,7 +25,7 @@ use steward_core::policy::{
 use steward_core::{scopes, FieldError, PolicyId};
 use steward_store::{Actor, PolicyRecord, PolicyVersion, StoreError};
 
-fn spec_view(spec: &PolicySpec) -> Value {
+pub(super) fn spec_view(spec: &PolicySpec) -> Value {
     json!({
         "name": spec.name,
         "enabled": spec.enabled,
@@ -106,7 +106,11 @@ fn split_body(bytes: &Bytes) -> ApiResult<(Map<String, Value>, Option<String>)> 
 }
 
 /// `matchActionName` must name an action in the key's own environment.
-async fn check_action(state: &AppState, caller: &Caller, spec: &PolicySpec) -> ApiResult<()> {
+pub(super) async fn check_action(
+    state: &AppState,
+    caller: &Caller,
+    spec: &PolicySpec,
+) -> ApiResult<()> {
     if let Some(name) = &spec.match_action_name {
         if state.store.action(&caller.env.id, name).await?.is_none() {
             return Err(ApiError::validation(

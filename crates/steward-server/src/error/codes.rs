@@ -76,6 +76,8 @@ codes! {
         "A record with this name (or key) already exists.");
     CONCURRENT_MODIFICATION = ("concurrent_modification", CONFLICT,
         "Another request changed the record first; read it again.");
+    STALE_PLAN = ("STALE_PLAN", CONFLICT,
+        "A policy file's apply: the file or the live policies changed since the plan; nothing was changed (`details.currentDigest` is the plan now).");
     ENVIRONMENT_HALTED = ("environment_halted", CONFLICT,
         "The environment is halted (the kill switch); nothing was invoked or sent.");
     ACTION_DISABLED = ("action_disabled", CONFLICT,

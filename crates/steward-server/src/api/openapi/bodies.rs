@@ -368,3 +368,37 @@ pub struct NoteBody {
 impl NoteBody {
     pub const FIELDS: &[&str] = &["note"];
 }
+
+/// `POST /approval-policies/files/plan`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFilePlanBody {
+    /// The policy file: YAML or JSON text, `{policies: [...]}` (at most 256 KiB, 200 policies).
+    source: String,
+}
+
+/// `POST /approval-policies/files/apply`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFileApplyBody {
+    /// The same file that was planned.
+    source: String,
+    /// The plan's `digest`: the change is applied only if it still describes it exactly.
+    digest: String,
+    #[schema(max_length = 1000)]
+    change_note: Option<String>,
+}
+
+/// `POST /approval-policies/files/test`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFileTestBody {
+    source: String,
+    /// The cases: a list of `{name, kind, actionName, agentId, userId, tags, payload, expect}`
+    /// (at most 500), or YAML or JSON text of one.
+    #[schema(value_type = Object)]
+    cases: Value,
+}

@@ -268,6 +268,34 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     let template = "/approval-policies/{id}/versions/{version}";
     f.call(a, M::GET, template, &version, None).await;
 
+    // A policy file: plan, test, then apply the plan's digest.
+    let file = "policies:\n  - {name: file-drift, matchKind: action, matchActionName: refund, effect: require_approval, requiredApprovals: 2}\n";
+    let template = "/approval-policies/files/plan";
+    let planned = f
+        .call(
+            a,
+            M::POST,
+            template,
+            template,
+            Some(json!({"source": file})),
+        )
+        .await;
+    let digest = planned["data"]["digest"].clone();
+    let template = "/approval-policies/files/test";
+    let cases = json!([{"name": "big", "actionName": "refund", "payload": {"amount": 900},
+                        "expect": {"effect": "require_approval", "requiredApprovals": 2}}]);
+    f.call(
+        a,
+        M::POST,
+        template,
+        template,
+        Some(json!({"source": file, "cases": cases})),
+    )
+    .await;
+    let template = "/approval-policies/files/apply";
+    let apply = json!({"source": file, "digest": digest, "changeNote": "from a file"});
+    f.call(a, M::POST, template, template, Some(apply)).await;
+
     let create = json!({"name": "drift", "dimension": "money", "currency": "usd",
                         "period": "day", "amount": 100000});
     let limit = f

@@ -391,3 +391,88 @@ pub struct SecretDeleted {
     /// Always `true`.
     deleted: bool,
 }
+
+/// One change of a policy file's plan.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFileChange {
+    /// `create`, `update` or `delete`.
+    op: String,
+    name: String,
+    /// The live policy changed (absent for a creation).
+    policy_id: Option<String>,
+    /// Its version when planned.
+    from_version: Option<u32>,
+    #[schema(value_type = Option<Object>)]
+    before: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    after: Option<Value>,
+}
+
+/// `POST /approval-policies/files/plan`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFilePlan {
+    /// Names exactly this change against exactly the live set it was planned on.
+    digest: String,
+    /// Always true in a 200 (a file with problems is a 400 listing them in `details.errors`).
+    valid: bool,
+    errors: Vec<Value>,
+    changes: Vec<PolicyFileChange>,
+    /// Names of the live policies the file leaves as they are.
+    unchanged: Vec<String>,
+    #[schema(value_type = Object)]
+    summary: Value,
+}
+
+/// `POST /approval-policies/files/apply`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFileApplied {
+    digest: String,
+    valid: bool,
+    errors: Vec<Value>,
+    changes: Vec<PolicyFileChange>,
+    unchanged: Vec<String>,
+    #[schema(value_type = Object)]
+    summary: Value,
+    /// False when the file already matched the live set (nothing written).
+    applied: bool,
+    /// The live policies after the change.
+    policies: Vec<Policy>,
+}
+
+/// One case decided by `POST /approval-policies/files/test`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFileCase {
+    index: u32,
+    name: Option<String>,
+    /// `auto_approve`, `auto_deny`, `require_approval`, or null when no policy applies.
+    effect: Option<String>,
+    required_approvals: Option<u32>,
+    /// The deciding policy's name.
+    policy: Option<String>,
+    decision: Option<Value>,
+    explanation: String,
+    #[schema(value_type = Option<Object>)]
+    expected: Option<Value>,
+    /// Whether the decision met `expected` (null without an expectation).
+    passed: Option<bool>,
+}
+
+/// `POST /approval-policies/files/test`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PolicyFileTest {
+    /// Always `policy_only`: limits, halts and scopes still apply at invoke.
+    evaluation: String,
+    /// Every case with an expectation met it.
+    passed: bool,
+    results: Vec<PolicyFileCase>,
+}
