@@ -74,6 +74,10 @@ enum Command {
     /// The kill switch of the key's environment: halt, resume, show.
     #[command(subcommand)]
     Environment(commands::operate::environment::Command),
+    /// The environment's approval policies as a file: plan, apply (exactly the reviewed plan),
+    /// test (decide cases against the file, writing nothing).
+    #[command(subcommand)]
+    Policies(commands::operate::policies::Command),
     /// Serve MCP on stdio, forwarding to a Steward server (agent key from STEWARD_API_KEY).
     Mcp(commands::mcp::Args),
     /// Load-test the governed write path and report throughput and latency percentiles.
@@ -125,6 +129,7 @@ fn main() -> std::process::ExitCode {
             Command::Environment(command) => {
                 operated(commands::operate::environment::run(command)).await
             }
+            Command::Policies(command) => operated(commands::operate::policies::run(command)).await,
             Command::Sim(args) => commands::sim::run(args).await,
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }

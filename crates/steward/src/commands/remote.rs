@@ -46,6 +46,8 @@ pub struct Refused {
     pub status: u16,
     pub code: String,
     pub message: String,
+    /// The envelope's `details` (`null` when it has none).
+    pub details: Value,
 }
 
 impl Remote {
@@ -119,6 +121,7 @@ impl Remote {
                 .and_then(Value::as_str)
                 .unwrap_or("the server refused the request")
                 .to_string(),
+            details: body.pointer("/error/details").cloned().unwrap_or_default(),
         }
         .into())
     }

@@ -292,3 +292,166 @@ async fn the_kill_switch_from_the_cli_stops_the_next_call_until_resume() {
         no_key.stderr
     );
 }
+
+/// Policy as a file under review: `plan` changes nothing and prints a digest, `test` decides
+/// cases and writes nothing, `apply --digest` makes exactly the planned change, and a plan that
+/// another edit overtook is refused whole with `STALE_PLAN`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_is_planned_tested_and_applied_exactly_from_the_cli() {
+    let w = world(&[]).await;
+    let operator_key = w.server.keys("test", "operator");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("policies.yaml");
+    std::fs::write(
+        &file,
+        "policies:
+  - name: big refunds need two
+    matchKind: action
+    matchActionName: refund
+    condition: input.amount >= 5000
+    effect: require_approval
+    requiredApprovals: 2
+",
+    )
+    .expect("write the file");
+    let cases = dir.path().join("cases.yaml");
+    std::fs::write(
+        &cases,
+        "- {name: big, actionName: refund, payload: {paymentIntent: pi_1, amount: 9000},
+   expect: {effect: require_approval, requiredApprovals: 2}}
+- {name: small, actionName: refund, payload: {paymentIntent: pi_1, amount: 10},
+   expect: {effect: null}}
+",
+    )
+    .expect("write the cases");
+    let file_arg = file.to_str().unwrap();
+    let policies = |api: &Api| {
+        let api = api.clone();
+        async move { api.get("/approval-policies").await.data().clone() }
+    };
+
+    let planned = cli(
+        &w.server,
+        &operator_key,
+        &["policies", "plan", file_arg, "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(planned["summary"]["create"], 1);
+    let digest = planned["digest"].as_str().unwrap().to_string();
+    assert_eq!(
+        policies(&w.operator).await.as_array().map(Vec::len),
+        Some(0),
+        "plan is read-only"
+    );
+
+    let tested = cli(
+        &w.server,
+        &operator_key,
+        &[
+            "policies",
+            "test",
+            file_arg,
+            "--cases",
+            cases.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(tested.ok, "{}{}", tested.stdout, tested.stderr);
+    assert!(tested.stdout.contains("pass  big"), "{}", tested.stdout);
+    assert_eq!(
+        policies(&w.operator).await.as_array().map(Vec::len),
+        Some(0),
+        "test writes nothing"
+    );
+    assert_eq!(w.fixture.write_count(), 0, "test dispatches nothing");
+
+    // An edit between plan and apply: the plan is stale and nothing of it is applied.
+    let other = w
+        .operator
+        .post(
+            "/approval-policies",
+            serde_json::json!({"name": "late edit", "matchKind": "action",
+                               "matchActionName": "refund", "effect": "auto_approve"}),
+        )
+        .await;
+    assert_eq!(other.status, 201, "{:?}", other.body);
+    let stale = cli(
+        &w.server,
+        &operator_key,
+        &["policies", "apply", file_arg, "--digest", &digest],
+    )
+    .await;
+    assert!(
+        !stale.ok && stale.stderr.contains("STALE_PLAN"),
+        "{}",
+        stale.stderr
+    );
+    let names: Vec<String> = policies(&w.operator)
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["late edit"], "a stale plan changes nothing");
+
+    // Planned again (it now also deletes the late edit, which the file does not list) and
+    // applied: exactly the reviewed change.
+    let replanned = cli(
+        &w.server,
+        &operator_key,
+        &["policies", "plan", file_arg, "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(replanned["summary"]["delete"], 1);
+    let applied = cli(
+        &w.server,
+        &operator_key,
+        &[
+            "policies",
+            "apply",
+            file_arg,
+            "--digest",
+            replanned["digest"].as_str().unwrap(),
+            "--note",
+            "reviewed in PR 12",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(applied["applied"], true);
+    let live = applied["policies"].as_array().unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0]["name"], "big refunds need two");
+    assert_eq!(live[0]["requiredApprovals"], 2);
+
+    // The applied policy decides: a big refund parks for two approvers.
+    let parked = w
+        .agent
+        .invoke(
+            "refund",
+            serde_json::json!({"paymentIntent": "pi_1", "amount": 9000}),
+            Some("file-1"),
+            None,
+        )
+        .await;
+    assert_eq!(parked.status, 202, "{:?}", parked.body);
+
+    // A file with problems is refused with every problem named.
+    std::fs::write(
+        &file,
+        "policies:\n  - {name: x, matchKind: action, effect: maybe}\n  - {name: y, colour: red}\n",
+    )
+    .expect("write the broken file");
+    let refused = cli(&w.server, &operator_key, &["policies", "plan", file_arg]).await;
+    assert!(!refused.ok);
+    assert!(
+        refused.stderr.contains("policies[0].effect")
+            && refused.stderr.contains("policies[1].colour"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -1,5 +1,5 @@
-//! Operator commands: a running server's approvals, effects, invocations, actions and kill
-//! switch, through its API with an operator key (`--server`/`STEWARD_SERVER`,
+//! Operator commands: a running server's approvals, effects, invocations, actions, kill switch
+//! and policy files, through its API with an operator key (`--server`/`STEWARD_SERVER`,
 //! `STEWARD_API_KEY`), as tables or, with `--json`, the API's JSON.
 
 pub mod actions;
@@ -7,3 +7,4 @@ pub mod approvals;
 pub mod effects;
 pub mod environment;
 pub mod invocations;
+pub mod policies;
