@@ -246,6 +246,25 @@ fn answers_with_id(doc: &Document, op: &Op) -> bool {
         })
 }
 
+/// The security schemes `op` needs (joined with `or`), or `None` when it may be called
+/// without credentials.
+fn needs_credentials(doc: &Document, op: &Op) -> Option<String> {
+    let raw = &doc.raw["paths"][op.path][op.method.as_str().to_ascii_lowercase()];
+    let requirements = if raw.get("security").is_some() {
+        &op.operation.security
+    } else {
+        &doc.spec.security
+    };
+    if requirements.is_empty() || requirements.iter().any(|r| r.0.is_empty()) {
+        return None;
+    }
+    let schemes: Vec<String> = requirements
+        .iter()
+        .map(|r| r.0.keys().cloned().collect::<Vec<_>>().join(" + "))
+        .collect();
+    Some(schemes.join(" or "))
+}
+
 /// A GET of the document that reads the write `op` back, as a `verify` rule to propose (never
 /// applied), and a note saying where it came from or why there is none.
 fn propose_verify(
@@ -276,7 +295,7 @@ fn propose_verify(
                     "status": success_status(g),
                     "match": [{"path": "id", "equals": "{{response.id}}"}],
                 });
-                Ok((g.path, rule))
+                Ok((g, rule))
             })
     } else {
         // `PUT`/`PATCH`/`DELETE /refunds/{id}` is read back by `GET /refunds/{id}`.
@@ -286,17 +305,26 @@ fn propose_verify(
             } else {
                 success_status(g)
             };
-            Ok((g.path, json!({"url": url(base, op.path), "status": status})))
+            Ok((g, json!({"url": url(base, op.path), "status": status})))
         })
     };
     match found {
-        Some(Ok((path, rule))) => (
-            Some(rule),
-            Some(format!(
-                "proposed from GET {path}; check it, then declare it as this action's verify (nothing applies it)"
-            )),
-        ),
+        Some(Ok((get, rule))) => {
+            let mut note = format!(
+                "proposed from GET {}; check it, then declare it as this action's verify (nothing applies it)",
+                get.path
+            );
+            if let Some(schemes) = needs_credentials(doc, get) {
+                note.push_str(&format!(
+                    "; that GET needs credentials ({schemes}) and a verify read-back sends no headers, so it confirms only where the GET answers without them"
+                ));
+            }
+            (Some(rule), Some(note))
+        }
         Some(Err(note)) => (None, Some(note)),
-        None => (None, Some("no GET of the spec reads this write back".into())),
+        None => (
+            None,
+            Some("no GET of the spec reads this write back".into()),
+        ),
     }
 }

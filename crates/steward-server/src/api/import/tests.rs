@@ -140,6 +140,11 @@ fn petstore_3_1_skips_what_it_cannot_carry_and_proposes_read_backs() {
         Some(json!({"url": format!("{BASE}/pets/{{{{input.petId}}}}"), "status": 404}))
     );
     assert!(delete.definition.get("bodyTemplate").is_none());
+    assert!(!delete
+        .verify_note
+        .as_deref()
+        .unwrap()
+        .contains("credentials"));
 }
 
 #[test]
@@ -161,6 +166,9 @@ fn the_stripe_subset_carries_auth_and_proposes_the_refund_read_back() {
         refund.proposed_verify.as_ref().unwrap()["url"],
         json!(format!("{BASE}/v1/refunds/{{{{response.id}}}}"))
     );
+    let note = refund.verify_note.as_deref().unwrap();
+    assert!(note.contains("from GET /v1/refunds/{refund}"), "{note}");
+    assert!(note.contains("needs credentials (bearerAuth)"), "{note}");
     assert!(refund
         .warnings
         .iter()
