@@ -141,12 +141,16 @@ fn exclusive_bounds_as_numbers(value: &mut Value) {
 
 /// The first server's URL with its variables at their defaults; `None` without servers.
 pub(super) fn first_server(spec: &oas3::Spec) -> Option<String> {
-    let server = spec.servers.first()?;
+    spec.servers.first().map(server_url)
+}
+
+/// A server's URL with its variables at their defaults.
+pub(super) fn server_url(server: &oas3::spec::Server) -> String {
     let mut url = server.url.clone();
     for (name, variable) in &server.variables {
         url = url.replace(&format!("{{{name}}}"), &variable.default);
     }
-    Some(url)
+    url
 }
 
 #[cfg(test)]

@@ -276,10 +276,9 @@ fn is_scalar(schema: &Value) -> bool {
 /// An operation served from its own servers is called there, not at the import's base URL.
 fn own_servers(settings: &Settings, op: &Op) -> Result<(), Refusal> {
     let own = op.operation.servers.first().or(op.item.servers.first());
-    match own {
-        Some(server) if server.url.trim_end_matches('/') != settings.base => skip(format!(
-            "is served from its own server ({}); import it with that baseUrl",
-            server.url
+    match own.map(super::document::server_url) {
+        Some(url) if url.trim_end_matches('/') != settings.base => skip(format!(
+            "is served from its own server ({url}); import it with that baseUrl"
         )),
         _ => Ok(()),
     }
