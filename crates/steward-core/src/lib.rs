@@ -51,7 +51,10 @@ mod template;
 mod text;
 mod time;
 
-pub use action::{validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey};
+pub use action::{
+    validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey,
+    ACTION_NAME_LEN_MAX,
+};
 pub use approval::{cast, ApprovalStatus, Ballot, Decision, Tally, Verdict};
 pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};

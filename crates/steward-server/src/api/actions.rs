@@ -35,8 +35,9 @@ pub(super) const FIELDS: [&str; 15] = [
 ];
 
 /// Parses and checks a whole definition. `allow_http`: the server allows insecure destinations
-/// (local fixtures), so a governed action may call plain http.
-fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult<ActionDefinition> {
+/// (local fixtures), so a governed action may call plain http. `POST /actions/import` checks
+/// each action it imports here too.
+pub(super) fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult<ActionDefinition> {
     let def: ActionDefinition = serde_json::from_value(Value::Object(map))
         .map_err(|e| ApiError::validation("body", format!("is not a valid action ({e})")))?;
     def.validate()

@@ -7,6 +7,7 @@ pub(crate) mod environment;
 mod gate;
 mod idempotent;
 mod identity;
+pub(crate) mod import;
 pub(crate) mod invoke;
 pub(crate) mod limits;
 pub(crate) mod metrics;
@@ -93,6 +94,7 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(secrets::get, secrets::put, secrets::delete)))
         .routes(query::<UnpagedList>(routes!(actions::list)))
         .routes(plain(routes!(actions::create)))
+        .routes(plain(routes!(import::import)))
         .routes(query::<reads::InvocationQuery>(routes!(
             reads::list_invocations
         )))

@@ -41,6 +41,12 @@ impl ActionView {
     }
 }
 
+/// A definition not (yet) saved as an action: what `POST /actions/import` reports for each
+/// action, including those a dry run would create.
+pub fn definition(def: &ActionDefinition, view: ActionView) -> Value {
+    view.apply(definition_fields(def))
+}
+
 fn definition_fields(def: &ActionDefinition) -> Value {
     let mut fields = json!({
         "name": def.name,

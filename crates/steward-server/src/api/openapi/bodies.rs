@@ -76,6 +76,55 @@ pub struct ActionBody {
     governed: Option<bool>,
 }
 
+/// `POST /actions/import`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ImportBody {
+    /// The OpenAPI 3.0 or 3.1 document: a JSON object, or its JSON or YAML text; at most
+    /// 524288 bytes, 250 operations, input schemas 32 levels deep.
+    spec: Value,
+    /// The URL the spec's paths are appended to (default: its first server).
+    base_url: Option<String>,
+    /// The credential header every imported action sends.
+    auth: Option<ImportAuth>,
+    /// Every imported action waits for an approval (default false).
+    requires_approval: Option<bool>,
+    /// Check and report; create nothing (default false).
+    dry_run: Option<bool>,
+    /// The operations to import, each an operationId or `METHOD /path` (default: all).
+    #[schema(max_items = 250)]
+    only: Option<Vec<String>>,
+    /// Import writes as governed actions, one declared resource mutation each (default true).
+    governed: Option<bool>,
+}
+
+impl ImportBody {
+    pub const FIELDS: &[&str] = &[
+        "spec",
+        "baseUrl",
+        "auth",
+        "requiresApproval",
+        "dryRun",
+        "only",
+        "governed",
+    ];
+}
+
+/// `auth` of `POST /actions/import`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct ImportAuth {
+    header_name: String,
+    /// A vaulted secret's name.
+    #[schema(pattern = "^[A-Z0-9_]+$")]
+    secret_name: String,
+    /// The header's value, holding `{{secret}}` where the secret goes (default `{{secret}}`).
+    #[schema(max_length = 256)]
+    value_template: Option<String>,
+}
+
 /// `POST /actions/{reference}/invoke`.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -297,6 +297,16 @@ fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
             set(ResolveInvocationBody::FIELDS),
         ),
         ("NoteBody", properties::<NoteBody>(), set(NoteBody::FIELDS)),
+        (
+            "ImportBody",
+            properties::<ImportBody>(),
+            set(crate::api::import::FIELDS),
+        ),
+        (
+            "ImportAuth",
+            properties::<ImportAuth>(),
+            set(&crate::api::import::AUTH_FIELDS),
+        ),
     ];
     for (name, schema, known) in pairs {
         assert_eq!(
@@ -373,6 +383,14 @@ fn bounds_in_the_document_are_the_named_constants() {
         (
             format!("{schemas}/ApprovalRequestBody/properties/expiresInSeconds/maximum"),
             crate::api::approvals::APPROVAL_EXPIRY_S_MAX,
+        ),
+        (
+            format!("{schemas}/ImportBody/properties/only/maxItems"),
+            crate::api::import::ONLY_MAX as i64,
+        ),
+        (
+            format!("{schemas}/ImportAuth/properties/valueTemplate/maxLength"),
+            crate::api::import::AUTH_TEMPLATE_BYTES_MAX as i64,
         ),
         (
             format!("{schemas}/Page_Approval/properties/pagination/properties/limit/maximum"),

@@ -114,6 +114,20 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     f.call(a, M::POST, "/actions", "/actions", Some(create))
         .await;
     f.call(a, M::GET, "/actions", "/actions", None).await;
+    let spec = json!({"openapi": "3.1.0", "info": {"title": "drift", "version": "1"},
+        "paths": {"/v1/refunds": {"post": {"operationId": "drift-import",
+            "requestBody": {"required": true,
+                "content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {"200": {"description": "the refund"}}}},
+        "/v1/refunds/{id}": {"get": {"responses": {"200": {"description": "the refund"}}}}}});
+    let import = json!({"spec": spec, "baseUrl": fixture.base_url(), "governed": false});
+    let template = "/actions/import";
+    let imported = f.call(a, M::POST, template, template, Some(import)).await;
+    assert_eq!(
+        imported["data"]["created"][0]["name"],
+        json!("drift-import"),
+        "{imported}"
+    );
     let action = "/actions/{reference}";
     f.call(a, M::GET, action, "/actions/refund", None).await;
     let edit = json!({"description": "a refund"});

@@ -65,7 +65,7 @@ pub fn read_text(text: &str, what: &str) -> Result<Value, FileError> {
             format!("is longer than {POLICY_FILE_BYTES_MAX} bytes"),
         ));
     }
-    serde_norway::from_str::<Value>(text).map_err(|e| {
+    yaml_serde::from_str::<Value>(text).map_err(|e| {
         // The parser's message names a line and column; it never echoes more than a token.
         FileError::at(what, format!("is not valid YAML or JSON: {e}"))
     })

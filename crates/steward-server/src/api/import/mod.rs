@@ -1,0 +1,300 @@
+//! `POST /actions/import`: an OpenAPI 3.0 or 3.1 document becomes template actions.
+//!
+//! What each operation becomes is `operation.rs`; the schemas `schema.rs`; the whole plan (the
+//! selection by `only`, names, proposed read-backs) `plan.rs`; reading the document
+//! `document.rs`. Every action planned goes through the same checks as `POST /actions`
+//! (`actions::definition`), and one that fails them is skipped, never created half-right. An
+//! operation whose action name is taken is skipped too, so a second import of the same spec
+//! creates only what the first one did not. The answer's shape is in docs/DECISIONS.md
+//! ("OpenAPI import (issue #14)").
+
+mod document;
+mod operation;
+mod plan;
+mod schema;
+
+use super::body::{self, only_known, optional_string};
+use super::openapi as doc;
+use super::views::{self, ActionView};
+use super::{actions, idempotent};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+use steward_core::{scopes, ActionId};
+use steward_store::{ActionRecord, Actor, StoreError};
+
+/// The largest `spec` read, in bytes (of its text, or of the object as JSON; and of what a YAML
+/// text reads as, so aliases cannot grow past it).
+pub(crate) const SPEC_BYTES_MAX: usize = 512 * 1024;
+/// The most operations a document may hold, counting those `only` leaves out.
+pub(crate) const OPERATIONS_MAX: usize = 250;
+/// The deepest an input schema may nest once its `$ref`s are inlined, in levels.
+pub(crate) const SCHEMA_DEPTH_MAX: usize = 32;
+/// The most entries `only` may hold.
+pub(crate) const ONLY_MAX: usize = OPERATIONS_MAX;
+/// The longest `auth.valueTemplate`, in bytes.
+pub(crate) const AUTH_TEMPLATE_BYTES_MAX: usize = 256;
+
+const SPEC_FIELD: &str = "spec";
+const ONLY_FIELD: &str = "only";
+/// What `auth.valueTemplate` says where the secret goes.
+const SECRET_SLOT: &str = "{{secret}}";
+
+pub(crate) const FIELDS: &[&str] = doc::ImportBody::FIELDS;
+pub(crate) const AUTH_FIELDS: [&str; 3] = ["headerName", "secretName", "valueTemplate"];
+
+/// The credential header every imported action sends: `value_template` holds
+/// `{{secret:NAME}}` where the caller wrote `{{secret}}`.
+pub(crate) struct Auth {
+    header_name: String,
+    value_template: String,
+}
+
+fn flag(map: &Map<String, Value>, field: &str) -> ApiResult<Option<bool>> {
+    match map.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ApiError::validation(field, "must be true or false")),
+    }
+}
+
+fn auth(map: &Map<String, Value>) -> ApiResult<Option<Auth>> {
+    let auth = match map.get("auth") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(auth)) => auth,
+        Some(_) => return Err(ApiError::validation("auth", "must be an object")),
+    };
+    if let Some(unknown) = auth.keys().find(|k| !AUTH_FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::validation(
+            format!("auth.{unknown}"),
+            "is not a known field",
+        ));
+    }
+    let text = |field: &str| -> ApiResult<Option<String>> {
+        optional_string(auth, field)
+            .map_err(|_| ApiError::validation(format!("auth.{field}"), "must be a string"))
+    };
+    let header_name = text("headerName")?
+        .filter(|h| axum::http::HeaderName::from_bytes(h.as_bytes()).is_ok())
+        .ok_or_else(|| ApiError::validation("auth.headerName", "must be an HTTP header name"))?;
+    let secret_name = text("secretName")?
+        .filter(|s| steward_core::is_valid_secret_name(s))
+        .ok_or_else(|| ApiError::validation("auth.secretName", "must match ^[A-Z0-9_]+$"))?;
+    let template = text("valueTemplate")?.unwrap_or_else(|| SECRET_SLOT.to_string());
+    let rest = template.replace(SECRET_SLOT, "");
+    if template.len() > AUTH_TEMPLATE_BYTES_MAX
+        || !template.contains(SECRET_SLOT)
+        || rest.contains("{{")
+        || rest.contains("}}")
+        || rest.chars().any(char::is_control)
+    {
+        return Err(ApiError::validation(
+            "auth.valueTemplate",
+            format!(
+                "must hold {SECRET_SLOT} and no other placeholder, in at most {AUTH_TEMPLATE_BYTES_MAX} bytes"
+            ),
+        ));
+    }
+    Ok(Some(Auth {
+        header_name,
+        value_template: template.replace(SECRET_SLOT, &format!("{{{{secret:{secret_name}}}}}")),
+    }))
+}
+
+fn only(map: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
+    let list = match map.get(ONLY_FIELD) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(ApiError::validation(ONLY_FIELD, "must be a list")),
+    };
+    if list.len() > ONLY_MAX {
+        return Err(ApiError::validation(
+            ONLY_FIELD,
+            format!("holds at most {ONLY_MAX} entries"),
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, entry)| match entry.as_str() {
+            Some(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+            _ => Err(ApiError::validation(
+                format!("{ONLY_FIELD}.{i}"),
+                "must be an operationId or METHOD /path",
+            )),
+        })
+        .collect::<ApiResult<_>>()
+        .map(Some)
+}
+
+/// The URL every path is appended to: `baseUrl`, else the spec's first server.
+fn base_url(
+    given: Option<String>,
+    spec: &oas3::Spec,
+    governed: bool,
+    allow_http: bool,
+) -> ApiResult<String> {
+    let invalid = |message: String| ApiError::validation("baseUrl", message);
+    let from_spec = given.is_none();
+    let url = given
+        .or_else(|| document::first_server(spec))
+        .ok_or_else(|| invalid("is required: the spec names no server".into()))?;
+    let base = url.trim_end_matches('/').to_string();
+    let parsed = url::Url::parse(&base).map_err(|_| {
+        invalid(if from_spec {
+            format!("is required: the spec's first server ({url}) is not an absolute URL")
+        } else {
+            "must be an absolute http(s) URL".into()
+        })
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.host_str().is_none_or(str::is_empty)
+        || base.contains(['{', '}', '?', '#'])
+    {
+        return Err(invalid(format!(
+            "{url} is not an http(s) URL with a fixed host and no query"
+        )));
+    }
+    if governed && parsed.scheme() == "http" && !allow_http {
+        return Err(invalid(format!(
+            "{url}: governed actions call https; give an https baseUrl or governed: false"
+        )));
+    }
+    Ok(base)
+}
+
+#[utoipa::path(
+    post,
+    path = "/actions/import",
+    operation_id = "actions_import",
+    tag = "actions",
+    params(doc::IdempotencyHeader),
+    request_body = doc::ImportBody,
+    responses(
+        (status = 201, description = "the actions created and the operations skipped", body = doc::Single<doc::ImportResult>),
+        (status = 200, description = "`dryRun`: what would be created and skipped; nothing is written", body = doc::Single<doc::ImportResult>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::TooLarge,
+    )
+)]
+pub async fn import(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_WRITE)?;
+    let map = body::object(&bytes)?;
+    only_known(&map, FIELDS)?;
+    let spec = match map.get(SPEC_FIELD) {
+        None | Some(Value::Null) => return Err(ApiError::validation(SPEC_FIELD, "is required")),
+        Some(spec) => spec.clone(),
+    };
+    let given_base = optional_string(&map, "baseUrl")?;
+    let auth = auth(&map)?;
+    let requires_approval = flag(&map, "requiresApproval")?.unwrap_or(false);
+    let dry_run = flag(&map, "dryRun")?.unwrap_or(false);
+    let governed = flag(&map, "governed")?.unwrap_or(true);
+    let only = only(&map)?;
+    let request = json!({"op": "action.import", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let allow_http = state.outbound.allow_insecure;
+        let document = document::load(&spec)?;
+        let base = base_url(given_base, &document.spec, governed, allow_http)?;
+        let settings = operation::Settings {
+            base: &base,
+            auth: auth.as_ref(),
+            requires_approval,
+            governed,
+        };
+        let plan = plan::plan(&document, &settings, only.as_deref())?;
+        let mut skipped = plan.skipped;
+        let taken: BTreeSet<String> = state
+            .store
+            .list_actions(&caller.env.id)
+            .await?
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
+        let mut created = Vec::new();
+        for entry in plan.entries {
+            if taken.contains(&entry.name) {
+                let reason = format!("an action named {} already exists", entry.name);
+                skipped.push(plan::Skip::of(&entry, reason));
+                continue;
+            }
+            let def = match actions::definition(entry.definition.clone(), allow_http) {
+                Ok(def) => def,
+                Err(e) => {
+                    let field = e.details.as_ref().and_then(|d| d["field"].as_str());
+                    let reason = format!(
+                        "would not be a valid action ({}: {})",
+                        field.unwrap_or("definition"),
+                        e.message
+                    );
+                    skipped.push(plan::Skip::of(&entry, reason));
+                    continue;
+                }
+            };
+            let mut id = None;
+            if !dry_run {
+                let now = state.clock.now();
+                let record = ActionRecord {
+                    id: ActionId::from_unique(&crate::clock::unique()),
+                    env_id: caller.env.id.clone(),
+                    name: def.name.clone(),
+                    version: 1,
+                    definition: def.clone(),
+                    created_at: now,
+                    updated_at: now,
+                };
+                match state
+                    .store
+                    .create_action(&record, &Actor::key(&caller.key.id, now))
+                    .await
+                {
+                    Ok(()) => id = Some(record.id.clone()),
+                    Err(StoreError::Duplicate { .. }) => {
+                        let reason = format!("an action named {} already exists", entry.name);
+                        skipped.push(plan::Skip::of(&entry, reason));
+                        continue;
+                    }
+                    Err(other) => return Err(other.into()),
+                }
+            }
+            created.push(json!({
+                "id": id,
+                "name": entry.name,
+                "operationId": entry.operation_id,
+                "method": entry.method,
+                "path": entry.path,
+                "governed": def.is_governed(),
+                "impact": def.impact,
+                "proposedVerify": entry.proposed_verify,
+                "verifyNote": entry.verify_note,
+                "warnings": entry.warnings,
+                "action": views::definition(&def, ActionView::Full),
+            }));
+        }
+        let skipped: Vec<Value> = skipped
+            .into_iter()
+            .map(|s| json!({"path": s.path, "method": s.method, "operationId": s.operation_id, "reason": s.reason}))
+            .collect();
+        let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+        Ok((
+            status,
+            json!({"dryRun": dry_run, "created": created, "skipped": skipped}),
+        ))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests;
