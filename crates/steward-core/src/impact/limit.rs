@@ -286,6 +286,20 @@ impl ReservationState {
     pub fn parse(value: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == value)
     }
+
+    /// The states a reservation may move from when its effect's settlement is `self`: exposure
+    /// only from reserved (an unknown outcome holds what was reserved), consumed or released
+    /// from reserved or exposure (a settled effect ends what it held); nothing moves into
+    /// reserved. Settled reservations never move again.
+    pub fn settles_from(self) -> &'static [ReservationState] {
+        match self {
+            ReservationState::Exposure => &[ReservationState::Reserved],
+            ReservationState::Consumed | ReservationState::Released => {
+                &[ReservationState::Reserved, ReservationState::Exposure]
+            }
+            ReservationState::Reserved => &[],
+        }
+    }
 }
 
 /// What an effect's reservations hold once the effect is in `to`, read off the state alone: a
@@ -335,6 +349,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_settled_reservation_never_moves_again_and_nothing_moves_back_to_reserved() {
+        use ReservationState as R;
+        for after in R::ALL {
+            for &from in after.settles_from() {
+                assert!(
+                    matches!(from, R::Reserved | R::Exposure),
+                    "{from:?} is settled: it must not move to {after:?}"
+                );
+                assert_ne!(from, after, "{after:?} does not move into itself");
+            }
+        }
+        assert!(R::Reserved.settles_from().is_empty());
+        assert_eq!(R::Exposure.settles_from(), [R::Reserved]);
     }
 
     #[test]

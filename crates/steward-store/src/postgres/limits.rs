@@ -196,15 +196,8 @@ pub(crate) async fn settle(
     let Some(after) = settles else {
         return Ok(());
     };
-    let open: &[ReservationState] = match after {
-        ReservationState::Exposure => &[ReservationState::Reserved],
-        ReservationState::Consumed | ReservationState::Released => {
-            &[ReservationState::Reserved, ReservationState::Exposure]
-        }
-        ReservationState::Reserved => &[],
-    };
     let mut changed = 0;
-    for from in open {
+    for from in after.settles_from() {
         changed += tx
             .execute(
                 "UPDATE impact_reservations SET state = $1, updated_at = $2 WHERE effect_id = $3 AND state = $4",

@@ -177,15 +177,8 @@ pub(crate) fn settle(
     let Some(after) = settles else {
         return Ok(());
     };
-    let open: &[ReservationState] = match after {
-        ReservationState::Exposure => &[ReservationState::Reserved],
-        ReservationState::Consumed | ReservationState::Released => {
-            &[ReservationState::Reserved, ReservationState::Exposure]
-        }
-        ReservationState::Reserved => &[],
-    };
     let mut changed = 0;
-    for from in open {
+    for from in after.settles_from() {
         changed += super::conn::execute_cached(
             tx,
             "UPDATE impact_reservations SET state = ?1, updated_at = ?2 WHERE effect_id = ?3 AND state = ?4",
