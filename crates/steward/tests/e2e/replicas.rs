@@ -26,9 +26,18 @@ struct Cluster {
     _dir: tempfile::TempDir,
     // Last: dropped after the servers have been killed.
     database: TestDatabase,
+    /// One cluster at a time: three replicas under load open up to three full connection pools
+    /// (48 connections), and two clusters at once can pass PostgreSQL's default
+    /// `max_connections` (100), which fails requests with `STORAGE_UNAVAILABLE` for a reason
+    /// that is not the one under test.
+    _alone: tokio::sync::MutexGuard<'static, ()>,
 }
 
+/// Held by each [`Cluster`] while it lives.
+static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn cluster() -> Cluster {
+    let alone = ONE_CLUSTER_AT_A_TIME.lock().await;
     let database = TestDatabase::create().await;
     let dir = tempfile::tempdir().unwrap();
     let fixture = fixture().await;
@@ -63,6 +72,7 @@ async fn cluster() -> Cluster {
         agents,
         _dir: dir,
         database,
+        _alone: alone,
     }
 }
 
@@ -102,7 +112,13 @@ async fn three_hundred_invokes_over_three_replicas_write_each_of_thirty_operatio
     let mut invocations: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
     for task in tasks {
         let (n, reply) = task.await.unwrap();
-        assert_eq!(reply.status, 200, "order-{n}: {:?}", reply.body);
+        assert_eq!(
+            reply.status,
+            200,
+            "order-{n}: {:?}\n{}",
+            reply.body,
+            c.logs()
+        );
         let id = reply.data()["id"]
             .as_str()
             .expect("invocation id")
