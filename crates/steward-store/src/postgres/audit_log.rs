@@ -205,7 +205,7 @@ pub(crate) async fn seal(store: &PostgresStore, seal: &AuditSeal) -> StoreResult
         return Ok(SealOutcome::Idle);
     }
     // No write lock: the head row's lock orders sealers, and nothing else writes sealed rows.
-    in_transaction!(store, Mode::WriteLate, |tx| seal_batch(&tx, seal))
+    in_transaction!(store, Mode::WriteConcurrent, |tx| seal_batch(&tx, seal))
 }
 
 async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {

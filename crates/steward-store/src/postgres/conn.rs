@@ -1,33 +1,52 @@
-//! Connections and transactions: a small pool, one transaction per store method, and the one
-//! lock that orders every write.
+//! Connections and transactions: a small pool, one transaction per store method, and the locks
+//! that order writes.
 //!
-//! Every write transaction runs at READ COMMITTED and takes one transaction-scoped advisory lock
-//! ([`WRITE_LOCK_SQL`]). This is the embedded store's single writer (`BEGIN IMMEDIATE`), held by
-//! the database, so it orders writers across every connection and every replica sharing the
-//! database. Because READ COMMITTED takes a fresh snapshot for each statement, everything after
-//! the lock sees every write committed before it, and the lock is released only after the
-//! commit is visible. A higher isolation level would be wrong here: its snapshot would be taken
-//! before the lock was granted. The audit log does not need the lock: events are queued by the
-//! transaction and inserted unsealed at commit, and sealed into the chain later by one sealer
-//! (`audit_log`).
+//! Every write transaction runs at READ COMMITTED: each statement takes a fresh snapshot, so a
+//! statement issued after a lock was granted sees every write committed before it (PostgreSQL
+//! makes a commit visible before it releases the committing transaction's locks). A higher
+//! isolation level would be wrong here: its snapshot would be taken before the lock was granted.
 //!
-//! When the lock is taken:
-//! - [`Mode::Write`] (every method but the invoke hot path) takes it as its first statement: the
-//!   check-then-insert of `submit` for gated requests, the version checks of secrets and actions
-//!   and the tally of an approval run exactly as they do on SQLite.
-//! - [`Mode::WriteLate`] (`submit_and_begin`, `change_effect`, `finish_invoke_request`) takes it
-//!   only at commit, and only for its [`CommitCheck`]s (none: no lock at all, audit events
-//!   included). What these transactions decide before that is held
-//!   by the database itself: a unique index (one effect per operation key, one request per
-//!   `Idempotency-Key`, one evidence `seq` per effect; a concurrent duplicate fails the
-//!   statement and the whole transaction runs again, finding the row the other committed), a
-//!   row-level compare-and-set (an effect's state), or a [`CommitCheck`] read again behind the
-//!   lock (the kill switch; that no impact limit exists, else the reservation takes the lock at
-//!   once and tallies as in `Write`). A deadlock between a late and an early locker is broken by
-//!   PostgreSQL and the victim runs again.
+//! The locks, what takes each, and what each protects:
 //!
-//! The unique indexes and compare-and-set updates stay in place as the second check in `Write`,
-//! mapped to the same errors as on SQLite.
+//! - **The write lock** ([`WRITE_LOCK_SQL`]), one transaction-scoped advisory lock for the whole
+//!   database. [`Mode::Write`] (every write but the invoke hot path) takes it as its first
+//!   statement: the embedded store's single writer (`BEGIN IMMEDIATE`), held by the database, so
+//!   it orders those writers across every connection and every replica. It protects what they
+//!   check and then write: the version checks of secrets, actions and policies, the tally of an
+//!   approval, a gated `submit`, a sweep, a schema migration. The invoke hot path never takes
+//!   it.
+//! - **An environment's lock** ([`ENV_LOCK_SHARED_SQL`], [`ENV_LOCK_SQL`]), a transaction-scoped
+//!   advisory lock per environment (its id hashed, in a namespace of its own), taken shared by
+//!   every transaction that records an attempt (`change_effect` with `AttemptChange::Begin`) or
+//!   tallies a reservation (`limits::reserve`), and exclusively by whatever changes what those
+//!   read: the kill switch (`set_halted`) and the set of live limits (`create_limit`,
+//!   `archive_limit`). Invokes share it, so they never wait on each other; a halt or a new limit
+//!   waits for the invokes in flight to commit, and every invoke that asks for it later waits
+//!   for the halt and then reads it. So an attempt committed after a halt cannot exist, and a
+//!   tally never misses a limit. An advisory lock rather than the environment's row `FOR
+//!   SHARE`: a row lock lets a new sharer through while an exclusive locker waits, so under a
+//!   steady stream of invokes a halt could wait for ever; the lock manager queues a new sharer
+//!   behind the waiting halt. Two environments whose ids hash alike share a lock, which costs
+//!   only waiting.
+//! - **Limit rows.** A tally locks the live limits that apply to the effect `FOR UPDATE`, in
+//!   one statement ordered by id (so two tallies cannot deadlock), and sums their usage in the
+//!   next statement, which sees every reservation committed before the lock was granted.
+//!   Concurrent tallies against one limit, from any replica, run one after the other; tallies
+//!   against other limits do not wait. `update_limit` changes the row, so it waits for them too.
+//! - **Rows a transaction changes**, and unique indexes. What [`Mode::WriteConcurrent`]
+//!   transactions (`submit_and_begin`, `change_effect`, `finish_invoke_request`) decide is held
+//!   by a unique index (one effect per operation key, one request per `Idempotency-Key`, one
+//!   evidence `seq` per effect; a concurrent duplicate fails the statement and the whole
+//!   transaction runs again, finding the row the other committed) or a row-level
+//!   compare-and-set (an effect's state), besides the two locks above. The unique indexes and
+//!   compare-and-set updates stay in place as the second check in `Write`, mapped to the same
+//!   errors as on SQLite.
+//! - **`audit_head`**, taken `FOR UPDATE` by each seal (`audit_log`). Audit events need no lock
+//!   to be written: they are queued by the transaction, inserted unsealed at commit, and sealed
+//!   into the chain later by one sealer.
+//!
+//! A deadlock (between a hot-path transaction and a `Write` one that holds the write lock) is
+//! broken by PostgreSQL and the victim runs again.
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
@@ -46,8 +65,18 @@ use tokio_postgres::{IsolationLevel, NoTls, Row};
 /// shared database. Schema migrations take the same lock.
 pub(crate) const WRITE_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1398031703, 1)";
 
-/// Connections one store keeps open at most. Writes queue on the write lock whatever the pool
-/// size; the rest serve reads alongside them. Sized well under PostgreSQL's default
+/// An environment's lock, shared: `pg_advisory_xact_lock_shared(namespace, hashtext(env id))`,
+/// where the namespace is "STEV" as a big-endian int4 (0x53544556), apart from the write lock's.
+/// `$1` is the environment's id.
+pub(crate) const ENV_LOCK_SHARED_SQL: &str =
+    "SELECT pg_advisory_xact_lock_shared(1398031702, hashtext($1))";
+/// An environment's lock, exclusive: waits for every transaction sharing it to end, and makes
+/// every later sharer wait for this transaction to end. `$1` is the environment's id.
+pub(crate) const ENV_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1398031702, hashtext($1))";
+
+/// Connections one store keeps open at most: as many transactions run at once, reads and the
+/// invoke hot path's writes alike (the writes behind the write lock queue on it whatever the
+/// pool size). Sized well under PostgreSQL's default
 /// `max_connections` (100) so that several replicas fit.
 const POOL_CONNECTIONS_MAX: usize = 16;
 /// How long opening one connection may take before the store reports itself unavailable, in
@@ -58,7 +87,7 @@ const CONNECT_TIMEOUT_MS: u64 = 5_000;
 const POOL_WAIT_TIMEOUT_MS: u64 = 15_000;
 /// How long PostgreSQL lets a session sit idle inside a transaction before ending it, in
 /// milliseconds. Store transactions never wait on anything but the database, so an idle one
-/// belongs to a stuck or frozen process; ending it releases the write lock for the others.
+/// belongs to a stuck or frozen process; ending it releases its locks for the others.
 const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
 
 /// A failure to reach or use the database: nothing was committed, callers fail closed.
@@ -143,22 +172,11 @@ pub(crate) enum Mode {
     Read,
     /// READ COMMITTED behind the write lock, taken first.
     Write,
-    /// READ COMMITTED, the write lock taken only to read the [`CommitCheck`]s again at commit
-    /// (or earlier, where a step needs the total order: see [`Tx::lock`]). For the invoke hot path,
-    /// whose every rule is also a unique index, a row-level compare-and-set, or a
-    /// [`CommitCheck`] re-read behind the lock; a broken unique rule or a deadlock retries the
+    /// READ COMMITTED without the write lock, for the invoke hot path: every rule it relies on
+    /// is held by an environment's lock, a limit row's lock, a unique index or a row-level
+    /// compare-and-set (see the module doc). A broken unique rule or a deadlock retries the
     /// whole transaction (see [`in_transaction`]).
-    WriteLate,
-}
-
-/// A fact a [`Mode::WriteLate`] transaction read before taking the write lock and relies on:
-/// read again behind the lock at commit, and the transaction retried if it no longer holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CommitCheck {
-    /// The environment's kill switch is still `halted`.
-    Halted { env: String, halted: bool },
-    /// The environment still has no active impact limit.
-    NoLimits { env: String },
+    WriteConcurrent,
 }
 
 /// An audit event waiting for the transaction's commit, where it is inserted unsealed.
@@ -177,11 +195,11 @@ pub(crate) struct PendingAudit {
 pub(crate) struct Tx<'a> {
     inner: deadpool_postgres::Transaction<'a>,
     mode: Mode,
-    locked: AtomicBool,
     /// Set when a statement failed in a way a retry of the whole transaction resolves.
     retryable: AtomicBool,
     audit: Mutex<Vec<PendingAudit>>,
-    checks: Mutex<Vec<CommitCheck>>,
+    /// The environments whose lock this transaction holds shared (taken once each).
+    shared_envs: Mutex<Vec<String>>,
 }
 
 /// Opens a transaction; a [`Mode::Write`] transaction holds the write lock when this returns.
@@ -191,18 +209,19 @@ pub(crate) async fn begin(client: &mut Object, mode: Mode) -> StoreResult<Tx<'_>
         Mode::Read => builder
             .isolation_level(IsolationLevel::RepeatableRead)
             .read_only(true),
-        Mode::Write | Mode::WriteLate => builder.isolation_level(IsolationLevel::ReadCommitted),
+        Mode::Write | Mode::WriteConcurrent => {
+            builder.isolation_level(IsolationLevel::ReadCommitted)
+        }
     };
     let tx = Tx {
         inner: builder.start().await.map_err(unavailable)?,
         mode,
-        locked: AtomicBool::new(false),
         retryable: AtomicBool::new(false),
         audit: Mutex::new(Vec::new()),
-        checks: Mutex::new(Vec::new()),
+        shared_envs: Mutex::new(Vec::new()),
     };
     if mode == Mode::Write {
-        tx.lock().await?;
+        tx.execute(WRITE_LOCK_SQL, &[]).await?;
     }
     Ok(tx)
 }
@@ -215,8 +234,7 @@ pub(crate) enum Finished<T> {
 }
 
 /// Commits when `result` is `Ok` and rolls back otherwise, so a method's error commits nothing.
-/// Before the commit: the pending audit events are inserted, unsealed, and the [`CommitCheck`]s
-/// read again behind the write lock. Once a commit returns, PostgreSQL has flushed it to its
+/// Before the commit the pending audit events are inserted, unsealed. Once a commit returns, PostgreSQL has flushed it to its
 /// write-ahead log (`synchronous_commit` is checked on connect).
 pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T> {
     let result = match result {
@@ -246,13 +264,13 @@ pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T>
 pub(crate) const ATTEMPTS_MAX: u32 = 8;
 
 /// Whether running the whole transaction again resolves `err`: a deadlock or a serialization
-/// failure in any mode; in [`Mode::WriteLate`] also a broken unique rule (a concurrent
+/// failure in any mode; in [`Mode::WriteConcurrent`] also a broken unique rule (a concurrent
 /// transaction inserted the same key first; the next run finds its row).
 fn retryable(err: &tokio_postgres::Error, mode: Mode) -> bool {
     match err.code() {
         Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => true,
         Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE => true,
-        Some(code) if *code == SqlState::UNIQUE_VIOLATION => mode == Mode::WriteLate,
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => mode == Mode::WriteConcurrent,
         _ => false,
     }
 }
@@ -285,25 +303,32 @@ pub(crate) use in_transaction;
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 impl Tx<'_> {
-    /// Takes the write lock (once; it is held to the end of the transaction).
-    pub(crate) async fn lock(&self) -> StoreResult<()> {
-        if !self.locked.swap(true, Ordering::Relaxed) {
-            self.execute(WRITE_LOCK_SQL, &[]).await?;
+    /// Takes the environment's lock shared (once per environment; it is held to the end of
+    /// the transaction): until this transaction ends, the environment is not halted and its
+    /// live limits are neither created nor archived; and a halt or a limit change committed
+    /// before the lock was granted is seen by every later statement.
+    pub(crate) async fn share_environment(&self, env: &str) -> StoreResult<()> {
+        let taken = {
+            let mut held = self.shared_envs.lock().unwrap_or_else(|p| p.into_inner());
+            if held.iter().any(|e| e == env) {
+                true
+            } else {
+                held.push(env.to_string());
+                false
+            }
+        };
+        if !taken {
+            self.execute(ENV_LOCK_SHARED_SQL, &[&env]).await?;
         }
         Ok(())
     }
 
-    /// Whether this transaction defers the write lock ([`Mode::WriteLate`]) and has not taken it.
-    pub(crate) fn unlocked(&self) -> bool {
-        !self.locked.load(Ordering::Relaxed)
-    }
-
-    /// Records a fact to re-read behind the lock at commit.
-    pub(crate) fn check_at_commit(&self, check: CommitCheck) {
-        self.checks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(check);
+    /// Takes the environment's lock exclusively, waiting for every transaction that shares it
+    /// (an invoke recording its attempt or tallying its reservation) to end. For the writes that
+    /// change what those read: the kill switch and the set of live limits.
+    pub(crate) async fn lock_environment(&self, env: &str) -> StoreResult<()> {
+        self.execute(ENV_LOCK_SQL, &[&env]).await?;
+        Ok(())
     }
 
     /// Queues an audit event; [`finish`] inserts it, unsealed, before the commit.
@@ -314,72 +339,14 @@ impl Tx<'_> {
             .push(event);
     }
 
-    /// Before the commit: the queued audit events are inserted (unsealed: no lock, no read of
-    /// another audit row), and every commit check is read again behind the write lock. A
-    /// transaction without checks commits without the lock. The lock, the checks and the
-    /// insert go to the server together (one round trip, pipelined); it runs them in order, so
-    /// the checks see everything committed before the lock was granted.
+    /// Before the commit: the queued audit events are inserted, unsealed (no lock, no read of
+    /// another audit row), in one statement.
     async fn before_commit(&self) -> StoreResult<()> {
-        let checks = std::mem::take(&mut *self.checks.lock().unwrap_or_else(|p| p.into_inner()));
         let audit = std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()));
-        if checks.is_empty() && audit.is_empty() {
+        if audit.is_empty() {
             return Ok(());
         }
-        let lock = async {
-            if checks.is_empty() || self.locked.swap(true, Ordering::Relaxed) {
-                Ok(0)
-            } else {
-                self.execute(WRITE_LOCK_SQL, &[]).await
-            }
-        };
-        let halted = checks.iter().find_map(|c| match c {
-            CommitCheck::Halted { env, halted } => Some((env, *halted)),
-            CommitCheck::NoLimits { .. } => None,
-        });
-        let no_limits = checks.iter().find_map(|c| match c {
-            CommitCheck::NoLimits { env } => Some(env),
-            CommitCheck::Halted { .. } => None,
-        });
-        let halted_holds = async {
-            let Some((env, expected)) = halted else {
-                return Ok(true);
-            };
-            let now = self
-                .query_first("SELECT halted FROM environments WHERE id = $1", &[env])
-                .await?
-                .map(|row| row.get::<_, bool>(0))
-                .unwrap_or(false);
-            Ok::<_, StoreError>(now == expected)
-        };
-        let no_limits_holds = async {
-            let Some(env) = no_limits else {
-                return Ok(true);
-            };
-            let any = self
-                .query_first(
-                    "SELECT 1 FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL LIMIT 1",
-                    &[env],
-                )
-                .await?;
-            Ok::<_, StoreError>(any.is_none())
-        };
-        let insert = async {
-            if audit.is_empty() {
-                Ok(())
-            } else {
-                super::audit_log::insert(self, audit).await
-            }
-        };
-        let (_, halted_holds, no_limits_holds, ()) =
-            tokio::try_join!(lock, halted_holds, no_limits_holds, insert)?;
-        if !(halted_holds && no_limits_holds) {
-            self.retryable.store(true, Ordering::Relaxed);
-            return Err(StoreError::Unavailable {
-                message: format!("{checks:?} changed before commit"),
-                source: None,
-            });
-        }
-        Ok(())
+        super::audit_log::insert(self, audit).await
     }
 
     /// Maps a statement's failure, noting whether a retry of the transaction resolves it.

@@ -1,8 +1,8 @@
 //! Invocations and effects: the invoke write path's records.
 
 use super::audit_log::{append, Entry};
+use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
-use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
@@ -84,7 +84,7 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
 /// Records an invoke request. Behind the write lock (`Store::submit`), each check below sees
 /// every submission committed before it and no other submission can commit in between: the
 /// unique indexes on the operation key, the retried invocation and the idempotency key are the
-/// second check. Without it (`submit_and_begin`, `Mode::WriteLate`) the unique indexes decide
+/// second check. Without it (`submit_and_begin`, `Mode::WriteConcurrent`) the unique indexes decide
 /// between concurrent submissions: the loser's insert fails, and its transaction runs again and
 /// finds the winner's row with the checks below.
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
@@ -259,20 +259,12 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
         _ => (None, None),
     };
     // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
-    // halted. Read behind the write lock, so an attempt committed after a halt cannot exist;
-    // checked before anything is written, so a caller that goes on in the same transaction
-    // (`submit_and_begin`) keeps nothing of the attempt. A stale `from` is still a conflict.
+    // halted. Read under the environment's lock, held shared to the commit, so an attempt
+    // committed after a halt cannot exist; checked before anything is written, so a caller that
+    // goes on in the same transaction (`submit_and_begin`) keeps nothing of the attempt. A stale
+    // `from` is still a conflict.
     let halted = match c.attempt {
-        Some(AttemptChange::Begin { .. }) => {
-            let halted = super::kill_switch::is_halted(tx, &c.env_id).await?;
-            if tx.unlocked() {
-                tx.check_at_commit(CommitCheck::Halted {
-                    env: c.env_id.to_string(),
-                    halted,
-                });
-            }
-            halted
-        }
+        Some(AttemptChange::Begin { .. }) => super::kill_switch::is_halted(tx, &c.env_id).await?,
         _ => false,
     };
     if halted {
@@ -446,7 +438,7 @@ impl Effects for PostgresStore {
         submission: &Submission,
         first: &FirstAttempt,
     ) -> StoreResult<Submitted> {
-        in_transaction!(self, Mode::WriteLate, |tx| async {
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let s = submission;
             let outcome = submit(&tx, s).await?;
             if !matches!(outcome, SubmitOutcome::Created(_)) {
@@ -478,7 +470,7 @@ impl Effects for PostgresStore {
         caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteLate, |tx| async {
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             tx.execute(
                 "UPDATE idempotency SET state = 'done'
          WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) AND kind = 'invoke'",
@@ -495,11 +487,11 @@ impl Effects for PostgresStore {
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteLate, |tx| change_effect(&tx, change))
+        in_transaction!(self, Mode::WriteConcurrent, |tx| change_effect(&tx, change))
     }
 
     async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
-        in_transaction!(self, Mode::WriteLate, |tx| async {
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             change_effect(&tx, change).await?;
             // The effect's invocation, as this transaction leaves it.
             let sql = format!(

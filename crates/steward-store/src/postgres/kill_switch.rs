@@ -14,9 +14,21 @@ use serde_json::json;
 use steward_core::EnvironmentId;
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
-/// behind the write lock, so no attempt committed after a halt can be sent.
+/// under the environment's lock, held shared until that transaction ends: a halt waits for it to
+/// commit, and a halt committed before the lock was granted is read here. So no attempt
+/// committed after a halt can be sent.
 pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<bool> {
-    Ok(environment(tx, env).await?.is_some_and(|e| e.halted))
+    tx.share_environment(env.as_str()).await?;
+    let halted = tx
+        .query_first(
+            "SELECT halted FROM environments WHERE id = $1",
+            &[&env.as_str()],
+        )
+        .await?;
+    match halted {
+        Some(row) => rows::col(&row, 0),
+        None => Ok(false),
+    }
 }
 
 #[async_trait]
@@ -29,6 +41,9 @@ impl KillSwitch for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<Environment> {
         in_transaction!(self, Mode::Write, |tx| async {
+            // Waits for every transaction recording an attempt in this environment to commit;
+            // every later one waits for this one and reads what it set.
+            tx.lock_environment(env.as_str()).await?;
             let before = environment(&tx, env).await?.ok_or(StoreError::NotFound {
                 what: "environment",
             })?;

@@ -1,11 +1,14 @@
-//! Impact limits and reservations. Reserving every applicable limit for an effect is one
-//! transaction behind the write lock, so concurrent reservations from any replica are checked
-//! one after the other and their sum never passes a limit. Settlement runs inside
-//! `change_effect`'s transaction.
+//! Impact limits and reservations. A tally runs under its environment's lock, shared (no limit
+//! is created or archived meanwhile), and locks the limits that apply to its effect (`FOR
+//! UPDATE`, ordered by id) before it sums their usage: concurrent tallies against one limit, from
+//! any replica, are checked one after the other and their sum never passes it, while tallies
+//! against other limits, or in an environment without limits, do not wait for each other.
+//! Settlement runs inside `change_effect`'s transaction and only moves reservations between
+//! states, never adding usage.
 
 use super::audit_log::{append, Entry};
+use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
-use super::conn::{CommitCheck, Tx};
 use super::rows::{self, col, id, millis, millis_opt};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
@@ -15,6 +18,7 @@ use crate::store::Limits;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
 use async_trait::async_trait;
 use serde_json::json;
+use std::collections::HashMap;
 use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
 use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
 use tokio_postgres::Row;
@@ -69,17 +73,21 @@ async fn usage(tx: &Tx<'_>, limit: &LimitId, window: Millis) -> StoreResult<Usag
         .await?;
     let mut usage = Usage::default();
     for row in &sums {
-        let state: &str = col(row, 0)?;
-        let sum: i64 = col(row, 1)?;
-        match ReservationState::parse(state) {
-            Some(ReservationState::Consumed) => usage.consumed = sum,
-            Some(ReservationState::Reserved) => usage.reserved = sum,
-            Some(ReservationState::Exposure) => usage.exposure = sum,
-            Some(ReservationState::Released) => {}
-            None => return Err(rows::corrupt("reservation state", state)),
-        }
+        add_sum(&mut usage, col(row, 0)?, col(row, 1)?)?;
     }
     Ok(usage)
+}
+
+/// Counts the sum of a limit's reservations in `state` into its usage.
+fn add_sum(usage: &mut Usage, state: &str, sum: i64) -> StoreResult<()> {
+    match ReservationState::parse(state) {
+        Some(ReservationState::Consumed) => usage.consumed = sum,
+        Some(ReservationState::Reserved) => usage.reserved = sum,
+        Some(ReservationState::Exposure) => usage.exposure = sum,
+        Some(ReservationState::Released) => {}
+        None => return Err(rows::corrupt("reservation state", state)),
+    }
+    Ok(())
 }
 
 async fn status(tx: &Tx<'_>, limit: LimitRecord, now: Millis) -> StoreResult<LimitStatus> {
@@ -111,6 +119,79 @@ pub(crate) async fn list(
     Ok(out)
 }
 
+/// The statuses of the live limits of `r`'s environment that apply to one of its quantities,
+/// in the order the tally reads them (by creation), each locked `FOR UPDATE` to the end of the
+/// transaction. The caller holds the environment's lock, so the set of live limits, and what
+/// each applies to (`update_limit` changes only a name or an amount), stay as read here.
+async fn lock_applicable(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<Vec<LimitStatus>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL ORDER BY created_at, id"
+    );
+    let mut applicable: Vec<LimitRecord> = tx
+        .all(&sql, &[&r.env_id.as_str()], decode)
+        .await?
+        .into_iter()
+        .filter(|l| {
+            r.quantities
+                .iter()
+                .any(|q| l.spec.applies(&r.action_name, q))
+        })
+        .collect();
+    if applicable.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = r.actor.now;
+    let ids: Vec<&str> = applicable.iter().map(|l| l.id.as_str()).collect();
+    let windows: Vec<i64> = applicable
+        .iter()
+        .map(|l| l.spec.period.window_start(now).0)
+        .collect();
+    // Two statements: the usage is summed by the second, whose snapshot is taken once the first
+    // holds every lock, so it counts every reservation committed by an earlier tally.
+    let amounts = tx
+        .query(
+            "SELECT id, amount FROM impact_limits WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .await?;
+    let sums = tx
+        .query(
+            "SELECT r.limit_id, r.state, COALESCE(SUM(r.amount), 0)::BIGINT
+             FROM impact_reservations r
+             JOIN UNNEST($1::text[], $2::bigint[]) AS w(limit_id, window_start)
+               ON r.limit_id = w.limit_id AND r.window_start = w.window_start
+             GROUP BY r.limit_id, r.state",
+            &[&ids, &windows],
+        )
+        .await?;
+    // The amount as locked: an `update_limit` committed before the lock was granted counts.
+    let mut amount: HashMap<&str, i64> = HashMap::new();
+    for row in &amounts {
+        amount.insert(col(row, 0)?, col(row, 1)?);
+    }
+    let mut usage: HashMap<&str, Usage> = HashMap::new();
+    for row in &sums {
+        add_sum(
+            usage.entry(col(row, 0)?).or_default(),
+            col(row, 1)?,
+            col(row, 2)?,
+        )?;
+    }
+    for l in &mut applicable {
+        l.spec.amount = *amount
+            .get(l.id.as_str())
+            .ok_or_else(|| rows::corrupt("locked impact limit", l.id.as_str()))?;
+    }
+    Ok(applicable
+        .into_iter()
+        .map(|limit| LimitStatus {
+            window_start: limit.spec.period.window_start(now),
+            usage: usage.get(limit.id.as_str()).copied().unwrap_or_default(),
+            limit,
+        })
+        .collect())
+}
+
 pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
     let held = tx
         .query_first(
@@ -121,25 +202,9 @@ pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<Reser
     if held.is_some() {
         return Ok(ReserveOutcome::AlreadyReserved);
     }
-    if tx.unlocked() {
-        // The hot path (`Mode::WriteLate`): with no active limit there is nothing to tally, and
-        // the commit re-reads that behind the lock. Otherwise the tally needs the total order.
-        let any = tx
-            .query_first(
-                "SELECT 1 FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL LIMIT 1",
-                &[&r.env_id.as_str()],
-            )
-            .await?;
-        if any.is_none() {
-            tx.check_at_commit(CommitCheck::NoLimits {
-                env: r.env_id.to_string(),
-            });
-            return Ok(ReserveOutcome::Reserved(Vec::new()));
-        }
-        tx.lock().await?;
-    }
+    tx.share_environment(r.env_id.as_str()).await?;
     let now = r.actor.now;
-    let limits = list(tx, &r.env_id, false, now).await?;
+    let limits = lock_applicable(tx, r).await?;
     let holds = match tally(r, &limits) {
         Tally::Reserve(holds) => holds,
         Tally::Refuse { audit, outcome } => {
@@ -235,6 +300,9 @@ impl Limits for PostgresStore {
         in_transaction!(self, Mode::Write, |tx| async {
             let l = limit;
             let s = &l.spec;
+            // A new limit applies to every tally that starts after this commits: it waits for
+            // the tallies in flight in its environment, which did not count it.
+            tx.lock_environment(l.env_id.as_str()).await?;
             tx.execute_unique(
                 "impact limit",
                 &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10)"),
@@ -303,6 +371,8 @@ impl Limits for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<bool> {
         in_transaction!(self, Mode::Write, |tx| async {
+            // Waits for the tallies in flight in the environment, which count this limit.
+            tx.lock_environment(env.as_str()).await?;
             let changed = tx
                 .execute(
                     "UPDATE impact_limits SET archived_at = $1, updated_at = $1 WHERE env_id = $2 AND id = $3 AND archived_at IS NULL",
