@@ -1233,6 +1233,102 @@ async fn postgres_a_halt_waits_for_the_attempt_in_flight_and_parks_the_next() {
     assert!(detail.attempts.is_empty(), "no attempt after the halt");
 }
 
+/// Round trips the invoke hot path's two transactions make (`PostgresStore::round_trips`), on
+/// a connection that has prepared their statements, with an `Idempotency-Key` and an operation
+/// key as the server sends them: the `BEGIN` goes with the first statements, the audit events
+/// with the `COMMIT`, and independent statements are pipelined. Nothing else runs on the store
+/// meanwhile, so its count is this test's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_the_hot_path_takes_few_round_trips() {
+    /// `submit_and_begin` with no limit: facts and reads, inserts, the attempt, the commit.
+    const SUBMIT_AND_BEGIN_ROUND_TRIPS_MAX: u64 = 4;
+    /// With a limit that applies: also its lock and usage, and the reservation.
+    const SUBMIT_AND_BEGIN_LIMITED_ROUND_TRIPS_MAX: u64 = 6;
+    /// The answer (`change_effect_and_read`): the change, the commit.
+    const ANSWER_ROUND_TRIPS_MAX: u64 = 2;
+    let database = TestDatabase::create().await;
+    let postgres = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("connect"),
+    );
+    let store: Arc<dyn Store> = postgres.clone();
+    let env = Env::new(&store, "round-trips").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let invoke_and_answer = |n: i64| {
+        let (store, env, action, postgres) = (store.clone(), &env, &action, &postgres);
+        async move {
+            let mut sub = env.submission(action, json!({ "n": n }));
+            sub.operation_key = Some(op(&format!("round-trip-{n}")));
+            sub.idempotency_key = Some(idem(&format!("round-trip-{n}")));
+            let first = first_attempt(env, &sub, 2_000 + n);
+            let before = postgres.round_trips();
+            let done = store
+                .submit_and_begin(&sub, &first)
+                .await
+                .expect("submit_and_begin");
+            let submitted = postgres.round_trips() - before;
+            let begun = done.first == Some(FirstAttemptOutcome::Begun);
+            let mut answer = env.change(
+                &sub.effect_id,
+                EffectState::Dispatching,
+                EffectState::Succeeded { confirmed: true },
+                2_500 + n,
+            );
+            answer.attempt = Some(AttemptChange::Finish {
+                number: 1,
+                response_status: Some(200),
+                error: None,
+            });
+            answer.answers_request = sub.idempotency_key.clone();
+            answer.response_status = Some(200);
+            let before = postgres.round_trips();
+            if begun {
+                store
+                    .change_effect_and_read(&answer)
+                    .await
+                    .expect("the answer");
+            }
+            (submitted, postgres.round_trips() - before, begun)
+        }
+    };
+    // The first prepares the statements on the pool's one connection.
+    invoke_and_answer(0).await;
+    let (submitted, answered, begun) = invoke_and_answer(1).await;
+    assert!(begun);
+    eprintln!("hot path round trips: submit_and_begin {submitted}, answer {answered}");
+    assert!(
+        submitted <= SUBMIT_AND_BEGIN_ROUND_TRIPS_MAX,
+        "submit_and_begin took {submitted}"
+    );
+    assert!(
+        answered <= ANSWER_ROUND_TRIPS_MAX,
+        "the answer took {answered}"
+    );
+
+    let limit = limit_record(
+        &env,
+        json!({"name": "many", "dimension": "resource_mutations", "period": "total", "amount": 100}),
+    );
+    store
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    invoke_and_answer(2).await;
+    let (submitted, answered, begun) = invoke_and_answer(3).await;
+    assert!(begun);
+    eprintln!("hot path round trips with a limit: submit_and_begin {submitted}, answer {answered}");
+    assert!(
+        submitted <= SUBMIT_AND_BEGIN_LIMITED_ROUND_TRIPS_MAX,
+        "submit_and_begin under a limit took {submitted}"
+    );
+    assert!(
+        answered <= ANSWER_ROUND_TRIPS_MAX,
+        "the answer took {answered}"
+    );
+    assert_eq!(usage_of(&env, &limit.id, 3_000).await.consumed, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_submit_and_begin_never_exceeds_a_limit_across_handles() {
     let database = TestDatabase::create().await;

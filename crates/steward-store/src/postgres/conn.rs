@@ -53,12 +53,13 @@
 
 use crate::error::{StoreError, StoreResult};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{IsolationLevel, NoTls, Row};
+use tokio_postgres::{NoTls, Row};
 
 /// The write lock: `pg_advisory_xact_lock(namespace, 1)`, where the namespace is "STEW" as a
 /// big-endian int4 (0x53544557), so it does not collide with another application's locks in a
@@ -191,34 +192,92 @@ pub(crate) struct PendingAudit {
     pub content_hash: String,
 }
 
-/// One open transaction. Dropped without [`finish`] (a cancelled request), it rolls back.
+/// A pooled connection held for one transaction. Dropped while its transaction is still open
+/// (a cancelled request, or a `COMMIT` or `ROLLBACK` whose answer never came), it is taken out of
+/// the pool and closed, which rolls the transaction back on the server; otherwise it goes back
+/// to the pool.
+pub(crate) struct Conn {
+    object: Option<Object>,
+    /// Set once `BEGIN` is sent, cleared once `COMMIT` or `ROLLBACK` has answered.
+    open: AtomicBool,
+    /// The store's count of round trips (see [`RoundTrips`]).
+    round_trips: Arc<RoundTrips>,
+}
+
+impl Conn {
+    /// A connection from the pool; its transactions count their round trips in `round_trips`.
+    pub(crate) async fn get(pool: &Pool, round_trips: &Arc<RoundTrips>) -> StoreResult<Conn> {
+        Ok(Conn {
+            object: Some(client(pool).await?),
+            open: AtomicBool::new(false),
+            round_trips: round_trips.clone(),
+        })
+    }
+
+    fn client(&self) -> StoreResult<&Object> {
+        self.object.as_ref().ok_or_else(|| StoreError::Unavailable {
+            message: "the connection was closed".into(),
+            source: None,
+        })
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if *self.open.get_mut() {
+            if let Some(object) = self.object.take() {
+                drop(Object::take(object));
+            }
+        }
+    }
+}
+
+/// One transaction on a [`Conn`]. Nothing is sent until its first statement, which goes to the
+/// server together with the `BEGIN` (pipelined: one round trip). Dropped without [`finish`] (a
+/// cancelled request), it is rolled back by closing its connection.
 pub(crate) struct Tx<'a> {
-    inner: deadpool_postgres::Transaction<'a>,
+    conn: &'a Conn,
     mode: Mode,
+    /// Set once `BEGIN` is sent.
+    begun: AtomicBool,
     /// Set when a statement failed in a way a retry of the whole transaction resolves.
     retryable: AtomicBool,
     audit: Mutex<Vec<PendingAudit>>,
     /// The environments whose lock this transaction holds shared (taken once each).
     shared_envs: Mutex<Vec<String>>,
+    /// Statements sent and not yet answered (see [`RoundTrips`]).
+    in_flight: AtomicUsize,
 }
 
-/// Opens a transaction; a [`Mode::Write`] transaction holds the write lock when this returns.
-pub(crate) async fn begin(client: &mut Object, mode: Mode) -> StoreResult<Tx<'_>> {
-    let builder = client.build_transaction();
-    let builder = match mode {
-        Mode::Read => builder
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true),
-        Mode::Write | Mode::WriteConcurrent => {
-            builder.isolation_level(IsolationLevel::ReadCommitted)
-        }
-    };
+/// Round trips made by a store's transactions so far: a round trip starts when a transaction
+/// sends a statement while none of its statements is waiting for an answer, so statements sent
+/// together (pipelined) count once; preparing a statement the connection has not seen yet is
+/// not counted. For tests and profiling.
+#[derive(Debug, Default)]
+pub(crate) struct RoundTrips(AtomicU64);
+
+impl RoundTrips {
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Opens a transaction on `conn`. Nothing is sent yet; a [`Mode::Write`] transaction's first
+/// statement is the write lock, sent with the `BEGIN`.
+pub(crate) async fn begin(conn: &Conn, mode: Mode) -> StoreResult<Tx<'_>> {
+    conn.client()?;
     let tx = Tx {
-        inner: builder.start().await.map_err(unavailable)?,
+        conn,
         mode,
+        begun: AtomicBool::new(false),
         retryable: AtomicBool::new(false),
         audit: Mutex::new(Vec::new()),
         shared_envs: Mutex::new(Vec::new()),
+        in_flight: AtomicUsize::new(0),
     };
     if mode == Mode::Write {
         tx.execute(WRITE_LOCK_SQL, &[]).await?;
@@ -234,24 +293,33 @@ pub(crate) enum Finished<T> {
 }
 
 /// Commits when `result` is `Ok` and rolls back otherwise, so a method's error commits nothing.
-/// Before the commit the pending audit events are inserted, unsealed. Once a commit returns, PostgreSQL has flushed it to its
-/// write-ahead log (`synchronous_commit` is checked on connect).
+/// The pending audit events are inserted, unsealed, in one statement sent together with the
+/// `COMMIT` (one round trip); if that insert fails, PostgreSQL ends the failed transaction at
+/// the `COMMIT` as a rollback, and the method fails. Once a commit returns, PostgreSQL has
+/// flushed it to its write-ahead log (`synchronous_commit` is checked on connect).
 pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T> {
+    let audit = std::mem::take(&mut *tx.audit.lock().unwrap_or_else(|p| p.into_inner()));
     let result = match result {
-        Ok(value) => tx.before_commit().await.map(|()| value),
+        Ok(value) if audit.is_empty() && !tx.begun.load(Ordering::Relaxed) => {
+            // Nothing was sent: there is nothing to commit.
+            return Finished::Done(Ok(value));
+        }
+        Ok(value) => tx.commit(audit).await.map(|()| value),
         Err(err) => Err(err),
     };
     match result {
-        Ok(value) => match tx.inner.commit().await {
-            Ok(()) => Finished::Done(Ok(value)),
-            Err(e) if retryable(&e, tx.mode) => Finished::Retry(unavailable(e)),
-            Err(e) => Finished::Done(Err(unavailable(e))),
-        },
+        Ok(value) => Finished::Done(Ok(value)),
         Err(err) => {
-            let retry = tx.retryable.load(Ordering::Relaxed);
-            // The error is what the caller needs; a failed rollback ends with the connection.
-            let _ = tx.inner.rollback().await;
-            if retry {
+            if tx.conn.open.load(Ordering::Relaxed) {
+                // The error is what the caller needs; a failed rollback leaves the connection
+                // open in its transaction, and dropping it closes it.
+                if let Ok(client) = tx.conn.client() {
+                    if client.batch_execute("ROLLBACK").await.is_ok() {
+                        tx.conn.open.store(false, Ordering::Relaxed);
+                    }
+                }
+            }
+            if tx.retryable.load(Ordering::Relaxed) {
                 Finished::Retry(err)
             } else {
                 Finished::Done(Err(err))
@@ -282,8 +350,8 @@ macro_rules! in_transaction {
     ($store:expr, $mode:expr, |$tx:ident| $body:expr) => {{
         let mut attempt = 1;
         loop {
-            let mut client = $crate::postgres::conn::client(&$store.pool).await?;
-            let $tx = $crate::postgres::conn::begin(&mut client, $mode).await?;
+            let conn = $crate::postgres::conn::Conn::get(&$store.pool, &$store.round_trips).await?;
+            let $tx = $crate::postgres::conn::begin(&conn, $mode).await?;
             let result = $body.await;
             match $crate::postgres::conn::finish($tx, result).await {
                 $crate::postgres::conn::Finished::Done(result) => break result,
@@ -302,25 +370,56 @@ pub(crate) use in_transaction;
 /// Query parameters.
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
-impl Tx<'_> {
-    /// Takes the environment's lock shared (once per environment; it is held to the end of
-    /// the transaction): until this transaction ends, the environment is not halted and its
-    /// live limits are neither created nor archived; and a halt or a limit change committed
-    /// before the lock was granted is seen by every later statement.
-    pub(crate) async fn share_environment(&self, env: &str) -> StoreResult<()> {
-        let taken = {
-            let mut held = self.shared_envs.lock().unwrap_or_else(|p| p.into_inner());
-            if held.iter().any(|e| e == env) {
-                true
-            } else {
-                held.push(env.to_string());
-                false
+/// One statement of a [`Tx::pipeline`]: its SQL and its parameters.
+pub(crate) type Statement<'a> = (&'a str, &'a Params<'a>);
+
+/// Runs `futures` together and returns their outputs in order, or the first error in order.
+/// Each is polled first in the order given, so statements they send reach the server in that
+/// order.
+async fn join_in_order<T, F>(futures: Vec<F>) -> StoreResult<Vec<T>>
+where
+    F: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_some() {
+                continue;
             }
-        };
-        if !taken {
-            self.execute(ENV_LOCK_SHARED_SQL, &[&env]).await?;
+            match future.as_mut().poll(cx) {
+                Poll::Ready(Ok(value)) => *output = Some(value),
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Pending => pending = true,
+            }
         }
-        Ok(())
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    })
+    .await?;
+    Ok(outputs.into_iter().flatten().collect())
+}
+
+impl Tx<'_> {
+    /// Whether this transaction must take the environment's lock shared
+    /// ([`ENV_LOCK_SHARED_SQL`]) before reading the kill switch or the live limits: true the
+    /// first time for `env`, noting that it is taken. The caller sends it at the head of a
+    /// [`Tx::pipeline`], so the reads after it are sent with it. Held to the end of the
+    /// transaction: until then the environment is not halted and its live limits are neither
+    /// created nor archived, and a halt or a limit change committed before the lock was granted
+    /// is seen by every later statement.
+    pub(crate) fn shares_environment(&self, env: &str) -> bool {
+        let mut held = self.shared_envs.lock().unwrap_or_else(|p| p.into_inner());
+        if held.iter().any(|e| e == env) {
+            false
+        } else {
+            held.push(env.to_string());
+            true
+        }
     }
 
     /// Takes the environment's lock exclusively, waiting for every transaction that shares it
@@ -331,7 +430,7 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Queues an audit event; [`finish`] inserts it, unsealed, before the commit.
+    /// Queues an audit event; [`finish`] inserts it, unsealed, with the commit.
     pub(crate) fn audit(&self, event: PendingAudit) {
         self.audit
             .lock()
@@ -339,14 +438,69 @@ impl Tx<'_> {
             .push(event);
     }
 
-    /// Before the commit: the queued audit events are inserted, unsealed (no lock, no read of
-    /// another audit row), in one statement.
-    async fn before_commit(&self) -> StoreResult<()> {
-        let audit = std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()));
-        if audit.is_empty() {
-            return Ok(());
+    /// The `BEGIN` of this transaction, sent by its first statement: `None` once sent. Sent
+    /// together with that statement, it cannot fail on its own while the connection lives
+    /// (the statement would then run outside a transaction): it is a plain `BEGIN` with an
+    /// isolation level, on a connection that is in no transaction.
+    fn begin_sql(&self) -> Option<&'static str> {
+        if self.begun.swap(true, Ordering::Relaxed) {
+            return None;
         }
-        super::audit_log::insert(self, audit).await
+        self.conn.open.store(true, Ordering::Relaxed);
+        Some(match self.mode {
+            Mode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            Mode::Write | Mode::WriteConcurrent => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        })
+    }
+
+    /// Runs `work` (statements sent to the server) after this transaction's `BEGIN`, which it
+    /// sends first if no statement did yet, counting round trips (see [`RoundTrips`]).
+    async fn send<T>(
+        &self,
+        work: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let client = self.conn.client()?;
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.conn.round_trips.add();
+        }
+        let begin = async {
+            match self.begin_sql() {
+                Some(sql) => client.batch_execute(sql).await.map_err(unavailable),
+                None => Ok(()),
+            }
+        };
+        let done = tokio::try_join!(begin, work).map(|((), value)| value);
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        done
+    }
+
+    /// Ends the transaction with a `COMMIT`, sent together with the insert of `audit`.
+    async fn commit(&self, audit: Vec<PendingAudit>) -> StoreResult<()> {
+        let client = self.conn.client()?;
+        if !audit.is_empty() {
+            // Prepared first, so that the insert is sent before the COMMIT below.
+            self.statement(super::audit_log::INSERT_SQL).await?;
+        }
+        let insert = async {
+            if audit.is_empty() {
+                Ok(())
+            } else {
+                super::audit_log::insert(self, audit).await
+            }
+        };
+        let commit = async {
+            if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+                self.conn.round_trips.add();
+            }
+            let committed = client.batch_execute("COMMIT").await;
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            committed.map_err(|e| unavailable(self.failed(e)))
+        };
+        let (inserted, committed) = tokio::join!(insert, commit);
+        if committed.is_ok() {
+            self.conn.open.store(false, Ordering::Relaxed);
+        }
+        inserted.and(committed)
     }
 
     /// Maps a statement's failure, noting whether a retry of the transaction resolves it.
@@ -358,16 +512,54 @@ impl Tx<'_> {
     }
 
     async fn statement(&self, sql: &str) -> StoreResult<tokio_postgres::Statement> {
-        self.inner.prepare_cached(sql).await.map_err(unavailable)
+        self.conn
+            .client()?
+            .prepare_cached(sql)
+            .await
+            .map_err(unavailable)
     }
 
     /// Every row `sql` returns.
     pub(crate) async fn query(&self, sql: &str, params: &Params<'_>) -> StoreResult<Vec<Row>> {
-        let statement = self.statement(sql).await?;
-        self.inner
-            .query(&statement, params)
-            .await
-            .map_err(|e| unavailable(self.failed(e)))
+        Ok(self
+            .pipeline(&[(sql, params)])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    /// Runs `statements` in order and returns the rows of each, in one round trip once they are
+    /// prepared (statements seen for the first time on this connection are prepared first,
+    /// together, so that none overtakes another). The server runs each after the one before
+    /// it, each with a snapshot of its own: a statement after a lock sees what was committed
+    /// before the lock was granted. If one fails, the ones after it fail too (the transaction
+    /// is aborted) and the first failure is returned.
+    pub(crate) async fn pipeline(
+        &self,
+        statements: &[Statement<'_>],
+    ) -> StoreResult<Vec<Vec<Row>>> {
+        let client = self.conn.client()?;
+        let prepared = join_in_order(
+            statements
+                .iter()
+                .map(|(sql, _)| self.statement(sql))
+                .collect(),
+        )
+        .await?;
+        self.send(join_in_order(
+            prepared
+                .iter()
+                .zip(statements)
+                .map(|(statement, (_, params))| async move {
+                    client
+                        .query(statement, params)
+                        .await
+                        .map_err(|e| unavailable(self.failed(e)))
+                })
+                .collect(),
+        ))
+        .await
     }
 
     /// The first row `sql` returns, if any.
@@ -413,11 +605,15 @@ impl Tx<'_> {
 
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&self, sql: &str, params: &Params<'_>) -> StoreResult<u64> {
+        let client = self.conn.client()?;
         let statement = self.statement(sql).await?;
-        self.inner
-            .execute(&statement, params)
-            .await
-            .map_err(|e| unavailable(self.failed(e)))
+        self.send(async {
+            client
+                .execute(&statement, params)
+                .await
+                .map_err(|e| unavailable(self.failed(e)))
+        })
+        .await
     }
 
     /// Like [`Tx::execute`], mapping a broken uniqueness rule to `Duplicate { what }` and a
@@ -428,16 +624,22 @@ impl Tx<'_> {
         sql: &str,
         params: &Params<'_>,
     ) -> StoreResult<u64> {
+        let client = self.conn.client()?;
         let statement = self.statement(sql).await?;
-        self.inner
-            .execute(&statement, params)
-            .await
-            .map_err(|e| constraint(self.failed(e), what))
+        self.send(async {
+            client
+                .execute(&statement, params)
+                .await
+                .map_err(|e| constraint(self.failed(e), what))
+        })
+        .await
     }
 
     /// Runs several statements in one round trip (schema migrations).
     pub(crate) async fn batch(&self, sql: &str) -> StoreResult<()> {
-        self.inner.batch_execute(sql).await.map_err(unavailable)
+        let client = self.conn.client()?;
+        self.send(async { client.batch_execute(sql).await.map_err(unavailable) })
+            .await
     }
 }
 

@@ -1,8 +1,8 @@
 //! The kill switch: halting an environment, and the work a halt parked.
 
 use super::audit_log::{append, Entry};
-use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
+use super::conn::{Params, Statement, Tx, ENV_LOCK_SHARED_SQL};
 use super::identity::environment;
 use super::rows;
 use super::PostgresStore;
@@ -18,15 +18,18 @@ use steward_core::EnvironmentId;
 /// commit, and a halt committed before the lock was granted is read here. So no attempt
 /// committed after a halt can be sent.
 pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<bool> {
-    tx.share_environment(env.as_str()).await?;
-    let halted = tx
-        .query_first(
-            "SELECT halted FROM environments WHERE id = $1",
-            &[&env.as_str()],
-        )
-        .await?;
-    match halted {
-        Some(row) => rows::col(&row, 0),
+    let env = env.as_str();
+    let params: &Params<'_> = &[&env];
+    // The lock and the read go together (one round trip); the read's snapshot is taken once
+    // the lock is granted.
+    let mut statements: Vec<Statement<'_>> = Vec::with_capacity(2);
+    if tx.shares_environment(env) {
+        statements.push((ENV_LOCK_SHARED_SQL, params));
+    }
+    statements.push(("SELECT halted FROM environments WHERE id = $1", params));
+    let results = tx.pipeline(&statements).await?;
+    match results.last().and_then(|rows| rows.first()) {
+        Some(row) => rows::col(row, 0),
         None => Ok(false),
     }
 }

@@ -49,6 +49,7 @@ pub struct PostgresStore {
     pool: Pool,
     heartbeats: Arc<replicas::Heartbeats>,
     announcements: Arc<notify::Announcements>,
+    round_trips: Arc<conn::RoundTrips>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -70,10 +71,19 @@ impl PostgresStore {
             pool: conn::pool(&config)?,
             heartbeats: Arc::new(replicas::Heartbeats::new(config.clone())),
             announcements: Arc::new(notify::Announcements::new(config)),
+            round_trips: Arc::default(),
         };
         store.check_durable_commits().await?;
         in_transaction!(store, Mode::Write, |tx| schema::migrate(&tx))?;
         Ok(store)
+    }
+
+    /// Round trips to the database this store's transactions (and its clones') made so far,
+    /// counting statements sent together (pipelined) once: a gauge for tests and profiling of
+    /// the hot path, not a contract.
+    #[doc(hidden)]
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.get()
     }
 
     /// Refuses a server that acknowledges commits before they are on disk.
