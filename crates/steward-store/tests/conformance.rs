@@ -553,7 +553,7 @@ async fn sqlite_operation_key_unique_across_handles() {
 async fn sqlite_submit_and_begin_never_exceeds_a_limit_across_handles() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("steward.db");
-    let stores: Vec<Arc<dyn Store>> = (0..3)
+    let stores: Vec<Arc<dyn Store>> = (0..2)
         .map(|_| Arc::new(SqliteStore::open(&path).expect("open")) as Arc<dyn Store>)
         .collect();
     submit_and_begin_never_exceeds_a_limit(stores).await;
@@ -1333,7 +1333,7 @@ async fn postgres_the_hot_path_takes_few_round_trips() {
 async fn postgres_submit_and_begin_never_exceeds_a_limit_across_handles() {
     let database = TestDatabase::create().await;
     let mut stores = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..2 {
         stores.push(database.store().await);
     }
     submit_and_begin_never_exceeds_a_limit(stores).await;

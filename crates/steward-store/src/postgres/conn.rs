@@ -48,6 +48,16 @@
 //! A deadlock (between a hot-path transaction and a `Write` one that holds the write lock) is
 //! broken by PostgreSQL and the victim runs again.
 //!
+//! Round trips: a [`Tx`] sends its `BEGIN` together with its first statements and its queued
+//! audit events together with its `COMMIT`, and [`Tx::pipeline`] sends several statements at
+//! once (tokio-postgres pipelines the requests of one connection; the server runs them in order,
+//! each with its own snapshot). So the invoke hot path takes four round trips to record the
+//! intent and the attempt (`submit_and_begin`: facts and first reads, inserts, the attempt,
+//! the commit) and two to record the answer (`change_effect`: one statement with CTEs, the
+//! commit); [`RoundTrips`] counts them. Transactions of one replica are not batched into one
+//! PostgreSQL transaction: PostgreSQL already flushes the write-ahead log once for every commit
+//! that arrived during the flush before (docs/DECISIONS.md, "PostgreSQL hot path").
+//!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
 

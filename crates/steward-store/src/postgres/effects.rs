@@ -26,7 +26,7 @@ pub(crate) async fn invocation(
     id: &InvocationId,
 ) -> StoreResult<Option<InvocationRecord>> {
     let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = $1 AND id = $2",
+        "SELECT {} FROM invocations WHERE id = $2 AND env_id = $1 COLLATE \"POSIX\"",
         rows::INVOCATION_COLUMNS
     );
     tx.one(&sql, &[&env.as_str(), &id.as_str()], rows::invocation)
@@ -43,6 +43,15 @@ pub(crate) async fn must_invocation(
         .await?
         .ok_or(StoreError::NotFound { what: "invocation" })
 }
+
+/// An environment's wall on a lookup by primary key (or by another unique key): the
+/// comparison is made under `POSIX` rather than the column's `C` collation (the same byte
+/// equality), so that no index on `env_id` can serve it and the planner has only the key's
+/// index to choose. Without it, a statement prepared while its table was nearly empty (a new
+/// database) may be planned on an `(env_id, created_at)` index, and that plan is kept while the
+/// table grows until PostgreSQL next analyzes it: every lookup then reads every row of the
+/// environment.
+const ENV_WALL: &str = "env_id = $1 COLLATE \"POSIX\"";
 
 /// The invocation whose effect `(env, action, operation key)` names, if any.
 const BY_OPERATION_KEY_SQL: &str = "effect_id = (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)";
@@ -63,7 +72,7 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
         match &s.operation_key {
             Some(op) => {
                 let sql = format!(
-                    "SELECT {} FROM invocations WHERE env_id = $1 AND {BY_OPERATION_KEY_SQL}",
+                    "SELECT {} FROM invocations WHERE {BY_OPERATION_KEY_SQL} AND {ENV_WALL}",
                     rows::INVOCATION_COLUMNS
                 );
                 tx.one(
@@ -339,7 +348,7 @@ async fn current_state(
 ) -> StoreResult<EffectState> {
     let row = tx
         .query_first(
-            "SELECT state FROM effects WHERE env_id = $1 AND id = $2",
+            "SELECT state FROM effects WHERE id = $2 AND env_id = $1 COLLATE \"POSIX\"",
             &[&env.as_str(), &effect.as_str()],
         )
         .await?
@@ -347,7 +356,8 @@ async fn current_state(
     rows::state(col(&row, 0)?)
 }
 
-/// An effect's move, in one statement: the compare-and-set on its state (`moved`) and, only if
+/// An effect's move, in one statement: the compare-and-set on its state (`moved`; by primary
+/// key, the environment and the state compared as [`ENV_WALL`] says) and, only if
 /// it moved, the attempt it begins or finishes, the settlement of its reservations, its
 /// invocation's state and answer, its evidence entry (at the next `seq`), and the answered
 /// request's marker. Answers the invocation as the move leaves it (its columns first, all null
@@ -366,7 +376,8 @@ static CHANGE_EFFECT_SQL: LazyLock<String> = LazyLock::new(|| {
             attempt_count = COALESCE($3::BIGINT, attempt_count),
             external_reference = COALESCE($4::TEXT, external_reference),
             owner = COALESCE($5::TEXT, owner)
-        WHERE env_id = $6::TEXT AND id = $7::TEXT AND state = $8::TEXT
+        WHERE id = $7::TEXT AND env_id = $6::TEXT COLLATE \"POSIX\"
+            AND state = $8::TEXT COLLATE \"POSIX\"
         RETURNING id, invocation_id),
     begun AS (
         INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner)
