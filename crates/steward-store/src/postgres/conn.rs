@@ -572,6 +572,29 @@ impl Tx<'_> {
         .await
     }
 
+    /// The first row `sql` returns, decoded, if any: `sql` is planned for these parameters each
+    /// time it runs (an unnamed statement, parsed, bound and run in one round trip), never
+    /// prepared and cached. For a lookup whose best index depends on how large a table has
+    /// grown since it was last analyzed: a cached plan would keep the choice made when the
+    /// table was small.
+    pub(crate) async fn one_planned<T>(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), tokio_postgres::types::Type)],
+        decode: fn(&Row) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let client = self.conn.client()?;
+        let rows = self
+            .send(async {
+                client
+                    .query_typed(sql, params)
+                    .await
+                    .map_err(|e| unavailable(self.failed(e)))
+            })
+            .await?;
+        rows.first().map(decode).transpose()
+    }
+
     /// The first row `sql` returns, if any.
     pub(crate) async fn query_first(
         &self,

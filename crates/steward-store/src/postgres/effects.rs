@@ -18,7 +18,7 @@ use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis,
     OperationKey,
 };
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 pub(crate) async fn invocation(
     tx: &Tx<'_>,
@@ -56,6 +56,34 @@ const ENV_WALL: &str = "env_id = $1 COLLATE \"POSIX\"";
 /// The invocation whose effect `(env, action, operation key)` names, if any.
 const BY_OPERATION_KEY_SQL: &str = "effect_id = (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)";
 
+/// The invocation an operation key names, planned each time it runs ([`Tx::one_planned`]):
+/// while `effects` holds a few hundred rows and has no statistics, PostgreSQL rates
+/// `effects_env_created` (which matches only the environment) as cheap as the operation key's
+/// unique index, and a prepared statement would keep that plan as the table grows; planned
+/// each time, the lookup moves to the unique index once the table is larger. The wall by
+/// primary key below cannot serve here: the environment leads the unique index.
+async fn invocation_by_operation_key(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    action: &ActionId,
+    key: &OperationKey,
+) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE {BY_OPERATION_KEY_SQL} AND {ENV_WALL}",
+        rows::INVOCATION_COLUMNS
+    );
+    tx.one_planned(
+        &sql,
+        &[
+            (&env.as_str(), Type::TEXT),
+            (&action.as_str(), Type::TEXT),
+            (&key.as_str(), Type::TEXT),
+        ],
+        rows::invocation,
+    )
+    .await
+}
+
 /// What [`verdict`] needs to decide a submission, read in its transaction: the earlier request
 /// under its `Idempotency-Key` and the invocation its operation key names are read together
 /// (pipelined, one round trip); `retryOf` (rare) after them.
@@ -70,18 +98,7 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
     };
     let by_operation_key = async {
         match &s.operation_key {
-            Some(op) => {
-                let sql = format!(
-                    "SELECT {} FROM invocations WHERE {BY_OPERATION_KEY_SQL} AND {ENV_WALL}",
-                    rows::INVOCATION_COLUMNS
-                );
-                tx.one(
-                    &sql,
-                    &[&env.as_str(), &s.action.id.as_str(), &op.as_str()],
-                    rows::invocation,
-                )
-                .await
-            }
+            Some(op) => invocation_by_operation_key(tx, env, &s.action.id, op).await,
             None => Ok(None),
         }
     };
@@ -835,20 +852,12 @@ impl Effects for PostgresStore {
         action: &ActionId,
         operation_key: &OperationKey,
     ) -> StoreResult<Option<InvocationRecord>> {
-        in_transaction!(self, Mode::Read, |tx| async {
-            let key = operation_key;
-            let sql = format!(
-                "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id =
-           (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)",
-                rows::INVOCATION_COLUMNS
-            );
-            tx.one(
-                &sql,
-                &[&env.as_str(), &action.as_str(), &key.as_str()],
-                rows::invocation,
-            )
-            .await
-        })
+        in_transaction!(self, Mode::Read, |tx| invocation_by_operation_key(
+            &tx,
+            env,
+            action,
+            operation_key
+        ))
     }
 
     async fn list_invocations(
