@@ -34,6 +34,7 @@ use steward_store::{
     SecretRecord, SqliteStore, Store, StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
+use steward_store::{FirstAttemptOutcome, Submitted};
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
 #[path = "conformance/identity.rs"]
@@ -106,6 +107,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     submit_and_begin_halted_or_refused_records_no_attempt(store.clone()).await;
     invoke_reads_match_the_single_reads(store.clone()).await;
     submit_and_begin_under_concurrency_begins_once(store.clone()).await;
+    submit_and_begin_never_exceeds_a_limit(vec![store.clone()]).await;
+    a_halt_during_concurrent_invokes_parks_every_later_one(store.clone()).await;
     revoked_and_expired_keys_do_not_authenticate(store.clone()).await;
     a_rotated_key_works_until_the_overlap_ends(store.clone()).await;
     a_keys_last_use_only_moves_forward(store.clone()).await;
@@ -529,6 +532,7 @@ conformance_tests!(
     submit_and_begin_halted_or_refused_records_no_attempt,
     invoke_reads_match_the_single_reads,
     submit_and_begin_under_concurrency_begins_once,
+    a_halt_during_concurrent_invokes_parks_every_later_one,
     concurrent_seals_seal_each_event_once,
     one_sealer_holds_the_lease_until_it_expires,
     audit_chain_verifies_and_detects_tampering,
@@ -548,6 +552,16 @@ async fn sqlite_operation_key_unique_across_handles() {
         .map(|_| Arc::new(SqliteStore::open(&path).expect("open")) as Arc<dyn Store>)
         .collect();
     operation_key_unique_across_handles(stores).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_submit_and_begin_never_exceeds_a_limit_across_handles() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("steward.db");
+    let stores: Vec<Arc<dyn Store>> = (0..2)
+        .map(|_| Arc::new(SqliteStore::open(&path).expect("open")) as Arc<dyn Store>)
+        .collect();
+    submit_and_begin_never_exceeds_a_limit(stores).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1070,6 +1084,307 @@ async fn postgres_concurrent_audited_commits_do_not_serialize_on_the_audit_log()
     gate.batch_execute("DROP TRIGGER wait_at_gate ON audit; DROP FUNCTION wait_at_gate();")
         .await
         .expect("drop the gate");
+}
+
+/// Holds chosen transactions open in the middle: a trigger on `table` that, for the rows its
+/// `WHEN` condition selects, waits on an advisory lock (outside Steward's namespaces) that the
+/// gate holds until it opens.
+struct Gate {
+    client: tokio_postgres::Client,
+    table: &'static str,
+}
+
+impl Gate {
+    /// The lock the trigger waits on, as SQL arguments: keys 8 and 8.
+    const LOCK: &'static str = "8, 8";
+
+    async fn close(url: &str, table: &'static str, when: &str) -> Gate {
+        let client = admin_client(url).await;
+        let lock = Self::LOCK;
+        client
+            .batch_execute(&format!(
+                "CREATE FUNCTION gate_wait() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN PERFORM pg_advisory_xact_lock({lock}); RETURN NEW; END $$;
+                 CREATE TRIGGER gate_wait AFTER INSERT ON {table} FOR EACH ROW
+                     WHEN ({when}) EXECUTE FUNCTION gate_wait();
+                 SELECT pg_advisory_lock({lock});"
+            ))
+            .await
+            .expect("close the gate");
+        Gate { client, table }
+    }
+
+    /// Waits until `n` transactions wait at the gate.
+    async fn wait_for(&self, n: i64) {
+        let waiting = "SELECT COUNT(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+             WHERE d.datname = current_database() AND l.locktype = 'advisory'
+               AND l.classid = 8 AND l.objid = 8 AND l.objsubid = 2 AND NOT l.granted";
+        for _ in 0..400 {
+            let found: i64 = self
+                .client
+                .query_one(waiting, &[])
+                .await
+                .expect("locks")
+                .get(0);
+            if found >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("{n} transactions never reached the gate");
+    }
+
+    async fn open(self) {
+        self.client
+            .batch_execute(&format!(
+                "SELECT pg_advisory_unlock({}); DROP TRIGGER gate_wait ON {}; DROP FUNCTION gate_wait();",
+                Self::LOCK,
+                self.table
+            ))
+            .await
+            .expect("open the gate");
+    }
+}
+
+/// How long a write that must not wait for another may take in the tests below, in seconds:
+/// far more than it needs, far less than the held transaction stays open.
+const UNBLOCKED_WRITE_S: u64 = 5;
+/// How long the tests below watch a write that must wait, in milliseconds.
+const WAITING_WATCH_MS: u64 = 300;
+
+/// `submit_and_begin` of `sub` on a task of its own, with the first attempt the suite plans.
+fn spawn_invoke(
+    env: &Env,
+    store: &Arc<dyn Store>,
+    sub: Submission,
+    at: i64,
+) -> tokio::task::JoinHandle<Result<Submitted, StoreError>> {
+    let first = first_attempt(env, &sub, at);
+    let store = store.clone();
+    tokio::spawn(async move { store.submit_and_begin(&sub, &first).await })
+}
+
+/// Invokes in one environment do not wait for each other: while one is held open at the last
+/// statement before its commit (its attempt recorded, its audit event being inserted), others
+/// in the same environment record their attempts and answers and commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_invokes_in_one_environment_do_not_wait_for_each_other() {
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    let env = Env::new(&store, "no-wait").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let held = env.submission(&action, json!({"n": 0}));
+    let gate = Gate::close(
+        &database.url,
+        "audit",
+        &format!(
+            "NEW.subject = '{}' AND NEW.kind = 'effect.transition'",
+            held.effect_id
+        ),
+    )
+    .await;
+    let a = spawn_invoke(&env, &store, held, 2_000);
+    gate.wait_for(1).await;
+    for n in 1..=4 {
+        let sub = env.submission(&action, json!({ "n": n }));
+        let effect = sub.effect_id.clone();
+        let done = tokio::time::timeout(
+            std::time::Duration::from_secs(UNBLOCKED_WRITE_S),
+            spawn_invoke(&env, &store, sub, 2_000 + n),
+        )
+        .await
+        .expect("an invoke waited for another in its environment")
+        .expect("task")
+        .expect("submit_and_begin");
+        assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+        tokio::time::timeout(
+            std::time::Duration::from_secs(UNBLOCKED_WRITE_S),
+            env.finish_attempt(
+                &effect,
+                EffectState::Succeeded { confirmed: true },
+                2_100 + n,
+            ),
+        )
+        .await
+        .expect("an answer waited for an invoke in its environment");
+    }
+    assert!(!a.is_finished(), "the held invoke is still open");
+    gate.open().await;
+    let done = a.await.expect("task").expect("the held invoke");
+    assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+}
+
+/// The kill switch against an invoke in flight: the halt waits for the invoke that read "not
+/// halted" to commit (its attempt precedes the halt), an invoke that comes after the halt
+/// asked waits for it and is parked (nothing recorded), and an invoke in another environment
+/// waits for neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_halt_waits_for_the_attempt_in_flight_and_parks_the_next() {
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    let env = Env::new(&store, "halt-race").await;
+    let other = Env::new(&store, "halt-race-other").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let theirs = other.create_action(refund_definition("refund")).await;
+    let held = env.submission(&action, json!({"n": 0}));
+    let held_effect = held.effect_id.clone();
+    let gate = Gate::close(
+        &database.url,
+        "audit",
+        &format!(
+            "NEW.subject = '{}' AND NEW.kind = 'effect.transition'",
+            held.effect_id
+        ),
+    )
+    .await;
+    let a = spawn_invoke(&env, &store, held, 2_000);
+    gate.wait_for(1).await;
+
+    let halt = {
+        let (store, id, actor) = (store.clone(), env.id.clone(), env.actor(2_100));
+        tokio::spawn(async move { store.set_halted(&id, true, Some("incident"), &actor).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(WAITING_WATCH_MS)).await;
+    assert!(
+        !halt.is_finished(),
+        "the halt waits for the attempt in flight"
+    );
+    let late = env.submission(&action, json!({"n": 1}));
+    let late_effect = late.effect_id.clone();
+    let c = spawn_invoke(&env, &store, late, 2_200);
+    tokio::time::sleep(std::time::Duration::from_millis(WAITING_WATCH_MS)).await;
+    assert!(!c.is_finished(), "a later invoke waits for the halt");
+    let elsewhere = other.submission(&theirs, json!({"n": 2}));
+    let done = tokio::time::timeout(
+        std::time::Duration::from_secs(UNBLOCKED_WRITE_S),
+        spawn_invoke(&other, &store, elsewhere, 2_300),
+    )
+    .await
+    .expect("an invoke in another environment waited for the halt")
+    .expect("task")
+    .expect("submit_and_begin elsewhere");
+    assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+
+    gate.open().await;
+    let done = a.await.expect("task").expect("the held invoke");
+    assert_eq!(
+        done.first,
+        Some(FirstAttemptOutcome::Begun),
+        "it read 'not halted'"
+    );
+    assert_eq!(env.effect(&held_effect).await.attempts.len(), 1);
+    assert!(halt.await.expect("task").expect("halt").halted);
+    let done = c.await.expect("task").expect("the later invoke");
+    assert_eq!(done.first, Some(FirstAttemptOutcome::Halted));
+    let detail = env.effect(&late_effect).await;
+    assert_eq!(detail.effect.state, EffectState::Ready);
+    assert!(detail.attempts.is_empty(), "no attempt after the halt");
+}
+
+/// Round trips the invoke hot path's two transactions make (`PostgresStore::round_trips`), on
+/// a connection that has prepared their statements, with an `Idempotency-Key` and an operation
+/// key as the server sends them: the `BEGIN` goes with the first statements, the audit events
+/// with the `COMMIT`, and independent statements are pipelined. Nothing else runs on the store
+/// meanwhile, so its count is this test's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_the_hot_path_takes_few_round_trips() {
+    /// `submit_and_begin` with no limit: facts and reads, inserts, the attempt, the commit.
+    const SUBMIT_AND_BEGIN_ROUND_TRIPS_MAX: u64 = 4;
+    /// With a limit that applies: also its lock and usage, and the reservation.
+    const SUBMIT_AND_BEGIN_LIMITED_ROUND_TRIPS_MAX: u64 = 6;
+    /// The answer (`change_effect_and_read`): the change, the commit.
+    const ANSWER_ROUND_TRIPS_MAX: u64 = 2;
+    let database = TestDatabase::create().await;
+    let postgres = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("connect"),
+    );
+    let store: Arc<dyn Store> = postgres.clone();
+    let env = Env::new(&store, "round-trips").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let invoke_and_answer = |n: i64| {
+        let (store, env, action, postgres) = (store.clone(), &env, &action, &postgres);
+        async move {
+            let mut sub = env.submission(action, json!({ "n": n }));
+            sub.operation_key = Some(op(&format!("round-trip-{n}")));
+            sub.idempotency_key = Some(idem(&format!("round-trip-{n}")));
+            let first = first_attempt(env, &sub, 2_000 + n);
+            let before = postgres.round_trips();
+            let done = store
+                .submit_and_begin(&sub, &first)
+                .await
+                .expect("submit_and_begin");
+            let submitted = postgres.round_trips() - before;
+            let begun = done.first == Some(FirstAttemptOutcome::Begun);
+            let mut answer = env.change(
+                &sub.effect_id,
+                EffectState::Dispatching,
+                EffectState::Succeeded { confirmed: true },
+                2_500 + n,
+            );
+            answer.attempt = Some(AttemptChange::Finish {
+                number: 1,
+                response_status: Some(200),
+                error: None,
+            });
+            answer.answers_request = sub.idempotency_key.clone();
+            answer.response_status = Some(200);
+            let before = postgres.round_trips();
+            if begun {
+                store
+                    .change_effect_and_read(&answer)
+                    .await
+                    .expect("the answer");
+            }
+            (submitted, postgres.round_trips() - before, begun)
+        }
+    };
+    // The first prepares the statements on the pool's one connection.
+    invoke_and_answer(0).await;
+    let (submitted, answered, begun) = invoke_and_answer(1).await;
+    assert!(begun);
+    eprintln!("hot path round trips: submit_and_begin {submitted}, answer {answered}");
+    assert!(
+        submitted <= SUBMIT_AND_BEGIN_ROUND_TRIPS_MAX,
+        "submit_and_begin took {submitted}"
+    );
+    assert!(
+        answered <= ANSWER_ROUND_TRIPS_MAX,
+        "the answer took {answered}"
+    );
+
+    let limit = limit_record(
+        &env,
+        json!({"name": "many", "dimension": "resource_mutations", "period": "total", "amount": 100}),
+    );
+    store
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    invoke_and_answer(2).await;
+    let (submitted, answered, begun) = invoke_and_answer(3).await;
+    assert!(begun);
+    eprintln!("hot path round trips with a limit: submit_and_begin {submitted}, answer {answered}");
+    assert!(
+        submitted <= SUBMIT_AND_BEGIN_LIMITED_ROUND_TRIPS_MAX,
+        "submit_and_begin under a limit took {submitted}"
+    );
+    assert!(
+        answered <= ANSWER_ROUND_TRIPS_MAX,
+        "the answer took {answered}"
+    );
+    assert_eq!(usage_of(&env, &limit.id, 3_000).await.consumed, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_submit_and_begin_never_exceeds_a_limit_across_handles() {
+    let database = TestDatabase::create().await;
+    let mut stores = Vec::new();
+    for _ in 0..2 {
+        stores.push(database.store().await);
+    }
+    submit_and_begin_never_exceeds_a_limit(stores).await;
 }
 
 /// The server the PostgreSQL tests create their databases on, unless `STEWARD_TEST_DATABASE_URL`

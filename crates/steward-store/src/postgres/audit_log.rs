@@ -62,6 +62,16 @@ pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: Entry<'_>) -> Stor
     Ok(())
 }
 
+/// The insert of queued events, unsealed, in the order they were queued: one statement for
+/// any number of them.
+pub(crate) const INSERT_SQL: &str =
+    "INSERT INTO audit (at, env_id, actor, kind, subject, before, after, content_hash)
+     SELECT at, env_id, actor, kind, subject, before, after, content_hash
+     FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                 $7::text[], $8::text[])
+          WITH ORDINALITY AS e(at, env_id, actor, kind, subject, before, after, content_hash, n)
+     ORDER BY n";
+
 /// Inserts the queued events, unsealed, in the order they were queued. Called at commit.
 pub(crate) async fn insert(tx: &Tx<'_>, pending: Vec<PendingAudit>) -> StoreResult<()> {
     let n = pending.len();
@@ -88,12 +98,7 @@ pub(crate) async fn insert(tx: &Tx<'_>, pending: Vec<PendingAudit>) -> StoreResu
         hashes.push(p.content_hash);
     }
     tx.execute(
-        "INSERT INTO audit (at, env_id, actor, kind, subject, before, after, content_hash)
-         SELECT at, env_id, actor, kind, subject, before, after, content_hash
-         FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::text[])
-              WITH ORDINALITY AS e(at, env_id, actor, kind, subject, before, after, content_hash, n)
-         ORDER BY n",
+        INSERT_SQL,
         &[
             &ats, &envs, &actors, &kinds, &subjects, &befores, &afters, &hashes,
         ],
@@ -205,7 +210,7 @@ pub(crate) async fn seal(store: &PostgresStore, seal: &AuditSeal) -> StoreResult
         return Ok(SealOutcome::Idle);
     }
     // No write lock: the head row's lock orders sealers, and nothing else writes sealed rows.
-    in_transaction!(store, Mode::WriteLate, |tx| seal_batch(&tx, seal))
+    in_transaction!(store, Mode::WriteConcurrent, |tx| seal_batch(&tx, seal))
 }
 
 async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {

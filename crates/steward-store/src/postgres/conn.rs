@@ -1,53 +1,93 @@
-//! Connections and transactions: a small pool, one transaction per store method, and the one
-//! lock that orders every write.
+//! Connections and transactions: a small pool, one transaction per store method, and the locks
+//! that order writes.
 //!
-//! Every write transaction runs at READ COMMITTED and takes one transaction-scoped advisory lock
-//! ([`WRITE_LOCK_SQL`]). This is the embedded store's single writer (`BEGIN IMMEDIATE`), held by
-//! the database, so it orders writers across every connection and every replica sharing the
-//! database. Because READ COMMITTED takes a fresh snapshot for each statement, everything after
-//! the lock sees every write committed before it, and the lock is released only after the
-//! commit is visible. A higher isolation level would be wrong here: its snapshot would be taken
-//! before the lock was granted. The audit log does not need the lock: events are queued by the
-//! transaction and inserted unsealed at commit, and sealed into the chain later by one sealer
-//! (`audit_log`).
+//! Every write transaction runs at READ COMMITTED: each statement takes a fresh snapshot, so a
+//! statement issued after a lock was granted sees every write committed before it (PostgreSQL
+//! makes a commit visible before it releases the committing transaction's locks). A higher
+//! isolation level would be wrong here: its snapshot would be taken before the lock was granted.
 //!
-//! When the lock is taken:
-//! - [`Mode::Write`] (every method but the invoke hot path) takes it as its first statement: the
-//!   check-then-insert of `submit` for gated requests, the version checks of secrets and actions
-//!   and the tally of an approval run exactly as they do on SQLite.
-//! - [`Mode::WriteLate`] (`submit_and_begin`, `change_effect`, `finish_invoke_request`) takes it
-//!   only at commit, and only for its [`CommitCheck`]s (none: no lock at all, audit events
-//!   included). What these transactions decide before that is held
-//!   by the database itself: a unique index (one effect per operation key, one request per
-//!   `Idempotency-Key`, one evidence `seq` per effect; a concurrent duplicate fails the
-//!   statement and the whole transaction runs again, finding the row the other committed), a
-//!   row-level compare-and-set (an effect's state), or a [`CommitCheck`] read again behind the
-//!   lock (the kill switch; that no impact limit exists, else the reservation takes the lock at
-//!   once and tallies as in `Write`). A deadlock between a late and an early locker is broken by
-//!   PostgreSQL and the victim runs again.
+//! The locks, what takes each, and what each protects:
 //!
-//! The unique indexes and compare-and-set updates stay in place as the second check in `Write`,
-//! mapped to the same errors as on SQLite.
+//! - **The write lock** ([`WRITE_LOCK_SQL`]), one transaction-scoped advisory lock for the whole
+//!   database. [`Mode::Write`] (every write but the invoke hot path) takes it as its first
+//!   statement: the embedded store's single writer (`BEGIN IMMEDIATE`), held by the database, so
+//!   it orders those writers across every connection and every replica. It protects what they
+//!   check and then write: the version checks of secrets, actions and policies, the tally of an
+//!   approval, a gated `submit`, a sweep, a schema migration. The invoke hot path never takes
+//!   it.
+//! - **An environment's lock** ([`ENV_LOCK_SHARED_SQL`], [`ENV_LOCK_SQL`]), a transaction-scoped
+//!   advisory lock per environment (its id hashed, in a namespace of its own), taken shared by
+//!   every transaction that records an attempt (`change_effect` with `AttemptChange::Begin`) or
+//!   tallies a reservation (`limits::reserve`), and exclusively by whatever changes what those
+//!   read: the kill switch (`set_halted`) and the set of live limits (`create_limit`,
+//!   `archive_limit`). Invokes share it, so they never wait on each other; a halt or a new limit
+//!   waits for the invokes in flight to commit, and every invoke that asks for it later waits
+//!   for the halt and then reads it. So an attempt committed after a halt cannot exist, and a
+//!   tally never misses a limit. An advisory lock rather than the environment's row `FOR
+//!   SHARE`: a row lock lets a new sharer through while an exclusive locker waits, so under a
+//!   steady stream of invokes a halt could wait for ever; the lock manager queues a new sharer
+//!   behind the waiting halt. Two environments whose ids hash alike share a lock, which costs
+//!   only waiting.
+//! - **Limit rows.** A tally locks the live limits that apply to the effect `FOR UPDATE`, in
+//!   one statement ordered by id (so two tallies cannot deadlock), and sums their usage in the
+//!   next statement, which sees every reservation committed before the lock was granted.
+//!   Concurrent tallies against one limit, from any replica, run one after the other; tallies
+//!   against other limits do not wait. `update_limit` changes the row, so it waits for them too.
+//! - **Rows a transaction changes**, and unique indexes. What [`Mode::WriteConcurrent`]
+//!   transactions (`submit_and_begin`, `change_effect`, `finish_invoke_request`) decide is held
+//!   by a unique index (one effect per operation key, one request per `Idempotency-Key`, one
+//!   evidence `seq` per effect; a concurrent duplicate fails the statement and the whole
+//!   transaction runs again, finding the row the other committed) or a row-level
+//!   compare-and-set (an effect's state), besides the two locks above. The unique indexes and
+//!   compare-and-set updates stay in place as the second check in `Write`, mapped to the same
+//!   errors as on SQLite.
+//! - **`audit_head`**, taken `FOR UPDATE` by each seal (`audit_log`). Audit events need no lock
+//!   to be written: they are queued by the transaction, inserted unsealed at commit, and sealed
+//!   into the chain later by one sealer.
+//!
+//! A deadlock (between a hot-path transaction and a `Write` one that holds the write lock) is
+//! broken by PostgreSQL and the victim runs again.
+//!
+//! Round trips: a [`Tx`] sends its `BEGIN` together with its first statements and its queued
+//! audit events together with its `COMMIT`, and [`Tx::pipeline`] sends several statements at
+//! once (tokio-postgres pipelines the requests of one connection; the server runs them in order,
+//! each with its own snapshot). So the invoke hot path takes four round trips to record the
+//! intent and the attempt (`submit_and_begin`: facts and first reads, inserts, the attempt,
+//! the commit) and two to record the answer (`change_effect`: one statement with CTEs, the
+//! commit); [`RoundTrips`] counts them. Transactions of one replica are not batched into one
+//! PostgreSQL transaction: PostgreSQL already flushes the write-ahead log once for every commit
+//! that arrived during the flush before (docs/DECISIONS.md, "PostgreSQL hot path").
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
 
 use crate::error::{StoreError, StoreResult};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{IsolationLevel, NoTls, Row};
+use tokio_postgres::{NoTls, Row};
 
 /// The write lock: `pg_advisory_xact_lock(namespace, 1)`, where the namespace is "STEW" as a
 /// big-endian int4 (0x53544557), so it does not collide with another application's locks in a
 /// shared database. Schema migrations take the same lock.
 pub(crate) const WRITE_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1398031703, 1)";
 
-/// Connections one store keeps open at most. Writes queue on the write lock whatever the pool
-/// size; the rest serve reads alongside them. Sized well under PostgreSQL's default
+/// An environment's lock, shared: `pg_advisory_xact_lock_shared(namespace, hashtext(env id))`,
+/// where the namespace is "STEV" as a big-endian int4 (0x53544556), apart from the write lock's.
+/// `$1` is the environment's id.
+pub(crate) const ENV_LOCK_SHARED_SQL: &str =
+    "SELECT pg_advisory_xact_lock_shared(1398031702, hashtext($1))";
+/// An environment's lock, exclusive: waits for every transaction sharing it to end, and makes
+/// every later sharer wait for this transaction to end. `$1` is the environment's id.
+pub(crate) const ENV_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1398031702, hashtext($1))";
+
+/// Connections one store keeps open at most: as many transactions run at once, reads and the
+/// invoke hot path's writes alike (the writes behind the write lock queue on it whatever the
+/// pool size). Sized well under PostgreSQL's default
 /// `max_connections` (100) so that several replicas fit.
 const POOL_CONNECTIONS_MAX: usize = 16;
 /// How long opening one connection may take before the store reports itself unavailable, in
@@ -58,7 +98,7 @@ const CONNECT_TIMEOUT_MS: u64 = 5_000;
 const POOL_WAIT_TIMEOUT_MS: u64 = 15_000;
 /// How long PostgreSQL lets a session sit idle inside a transaction before ending it, in
 /// milliseconds. Store transactions never wait on anything but the database, so an idle one
-/// belongs to a stuck or frozen process; ending it releases the write lock for the others.
+/// belongs to a stuck or frozen process; ending it releases its locks for the others.
 const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
 
 /// A failure to reach or use the database: nothing was committed, callers fail closed.
@@ -143,22 +183,11 @@ pub(crate) enum Mode {
     Read,
     /// READ COMMITTED behind the write lock, taken first.
     Write,
-    /// READ COMMITTED, the write lock taken only to read the [`CommitCheck`]s again at commit
-    /// (or earlier, where a step needs the total order: see [`Tx::lock`]). For the invoke hot path,
-    /// whose every rule is also a unique index, a row-level compare-and-set, or a
-    /// [`CommitCheck`] re-read behind the lock; a broken unique rule or a deadlock retries the
+    /// READ COMMITTED without the write lock, for the invoke hot path: every rule it relies on
+    /// is held by an environment's lock, a limit row's lock, a unique index or a row-level
+    /// compare-and-set (see the module doc). A broken unique rule or a deadlock retries the
     /// whole transaction (see [`in_transaction`]).
-    WriteLate,
-}
-
-/// A fact a [`Mode::WriteLate`] transaction read before taking the write lock and relies on:
-/// read again behind the lock at commit, and the transaction retried if it no longer holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CommitCheck {
-    /// The environment's kill switch is still `halted`.
-    Halted { env: String, halted: bool },
-    /// The environment still has no active impact limit.
-    NoLimits { env: String },
+    WriteConcurrent,
 }
 
 /// An audit event waiting for the transaction's commit, where it is inserted unsealed.
@@ -173,36 +202,95 @@ pub(crate) struct PendingAudit {
     pub content_hash: String,
 }
 
-/// One open transaction. Dropped without [`finish`] (a cancelled request), it rolls back.
+/// A pooled connection held for one transaction. Dropped while its transaction is still open
+/// (a cancelled request, or a `COMMIT` or `ROLLBACK` whose answer never came), it is taken out of
+/// the pool and closed, which rolls the transaction back on the server; otherwise it goes back
+/// to the pool.
+pub(crate) struct Conn {
+    object: Option<Object>,
+    /// Set once `BEGIN` is sent, cleared once `COMMIT` or `ROLLBACK` has answered.
+    open: AtomicBool,
+    /// The store's count of round trips (see [`RoundTrips`]).
+    round_trips: Arc<RoundTrips>,
+}
+
+impl Conn {
+    /// A connection from the pool; its transactions count their round trips in `round_trips`.
+    pub(crate) async fn get(pool: &Pool, round_trips: &Arc<RoundTrips>) -> StoreResult<Conn> {
+        Ok(Conn {
+            object: Some(client(pool).await?),
+            open: AtomicBool::new(false),
+            round_trips: round_trips.clone(),
+        })
+    }
+
+    fn client(&self) -> StoreResult<&Object> {
+        self.object.as_ref().ok_or_else(|| StoreError::Unavailable {
+            message: "the connection was closed".into(),
+            source: None,
+        })
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if *self.open.get_mut() {
+            if let Some(object) = self.object.take() {
+                drop(Object::take(object));
+            }
+        }
+    }
+}
+
+/// One transaction on a [`Conn`]. Nothing is sent until its first statement, which goes to the
+/// server together with the `BEGIN` (pipelined: one round trip). Dropped without [`finish`] (a
+/// cancelled request), it is rolled back by closing its connection.
 pub(crate) struct Tx<'a> {
-    inner: deadpool_postgres::Transaction<'a>,
+    conn: &'a Conn,
     mode: Mode,
-    locked: AtomicBool,
+    /// Set once `BEGIN` is sent.
+    begun: AtomicBool,
     /// Set when a statement failed in a way a retry of the whole transaction resolves.
     retryable: AtomicBool,
     audit: Mutex<Vec<PendingAudit>>,
-    checks: Mutex<Vec<CommitCheck>>,
+    /// The environments whose lock this transaction holds shared (taken once each).
+    shared_envs: Mutex<Vec<String>>,
+    /// Statements sent and not yet answered (see [`RoundTrips`]).
+    in_flight: AtomicUsize,
 }
 
-/// Opens a transaction; a [`Mode::Write`] transaction holds the write lock when this returns.
-pub(crate) async fn begin(client: &mut Object, mode: Mode) -> StoreResult<Tx<'_>> {
-    let builder = client.build_transaction();
-    let builder = match mode {
-        Mode::Read => builder
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true),
-        Mode::Write | Mode::WriteLate => builder.isolation_level(IsolationLevel::ReadCommitted),
-    };
+/// Round trips made by a store's transactions so far: a round trip starts when a transaction
+/// sends a statement while none of its statements is waiting for an answer, so statements sent
+/// together (pipelined) count once; preparing a statement the connection has not seen yet is
+/// not counted. For tests and profiling.
+#[derive(Debug, Default)]
+pub(crate) struct RoundTrips(AtomicU64);
+
+impl RoundTrips {
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Opens a transaction on `conn`. Nothing is sent yet; a [`Mode::Write`] transaction's first
+/// statement is the write lock, sent with the `BEGIN`.
+pub(crate) async fn begin(conn: &Conn, mode: Mode) -> StoreResult<Tx<'_>> {
+    conn.client()?;
     let tx = Tx {
-        inner: builder.start().await.map_err(unavailable)?,
+        conn,
         mode,
-        locked: AtomicBool::new(false),
+        begun: AtomicBool::new(false),
         retryable: AtomicBool::new(false),
         audit: Mutex::new(Vec::new()),
-        checks: Mutex::new(Vec::new()),
+        shared_envs: Mutex::new(Vec::new()),
+        in_flight: AtomicUsize::new(0),
     };
     if mode == Mode::Write {
-        tx.lock().await?;
+        tx.execute(WRITE_LOCK_SQL, &[]).await?;
     }
     Ok(tx)
 }
@@ -215,25 +303,33 @@ pub(crate) enum Finished<T> {
 }
 
 /// Commits when `result` is `Ok` and rolls back otherwise, so a method's error commits nothing.
-/// Before the commit: the pending audit events are inserted, unsealed, and the [`CommitCheck`]s
-/// read again behind the write lock. Once a commit returns, PostgreSQL has flushed it to its
-/// write-ahead log (`synchronous_commit` is checked on connect).
+/// The pending audit events are inserted, unsealed, in one statement sent together with the
+/// `COMMIT` (one round trip); if that insert fails, PostgreSQL ends the failed transaction at
+/// the `COMMIT` as a rollback, and the method fails. Once a commit returns, PostgreSQL has
+/// flushed it to its write-ahead log (`synchronous_commit` is checked on connect).
 pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T> {
+    let audit = std::mem::take(&mut *tx.audit.lock().unwrap_or_else(|p| p.into_inner()));
     let result = match result {
-        Ok(value) => tx.before_commit().await.map(|()| value),
+        Ok(value) if audit.is_empty() && !tx.begun.load(Ordering::Relaxed) => {
+            // Nothing was sent: there is nothing to commit.
+            return Finished::Done(Ok(value));
+        }
+        Ok(value) => tx.commit(audit).await.map(|()| value),
         Err(err) => Err(err),
     };
     match result {
-        Ok(value) => match tx.inner.commit().await {
-            Ok(()) => Finished::Done(Ok(value)),
-            Err(e) if retryable(&e, tx.mode) => Finished::Retry(unavailable(e)),
-            Err(e) => Finished::Done(Err(unavailable(e))),
-        },
+        Ok(value) => Finished::Done(Ok(value)),
         Err(err) => {
-            let retry = tx.retryable.load(Ordering::Relaxed);
-            // The error is what the caller needs; a failed rollback ends with the connection.
-            let _ = tx.inner.rollback().await;
-            if retry {
+            if tx.conn.open.load(Ordering::Relaxed) {
+                // The error is what the caller needs; a failed rollback leaves the connection
+                // open in its transaction, and dropping it closes it.
+                if let Ok(client) = tx.conn.client() {
+                    if client.batch_execute("ROLLBACK").await.is_ok() {
+                        tx.conn.open.store(false, Ordering::Relaxed);
+                    }
+                }
+            }
+            if tx.retryable.load(Ordering::Relaxed) {
                 Finished::Retry(err)
             } else {
                 Finished::Done(Err(err))
@@ -246,13 +342,13 @@ pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T>
 pub(crate) const ATTEMPTS_MAX: u32 = 8;
 
 /// Whether running the whole transaction again resolves `err`: a deadlock or a serialization
-/// failure in any mode; in [`Mode::WriteLate`] also a broken unique rule (a concurrent
+/// failure in any mode; in [`Mode::WriteConcurrent`] also a broken unique rule (a concurrent
 /// transaction inserted the same key first; the next run finds its row).
 fn retryable(err: &tokio_postgres::Error, mode: Mode) -> bool {
     match err.code() {
         Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => true,
         Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE => true,
-        Some(code) if *code == SqlState::UNIQUE_VIOLATION => mode == Mode::WriteLate,
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => mode == Mode::WriteConcurrent,
         _ => false,
     }
 }
@@ -264,8 +360,8 @@ macro_rules! in_transaction {
     ($store:expr, $mode:expr, |$tx:ident| $body:expr) => {{
         let mut attempt = 1;
         loop {
-            let mut client = $crate::postgres::conn::client(&$store.pool).await?;
-            let $tx = $crate::postgres::conn::begin(&mut client, $mode).await?;
+            let conn = $crate::postgres::conn::Conn::get(&$store.pool, &$store.round_trips).await?;
+            let $tx = $crate::postgres::conn::begin(&conn, $mode).await?;
             let result = $body.await;
             match $crate::postgres::conn::finish($tx, result).await {
                 $crate::postgres::conn::Finished::Done(result) => break result,
@@ -284,29 +380,67 @@ pub(crate) use in_transaction;
 /// Query parameters.
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
-impl Tx<'_> {
-    /// Takes the write lock (once; it is held to the end of the transaction).
-    pub(crate) async fn lock(&self) -> StoreResult<()> {
-        if !self.locked.swap(true, Ordering::Relaxed) {
-            self.execute(WRITE_LOCK_SQL, &[]).await?;
+/// One statement of a [`Tx::pipeline`]: its SQL and its parameters.
+pub(crate) type Statement<'a> = (&'a str, &'a Params<'a>);
+
+/// Runs `futures` together and returns their outputs in order, or the first error in order.
+/// Each is polled first in the order given, so statements they send reach the server in that
+/// order.
+async fn join_in_order<T, F>(futures: Vec<F>) -> StoreResult<Vec<T>>
+where
+    F: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_some() {
+                continue;
+            }
+            match future.as_mut().poll(cx) {
+                Poll::Ready(Ok(value)) => *output = Some(value),
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Pending => pending = true,
+            }
         }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    })
+    .await?;
+    Ok(outputs.into_iter().flatten().collect())
+}
+
+impl Tx<'_> {
+    /// Whether this transaction must take the environment's lock shared
+    /// ([`ENV_LOCK_SHARED_SQL`]) before reading the kill switch or the live limits: true the
+    /// first time for `env`, noting that it is taken. The caller sends it at the head of a
+    /// [`Tx::pipeline`], so the reads after it are sent with it. Held to the end of the
+    /// transaction: until then the environment is not halted and its live limits are neither
+    /// created nor archived, and a halt or a limit change committed before the lock was granted
+    /// is seen by every later statement.
+    pub(crate) fn shares_environment(&self, env: &str) -> bool {
+        let mut held = self.shared_envs.lock().unwrap_or_else(|p| p.into_inner());
+        if held.iter().any(|e| e == env) {
+            false
+        } else {
+            held.push(env.to_string());
+            true
+        }
+    }
+
+    /// Takes the environment's lock exclusively, waiting for every transaction that shares it
+    /// (an invoke recording its attempt or tallying its reservation) to end. For the writes that
+    /// change what those read: the kill switch and the set of live limits.
+    pub(crate) async fn lock_environment(&self, env: &str) -> StoreResult<()> {
+        self.execute(ENV_LOCK_SQL, &[&env]).await?;
         Ok(())
     }
 
-    /// Whether this transaction defers the write lock ([`Mode::WriteLate`]) and has not taken it.
-    pub(crate) fn unlocked(&self) -> bool {
-        !self.locked.load(Ordering::Relaxed)
-    }
-
-    /// Records a fact to re-read behind the lock at commit.
-    pub(crate) fn check_at_commit(&self, check: CommitCheck) {
-        self.checks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(check);
-    }
-
-    /// Queues an audit event; [`finish`] inserts it, unsealed, before the commit.
+    /// Queues an audit event; [`finish`] inserts it, unsealed, with the commit.
     pub(crate) fn audit(&self, event: PendingAudit) {
         self.audit
             .lock()
@@ -314,55 +448,49 @@ impl Tx<'_> {
             .push(event);
     }
 
-    /// Before the commit: the queued audit events are inserted (unsealed: no lock, no read of
-    /// another audit row), and every commit check is read again behind the write lock. A
-    /// transaction without checks commits without the lock. The lock, the checks and the
-    /// insert go to the server together (one round trip, pipelined); it runs them in order, so
-    /// the checks see everything committed before the lock was granted.
-    async fn before_commit(&self) -> StoreResult<()> {
-        let checks = std::mem::take(&mut *self.checks.lock().unwrap_or_else(|p| p.into_inner()));
-        let audit = std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()));
-        if checks.is_empty() && audit.is_empty() {
-            return Ok(());
+    /// The `BEGIN` of this transaction, sent by its first statement: `None` once sent. Sent
+    /// together with that statement, it cannot fail on its own while the connection lives
+    /// (the statement would then run outside a transaction): it is a plain `BEGIN` with an
+    /// isolation level, on a connection that is in no transaction.
+    fn begin_sql(&self) -> Option<&'static str> {
+        if self.begun.swap(true, Ordering::Relaxed) {
+            return None;
         }
-        let lock = async {
-            if checks.is_empty() || self.locked.swap(true, Ordering::Relaxed) {
-                Ok(0)
-            } else {
-                self.execute(WRITE_LOCK_SQL, &[]).await
+        self.conn.open.store(true, Ordering::Relaxed);
+        Some(match self.mode {
+            Mode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            Mode::Write | Mode::WriteConcurrent => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        })
+    }
+
+    /// Runs `work` (statements sent to the server) after this transaction's `BEGIN`, which it
+    /// sends first if no statement did yet, counting round trips (see [`RoundTrips`]).
+    async fn send<T>(
+        &self,
+        work: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let client = self.conn.client()?;
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.conn.round_trips.add();
+        }
+        let begin = async {
+            match self.begin_sql() {
+                Some(sql) => client.batch_execute(sql).await.map_err(unavailable),
+                None => Ok(()),
             }
         };
-        let halted = checks.iter().find_map(|c| match c {
-            CommitCheck::Halted { env, halted } => Some((env, *halted)),
-            CommitCheck::NoLimits { .. } => None,
-        });
-        let no_limits = checks.iter().find_map(|c| match c {
-            CommitCheck::NoLimits { env } => Some(env),
-            CommitCheck::Halted { .. } => None,
-        });
-        let halted_holds = async {
-            let Some((env, expected)) = halted else {
-                return Ok(true);
-            };
-            let now = self
-                .query_first("SELECT halted FROM environments WHERE id = $1", &[env])
-                .await?
-                .map(|row| row.get::<_, bool>(0))
-                .unwrap_or(false);
-            Ok::<_, StoreError>(now == expected)
-        };
-        let no_limits_holds = async {
-            let Some(env) = no_limits else {
-                return Ok(true);
-            };
-            let any = self
-                .query_first(
-                    "SELECT 1 FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL LIMIT 1",
-                    &[env],
-                )
-                .await?;
-            Ok::<_, StoreError>(any.is_none())
-        };
+        let done = tokio::try_join!(begin, work).map(|((), value)| value);
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        done
+    }
+
+    /// Ends the transaction with a `COMMIT`, sent together with the insert of `audit`.
+    async fn commit(&self, audit: Vec<PendingAudit>) -> StoreResult<()> {
+        let client = self.conn.client()?;
+        if !audit.is_empty() {
+            // Prepared first, so that the insert is sent before the COMMIT below.
+            self.statement(super::audit_log::INSERT_SQL).await?;
+        }
         let insert = async {
             if audit.is_empty() {
                 Ok(())
@@ -370,16 +498,19 @@ impl Tx<'_> {
                 super::audit_log::insert(self, audit).await
             }
         };
-        let (_, halted_holds, no_limits_holds, ()) =
-            tokio::try_join!(lock, halted_holds, no_limits_holds, insert)?;
-        if !(halted_holds && no_limits_holds) {
-            self.retryable.store(true, Ordering::Relaxed);
-            return Err(StoreError::Unavailable {
-                message: format!("{checks:?} changed before commit"),
-                source: None,
-            });
+        let commit = async {
+            if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+                self.conn.round_trips.add();
+            }
+            let committed = client.batch_execute("COMMIT").await;
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            committed.map_err(|e| unavailable(self.failed(e)))
+        };
+        let (inserted, committed) = tokio::join!(insert, commit);
+        if committed.is_ok() {
+            self.conn.open.store(false, Ordering::Relaxed);
         }
-        Ok(())
+        inserted.and(committed)
     }
 
     /// Maps a statement's failure, noting whether a retry of the transaction resolves it.
@@ -391,16 +522,77 @@ impl Tx<'_> {
     }
 
     async fn statement(&self, sql: &str) -> StoreResult<tokio_postgres::Statement> {
-        self.inner.prepare_cached(sql).await.map_err(unavailable)
+        self.conn
+            .client()?
+            .prepare_cached(sql)
+            .await
+            .map_err(unavailable)
     }
 
     /// Every row `sql` returns.
     pub(crate) async fn query(&self, sql: &str, params: &Params<'_>) -> StoreResult<Vec<Row>> {
-        let statement = self.statement(sql).await?;
-        self.inner
-            .query(&statement, params)
-            .await
-            .map_err(|e| unavailable(self.failed(e)))
+        Ok(self
+            .pipeline(&[(sql, params)])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    /// Runs `statements` in order and returns the rows of each, in one round trip once they are
+    /// prepared (statements seen for the first time on this connection are prepared first,
+    /// together, so that none overtakes another). The server runs each after the one before
+    /// it, each with a snapshot of its own: a statement after a lock sees what was committed
+    /// before the lock was granted. If one fails, the ones after it fail too (the transaction
+    /// is aborted) and the first failure is returned.
+    pub(crate) async fn pipeline(
+        &self,
+        statements: &[Statement<'_>],
+    ) -> StoreResult<Vec<Vec<Row>>> {
+        let client = self.conn.client()?;
+        let prepared = join_in_order(
+            statements
+                .iter()
+                .map(|(sql, _)| self.statement(sql))
+                .collect(),
+        )
+        .await?;
+        self.send(join_in_order(
+            prepared
+                .iter()
+                .zip(statements)
+                .map(|(statement, (_, params))| async move {
+                    client
+                        .query(statement, params)
+                        .await
+                        .map_err(|e| unavailable(self.failed(e)))
+                })
+                .collect(),
+        ))
+        .await
+    }
+
+    /// The first row `sql` returns, decoded, if any: `sql` is planned for these parameters each
+    /// time it runs (an unnamed statement, parsed, bound and run in one round trip), never
+    /// prepared and cached. For a lookup whose best index depends on how large a table has
+    /// grown since it was last analyzed: a cached plan would keep the choice made when the
+    /// table was small.
+    pub(crate) async fn one_planned<T>(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), tokio_postgres::types::Type)],
+        decode: fn(&Row) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let client = self.conn.client()?;
+        let rows = self
+            .send(async {
+                client
+                    .query_typed(sql, params)
+                    .await
+                    .map_err(|e| unavailable(self.failed(e)))
+            })
+            .await?;
+        rows.first().map(decode).transpose()
     }
 
     /// The first row `sql` returns, if any.
@@ -446,11 +638,15 @@ impl Tx<'_> {
 
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&self, sql: &str, params: &Params<'_>) -> StoreResult<u64> {
+        let client = self.conn.client()?;
         let statement = self.statement(sql).await?;
-        self.inner
-            .execute(&statement, params)
-            .await
-            .map_err(|e| unavailable(self.failed(e)))
+        self.send(async {
+            client
+                .execute(&statement, params)
+                .await
+                .map_err(|e| unavailable(self.failed(e)))
+        })
+        .await
     }
 
     /// Like [`Tx::execute`], mapping a broken uniqueness rule to `Duplicate { what }` and a
@@ -461,16 +657,22 @@ impl Tx<'_> {
         sql: &str,
         params: &Params<'_>,
     ) -> StoreResult<u64> {
+        let client = self.conn.client()?;
         let statement = self.statement(sql).await?;
-        self.inner
-            .execute(&statement, params)
-            .await
-            .map_err(|e| constraint(self.failed(e), what))
+        self.send(async {
+            client
+                .execute(&statement, params)
+                .await
+                .map_err(|e| constraint(self.failed(e), what))
+        })
+        .await
     }
 
     /// Runs several statements in one round trip (schema migrations).
     pub(crate) async fn batch(&self, sql: &str) -> StoreResult<()> {
-        self.inner.batch_execute(sql).await.map_err(unavailable)
+        let client = self.conn.client()?;
+        self.send(async { client.batch_execute(sql).await.map_err(unavailable) })
+            .await
     }
 }
 

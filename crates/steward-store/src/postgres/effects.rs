@@ -2,7 +2,7 @@
 
 use super::audit_log::{append, Entry};
 use super::conn::{in_transaction, Mode};
-use super::conn::{CommitCheck, Tx};
+use super::conn::{Params, Statement, Tx};
 use super::rows::{self, col};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
@@ -11,12 +11,14 @@ use crate::store::Effects;
 use crate::submit::{verdict, Facts, Verdict};
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 use steward_core::impact::ReservationState;
 use steward_core::LimitId;
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis,
     OperationKey,
 };
+use tokio_postgres::types::{ToSql, Type};
 
 pub(crate) async fn invocation(
     tx: &Tx<'_>,
@@ -24,7 +26,7 @@ pub(crate) async fn invocation(
     id: &InvocationId,
 ) -> StoreResult<Option<InvocationRecord>> {
     let sql = format!(
-        "SELECT {} FROM invocations WHERE env_id = $1 AND id = $2",
+        "SELECT {} FROM invocations WHERE id = $2 AND env_id = $1 COLLATE \"POSIX\"",
         rows::INVOCATION_COLUMNS
     );
     tx.one(&sql, &[&env.as_str(), &id.as_str()], rows::invocation)
@@ -42,16 +44,70 @@ pub(crate) async fn must_invocation(
         .ok_or(StoreError::NotFound { what: "invocation" })
 }
 
-/// What [`verdict`] needs to decide a submission, read in its transaction.
+/// An environment's wall on a lookup by primary key (or by another unique key): the
+/// comparison is made under `POSIX` rather than the column's `C` collation (the same byte
+/// equality), so that no index on `env_id` can serve it and the planner has only the key's
+/// index to choose. Without it, a statement prepared while its table was nearly empty (a new
+/// database) may be planned on an `(env_id, created_at)` index, and that plan is kept while the
+/// table grows until PostgreSQL next analyzes it: every lookup then reads every row of the
+/// environment.
+const ENV_WALL: &str = "env_id = $1 COLLATE \"POSIX\"";
+
+/// The invocation whose effect `(env, action, operation key)` names, if any.
+const BY_OPERATION_KEY_SQL: &str = "effect_id = (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)";
+
+/// The invocation an operation key names, planned each time it runs ([`Tx::one_planned`]):
+/// while `effects` holds a few hundred rows and has no statistics, PostgreSQL rates
+/// `effects_env_created` (which matches only the environment) as cheap as the operation key's
+/// unique index, and a prepared statement would keep that plan as the table grows; planned
+/// each time, the lookup moves to the unique index once the table is larger. The wall by
+/// primary key below cannot serve here: the environment leads the unique index.
+async fn invocation_by_operation_key(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    action: &ActionId,
+    key: &OperationKey,
+) -> StoreResult<Option<InvocationRecord>> {
+    let sql = format!(
+        "SELECT {} FROM invocations WHERE {BY_OPERATION_KEY_SQL} AND {ENV_WALL}",
+        rows::INVOCATION_COLUMNS
+    );
+    tx.one_planned(
+        &sql,
+        &[
+            (&env.as_str(), Type::TEXT),
+            (&action.as_str(), Type::TEXT),
+            (&key.as_str(), Type::TEXT),
+        ],
+        rows::invocation,
+    )
+    .await
+}
+
+/// What [`verdict`] needs to decide a submission, read in its transaction: the earlier request
+/// under its `Idempotency-Key` and the invocation its operation key names are read together
+/// (pipelined, one round trip); `retryOf` (rare) after them.
 async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
     let env = &s.env_id;
     let mut facts = Facts::default();
-    if let Some(key) = &s.idempotency_key {
-        facts.earlier = super::idempotency::earlier(tx, env, &s.actor, key).await?;
-        if facts.settled_by_earlier() {
-            return Ok(facts);
+    let earlier = async {
+        match &s.idempotency_key {
+            Some(key) => super::idempotency::earlier(tx, env, &s.actor, key).await,
+            None => Ok(None),
         }
+    };
+    let by_operation_key = async {
+        match &s.operation_key {
+            Some(op) => invocation_by_operation_key(tx, env, &s.action.id, op).await,
+            None => Ok(None),
+        }
+    };
+    let (earlier, by_operation_key) = tokio::try_join!(earlier, by_operation_key)?;
+    facts.earlier = earlier;
+    if facts.settled_by_earlier() {
+        return Ok(facts);
     }
+    facts.by_operation_key = by_operation_key.map(|found| (found.effect_id.clone(), found));
     if let Some(prior) = &s.retry_of {
         facts.retried = Some(invocation(tx, env, prior).await?);
         let retry = tx
@@ -64,31 +120,23 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
             facts.existing_retry = Some(must_invocation(tx, env, col(&row, 0)?).await?);
         }
     }
-    if let Some(op) = &s.operation_key {
-        let existing = tx
-            .query_first(
-                "SELECT id, invocation_id FROM effects
-                 WHERE env_id = $1 AND action_id = $2 AND operation_key = $3",
-                &[&env.as_str(), &s.action.id.as_str(), &op.as_str()],
-            )
-            .await?;
-        if let Some(row) = existing {
-            let effect_id = rows::id(&row, 0, EffectId::parse)?;
-            let found = must_invocation(tx, env, col(&row, 1)?).await?;
-            facts.by_operation_key = Some((effect_id, found));
-        }
-    }
     Ok(facts)
 }
 
 /// Records an invoke request. Behind the write lock (`Store::submit`), each check below sees
 /// every submission committed before it and no other submission can commit in between: the
 /// unique indexes on the operation key, the retried invocation and the idempotency key are the
-/// second check. Without it (`submit_and_begin`, `Mode::WriteLate`) the unique indexes decide
+/// second check. Without it (`submit_and_begin`, `Mode::WriteConcurrent`) the unique indexes decide
 /// between concurrent submissions: the loser's insert fails, and its transaction runs again and
 /// finds the winner's row with the checks below.
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
-    match verdict(s, facts(tx, s).await?) {
+    let facts = facts(tx, s).await?;
+    submit_with(tx, s, facts).await
+}
+
+/// [`submit`] with its facts already read.
+async fn submit_with(tx: &Tx<'_>, s: &Submission, facts: Facts) -> StoreResult<SubmitOutcome> {
+    match verdict(s, facts) {
         Verdict::Answer(outcome) => return Ok(outcome),
         Verdict::Existing(found) => {
             if let Some(key) = &s.idempotency_key {
@@ -98,14 +146,11 @@ pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOut
         }
         Verdict::Create => {}
     }
-    insert_new(tx, s).await?;
-    if let Some(key) = &s.idempotency_key {
-        record_invoke_key(tx, s, key, &s.invocation_id, "in_progress").await?;
-    }
-    Ok(SubmitOutcome::Created(
-        must_invocation(tx, &s.env_id, s.invocation_id.as_str()).await?,
-    ))
+    Ok(SubmitOutcome::Created(insert_new(tx, s).await?))
 }
+
+const RECORD_INVOKE_KEY_SQL: &str = "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
+     VALUES ($1, $8, $2, $3, 'invoke', $4, $5, $6, $7)";
 
 async fn record_invoke_key(
     tx: &Tx<'_>,
@@ -115,8 +160,7 @@ async fn record_invoke_key(
     state: &str,
 ) -> StoreResult<()> {
     tx.execute(
-        "INSERT INTO idempotency (env_id, key_id, key, fingerprint, kind, state, invocation_id, created_at, owner)
-         VALUES ($1, $8, $2, $3, 'invoke', $4, $5, $6, $7)",
+        RECORD_INVOKE_KEY_SQL,
         &[
             &s.env_id.as_str(),
             &key.as_str(),
@@ -132,36 +176,103 @@ async fn record_invoke_key(
     Ok(())
 }
 
-async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
+/// Inserts the new invocation, its effect, its first evidence entry and, under an
+/// `Idempotency-Key`, the request's in-flight marker: one round trip (pipelined). Returns the
+/// invocation as inserted.
+async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord> {
     let governed = s.action.definition.is_governed();
     let state = s.initial.name();
     let op = s.operation_key.as_ref().map(|k| k.as_str());
     let completed = s.initial.is_terminal().then_some(s.now.0);
-    tx.execute(
+    let actor = Actor::key(&s.actor, s.now);
+    let insert_invocation = format!(
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
             input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
             decision, completed_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
-        &[
-            &s.invocation_id.as_str(), &s.env_id.as_str(), &s.action.id.as_str(), &s.action.name,
-            &i64::from(s.action.version), &s.effect_id.as_str(), &governed, &state, &s.input.to_string(),
-            &s.input_fingerprint, &op, &s.run_id, &s.retry_of.as_ref().map(|r| r.as_str()),
-            &s.actor.as_str(), &s.now.0, &s.approval.as_ref().map(|a| a.id.as_str()),
-            &s.decision.as_ref().map(Value::to_string), &completed,
-        ],
-    )
-    .await?;
-    tx.execute(
-        "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
-            provider_idempotency_key, created_by, created_at, updated_at, owner)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)",
-        &[
-            &s.effect_id.as_str(), &s.env_id.as_str(), &s.invocation_id.as_str(), &s.action.id.as_str(),
-            &s.action.name, &op, &governed, &state, &s.provider_idempotency_key, &s.actor.as_str(), &s.now.0,
-            &s.owner.as_str(),
-        ],
-    )
-    .await?;
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+         RETURNING {}",
+        rows::INVOCATION_COLUMNS
+    );
+    let (version, input) = (i64::from(s.action.version), s.input.to_string());
+    let (retry_of, approval) = (
+        s.retry_of.as_ref().map(|r| r.as_str()),
+        s.approval.as_ref().map(|a| a.id.as_str()),
+    );
+    let decision = s.decision.as_ref().map(Value::to_string);
+    let invocation_params: &Params<'_> = &[
+        &s.invocation_id.as_str(),
+        &s.env_id.as_str(),
+        &s.action.id.as_str(),
+        &s.action.name,
+        &version,
+        &s.effect_id.as_str(),
+        &governed,
+        &state,
+        &input,
+        &s.input_fingerprint,
+        &op,
+        &s.run_id,
+        &retry_of,
+        &s.actor.as_str(),
+        &s.now.0,
+        &approval,
+        &decision,
+        &completed,
+    ];
+    let effect_params: &Params<'_> = &[
+        &s.effect_id.as_str(),
+        &s.env_id.as_str(),
+        &s.invocation_id.as_str(),
+        &s.action.id.as_str(),
+        &s.action.name,
+        &op,
+        &governed,
+        &state,
+        &s.provider_idempotency_key,
+        &s.actor.as_str(),
+        &s.now.0,
+        &s.owner.as_str(),
+    ];
+    let evidence = EvidenceParams::new(&s.effect_id, &s.evidence, &actor);
+    let evidence_params = evidence.params();
+    let key_params;
+    let mut statements: Vec<Statement<'_>> = vec![
+        (&insert_invocation, invocation_params),
+        (
+            "INSERT INTO effects (id, env_id, invocation_id, action_id, action_name, operation_key, governed, state,
+                provider_idempotency_key, created_by, created_at, updated_at, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)",
+            effect_params,
+        ),
+        (INSERT_EVIDENCE_SQL, &evidence_params),
+    ];
+    let in_progress = "in_progress";
+    let (env, invocation, owner, sender) = (
+        s.env_id.as_str(),
+        s.invocation_id.as_str(),
+        s.owner.as_str(),
+        s.actor.as_str(),
+    );
+    let key = s.idempotency_key.as_ref().map(|k| k.as_str());
+    if let Some(key) = &key {
+        key_params = [
+            &env as &(dyn ToSql + Sync),
+            key,
+            &s.request_fingerprint,
+            &in_progress,
+            &invocation,
+            &s.now.0,
+            &owner,
+            &sender,
+        ];
+        statements.push((RECORD_INVOKE_KEY_SQL, &key_params));
+    }
+    let results = tx.pipeline(&statements).await?;
+    let created = results
+        .first()
+        .and_then(|rows| rows.first())
+        .ok_or_else(|| rows::corrupt("inserted invocation", "no row returned"))?;
+    let created = rows::invocation(created)?;
     if let Some(approval) = &s.approval {
         let binding = super::approvals::Binding {
             invocation: &s.invocation_id,
@@ -172,8 +283,6 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
         };
         super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now).await?;
     }
-    let actor = Actor::key(&s.actor, s.now);
-    insert_evidence(tx, &s.effect_id, &s.evidence, &actor).await?;
     append(
         tx,
         &actor,
@@ -189,7 +298,53 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
             })),
         },
     )
-    .await
+    .await?;
+    Ok(created)
+}
+
+/// Appends an evidence entry at the effect's next `seq`, read in the same statement. Two
+/// transactions appending to one effect at once break the `(effect_id, seq)` key: the later
+/// fails (and, on the hot path, runs again).
+const INSERT_EVIDENCE_SQL: &str = "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor)
+     SELECT $1::TEXT, COALESCE(MAX(seq), 0) + 1, $2::BIGINT, $3::TEXT, $4::TEXT, $5::TEXT, $6::TEXT, $7::TEXT
+     FROM evidence WHERE effect_id = $1::TEXT
+     RETURNING seq";
+
+/// The parameters of [`INSERT_EVIDENCE_SQL`], owned where they are computed.
+struct EvidenceParams<'a> {
+    effect: &'a str,
+    at: i64,
+    kind: &'a str,
+    source: &'a str,
+    message: &'a str,
+    data: Option<String>,
+    actor: Option<&'a str>,
+}
+
+impl<'a> EvidenceParams<'a> {
+    fn new(effect: &'a EffectId, e: &'a NewEvidence, actor: &'a Actor) -> Self {
+        EvidenceParams {
+            effect: effect.as_str(),
+            at: actor.now.0,
+            kind: e.kind.as_str(),
+            source: e.source.as_str(),
+            message: &e.message,
+            data: e.data.as_ref().map(Value::to_string),
+            actor: actor.key.as_ref().map(|k| k.as_str()),
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+        [
+            &self.effect,
+            &self.at,
+            &self.kind,
+            &self.source,
+            &self.message,
+            &self.data,
+            &self.actor,
+        ]
+    }
 }
 
 pub(crate) async fn insert_evidence(
@@ -198,39 +353,9 @@ pub(crate) async fn insert_evidence(
     e: &NewEvidence,
     actor: &Actor,
 ) -> StoreResult<u32> {
-    let next = tx
-        .count(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = $1",
-            &[&effect.as_str()],
-        )
-        .await?;
-    tx.execute(
-        "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        &[
-            &effect.as_str(), &next, &actor.now.0, &e.kind.as_str(), &e.source.as_str(), &e.message,
-            &e.data.as_ref().map(Value::to_string), &actor.key.as_ref().map(|k| k.as_str()),
-        ],
-    )
-    .await?;
+    let evidence = EvidenceParams::new(effect, e, actor);
+    let next = tx.count(INSERT_EVIDENCE_SQL, &evidence.params()).await?;
     u32::try_from(next).map_err(|_| rows::corrupt("evidence seq", next))
-}
-
-/// Marks answered the invoke request behind `key` that created the effect's invocation (the
-/// request an `EffectChange::answers_request` names: its sender is the invocation's creator).
-async fn finish_answered_request(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    key: &IdempotencyKey,
-) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE idempotency SET state = 'done'
-         WHERE env_id = $1 AND key = $2 AND kind = 'invoke'
-           AND invocation_id = (SELECT invocation_id FROM effects WHERE id = $3)",
-        &[&env.as_str(), &key.as_str(), &effect.as_str()],
-    )
-    .await?;
-    Ok(())
 }
 
 async fn current_state(
@@ -240,7 +365,7 @@ async fn current_state(
 ) -> StoreResult<EffectState> {
     let row = tx
         .query_first(
-            "SELECT state FROM effects WHERE env_id = $1 AND id = $2",
+            "SELECT state FROM effects WHERE id = $2 AND env_id = $1 COLLATE \"POSIX\"",
             &[&env.as_str(), &effect.as_str()],
         )
         .await?
@@ -248,32 +373,125 @@ async fn current_state(
     rows::state(col(&row, 0)?)
 }
 
+/// An effect's move, in one statement: the compare-and-set on its state (`moved`; by primary
+/// key, the environment and the state compared as [`ENV_WALL`] says) and, only if
+/// it moved, the attempt it begins or finishes, the settlement of its reservations, its
+/// invocation's state and answer, its evidence entry (at the next `seq`), and the answered
+/// request's marker. Answers the invocation as the move leaves it (its columns first, all null
+/// when nothing moved), then how many rows moved, finished an attempt and settled.
+///
+/// `$1` new state, `$2` now, `$3` attempt number begun, `$4` external reference, `$5` owner,
+/// `$6` environment, `$7` effect, `$8` expected state, `$9` attempt deadline, `$10` attempt
+/// number finished, `$11` its response status, `$12` its error, `$13` reservations' new state,
+/// `$14` reservation states it settles, `$15`-`$17` the invocation's response status, body and
+/// error, `$18` completed at, `$19`-`$23` evidence kind, source, message, data and actor, `$24`
+/// the answered request's key.
+static CHANGE_EFFECT_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH moved AS (
+        UPDATE effects SET state = $1::TEXT, updated_at = $2::BIGINT,
+            attempt_count = COALESCE($3::BIGINT, attempt_count),
+            external_reference = COALESCE($4::TEXT, external_reference),
+            owner = COALESCE($5::TEXT, owner)
+        WHERE id = $7::TEXT AND env_id = $6::TEXT COLLATE \"POSIX\"
+            AND state = $8::TEXT COLLATE \"POSIX\"
+        RETURNING id, invocation_id),
+    begun AS (
+        INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner)
+        SELECT id, $3::BIGINT, $2::BIGINT, $9::BIGINT, 'dispatching', $5::TEXT FROM moved
+        WHERE $3::BIGINT IS NOT NULL
+        RETURNING 1),
+    finished AS (
+        UPDATE attempts SET finished_at = $2::BIGINT, status = $1::TEXT,
+            response_status = $11::BIGINT, error = $12::TEXT
+        WHERE effect_id = (SELECT id FROM moved) AND number = $10::BIGINT
+        RETURNING 1),
+    settled AS (
+        UPDATE impact_reservations SET state = $13::TEXT, updated_at = $2::BIGINT
+        WHERE effect_id = (SELECT id FROM moved) AND state = ANY($14::TEXT[])
+        RETURNING 1),
+    invocation AS (
+        UPDATE invocations SET state = $1::TEXT,
+            response_status = COALESCE($15::BIGINT, response_status),
+            response_body = COALESCE($16::TEXT, response_body), error = COALESCE($17::TEXT, error),
+            completed_at = COALESCE(completed_at, $18::BIGINT)
+        WHERE effect_id = (SELECT id FROM moved)
+        RETURNING {}),
+    evidence AS (
+        INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor)
+        SELECT m.id, (SELECT COALESCE(MAX(e.seq), 0) + 1 FROM evidence e WHERE e.effect_id = m.id),
+            $2::BIGINT, $19::TEXT, $20::TEXT, $21::TEXT, $22::TEXT, $23::TEXT
+        FROM moved m WHERE $19::TEXT IS NOT NULL
+        RETURNING 1),
+    answered AS (
+        UPDATE idempotency SET state = 'done'
+        WHERE env_id = $6::TEXT AND key = $24::TEXT AND kind = 'invoke'
+          AND invocation_id = (SELECT invocation_id FROM moved)
+        RETURNING 1)
+    SELECT invocation.*, (SELECT COUNT(*) FROM moved), (SELECT COUNT(*) FROM finished),
+        (SELECT COUNT(*) FROM settled), (SELECT COUNT(*) FROM begun),
+        (SELECT COUNT(*) FROM evidence), (SELECT COUNT(*) FROM answered)
+    FROM (SELECT 1) AS one LEFT JOIN invocation ON TRUE",
+        rows::INVOCATION_COLUMNS
+    )
+});
+
+/// Where the counts start in a row of [`CHANGE_EFFECT_SQL`]: after the invocation's columns.
+fn change_counts_at() -> usize {
+    rows::INVOCATION_COLUMNS.split(',').count()
+}
+
 /// Moves the effect with a compare-and-set on its state: `UPDATE ... WHERE state = from`, and
-/// `StateConflict` with the state found when no row moved.
+/// `StateConflict` with the state found when no row moved. Everything the move writes is one
+/// statement ([`CHANGE_EFFECT_SQL`]), so it takes one round trip (two when it begins an attempt
+/// and the kill switch is read first).
 pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<()> {
+    change_effect_known_halt(tx, c, None).await.map(|_| ())
+}
+
+/// [`change_effect`], with the kill switch already read (under the environment's lock, in this
+/// transaction) when `halted` is given. Returns the effect's invocation as the move leaves it.
+async fn change_effect_known_halt(
+    tx: &Tx<'_>,
+    c: &EffectChange,
+    halted: Option<bool>,
+) -> StoreResult<Option<InvocationRecord>> {
     c.check_legal()?;
     let now = c.actor.now.0;
     let to = c.to.name();
-    let (attempt_number, owner) = match &c.attempt {
-        Some(AttemptChange::Begin { number, owner, .. }) => (Some(*number), Some(owner.as_str())),
-        _ => (None, None),
+    let (begun, deadline, owner) = match &c.attempt {
+        Some(AttemptChange::Begin {
+            number,
+            deadline_at,
+            owner,
+        }) => (
+            Some(i64::from(*number)),
+            Some(deadline_at.0),
+            Some(owner.as_str()),
+        ),
+        _ => (None, None, None),
+    };
+    let (finished, finish_status, finish_error) = match &c.attempt {
+        Some(AttemptChange::Finish {
+            number,
+            response_status,
+            error,
+        }) => (
+            Some(i64::from(*number)),
+            response_status.map(i64::from),
+            error.clone(),
+        ),
+        _ => (None, None, None),
     };
     // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
-    // halted. Read behind the write lock, so an attempt committed after a halt cannot exist;
-    // checked before anything is written, so a caller that goes on in the same transaction
-    // (`submit_and_begin`) keeps nothing of the attempt. A stale `from` is still a conflict.
-    let halted = match c.attempt {
-        Some(AttemptChange::Begin { .. }) => {
-            let halted = super::kill_switch::is_halted(tx, &c.env_id).await?;
-            if tx.unlocked() {
-                tx.check_at_commit(CommitCheck::Halted {
-                    env: c.env_id.to_string(),
-                    halted,
-                });
-            }
-            halted
-        }
-        _ => false,
+    // halted. Read under the environment's lock, held shared to the commit, so an attempt
+    // committed after a halt cannot exist; checked before anything is written, so a caller that
+    // goes on in the same transaction (`submit_and_begin`) keeps nothing of the attempt. A stale
+    // `from` is still a conflict.
+    let halted = match (begun, halted) {
+        (Some(_), Some(known)) => known,
+        (Some(_), None) => super::kill_switch::is_halted(tx, &c.env_id).await?,
+        (None, _) => false,
     };
     if halted {
         let found = current_state(tx, &c.env_id, &c.effect_id).await?;
@@ -286,17 +504,55 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
             }
         });
     }
-    let moved = tx
-        .execute(
-            "UPDATE effects SET state = $1, updated_at = $2, attempt_count = COALESCE($3, attempt_count),
-                external_reference = COALESCE($4, external_reference), owner = COALESCE($5, owner)
-             WHERE env_id = $6 AND id = $7 AND state = $8",
+    let (settle_to, settle_from) = settlement(c.settles);
+    let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
+    let evidence = c
+        .evidence
+        .as_ref()
+        .map(|e| EvidenceParams::new(&c.effect_id, e, &c.actor));
+    let evidence_kind = evidence.as_ref().map(|e| e.kind);
+    let evidence_source = evidence.as_ref().map(|e| e.source);
+    let evidence_message = evidence.as_ref().map(|e| e.message);
+    let evidence_data = evidence.as_ref().and_then(|e| e.data.clone());
+    let evidence_actor = evidence.as_ref().and_then(|e| e.actor);
+    let response_status = c.response_status.map(i64::from);
+    let response_body = c.response_body.as_ref().map(Value::to_string);
+    let error = c.error.as_ref().map(Value::to_string);
+    let answers = c.answers_request.as_ref().map(|k| k.as_str());
+    let row = tx
+        .query_first(
+            &CHANGE_EFFECT_SQL,
             &[
-                &to, &now, &attempt_number.map(i64::from), &c.external_reference, &owner,
-                &c.env_id.as_str(), &c.effect_id.as_str(), &c.from.name(),
+                &to,
+                &now,
+                &begun,
+                &c.external_reference,
+                &owner,
+                &c.env_id.as_str(),
+                &c.effect_id.as_str(),
+                &c.from.name(),
+                &deadline,
+                &finished,
+                &finish_status,
+                &finish_error,
+                &settle_to,
+                &settle_from,
+                &response_status,
+                &response_body,
+                &error,
+                &completed,
+                &evidence_kind,
+                &evidence_source,
+                &evidence_message,
+                &evidence_data,
+                &evidence_actor,
+                &answers,
             ],
         )
-        .await?;
+        .await?
+        .ok_or_else(|| rows::corrupt("effect change", "no row"))?;
+    let at = change_counts_at();
+    let moved: i64 = col(&row, at)?;
     if moved == 0 {
         let found = current_state(tx, &c.env_id, &c.effect_id).await?;
         return Err(StoreError::StateConflict {
@@ -304,64 +560,29 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
             found,
         });
     }
-    match &c.attempt {
-        Some(AttemptChange::Begin {
-            number,
-            deadline_at,
-            owner,
-        }) => {
-            tx.execute(
-                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner) VALUES ($1, $2, $3, $4, 'dispatching', $5)",
-                &[&c.effect_id.as_str(), &i64::from(*number), &now, &deadline_at.0, &owner.as_str()],
-            )
-            .await?;
+    if let Some(number) = finished {
+        let closed: i64 = col(&row, at + 1)?;
+        if closed != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "attempt {number} of {} does not exist",
+                c.effect_id
+            )));
         }
-        Some(AttemptChange::Finish {
-            number,
-            response_status,
-            error,
-        }) => {
-            let closed = tx
-                .execute(
-                    "UPDATE attempts SET finished_at = $1, status = $2, response_status = $3, error = $4
-                     WHERE effect_id = $5 AND number = $6",
-                    &[
-                        &now, &to, &response_status.map(i64::from), error,
-                        &c.effect_id.as_str(), &i64::from(*number),
-                    ],
-                )
-                .await?;
-            if closed != 1 {
-                return Err(StoreError::Corrupt(format!(
-                    "attempt {number} of {} does not exist",
-                    c.effect_id
-                )));
-            }
-        }
-        None => {}
     }
-    super::limits::settle(tx, &c.env_id, &c.effect_id, c.settles, &c.actor).await?;
-    let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
-    tx.execute(
-        "UPDATE invocations SET state = $1, response_status = COALESCE($2, response_status),
-            response_body = COALESCE($3, response_body), error = COALESCE($4, error),
-            completed_at = COALESCE(completed_at, $5)
-         WHERE effect_id = $6",
-        &[
-            &to,
-            &c.response_status.map(i64::from),
-            &c.response_body.as_ref().map(Value::to_string),
-            &c.error.as_ref().map(Value::to_string),
-            &completed,
-            &c.effect_id.as_str(),
-        ],
-    )
-    .await?;
-    if let Some(e) = &c.evidence {
-        insert_evidence(tx, &c.effect_id, e, &c.actor).await?;
-    }
-    if let Some(key) = &c.answers_request {
-        finish_answered_request(tx, &c.env_id, &c.effect_id, key).await?;
+    let settled: i64 = col(&row, at + 2)?;
+    if let (Some(after), true) = (c.settles, settled > 0) {
+        append(
+            tx,
+            &c.actor,
+            Entry {
+                env: Some(c.env_id.as_str()),
+                kind: "impact.settled",
+                subject: c.effect_id.as_str(),
+                before: None,
+                after: Some(json!({"reservations": after.as_str(), "count": settled})),
+            },
+        )
+        .await?;
     }
     append(
         tx,
@@ -372,11 +593,26 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
             subject: c.effect_id.as_str(),
             before: Some(json!({"state": c.from.name()})),
             after: Some(
-                json!({"state": to, "attempt": attempt_number, "responseStatus": c.response_status}),
+                json!({"state": to, "attempt": begun, "responseStatus": c.response_status}),
             ),
         },
     )
-    .await
+    .await?;
+    let has_invocation = col::<Option<&str>>(&row, 0)?.is_some();
+    has_invocation.then(|| rows::invocation(&row)).transpose()
+}
+
+/// What a move's settlement (`EffectChange::settles`) does to the effect's reservations: their
+/// new state, and the states it takes them from (success consumes, failure or rejection
+/// releases, unknown keeps them as exposure). Nothing for `None`.
+fn settlement(settles: Option<ReservationState>) -> (Option<&'static str>, Vec<&'static str>) {
+    let Some(after) = settles else {
+        return (None, Vec::new());
+    };
+    (
+        Some(after.as_str()),
+        after.settles_from().iter().map(|s| s.as_str()).collect(),
+    )
 }
 
 /// The state filter as a text array parameter: `None` matches every state, an empty list none.
@@ -446,21 +682,30 @@ impl Effects for PostgresStore {
         submission: &Submission,
         first: &FirstAttempt,
     ) -> StoreResult<Submitted> {
-        in_transaction!(self, Mode::WriteLate, |tx| async {
+        // Round trips, once the connection has prepared these statements: the `BEGIN`, the
+        // submission's facts and the tally's first reads (the environment's lock, the kill
+        // switch, the live limits) together; the inserts; the limits' locks and usage, if any
+        // applies, and the reservations; the attempt; the audit events with the `COMMIT`.
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let s = submission;
-            let outcome = submit(&tx, s).await?;
+            let (facts, reads) = tokio::try_join!(
+                facts(&tx, s),
+                super::limits::read_for_tally(&tx, &first.impact)
+            )?;
+            let outcome = submit_with(&tx, s, facts).await?;
             if !matches!(outcome, SubmitOutcome::Created(_)) {
                 return Ok(Submitted {
                     outcome,
                     first: None,
                 });
             }
-            let reserved = super::limits::reserve(&tx, &first.impact).await?;
+            let halted = reads.halted;
+            let reserved = super::limits::reserve_after(&tx, &first.impact, reads).await?;
             let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
                 FirstAttemptOutcome::Refused(reserved)
             } else {
-                match change_effect(&tx, &first.begin).await {
-                    Ok(()) => FirstAttemptOutcome::Begun,
+                match change_effect_known_halt(&tx, &first.begin, Some(halted)).await {
+                    Ok(_) => FirstAttemptOutcome::Begun,
                     Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
                     Err(e) => return Err(e),
                 }
@@ -478,7 +723,7 @@ impl Effects for PostgresStore {
         caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteLate, |tx| async {
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             tx.execute(
                 "UPDATE idempotency SET state = 'done'
          WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) AND kind = 'invoke'",
@@ -495,24 +740,16 @@ impl Effects for PostgresStore {
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteLate, |tx| change_effect(&tx, change))
+        in_transaction!(self, Mode::WriteConcurrent, |tx| change_effect(&tx, change))
     }
 
     async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
-        in_transaction!(self, Mode::WriteLate, |tx| async {
-            change_effect(&tx, change).await?;
-            // The effect's invocation, as this transaction leaves it.
-            let sql = format!(
-                "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id = $2",
-                rows::INVOCATION_COLUMNS
-            );
-            tx.one(
-                &sql,
-                &[&change.env_id.as_str(), &change.effect_id.as_str()],
-                rows::invocation,
-            )
-            .await?
-            .ok_or(StoreError::NotFound { what: "invocation" })
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+            // The effect's invocation, as this transaction leaves it: returned by the change's
+            // own statement.
+            change_effect_known_halt(&tx, change, None)
+                .await?
+                .ok_or(StoreError::NotFound { what: "invocation" })
         })
     }
 
@@ -608,20 +845,12 @@ impl Effects for PostgresStore {
         action: &ActionId,
         operation_key: &OperationKey,
     ) -> StoreResult<Option<InvocationRecord>> {
-        in_transaction!(self, Mode::Read, |tx| async {
-            let key = operation_key;
-            let sql = format!(
-                "SELECT {} FROM invocations WHERE env_id = $1 AND effect_id =
-           (SELECT id FROM effects WHERE env_id = $1 AND action_id = $2 AND operation_key = $3)",
-                rows::INVOCATION_COLUMNS
-            );
-            tx.one(
-                &sql,
-                &[&env.as_str(), &action.as_str(), &key.as_str()],
-                rows::invocation,
-            )
-            .await
-        })
+        in_transaction!(self, Mode::Read, |tx| invocation_by_operation_key(
+            &tx,
+            env,
+            action,
+            operation_key
+        ))
     }
 
     async fn list_invocations(

@@ -253,9 +253,9 @@ impl Identity for PostgresStore {
     }
 
     async fn mark_key_used(&self, id: &KeyId, at: Millis) -> StoreResult<()> {
-        // No audit event, so the write lock is never taken: bookkeeping does not queue behind
-        // (or hold up) the audited writes.
-        in_transaction!(self, Mode::WriteLate, |tx| async {
+        // Without the write lock (a conditional update needs none): bookkeeping does not queue
+        // behind (or hold up) the writes that take it.
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             tx.execute(
                 "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)",
                 &[&at.0, &id.as_str()],

@@ -1,8 +1,8 @@
 //! The kill switch: halting an environment, and the work a halt parked.
 
 use super::audit_log::{append, Entry};
-use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
+use super::conn::{Params, Statement, Tx, ENV_LOCK_SHARED_SQL};
 use super::identity::environment;
 use super::rows;
 use super::PostgresStore;
@@ -14,9 +14,24 @@ use serde_json::json;
 use steward_core::EnvironmentId;
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
-/// behind the write lock, so no attempt committed after a halt can be sent.
+/// under the environment's lock, held shared until that transaction ends: a halt waits for it to
+/// commit, and a halt committed before the lock was granted is read here. So no attempt
+/// committed after a halt can be sent.
 pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<bool> {
-    Ok(environment(tx, env).await?.is_some_and(|e| e.halted))
+    let env = env.as_str();
+    let params: &Params<'_> = &[&env];
+    // The lock and the read go together (one round trip); the read's snapshot is taken once
+    // the lock is granted.
+    let mut statements: Vec<Statement<'_>> = Vec::with_capacity(2);
+    if tx.shares_environment(env) {
+        statements.push((ENV_LOCK_SHARED_SQL, params));
+    }
+    statements.push(("SELECT halted FROM environments WHERE id = $1", params));
+    let results = tx.pipeline(&statements).await?;
+    match results.last().and_then(|rows| rows.first()) {
+        Some(row) => rows::col(row, 0),
+        None => Ok(false),
+    }
 }
 
 #[async_trait]
@@ -29,6 +44,9 @@ impl KillSwitch for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<Environment> {
         in_transaction!(self, Mode::Write, |tx| async {
+            // Waits for every transaction recording an attempt in this environment to commit;
+            // every later one waits for this one and reads what it set.
+            tx.lock_environment(env.as_str()).await?;
             let before = environment(&tx, env).await?.ok_or(StoreError::NotFound {
                 what: "environment",
             })?;

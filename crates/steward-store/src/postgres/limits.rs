@@ -1,11 +1,14 @@
-//! Impact limits and reservations. Reserving every applicable limit for an effect is one
-//! transaction behind the write lock, so concurrent reservations from any replica are checked
-//! one after the other and their sum never passes a limit. Settlement runs inside
-//! `change_effect`'s transaction.
+//! Impact limits and reservations. A tally runs under its environment's lock, shared (no limit
+//! is created or archived meanwhile), and locks the limits that apply to its effect (`FOR
+//! UPDATE`, ordered by id) before it sums their usage: concurrent tallies against one limit, from
+//! any replica, are checked one after the other and their sum never passes it, while tallies
+//! against other limits, or in an environment without limits, do not wait for each other.
+//! Settlement runs inside `change_effect`'s transaction and only moves reservations between
+//! states, never adding usage.
 
 use super::audit_log::{append, Entry};
 use super::conn::{in_transaction, Mode};
-use super::conn::{CommitCheck, Tx};
+use super::conn::{Params, Statement, Tx, ENV_LOCK_SHARED_SQL};
 use super::rows::{self, col, id, millis, millis_opt};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
@@ -15,8 +18,9 @@ use crate::store::Limits;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
 use async_trait::async_trait;
 use serde_json::json;
+use std::collections::HashMap;
 use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
-use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
+use steward_core::{EnvironmentId, LimitId, Millis};
 use tokio_postgres::Row;
 
 const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
@@ -69,17 +73,21 @@ async fn usage(tx: &Tx<'_>, limit: &LimitId, window: Millis) -> StoreResult<Usag
         .await?;
     let mut usage = Usage::default();
     for row in &sums {
-        let state: &str = col(row, 0)?;
-        let sum: i64 = col(row, 1)?;
-        match ReservationState::parse(state) {
-            Some(ReservationState::Consumed) => usage.consumed = sum,
-            Some(ReservationState::Reserved) => usage.reserved = sum,
-            Some(ReservationState::Exposure) => usage.exposure = sum,
-            Some(ReservationState::Released) => {}
-            None => return Err(rows::corrupt("reservation state", state)),
-        }
+        add_sum(&mut usage, col(row, 0)?, col(row, 1)?)?;
     }
     Ok(usage)
+}
+
+/// Counts the sum of a limit's reservations in `state` into its usage.
+fn add_sum(usage: &mut Usage, state: &str, sum: i64) -> StoreResult<()> {
+    match ReservationState::parse(state) {
+        Some(ReservationState::Consumed) => usage.consumed = sum,
+        Some(ReservationState::Reserved) => usage.reserved = sum,
+        Some(ReservationState::Exposure) => usage.exposure = sum,
+        Some(ReservationState::Released) => {}
+        None => return Err(rows::corrupt("reservation state", state)),
+    }
+    Ok(())
 }
 
 async fn status(tx: &Tx<'_>, limit: LimitRecord, now: Millis) -> StoreResult<LimitStatus> {
@@ -111,35 +119,152 @@ pub(crate) async fn list(
     Ok(out)
 }
 
-pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
-    let held = tx
-        .query_first(
-            "SELECT 1 FROM impact_reservations WHERE effect_id = $1 LIMIT 1",
-            &[&r.effect_id.as_str()],
-        )
-        .await?;
-    if held.is_some() {
-        return Ok(ReserveOutcome::AlreadyReserved);
+/// What a tally reads before it locks anything but its environment: whether the effect already
+/// holds reservations, whether the environment is halted (for a caller that records the
+/// attempt in the same transaction), and the live limits that apply to the effect.
+pub(crate) struct TallyReads {
+    held: bool,
+    pub(crate) halted: bool,
+    applicable: Vec<LimitRecord>,
+}
+
+/// Reads [`TallyReads`] in one round trip (pipelined), after taking the environment's lock
+/// shared unless this transaction holds it: so the set of live limits, and what each applies
+/// to (`update_limit` changes only a name or an amount), stay as read until the commit, and the
+/// environment is not halted meanwhile.
+pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<TallyReads> {
+    let env = r.env_id.as_str();
+    let live = format!(
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL ORDER BY created_at, id"
+    );
+    let effect: &Params<'_> = &[&r.effect_id.as_str()];
+    let env_only: &Params<'_> = &[&env];
+    let mut statements: Vec<Statement<'_>> = Vec::with_capacity(4);
+    let locked = tx.shares_environment(env);
+    if locked {
+        statements.push((ENV_LOCK_SHARED_SQL, env_only));
     }
-    if tx.unlocked() {
-        // The hot path (`Mode::WriteLate`): with no active limit there is nothing to tally, and
-        // the commit re-reads that behind the lock. Otherwise the tally needs the total order.
-        let any = tx
-            .query_first(
-                "SELECT 1 FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL LIMIT 1",
-                &[&r.env_id.as_str()],
-            )
-            .await?;
-        if any.is_none() {
-            tx.check_at_commit(CommitCheck::NoLimits {
-                env: r.env_id.to_string(),
-            });
-            return Ok(ReserveOutcome::Reserved(Vec::new()));
-        }
-        tx.lock().await?;
+    statements.extend([
+        (
+            "SELECT 1 FROM impact_reservations WHERE effect_id = $1 LIMIT 1",
+            effect,
+        ),
+        ("SELECT halted FROM environments WHERE id = $1", env_only),
+        (live.as_str(), env_only),
+    ]);
+    let mut results = tx
+        .pipeline(&statements)
+        .await?
+        .into_iter()
+        .skip(usize::from(locked));
+    let mut next = || results.next().unwrap_or_default();
+    let held = !next().is_empty();
+    let halted = match next().first() {
+        Some(row) => col(row, 0)?,
+        None => false,
+    };
+    let applicable = next()
+        .iter()
+        .map(decode)
+        .collect::<StoreResult<Vec<_>>>()?
+        .into_iter()
+        .filter(|l| {
+            r.quantities
+                .iter()
+                .any(|q| l.spec.applies(&r.action_name, q))
+        })
+        .collect();
+    Ok(TallyReads {
+        held,
+        halted,
+        applicable,
+    })
+}
+
+/// The statuses of the `applicable` limits, in the order the tally reads them (by creation),
+/// each locked `FOR UPDATE` to the end of the transaction: one round trip (pipelined).
+async fn lock_applicable(
+    tx: &Tx<'_>,
+    r: &ImpactRequest,
+    mut applicable: Vec<LimitRecord>,
+) -> StoreResult<Vec<LimitStatus>> {
+    if applicable.is_empty() {
+        return Ok(Vec::new());
     }
     let now = r.actor.now;
-    let limits = list(tx, &r.env_id, false, now).await?;
+    let ids: Vec<&str> = applicable.iter().map(|l| l.id.as_str()).collect();
+    let windows: Vec<i64> = applicable
+        .iter()
+        .map(|l| l.spec.period.window_start(now).0)
+        .collect();
+    // Two statements: the usage is summed by the second, whose snapshot is taken once the first
+    // holds every lock, so it counts every reservation committed by an earlier tally.
+    let results = tx
+        .pipeline(&[
+            (
+                "SELECT id, amount FROM impact_limits WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                &[&ids],
+            ),
+            (
+                "SELECT r.limit_id, r.state, COALESCE(SUM(r.amount), 0)::BIGINT
+                 FROM impact_reservations r
+                 JOIN UNNEST($1::text[], $2::bigint[]) AS w(limit_id, window_start)
+                   ON r.limit_id = w.limit_id AND r.window_start = w.window_start
+                 GROUP BY r.limit_id, r.state",
+                &[&ids, &windows],
+            ),
+        ])
+        .await?;
+    let (amounts, sums) = match results.as_slice() {
+        [amounts, sums] => (amounts, sums),
+        _ => return Err(rows::corrupt("limit tally", "a statement answered nothing")),
+    };
+    // The amount as locked: an `update_limit` committed before the lock was granted counts.
+    let mut amount: HashMap<&str, i64> = HashMap::new();
+    for row in amounts {
+        amount.insert(col(row, 0)?, col(row, 1)?);
+    }
+    let mut usage: HashMap<&str, Usage> = HashMap::new();
+    for row in sums {
+        add_sum(
+            usage.entry(col(row, 0)?).or_default(),
+            col(row, 1)?,
+            col(row, 2)?,
+        )?;
+    }
+    for l in &mut applicable {
+        l.spec.amount = *amount
+            .get(l.id.as_str())
+            .ok_or_else(|| rows::corrupt("locked impact limit", l.id.as_str()))?;
+    }
+    Ok(applicable
+        .into_iter()
+        .map(|limit| LimitStatus {
+            window_start: limit.spec.period.window_start(now),
+            usage: usage.get(limit.id.as_str()).copied().unwrap_or_default(),
+            limit,
+        })
+        .collect())
+}
+
+/// Reserves every live limit that applies to the effect, or none (refused); see the module doc
+/// for why concurrent reservations never pass a limit.
+pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
+    let reads = read_for_tally(tx, r).await?;
+    reserve_after(tx, r, reads).await
+}
+
+/// [`reserve`] with its first reads done ([`read_for_tally`], in this transaction).
+pub(crate) async fn reserve_after(
+    tx: &Tx<'_>,
+    r: &ImpactRequest,
+    reads: TallyReads,
+) -> StoreResult<ReserveOutcome> {
+    if reads.held {
+        return Ok(ReserveOutcome::AlreadyReserved);
+    }
+    let now = r.actor.now;
+    let limits = lock_applicable(tx, r, reads.applicable).await?;
     let holds = match tally(r, &limits) {
         Tally::Reserve(holds) => holds,
         Tally::Refuse { audit, outcome } => {
@@ -158,11 +283,15 @@ pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<Reser
             return Ok(outcome);
         }
     };
-    for hold in &holds {
+    if !holds.is_empty() {
+        let limits: Vec<&str> = holds.iter().map(|h| h.limit.as_str()).collect();
+        let amounts: Vec<i64> = holds.iter().map(|h| h.amount).collect();
+        let windows: Vec<i64> = holds.iter().map(|h| h.window_start.0).collect();
         tx.execute(
             "INSERT INTO impact_reservations (limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, 'reserved', $6, $6)",
-            &[&hold.limit.as_str(), &r.effect_id.as_str(), &r.env_id.as_str(), &hold.amount, &hold.window_start.0, &now.0],
+             SELECT limit_id, $2, $3, amount, window_start, 'reserved', $6, $6
+             FROM UNNEST($1::text[], $4::bigint[], $5::bigint[]) AS h(limit_id, amount, window_start)",
+            &[&limits, &r.effect_id.as_str(), &r.env_id.as_str(), &amounts, &windows, &now.0],
         )
         .await?;
     }
@@ -183,51 +312,15 @@ pub(crate) async fn reserve(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<Reser
     Ok(reserved(holds))
 }
 
-/// Settles an effect's reservations as its move's work says (`EffectChange::settles`), inside
-/// the move's transaction: success consumes, failure or rejection releases, unknown keeps them
-/// as exposure.
-pub(crate) async fn settle(
-    tx: &Tx<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    settles: Option<ReservationState>,
-    actor: &Actor,
-) -> StoreResult<()> {
-    let Some(after) = settles else {
-        return Ok(());
-    };
-    let mut changed = 0;
-    for from in after.settles_from() {
-        changed += tx
-            .execute(
-                "UPDATE impact_reservations SET state = $1, updated_at = $2 WHERE effect_id = $3 AND state = $4",
-                &[&after.as_str(), &actor.now.0, &effect.as_str(), &from.as_str()],
-            )
-            .await?;
-    }
-    if changed > 0 {
-        append(
-            tx,
-            actor,
-            Entry {
-                env: Some(env.as_str()),
-                kind: "impact.settled",
-                subject: effect.as_str(),
-                before: None,
-                after: Some(json!({"reservations": after.as_str(), "count": changed})),
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl Limits for PostgresStore {
     async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
         in_transaction!(self, Mode::Write, |tx| async {
             let l = limit;
             let s = &l.spec;
+            // A new limit applies to every tally that starts after this commits: it waits for
+            // the tallies in flight in its environment, which did not count it.
+            tx.lock_environment(l.env_id.as_str()).await?;
             tx.execute_unique(
                 "impact limit",
                 &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10)"),
@@ -296,6 +389,8 @@ impl Limits for PostgresStore {
         actor: &Actor,
     ) -> StoreResult<bool> {
         in_transaction!(self, Mode::Write, |tx| async {
+            // Waits for the tallies in flight in the environment, which count this limit.
+            tx.lock_environment(env.as_str()).await?;
             let changed = tx
                 .execute(
                     "UPDATE impact_limits SET archived_at = $1, updated_at = $1 WHERE env_id = $2 AND id = $3 AND archived_at IS NULL",

@@ -3,9 +3,10 @@
 //! Semantics are the embedded store's, method for method, and every rule is held by the
 //! database, never by process memory: unique indexes (one effect per operation key, one live
 //! action per name, one retry per failed invocation), compare-and-set updates on an effect's
-//! state and on versions, and one transaction-scoped advisory lock that orders writes across
-//! every connection and replica (see `conn`: taken first by most writes, and only at commit by
-//! the invoke hot path). The audit hash chain is sealed off the commit path (`audit_log`).
+//! state and on versions, row locks on the limits a tally counts, one transaction-scoped
+//! advisory lock that orders most writes across every connection and replica, and one per
+//! environment that its invokes share and a halt or a limit change takes alone (see `conn`:
+//! the invoke hot path never takes the first). The audit hash chain is sealed off the commit path (`audit_log`).
 //! Constraint violations map to the same [`StoreError`](crate::StoreError) variants as SQLite's:
 //! a unique violation (23505) is `Duplicate`, a foreign key violation (23503) is
 //! `NotFound { what: "environment" }`, a connection or I/O failure is `Unavailable`, a row that
@@ -48,6 +49,7 @@ pub struct PostgresStore {
     pool: Pool,
     heartbeats: Arc<replicas::Heartbeats>,
     announcements: Arc<notify::Announcements>,
+    round_trips: Arc<conn::RoundTrips>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -69,10 +71,19 @@ impl PostgresStore {
             pool: conn::pool(&config)?,
             heartbeats: Arc::new(replicas::Heartbeats::new(config.clone())),
             announcements: Arc::new(notify::Announcements::new(config)),
+            round_trips: Arc::default(),
         };
         store.check_durable_commits().await?;
         in_transaction!(store, Mode::Write, |tx| schema::migrate(&tx))?;
         Ok(store)
+    }
+
+    /// Round trips to the database this store's transactions (and its clones') made so far,
+    /// counting statements sent together (pipelined) once: a gauge for tests and profiling of
+    /// the hot path, not a contract.
+    #[doc(hidden)]
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.get()
     }
 
     /// Refuses a server that acknowledges commits before they are on disk.

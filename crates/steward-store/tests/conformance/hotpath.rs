@@ -7,7 +7,7 @@ use steward_store::{FirstAttempt, FirstAttemptOutcome};
 
 /// The first attempt of `sub` as the server plans it: no quantities, attempt 1 owned by
 /// `writer()`.
-fn first_attempt(env: &Env, sub: &Submission, at: i64) -> FirstAttempt {
+pub fn first_attempt(env: &Env, sub: &Submission, at: i64) -> FirstAttempt {
     let mut begin = env.change(
         &sub.effect_id,
         EffectState::Ready,
@@ -314,4 +314,109 @@ pub async fn submit_and_begin_under_concurrency_begins_once(store: Arc<dyn Store
     assert_eq!(effects.total, 1);
     assert_eq!(env.effect(&begun[0]).await.attempts.len(), 1);
     assert_chain_intact(&store).await;
+}
+
+/// Concurrent `submit_and_begin`s against one limit, through every handle given (several
+/// connection pools, as several replicas have), reserve exactly what the limit holds: the rest
+/// are refused and record no attempt.
+pub async fn submit_and_begin_never_exceeds_a_limit(stores: Vec<Arc<dyn Store>>) {
+    /// What the limit holds, and the invokes against it: enough to race, few enough that the
+    /// handles' pools stay well inside a shared server's `max_connections`.
+    const AMOUNT: i64 = 8;
+    const INVOKES: i64 = 24;
+    let env = Env::new(&stores[0], "hot-limit").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let limit = limit_record(
+        &env,
+        json!({"name": "eight", "dimension": "resource_mutations", "period": "total", "amount": AMOUNT}),
+    );
+    stores[0]
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    let tasks: Vec<_> = (0..INVOKES)
+        .map(|i| {
+            let store = stores[i as usize % stores.len()].clone();
+            let sub = env.submission(&action, json!({ "n": i }));
+            let first = first_attempt(&env, &sub, 2_000 + i);
+            tokio::spawn(async move {
+                let done = store.submit_and_begin(&sub, &first).await;
+                (sub.effect_id, done)
+            })
+        })
+        .collect();
+    let (mut begun, mut refused) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (effect, done) = task.await.expect("task");
+        let done = done.expect("submit_and_begin");
+        expect_created(done.outcome);
+        match done.first {
+            Some(FirstAttemptOutcome::Begun) => begun.push(effect),
+            Some(FirstAttemptOutcome::Refused(ReserveOutcome::Refused { limit_id, .. })) => {
+                assert_eq!(limit_id, limit.id);
+                refused.push(effect);
+            }
+            other => panic!("expected Begun or Refused, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        (begun.len() as i64, refused.len() as i64),
+        (AMOUNT, INVOKES - AMOUNT),
+        "exactly the limit is reserved"
+    );
+    assert_eq!(usage_of(&env, &limit.id, 3_000).await.reserved, AMOUNT);
+    for effect in &begun {
+        assert_eq!(env.effect(effect).await.attempts.len(), 1);
+    }
+    for effect in &refused {
+        let detail = env.effect(effect).await;
+        assert_eq!(detail.effect.state, EffectState::Ready);
+        assert!(detail.attempts.is_empty() && detail.reservations.is_empty());
+    }
+}
+
+/// A halt committed while invokes are in flight: each in-flight invoke either began (its
+/// attempt recorded) or was parked (nothing recorded), and every invoke that starts after the
+/// halt returned is parked.
+pub async fn a_halt_during_concurrent_invokes_parks_every_later_one(store: Arc<dyn Store>) {
+    const BEFORE: i64 = 32;
+    const AFTER: i64 = 8;
+    let env = Env::new(&store, "hot-halt-race").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let invoke = |i: i64| {
+        let store = store.clone();
+        let sub = env.submission(&action, json!({ "n": i }));
+        let first = first_attempt(&env, &sub, 2_000 + i);
+        tokio::spawn(async move {
+            let done = store.submit_and_begin(&sub, &first).await;
+            (sub.effect_id, done)
+        })
+    };
+    let in_flight: Vec<_> = (0..BEFORE).map(invoke).collect();
+    tokio::task::yield_now().await;
+    store
+        .set_halted(&env.id, true, Some("incident"), &env.actor(2_500))
+        .await
+        .expect("halt");
+    let later: Vec<_> = (BEFORE..BEFORE + AFTER).map(invoke).collect();
+    let mut outcomes = Vec::new();
+    for (n, task) in in_flight.into_iter().chain(later).enumerate() {
+        let (effect, done) = task.await.expect("task");
+        let done = done.expect("submit_and_begin");
+        expect_created(done.outcome);
+        let detail = env.effect(&effect).await;
+        match done.first {
+            Some(FirstAttemptOutcome::Begun) => {
+                assert!(n < BEFORE as usize, "an invoke after the halt began");
+                assert_eq!(detail.attempts.len(), 1);
+            }
+            Some(FirstAttemptOutcome::Halted) => {
+                assert_eq!(detail.effect.state, EffectState::Ready);
+                assert!(detail.attempts.is_empty(), "a parked invoke has no attempt");
+            }
+            other => panic!("expected Begun or Halted, got {other:?}"),
+        }
+        outcomes.push(done.first);
+    }
+    assert_eq!(outcomes.len() as i64, BEFORE + AFTER);
 }
