@@ -243,6 +243,18 @@ impl Replicas for PostgresStore {
                 )
                 .await?;
             report.expired_replicas.sort();
+            if !report.expired_replicas.is_empty() {
+                // A dead replica may have died between a decision's commit and its
+                // announcement (`notify`): every waiter reads again.
+                tx.execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[
+                        &super::notify::APPROVALS_CHANNEL,
+                        &super::notify::RESYNC_PAYLOAD,
+                    ],
+                )
+                .await?;
+            }
             Ok(report)
         })
     }
