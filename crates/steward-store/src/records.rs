@@ -668,6 +668,12 @@ impl EffectChange {
         })
     }
 
+    /// When the change completes its invocation: on the move into a terminal state or into
+    /// `unknown` (the caller has its answer, even if it is "unknown"); `None` otherwise.
+    pub(crate) fn completed_at(&self) -> Option<Millis> {
+        (self.to.is_terminal() || self.to == EffectState::Unknown).then_some(self.actor.now)
+    }
+
     /// Refuses a change that no event makes: a `from -> to` move outside the rules, or a
     /// settlement of the reservations that is not the one that move's work implies (the fields
     /// are public, so a caller could have edited either). Every backend calls this before it

@@ -66,10 +66,10 @@ use console_sessions::*;
 #[path = "conformance/audit_seal.rs"]
 mod audit_seal;
 use audit_seal::*;
-#[path = "conformance/sqlite_migration.rs"]
-mod sqlite_migration;
 #[path = "conformance/approvals.rs"]
 mod approvals;
+#[path = "conformance/sqlite_migration.rs"]
+mod sqlite_migration;
 use approvals::*;
 use steward_core::{EvidenceKind, EvidenceSource};
 
@@ -87,6 +87,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     an_illegal_transition_is_refused_and_writes_nothing(store.clone()).await;
     effect_change_under_concurrency_moves_once(store.clone()).await;
     recover_settles_what_a_crash_left(store.clone()).await;
+    recover_settles_reservations_and_audits_each_change(store.clone()).await;
     retry_of_requires_a_settled_failure(store.clone()).await;
     generic_idempotency(store.clone()).await;
     actions_are_versioned(store.clone()).await;
@@ -514,6 +515,7 @@ conformance_tests!(
     an_illegal_transition_is_refused_and_writes_nothing,
     effect_change_under_concurrency_moves_once,
     recover_settles_what_a_crash_left,
+    recover_settles_reservations_and_audits_each_change,
     retry_of_requires_a_settled_failure,
     generic_idempotency,
     actions_are_versioned,
@@ -1169,6 +1171,102 @@ async fn postgres_decisions_on_different_approvals_do_not_wait_for_each_other() 
     )
     .await
     .expect("drop the gate");
+}
+
+/// A backlog larger than one sweep chunk is settled whole, one chunk per transaction: every
+/// orphan once (those past the first chunk too), each as one change would leave it, and a
+/// second sweep finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_sweep_settles_a_backlog_of_more_than_one_chunk() {
+    /// Writers creating the backlog at once.
+    const WRITERS: usize = 16;
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    let env = Env::new(&store, "backlog").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let total = steward_store::SWEEP_CHUNK_EFFECTS + 3;
+    let mut work: Vec<Vec<(Submission, steward_store::FirstAttempt)>> =
+        (0..WRITERS).map(|_| Vec::new()).collect();
+    for n in 0..total {
+        let sub = env.submission(&action, json!({ "n": n }));
+        let mut begin = env.change(
+            &sub.effect_id,
+            EffectState::Ready,
+            EffectState::Dispatching,
+            2_000,
+        );
+        begin.attempt = Some(AttemptChange::Begin {
+            number: 1,
+            deadline_at: Millis(32_000),
+            owner: writer(),
+        });
+        begin.evidence = Some(NewEvidence::new(
+            EvidenceKind::Attempt,
+            EvidenceSource::Steward,
+            "attempt 1 recorded",
+        ));
+        let first = steward_store::FirstAttempt {
+            impact: impact_request(&env, &sub.effect_id, vec![], 2_000),
+            begin,
+        };
+        work[n % WRITERS].push((sub, first));
+    }
+    let tasks: Vec<_> = work
+        .into_iter()
+        .map(|batch| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for (sub, first) in batch {
+                    let done = store
+                        .submit_and_begin(&sub, &first)
+                        .await
+                        .expect("submit_and_begin");
+                    assert_eq!(done.first, Some(steward_store::FirstAttemptOutcome::Begun));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("writer");
+    }
+
+    let report = store
+        .recover(&Sweep::sole(&restarted(), Millis(9_000)))
+        .await
+        .expect("recover");
+    assert_eq!(report.dispatching_to_unknown.len(), total);
+    let unique: HashSet<&EffectId> = report.dispatching_to_unknown.iter().collect();
+    assert_eq!(unique.len(), total, "each orphan once");
+    let unknown = store
+        .list_effects(
+            &env.id,
+            &EffectFilter {
+                action_id: Some(action.id.clone()),
+                states: Some(vec![EffectState::Unknown]),
+                limit: 1,
+                offset: 0,
+            },
+        )
+        .await
+        .expect("list_effects");
+    assert_eq!(unknown.total as usize, total);
+    for effect in [
+        report.dispatching_to_unknown.first().expect("first"),
+        report.dispatching_to_unknown.last().expect("last"),
+    ] {
+        let detail = env.effect(effect).await;
+        assert_eq!(detail.effect.state, EffectState::Unknown);
+        assert_eq!(detail.attempts.len(), 1);
+        assert_eq!(detail.attempts[0].status, "unknown");
+        assert_eq!(detail.attempts[0].finished_at, Some(Millis(9_000)));
+        let kinds: Vec<&str> = detail.evidence.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["accepted", "attempt", "restart"]);
+    }
+    let again = store
+        .recover(&Sweep::sole(&restarted(), Millis(10_000)))
+        .await
+        .expect("recover again");
+    assert_eq!(again, RecoveryReport::default());
 }
 
 /// The server the PostgreSQL tests create their databases on, unless `STEWARD_TEST_DATABASE_URL`
