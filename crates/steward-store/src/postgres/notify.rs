@@ -221,7 +221,7 @@ async fn announce_queued(config: tokio_postgres::Config, mut waiting: mpsc::Rece
         None => "-c synchronous_commit=off".to_string(),
     };
     config.options(options);
-    let mut client: Option<tokio_postgres::Client> = None;
+    let mut client: Option<(tokio_postgres::Client, tokio_postgres::Statement)> = None;
     let mut batch = Vec::with_capacity(ANNOUNCE_BATCH_MAX);
     while waiting.recv_many(&mut batch, ANNOUNCE_BATCH_MAX).await > 0 {
         let ids: Vec<&str> = batch.iter().map(ApprovalId::as_str).collect();
@@ -241,23 +241,29 @@ async fn announce_queued(config: tokio_postgres::Config, mut waiting: mpsc::Rece
     }
 }
 
+/// Sends one batch, on the announcer's connection (opened, with its statement prepared, when
+/// there is none or it closed).
 async fn announce_once(
     config: &tokio_postgres::Config,
-    client: &mut Option<tokio_postgres::Client>,
+    client: &mut Option<(tokio_postgres::Client, tokio_postgres::Statement)>,
     ids: &[&str],
 ) -> StoreResult<()> {
-    if client.as_ref().is_none_or(|c| c.is_closed()) {
+    if client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
         let (opened, connection) = conn::dedicated(config, "steward-announcer").await?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "the approval announcement connection failed");
             }
         });
-        *client = Some(opened);
+        let statement = opened
+            .prepare(ANNOUNCE_SQL)
+            .await
+            .map_err(conn::unavailable)?;
+        *client = Some((opened, statement));
     }
-    let client = client.as_ref().expect("connected above");
+    let (client, statement) = client.as_ref().expect("connected above");
     client
-        .execute(ANNOUNCE_SQL, &[&APPROVALS_CHANNEL, &ids])
+        .execute(statement, &[&APPROVALS_CHANNEL, &ids])
         .await
         .map_err(conn::unavailable)?;
     Ok(())
