@@ -12,10 +12,13 @@
 //! (`audit_log`).
 //!
 //! When the lock is taken:
-//! - [`Mode::Write`] (every method but the invoke hot path) takes it as its first statement: the
-//!   check-then-insert of `submit` for gated requests, the version checks of secrets and actions
-//!   and the tally of an approval run exactly as they do on SQLite.
-//! - [`Mode::WriteLate`] (`submit_and_begin`, `change_effect`, `finish_invoke_request`) takes it
+//! - [`Mode::Write`] (every method but the invoke hot path, approval decisions and expiry, and
+//!   generic `Idempotency-Key` records) takes it as its first statement: the check-then-insert
+//!   of `submit` for gated requests and the version checks of secrets and actions run exactly as
+//!   they do on SQLite.
+//! - [`Mode::WriteLate`] (`submit_and_begin`, `change_effect`, `finish_invoke_request`; also
+//!   decisions and expiry, ordered by their approval's row lock, see `approvals`, and
+//!   `idempotency`'s records, by their primary key) takes it
 //!   only at commit, and only for its [`CommitCheck`]s (none: no lock at all, audit events
 //!   included). What these transactions decide before that is held
 //!   by the database itself: a unique index (one effect per operation key, one request per
