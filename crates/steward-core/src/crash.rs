@@ -20,7 +20,9 @@ pub enum CrashPoint {
     ServerAfterSend,
     /// Server: the provider's response is received, not saved.
     ServerAfterResponse,
-    /// Server: an approval's decision is committed, the released invocation not yet attempted.
+    /// Server: an approval's decision is committed without the released invocation's attempt
+    /// (a halted environment, a release not foreseen), which is not yet attempted. An approval
+    /// that begins its attempt in the decision's commit passes `ServerAfterRecord` instead.
     /// (Beyond the client's list; Steward's own tests use it.)
     ServerAfterApproval,
 }

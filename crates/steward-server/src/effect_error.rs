@@ -3,7 +3,7 @@
 //! its envelope in one place (`From<EffectError> for ApiError` in `error/mod.rs`), where an
 //! internal error is logged with its ids and source chain and never sent to the client.
 
-use steward_core::{CrashPoint, EffectId, InvocationId};
+use steward_core::{CrashPoint, EffectId};
 use steward_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -29,13 +29,6 @@ pub enum EffectError {
     /// An in-process simulation's crash hook stopped the dispatch at `point`.
     #[error("simulated crash at {}", point.name())]
     SimulatedCrash { point: CrashPoint },
-    /// The task the dispatch ran in panicked or was cancelled.
-    #[error("the dispatch task of invocation {invocation} did not finish")]
-    Task {
-        invocation: InvocationId,
-        #[source]
-        source: tokio::task::JoinError,
-    },
 }
 
 impl EffectError {

@@ -1,10 +1,13 @@
 //! What an approval decision does to the effect it parked, the same in every backend: each
 //! backend applies the change in the decision's own transaction.
 
-use crate::error::StoreResult;
-use crate::records::{Actor, ApprovalRecord, EffectChange, NewEvidence};
+use crate::error::{StoreError, StoreResult};
+use crate::records::{
+    Actor, ApprovalRecord, AttemptChange, DecisionRecord, DecisionRequest, EffectChange,
+    FirstAttempt, NewEvidence, ReleaseContext,
+};
 use serde_json::json;
-use steward_core::{EffectEvent, EffectState};
+use steward_core::{ApprovalStatus, EffectEvent, EffectState};
 use steward_core::{EvidenceKind, EvidenceSource};
 
 /// Why the system cancels the approvals parked on an action.
@@ -135,6 +138,94 @@ pub(crate) fn plan_decision(
         }
     }
 }
+
+impl ReleaseContext {
+    /// Whether `request`, cast on the approval as this context read it, would release its
+    /// parked invocation: what the decider prepares the released attempt for. A decision cast
+    /// in between may change the answer; `Approvals::decide_and_begin` decides on the approval
+    /// as it finds it, and ignores a first attempt it does not release.
+    pub fn releases(&self, request: &DecisionRequest) -> bool {
+        self.parked.is_some()
+            && matches!(
+                plan_decision(
+                    &self.approval,
+                    &request.key,
+                    request.decision,
+                    request.note.as_deref(),
+                    request.now,
+                ),
+                DecisionPlan::Record { releases: true, .. }
+            )
+    }
+}
+
+/// Refuses a first attempt given with decision `r` on `a` that is not the attempt of the effect
+/// `a` parks (`ready -> dispatching` with `AttemptChange::Begin` owned by the deciding replica,
+/// its reservation for the same effect): a bug in the caller, refused before anything is
+/// written.
+pub(crate) fn check_first(
+    a: &ApprovalRecord,
+    r: &DecisionRequest,
+    first: &FirstAttempt,
+) -> StoreResult<()> {
+    let begin = &first.begin;
+    let refuse = |step: String| {
+        Err(StoreError::IllegalTransition {
+            env: begin.env_id.clone(),
+            effect: begin.effect_id.clone(),
+            from: begin.from,
+            step,
+        })
+    };
+    if a.effect_id.as_ref() != Some(&begin.effect_id)
+        || begin.env_id != a.env_id
+        || first.impact.effect_id != begin.effect_id
+        || first.impact.env_id != begin.env_id
+    {
+        return refuse(format!(
+            "an attempt begun with a decision on approval {}, which parks another effect",
+            a.id
+        ));
+    }
+    if begin.from != EffectState::Ready
+        || begin.to != EffectState::Dispatching
+        || !matches!(&begin.attempt, Some(AttemptChange::Begin { owner, .. }) if owner == &r.replica)
+    {
+        return refuse(
+            "a first attempt that is not `ready -> dispatching`, begun by the deciding replica"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The approval as a recorded ballot leaves it: `a` as read (locked) in the decision's
+/// transaction, with the ballot among its decisions (in the order a read returns them: by time,
+/// then key) and, when it settled the approval, the settlement a human decision writes. What a
+/// read in the same transaction would return, without the read.
+pub(crate) fn after_ballot(
+    mut a: ApprovalRecord,
+    r: &DecisionRequest,
+    status: ApprovalStatus,
+) -> ApprovalRecord {
+    a.decisions.push(DecisionRecord {
+        key: r.key.clone(),
+        decision: r.decision,
+        note: r.note.clone(),
+        at: r.now,
+    });
+    a.decisions
+        .sort_by(|x, y| (x.at, x.key.as_str()).cmp(&(y.at, y.key.as_str())));
+    if status != ApprovalStatus::Pending {
+        a.status = status;
+        a.decision_origin = Some(HUMAN_ORIGIN.to_string());
+        a.decided_at = Some(r.now);
+    }
+    a
+}
+
+/// The `decision_origin` of an approval a key's ballot settled.
+pub(crate) const HUMAN_ORIGIN: &str = "human";
 
 #[cfg(test)]
 mod tests {

@@ -58,6 +58,7 @@ pub use governance::{
 };
 pub use postgres::PostgresStore;
 pub use records::*;
+pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
 pub use store::AuditLog;

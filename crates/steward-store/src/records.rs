@@ -504,6 +504,54 @@ pub enum DecideOutcome {
     SelfDecision,
 }
 
+/// One key's decision on an approval, as `Approvals::decide_and_begin` takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionRequest {
+    pub env_id: EnvironmentId,
+    pub approval_id: ApprovalId,
+    /// The deciding key; never the one that requested the approval.
+    pub key: KeyId,
+    pub decision: Decision,
+    pub note: Option<String>,
+    pub now: Millis,
+    /// The deciding replica: it owns the effect the decision releases, and dispatches it.
+    pub replica: ReplicaId,
+}
+
+/// What `Approvals::decide_and_begin` did.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub outcome: DecideOutcome,
+    /// When the decision released its invocation and a first attempt was given: what became of
+    /// that attempt, in the decision's own transaction. `None` otherwise (nothing was released,
+    /// or no attempt was given: the released effect is `ready`, owned by the deciding replica).
+    pub first: Option<FirstAttemptOutcome>,
+}
+
+/// What a decision on an approval may release, read in one snapshot before deciding
+/// (`Approvals::release_context`): what the decider prepares the released attempt from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReleaseContext {
+    /// The approval with the decisions cast so far.
+    pub approval: ApprovalRecord,
+    /// The gated invocation, while it is still parked (`awaiting_approval`) and the action
+    /// version it names exists; `None` for a custom request or once it moved on.
+    pub parked: Option<ParkedInvocation>,
+}
+
+/// A gated invocation waiting for its approval, with what its dispatch reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParkedInvocation {
+    pub invocation: InvocationRecord,
+    /// The provider idempotency key recorded with its effect.
+    pub provider_idempotency_key: Option<String>,
+    /// The definition of the action version the invocation names.
+    pub definition: ActionDefinition,
+    /// The secrets that definition names ([`secrets_named_by`]) that exist, as `Store::secret`
+    /// reads them.
+    pub secrets: Vec<SecretRecord>,
+}
+
 /// Filters for the approval inbox.
 #[derive(Debug, Clone, Default)]
 pub struct ApprovalFilter {
@@ -618,6 +666,12 @@ impl EffectChange {
             actor,
             answers_request: None,
         })
+    }
+
+    /// When the change completes its invocation: on the move into a terminal state or into
+    /// `unknown` (the caller has its answer, even if it is "unknown"); `None` otherwise.
+    pub(crate) fn completed_at(&self) -> Option<Millis> {
+        (self.to.is_terminal() || self.to == EffectState::Unknown).then_some(self.actor.now)
     }
 
     /// Refuses a change that no event makes: a `from -> to` move outside the rules, or a
@@ -759,8 +813,9 @@ pub struct RecoveryReport {
 pub enum ApprovalEvent {
     /// A decision was recorded on this approval, or it expired.
     Changed(ApprovalId),
-    /// The store (re)started listening: changes made while it was not listening were not
-    /// announced, so whoever waits should read again.
+    /// The store (re)started listening, or a sweep removed a dead replica: changes made while
+    /// the store was not listening, or by the dead replica just before it died, may not have
+    /// been announced, so whoever waits should read again.
     Resync,
 }
 

@@ -6,6 +6,13 @@ use serde_json::json;
 use steward_core::{EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId};
 use steward_core::{EvidenceKind, EvidenceSource};
 
+/// Orphans one PostgreSQL sweep transaction settles at most. Each of its statements carries the
+/// whole chunk (arrays of this length), and the transaction holds the write lock for one chunk
+/// only, so the hot path gets in between the chunks of a large backlog; 100,000 orphans are 20
+/// transactions of about ten statements each. (The embedded store settles a sweep in one
+/// transaction: it serves one process, and sweeps before it listens.)
+pub const SWEEP_CHUNK_EFFECTS: usize = 5_000;
+
 /// An effect in flight (`ready` or `dispatching`) whose owner is dead for the sweep.
 #[derive(Debug, Clone)]
 pub(crate) struct Orphan {

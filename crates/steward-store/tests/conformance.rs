@@ -67,8 +67,11 @@ use console_sessions::*;
 #[path = "conformance/audit_seal.rs"]
 mod audit_seal;
 use audit_seal::*;
+#[path = "conformance/approvals.rs"]
+mod approvals;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
+use approvals::*;
 use steward_core::{EvidenceKind, EvidenceSource};
 
 // ------------------------------------------------------------------------------------------
@@ -85,6 +88,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     an_illegal_transition_is_refused_and_writes_nothing(store.clone()).await;
     effect_change_under_concurrency_moves_once(store.clone()).await;
     recover_settles_what_a_crash_left(store.clone()).await;
+    recover_settles_reservations_and_audits_each_change(store.clone()).await;
     retry_of_requires_a_settled_failure(store.clone()).await;
     generic_idempotency(store.clone()).await;
     actions_are_versioned(store.clone()).await;
@@ -117,6 +121,9 @@ pub async fn run_all(store: Arc<dyn Store>) {
     console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
     concurrent_seals_seal_each_event_once(store.clone()).await;
     one_sealer_holds_the_lease_until_it_expires(store.clone()).await;
+    decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
+    decide_and_begin_records_no_attempt_where_the_rules_say_no(store.clone()).await;
+    concurrent_decisions_begin_each_release_once(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -511,6 +518,7 @@ conformance_tests!(
     an_illegal_transition_is_refused_and_writes_nothing,
     effect_change_under_concurrency_moves_once,
     recover_settles_what_a_crash_left,
+    recover_settles_reservations_and_audits_each_change,
     retry_of_requires_a_settled_failure,
     generic_idempotency,
     actions_are_versioned,
@@ -535,6 +543,9 @@ conformance_tests!(
     a_halt_during_concurrent_invokes_parks_every_later_one,
     concurrent_seals_seal_each_event_once,
     one_sealer_holds_the_lease_until_it_expires,
+    decide_and_begin_commits_the_attempt_with_the_decision,
+    decide_and_begin_records_no_attempt_where_the_rules_say_no,
+    concurrent_decisions_begin_each_release_once,
     audit_chain_verifies_and_detects_tampering,
 );
 
@@ -1385,6 +1396,192 @@ async fn postgres_submit_and_begin_never_exceeds_a_limit_across_handles() {
         stores.push(database.store().await);
     }
     submit_and_begin_never_exceeds_a_limit(stores).await;
+}
+
+/// Decisions on different approvals do not wait for each other: while one decision's
+/// transaction is held open with its approval's row locked (by a trigger on its ballot that
+/// waits on a lock this test holds), a decision on another approval commits, the attempt it
+/// releases with it; a second decision on the held approval waits its turn, and finds it
+/// settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_decisions_on_different_approvals_do_not_wait_for_each_other() {
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    let env = Env::new(&store, "parallel").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let (held_inv, held) = park(&env, &action, json!({"n": 1}), 1, None).await;
+    let (free_inv, free) = park(&env, &action, json!({"n": 2}), 1, None).await;
+    let gate = admin_client(&database.url).await;
+    gate.batch_execute(&format!(
+        "CREATE FUNCTION wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_advisory_xact_lock(7, 7); RETURN NEW; END $$;
+         CREATE TRIGGER wait_at_gate AFTER INSERT ON approval_decisions FOR EACH ROW
+             WHEN (NEW.approval_id = '{held}') EXECUTE FUNCTION wait_at_gate();
+         SELECT pg_advisory_lock(7, 7);"
+    ))
+    .await
+    .expect("the gate");
+    use steward_store::FirstAttemptOutcome;
+    let decide_on = |approval: &steward_core::ApprovalId, parked: &InvocationRecord| {
+        let decider = restarted();
+        let request = approve(
+            &env,
+            approval,
+            &KeyId::from_unique(&unique("approver")),
+            &decider,
+            2_000,
+        );
+        let first = released_attempt(&env, parked, &decider, 2_000);
+        let store = store.clone();
+        async move { store.decide_and_begin(&request, Some(&first)).await }
+    };
+
+    // Decision A records its ballot, then waits at the gate, its approval's row locked.
+    let a = tokio::spawn(decide_on(&held, &held_inv));
+    let waiting = "SELECT COUNT(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+         WHERE d.datname = current_database() AND l.locktype = 'advisory'
+           AND l.classid = 7 AND l.objid = 7 AND l.objsubid = 2 AND NOT l.granted";
+    for _ in 0..200 {
+        let n: i64 = gate.query_one(waiting, &[]).await.expect("locks").get(0);
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let n: i64 = gate.query_one(waiting, &[]).await.expect("locks").get(0);
+    assert_eq!(n, 1, "decision A waits at the gate");
+
+    // Decision B, on another approval, commits while A is open, its attempt with it.
+    let b = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        decide_on(&free, &free_inv),
+    )
+    .await
+    .expect("B committed while A was open")
+    .expect("decide B");
+    assert_eq!(b.first, Some(FirstAttemptOutcome::Begun));
+    assert_eq!(env.effect(&free_inv.effect_id).await.attempts.len(), 1);
+
+    // A second decision on A's approval waits for A.
+    let again = tokio::spawn(decide_on(&held, &held_inv));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!a.is_finished());
+    assert!(!again.is_finished(), "decisions on one approval take turns");
+
+    gate.batch_execute("SELECT pg_advisory_unlock(7, 7)")
+        .await
+        .expect("open the gate");
+    let a = a.await.expect("task").expect("decide A");
+    assert_eq!(a.first, Some(FirstAttemptOutcome::Begun));
+    let again = again.await.expect("task").expect("decide again");
+    assert!(
+        matches!(again.outcome, steward_store::DecideOutcome::Unchanged(_)),
+        "{:?}",
+        again.outcome
+    );
+    assert_eq!(again.first, None);
+    assert_eq!(env.effect(&held_inv.effect_id).await.attempts.len(), 1);
+    gate.batch_execute(
+        "DROP TRIGGER wait_at_gate ON approval_decisions; DROP FUNCTION wait_at_gate();",
+    )
+    .await
+    .expect("drop the gate");
+}
+
+/// A backlog larger than one sweep chunk is settled whole, one chunk per transaction: every
+/// orphan once (those past the first chunk too), each as one change would leave it, and a
+/// second sweep finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_sweep_settles_a_backlog_of_more_than_one_chunk() {
+    /// Writers creating the backlog at once.
+    const WRITERS: usize = 16;
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    let env = Env::new(&store, "backlog").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let total = steward_store::SWEEP_CHUNK_EFFECTS + 3;
+    let mut work: Vec<Vec<(Submission, steward_store::FirstAttempt)>> =
+        (0..WRITERS).map(|_| Vec::new()).collect();
+    for n in 0..total {
+        let sub = env.submission(&action, json!({ "n": n }));
+        let mut begin = env.change(
+            &sub.effect_id,
+            EffectState::Ready,
+            EffectState::Dispatching,
+            2_000,
+        );
+        begin.attempt = Some(AttemptChange::Begin {
+            number: 1,
+            deadline_at: Millis(32_000),
+            owner: writer(),
+        });
+        begin.evidence = Some(NewEvidence::new(
+            EvidenceKind::Attempt,
+            EvidenceSource::Steward,
+            "attempt 1 recorded",
+        ));
+        let first = steward_store::FirstAttempt {
+            impact: impact_request(&env, &sub.effect_id, vec![], 2_000),
+            begin,
+        };
+        work[n % WRITERS].push((sub, first));
+    }
+    let tasks: Vec<_> = work
+        .into_iter()
+        .map(|batch| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for (sub, first) in batch {
+                    let done = store
+                        .submit_and_begin(&sub, &first)
+                        .await
+                        .expect("submit_and_begin");
+                    assert_eq!(done.first, Some(steward_store::FirstAttemptOutcome::Begun));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("writer");
+    }
+
+    let report = store
+        .recover(&Sweep::sole(&restarted(), Millis(9_000)))
+        .await
+        .expect("recover");
+    assert_eq!(report.dispatching_to_unknown.len(), total);
+    let unique: HashSet<&EffectId> = report.dispatching_to_unknown.iter().collect();
+    assert_eq!(unique.len(), total, "each orphan once");
+    let unknown = store
+        .list_effects(
+            &env.id,
+            &EffectFilter {
+                action_id: Some(action.id.clone()),
+                states: Some(vec![EffectState::Unknown]),
+                limit: 1,
+                offset: 0,
+            },
+        )
+        .await
+        .expect("list_effects");
+    assert_eq!(unknown.total as usize, total);
+    for effect in [
+        report.dispatching_to_unknown.first().expect("first"),
+        report.dispatching_to_unknown.last().expect("last"),
+    ] {
+        let detail = env.effect(effect).await;
+        assert_eq!(detail.effect.state, EffectState::Unknown);
+        assert_eq!(detail.attempts.len(), 1);
+        assert_eq!(detail.attempts[0].status, "unknown");
+        assert_eq!(detail.attempts[0].finished_at, Some(Millis(9_000)));
+        let kinds: Vec<&str> = detail.evidence.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["accepted", "attempt", "restart"]);
+    }
+    let again = store
+        .recover(&Sweep::sole(&restarted(), Millis(10_000)))
+        .await
+        .expect("recover again");
+    assert_eq!(again, RecoveryReport::default());
 }
 
 /// The server the PostgreSQL tests create their databases on, unless `STEWARD_TEST_DATABASE_URL`

@@ -17,7 +17,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, EnvironmentId};
-use steward_store::{ApprovalFilter, ApprovalRecord, Approvals, DecideOutcome, NewApproval};
+use steward_store::{
+    ApprovalFilter, ApprovalRecord, Approvals, DecideOutcome, DecisionRequest, NewApproval,
+};
 
 /// The longest a read may wait for a decision, in seconds; the SDK asks for at most this.
 pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
@@ -312,20 +314,24 @@ async fn decide(
     let note = optional_string(&map, "note")?;
     let request = json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let now = state.clock.now();
-        let outcome = state
-            .store
-            .decide_approval(
-                &caller.env.id,
-                &id,
-                &caller.key.id,
-                decision,
-                note.as_deref(),
-                now,
-                &state.replica,
-            )
-            .await?;
-        let approval = match outcome {
+        let request = DecisionRequest {
+            env_id: caller.env.id.clone(),
+            approval_id: id.clone(),
+            key: caller.key.id.clone(),
+            decision,
+            note: note.clone(),
+            now: state.clock.now(),
+            replica: state.replica.clone(),
+        };
+        // The decision and the dispatch it releases run in their own task: a client that
+        // disconnects must not cancel either halfway.
+        let task_state = state.clone();
+        let decided = tokio::spawn(async move {
+            crate::dispatch::release::decide_and_dispatch(&task_state, &request).await
+        })
+        .await
+        .map_err(|e| ApiError::internal("decision task", &e))??;
+        let approval = match decided.outcome {
             DecideOutcome::SelfDecision => {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
@@ -334,28 +340,22 @@ async fn decide(
                 ))
             }
             DecideOutcome::Unchanged(approval) => approval,
-            DecideOutcome::Expired(approval) => {
+            DecideOutcome::Expired(approval) | DecideOutcome::Recorded { approval, .. } => {
                 state.approval_events.notify_waiters();
                 approval
             }
-            DecideOutcome::Recorded { ready, .. } => {
-                state.approval_events.notify_waiters();
-                if let Some(invocation) = ready {
-                    crate::crash::reach(&state, steward_core::CrashPoint::ServerAfterApproval)?;
-                    crate::dispatch::dispatch_in_task(&state, *invocation).await?;
-                }
-                find(&*state.store, &caller.env.id, &id).await?
-            }
         };
         // The approval, and the invocation it gated as it stands after the decision (dispatched
-        // already when this approval released it); `null` for a custom request.
-        let invocation = match &approval.invocation_id {
-            Some(id) => state
+        // already when this approval released it: as its recorded answer left it, when that was
+        // recorded here); `null` for a custom request.
+        let invocation = match (&approval.invocation_id, decided.answered) {
+            (Some(_), Some(answered)) => Some(views::invocation(&answered)),
+            (Some(id), None) => state
                 .store
                 .invocation(&caller.env.id, id)
                 .await?
                 .map(|i| views::invocation(&i)),
-            None => None,
+            (None, _) => None,
         };
         Ok((
             StatusCode::OK,

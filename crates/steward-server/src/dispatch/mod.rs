@@ -8,8 +8,9 @@
 //! 3. the invocation, its impact reservation and its attempt (`dispatching`, owned by this
 //!    replica) are committed in one transaction (`Store::submit_and_begin`,
 //!    [`submit_and_dispatch`]); a refused reservation settles `refused` and nothing is sent; a
-//!    halted environment leaves it `ready` (`park.rs`). An effect released later (approval,
-//!    resume, replay) takes the same steps as separate transactions ([`dispatch`]);
+//!    halted environment leaves it `ready` (`park.rs`). An effect an approval releases takes
+//!    them in the decision's own transaction (`Store::decide_and_begin`, `release.rs`); one
+//!    released later (a resume, a replay, a takeover) as separate transactions ([`dispatch`]);
 //! 4. only then is the request sent, with a deadline;
 //! 5. the answer is classified honestly and committed (with the request's `Idempotency-Key`
 //!    marked answered); a crash before this step leaves the effect `dispatching`, owned by this
@@ -20,6 +21,7 @@ pub(crate) mod answer;
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
+pub(crate) mod release;
 pub(crate) mod request;
 pub(crate) mod reserve;
 
@@ -81,16 +83,6 @@ async fn block(state: &AppState, inv: &InvocationRecord, blocked: Blocked) -> Ef
         Ok(()) | Err(StoreError::StateConflict { .. }) => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// Runs [`dispatch`] in its own task and waits for it: a caller that goes away (a client that
-/// disconnects) must not cancel a dispatch halfway.
-pub async fn dispatch_in_task(state: &AppState, inv: InvocationRecord) -> EffectResult<()> {
-    let state = state.clone();
-    let invocation = inv.id.clone();
-    tokio::spawn(async move { dispatch(&state, &inv).await })
-        .await
-        .map_err(|source| EffectError::Task { invocation, source })?
 }
 
 /// Drives one `Ready` effect through one attempt. Returns once the outcome is recorded (or, on

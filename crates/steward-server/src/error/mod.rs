@@ -139,7 +139,6 @@ impl From<EffectError> for ApiError {
                 codes::SIMULATED_CRASH,
                 format!("simulated crash at {}", point.name()),
             ),
-            EffectError::Task { .. } => ApiError::internal("dispatch task", &err),
         }
     }
 }

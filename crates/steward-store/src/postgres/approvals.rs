@@ -1,6 +1,13 @@
 //! Approvals: requests, decisions, expiry. A decision and the parked effect's transition commit
-//! together, so an approval can release its invocation exactly once. Decisions run behind the
-//! write lock, so concurrent decisions on one approval are tallied one after the other.
+//! together, so an approval can release its invocation exactly once.
+//!
+//! A decision locks its approval's row (`SELECT ... FOR UPDATE`) before it reads the tally, and
+//! takes no write lock of its own: concurrent decisions on one approval are tallied one after
+//! the other (READ COMMITTED: each statement after the row lock was granted sees every decision
+//! committed before it), while decisions on different approvals run side by side. Everything
+//! else that settles an approval locks its row first too (expiry, the cancellation of an
+//! action's parked approvals), so a decision never moves an effect that one of them moved.
+//! Changes are announced once committed (`notify`), not inside the transaction.
 
 use super::audit_log::{append, Entry};
 use super::conn::Tx;
@@ -8,7 +15,7 @@ use super::conn::{in_transaction, Mode};
 use super::effects::{change_effect, invocation};
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
 use super::PostgresStore;
-use crate::approval_change::DecisionPlan;
+use crate::approval_change::{after_ballot, check_first, DecisionPlan, HUMAN_ORIGIN};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Approvals;
@@ -81,6 +88,61 @@ pub(crate) async fn approval(
         Some(a) => Ok(Some(with_decisions(tx, a).await?)),
         None => Ok(None),
     }
+}
+
+/// The approval, its row locked to the end of the transaction (a concurrent decision, expiry or
+/// cancellation of it waits), with every decision committed before the lock was granted.
+async fn locked_approval(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &ApprovalId,
+) -> StoreResult<Option<ApprovalRecord>> {
+    let sql = format!("SELECT {COLUMNS} FROM approvals WHERE env_id = $1 AND id = $2 FOR UPDATE");
+    match tx.one(&sql, &[&env.as_str(), &id.as_str()], decode).await? {
+        // A later statement: READ COMMITTED reads it after the lock was granted.
+        Some(a) => Ok(Some(with_decisions(tx, a).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The gated invocation `id` with what its dispatch reads, while it is still parked.
+async fn parked(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &InvocationId,
+) -> StoreResult<Option<ParkedInvocation>> {
+    let Some(invocation) = invocation(tx, env, id).await? else {
+        return Ok(None);
+    };
+    if invocation.state != EffectState::AwaitingApproval {
+        return Ok(None);
+    }
+    let Some(row) = tx
+        .query_first(
+            "SELECT e.provider_idempotency_key, v.definition
+             FROM effects e JOIN action_versions v ON v.action_id = e.action_id AND v.version = $3
+             WHERE e.env_id = $1 AND e.id = $2",
+            &[
+                &env.as_str(),
+                &invocation.effect_id.as_str(),
+                &i64::from(invocation.action_version),
+            ],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let definition = rows::definition(&row, 1)?;
+    let mut secrets = Vec::new();
+    for name in secrets_named_by(&definition) {
+        secrets.extend(super::catalog::secret(tx, env, &name).await?);
+    }
+    Ok(Some(ParkedInvocation {
+        provider_idempotency_key: col(&row, 0)?,
+        definition,
+        secrets,
+        invocation,
+    }))
 }
 
 /// What a gated invocation's approval is bound to: what the approver sees is what runs.
@@ -169,10 +231,11 @@ async fn settle(
     .await
 }
 
+/// Expires `a`, read with its row locked, and its parked effect. The caller announces it once
+/// committed.
 async fn expire_one(tx: &Tx<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult<()> {
     let actor = Actor::system(now);
     settle(tx, a, ApprovalStatus::Expired, "system", &actor).await?;
-    announce(tx, &a.id).await?;
     move_effect(
         tx,
         a,
@@ -184,8 +247,10 @@ async fn expire_one(tx: &Tx<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult
 }
 
 /// Announces a change of the approval to every replica listening
-/// ([`super::notify::APPROVALS_CHANNEL`]). PostgreSQL delivers the notification when this
-/// transaction commits, and never if it rolls back.
+/// ([`super::notify::APPROVALS_CHANNEL`]) from inside the transaction: PostgreSQL delivers the
+/// notification when it commits, and never if it rolls back. Only for the cancellations an
+/// action change makes in its own transaction, which are rare; decisions and expiry are
+/// announced once committed, by the store's announcer (see `notify` for why).
 async fn announce(tx: &Tx<'_>, id: &ApprovalId) -> StoreResult<()> {
     tx.execute(
         "SELECT pg_notify($1, $2)",
@@ -218,6 +283,115 @@ pub(crate) async fn cancel_for_action(
         move_effect(tx, a, EffectEvent::Deny, why.message().into(), &actor).await?;
     }
     Ok(parked.into_iter().map(|a| a.id).collect())
+}
+
+/// Casts `r` in `tx` and, when it releases the parked invocation, begins `first` there too (see
+/// `Approvals::decide_and_begin`).
+async fn decide(
+    tx: &Tx<'_>,
+    r: &DecisionRequest,
+    first: Option<&FirstAttempt>,
+) -> StoreResult<Decided> {
+    let (env, id, now) = (&r.env_id, &r.approval_id, r.now);
+    let a = locked_approval(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval" })?;
+    let unchanged = |outcome| {
+        Ok(Decided {
+            outcome,
+            first: None,
+        })
+    };
+    let (word, audit, status, effect, releases) =
+        match crate::approval_change::plan_decision(&a, &r.key, r.decision, r.note.as_deref(), now)
+        {
+            DecisionPlan::SelfDecision => return unchanged(DecideOutcome::SelfDecision),
+            DecisionPlan::Unchanged => return unchanged(DecideOutcome::Unchanged(a)),
+            DecisionPlan::Expire => {
+                expire_one(tx, &a, now).await?;
+                let expired = approval(tx, env, id)
+                    .await?
+                    .ok_or(StoreError::NotFound { what: "approval" })?;
+                return unchanged(DecideOutcome::Expired(expired));
+            }
+            DecisionPlan::Record {
+                word,
+                audit,
+                status,
+                effect,
+                releases,
+            } => (word, audit, status, effect, releases),
+        };
+    let first = first.filter(|_| releases);
+    if let Some(first) = first {
+        check_first(&a, r, first)?;
+    }
+    tx.execute(
+        "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES ($1, $2, $3, $4, $5)",
+        &[&id.as_str(), &r.key.as_str(), &word, &r.note, &now.0],
+    )
+    .await?;
+    let actor = Actor::key(&r.key, now);
+    append(
+        tx,
+        &actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "approval.decision",
+            subject: id.as_str(),
+            before: None,
+            after: Some(audit),
+        },
+    )
+    .await?;
+    if status != ApprovalStatus::Pending {
+        settle(tx, &a, status, HUMAN_ORIGIN, &actor).await?;
+    }
+    if let Some((event, message)) = effect {
+        move_effect(tx, &a, event, message, &actor).await?;
+    }
+    let (mut ready, mut begun) = (None, None);
+    if releases {
+        if let Some(inv) = &a.invocation_id {
+            ready = invocation(tx, env, inv).await?.map(Box::new);
+        }
+        if let Some(first) = first {
+            begun = Some(begin_first(tx, first).await?);
+        }
+        match (&a.effect_id, &begun) {
+            // The attempt recorded its owner, the deciding replica, with itself.
+            (_, Some(FirstAttemptOutcome::Begun)) | (None, _) => {}
+            (Some(effect), _) => {
+                // The deciding replica dispatches the released effect: it owns it now.
+                tx.execute(
+                    "UPDATE effects SET owner = $1 WHERE id = $2",
+                    &[&r.replica.as_str(), &effect.as_str()],
+                )
+                .await?;
+            }
+        }
+    }
+    Ok(Decided {
+        outcome: DecideOutcome::Recorded {
+            approval: after_ballot(a, r, status),
+            ready,
+        },
+        first: begun,
+    })
+}
+
+/// The released effect's first attempt, as `submit_and_begin` records a fresh one: the impact
+/// reservation, then the attempt; a refusal or a halt records no attempt.
+async fn begin_first(tx: &Tx<'_>, first: &FirstAttempt) -> StoreResult<FirstAttemptOutcome> {
+    let reserved = super::limits::reserve(tx, &first.impact).await?;
+    if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
+        return Ok(FirstAttemptOutcome::Refused(reserved));
+    }
+    match change_effect(tx, &first.begin).await {
+        Ok(()) => Ok(FirstAttemptOutcome::Begun),
+        Err(StoreError::Halted) => Ok(FirstAttemptOutcome::Halted),
+        Err(e) => Err(e),
+    }
 }
 
 #[async_trait]
@@ -291,91 +465,50 @@ impl Approvals for PostgresStore {
         })
     }
 
-    async fn decide_approval(
+    async fn decide_and_begin(
+        &self,
+        request: &DecisionRequest,
+        first: Option<&FirstAttempt>,
+    ) -> StoreResult<Decided> {
+        // No write lock: the approval's row lock orders decisions on it (see the module's doc).
+        // The released attempt takes what `change_effect` and the reservation take.
+        let decided = in_transaction!(self, Mode::WriteConcurrent, |tx| decide(
+            &tx, request, first
+        ))?;
+        if matches!(
+            decided.outcome,
+            DecideOutcome::Recorded { .. } | DecideOutcome::Expired(_)
+        ) {
+            self.announcer.announce(request.approval_id.clone());
+        }
+        Ok(decided)
+    }
+
+    async fn release_context(
         &self,
         env: &EnvironmentId,
         id: &ApprovalId,
-        key: &KeyId,
-        decision: Decision,
-        note: Option<&str>,
-        now: Millis,
-        replica: &ReplicaId,
-    ) -> StoreResult<DecideOutcome> {
-        in_transaction!(self, Mode::Write, |tx| async {
-            let a = approval(&tx, env, id)
-                .await?
-                .ok_or(StoreError::NotFound { what: "approval" })?;
-            let (word, audit, status, effect, releases) =
-                match crate::approval_change::plan_decision(&a, key, decision, note, now) {
-                    DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
-                    DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
-                    DecisionPlan::Expire => {
-                        expire_one(&tx, &a, now).await?;
-                        return Ok(DecideOutcome::Expired(
-                            approval(&tx, env, id)
-                                .await?
-                                .ok_or(StoreError::NotFound { what: "approval" })?,
-                        ));
-                    }
-                    DecisionPlan::Record {
-                        word,
-                        audit,
-                        status,
-                        effect,
-                        releases,
-                    } => (word, audit, status, effect, releases),
-                };
-            tx.execute(
-                "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES ($1, $2, $3, $4, $5)",
-                &[&id.as_str(), &key.as_str(), &word, &note, &now.0],
-            )
-            .await?;
-            let actor = Actor::key(key, now);
-            append(
-                &tx,
-                &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "approval.decision",
-                    subject: id.as_str(),
-                    before: None,
-                    after: Some(audit),
-                },
-            )
-            .await?;
-            let mut ready = None;
-            if status != ApprovalStatus::Pending {
-                settle(&tx, &a, status, "human", &actor).await?;
-            }
-            if let Some((event, message)) = effect {
-                move_effect(&tx, &a, event, message, &actor).await?;
-            }
-            if releases {
-                if let Some(effect) = &a.effect_id {
-                    // The deciding replica dispatches the released effect: it owns it now.
-                    tx.execute(
-                        "UPDATE effects SET owner = $1 WHERE id = $2",
-                        &[&replica.as_str(), &effect.as_str()],
-                    )
-                    .await?;
-                }
-                if let Some(inv) = &a.invocation_id {
-                    ready = invocation(&tx, env, inv).await?.map(Box::new);
-                }
-            }
-            announce(&tx, id).await?;
-            let approval = approval(&tx, env, id)
-                .await?
-                .ok_or(StoreError::NotFound { what: "approval" })?;
-            Ok(DecideOutcome::Recorded { approval, ready })
+    ) -> StoreResult<Option<ReleaseContext>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let Some(approval) = approval(&tx, env, id).await? else {
+                return Ok(None);
+            };
+            let parked = match &approval.invocation_id {
+                Some(invocation) => parked(&tx, env, invocation).await?,
+                None => None,
+            };
+            Ok(Some(ReleaseContext { approval, parked }))
         })
     }
 
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
-        in_transaction!(self, Mode::Write, |tx| async {
+        // Each due approval's row is locked, and one a decision (or another replica's expiry)
+        // holds is skipped: that decision finds it run out and expires it itself, or the next
+        // expiry takes it. So each approval expires once, and no write lock is needed.
+        let expired = in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let due = tx
                 .all(
-                    &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1"),
+                    &format!("SELECT {COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1 ORDER BY id FOR UPDATE SKIP LOCKED"),
                     &[&now.0],
                     decode,
                 )
@@ -383,8 +516,12 @@ impl Approvals for PostgresStore {
             for a in &due {
                 expire_one(&tx, a, now).await?;
             }
-            Ok(due.into_iter().map(|a| a.id).collect())
-        })
+            Ok(due.into_iter().map(|a| a.id).collect::<Vec<_>>())
+        })?;
+        for id in &expired {
+            self.announcer.announce(id.clone());
+        }
+        Ok(expired)
     }
 
     fn approval_events(&self) -> Option<broadcast::Receiver<ApprovalEvent>> {

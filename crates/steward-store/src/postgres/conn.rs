@@ -9,7 +9,8 @@
 //! The locks, what takes each, and what each protects:
 //!
 //! - **The write lock** ([`WRITE_LOCK_SQL`]), one transaction-scoped advisory lock for the whole
-//!   database. [`Mode::Write`] (every write but the invoke hot path) takes it as its first
+//!   database. [`Mode::Write`] (every write but the invoke hot path, approval decisions and
+//!   expiry, and generic `Idempotency-Key` records) takes it as its first
 //!   statement: the embedded store's single writer (`BEGIN IMMEDIATE`), held by the database, so
 //!   it orders those writers across every connection and every replica. It protects what they
 //!   check and then write: the version checks of secrets, actions and policies, the tally of an
@@ -34,7 +35,9 @@
 //!   Concurrent tallies against one limit, from any replica, run one after the other; tallies
 //!   against other limits do not wait. `update_limit` changes the row, so it waits for them too.
 //! - **Rows a transaction changes**, and unique indexes. What [`Mode::WriteConcurrent`]
-//!   transactions (`submit_and_begin`, `change_effect`, `finish_invoke_request`) decide is held
+//!   transactions (`submit_and_begin`, `change_effect`, `finish_invoke_request`; also approval
+//!   decisions and expiry, ordered by their approval's row lock, see `approvals`, and generic
+//!   `Idempotency-Key` records, by their primary key) decide is held
 //!   by a unique index (one effect per operation key, one request per `Idempotency-Key`, one
 //!   evidence `seq` per effect; a concurrent duplicate fails the statement and the whole
 //!   transaction runs again, finding the row the other committed) or a row-level

@@ -63,10 +63,11 @@ impl Idempotency for PostgresStore {
         now: Millis,
         owner: &ReplicaId,
     ) -> StoreResult<IdempotencyBegin> {
-        // Runs behind the write lock: of concurrent first sends of one key, one begins and the
-        // others find it in progress. The primary key on `(env_id, key_id, key)` is the second
-        // check.
-        in_transaction!(self, Mode::Write, |tx| async {
+        // No write lock: the primary key on `(env_id, key_id, key)` decides between concurrent
+        // first sends of one key. The loser's insert waits for the winner's commit and fails,
+        // and its transaction runs again (`Mode::WriteConcurrent`) and finds the key in progress (or
+        // answered).
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let seen = tx
                 .query_first(
                     "SELECT fingerprint, state, response_status, response_body FROM idempotency
@@ -115,7 +116,8 @@ impl Idempotency for PostgresStore {
         body: &Value,
         _now: Millis,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| async {
+        // One row, by its primary key: its row lock is all the order it needs.
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             tx.execute(
                 "UPDATE idempotency SET state = 'done', response_status = $1, response_body = $2
          WHERE env_id = $3 AND key_id = $5 AND key = $4 AND kind = 'generic'",
@@ -138,7 +140,8 @@ impl Idempotency for PostgresStore {
         caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::Write, |tx| async {
+        // One row, by its primary key: its row lock is all the order it needs.
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             tx.execute(
                 "DELETE FROM idempotency WHERE env_id = $1 AND key_id = $3 AND key = $2 AND kind = 'generic' AND state = 'in_progress'",
                 &[&env.as_str(), &key.as_str(), &caller.as_str()],

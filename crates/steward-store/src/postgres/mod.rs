@@ -43,13 +43,14 @@ use deadpool_postgres::Pool;
 use std::sync::Arc;
 
 /// The PostgreSQL store. Cheap to clone; clones share the connection pool, the heartbeat
-/// connection and the approval listener.
+/// connection, the approval listener and the approval announcer.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
     heartbeats: Arc<replicas::Heartbeats>,
     announcements: Arc<notify::Announcements>,
     round_trips: Arc<conn::RoundTrips>,
+    announcer: Arc<notify::Announcer>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -70,8 +71,9 @@ impl PostgresStore {
         let store = Self {
             pool: conn::pool(&config)?,
             heartbeats: Arc::new(replicas::Heartbeats::new(config.clone())),
-            announcements: Arc::new(notify::Announcements::new(config)),
+            announcements: Arc::new(notify::Announcements::new(config.clone())),
             round_trips: Arc::default(),
+            announcer: Arc::new(notify::Announcer::new(config)),
         };
         store.check_durable_commits().await?;
         in_transaction!(store, Mode::Write, |tx| schema::migrate(&tx))?;

@@ -17,26 +17,32 @@
 //! Every replica sweeps at start-up and then every heartbeat. A sweep first asks, in a read-only
 //! snapshot and without the write lock, whether anything is orphaned at all; only then does it
 //! take the write lock and do the work, so a quiet cluster costs one cheap read per replica and
-//! heartbeat. The work runs behind the write lock like every write: of several replicas sweeping
-//! at once, the first takes every orphan and the others find them settled (or owned by a live
-//! replica, for approved work it took over). The orphans are also selected `FOR UPDATE SKIP
-//! LOCKED`: under the write lock no other transaction holds those rows, so nothing is skipped,
-//! but a sweep stays exactly-once per piece should writes ever stop sharing one lock. The
-//! compare-and-set of every effect change is the second check.
+//! heartbeat. The work runs behind the write lock like every write, in chunks of
+//! [`SWEEP_CHUNK_EFFECTS`] orphans, one transaction each: of several replicas sweeping at once,
+//! each chunk is taken by one of them, and the others find its orphans settled (or owned by a
+//! live replica, for approved work it took over). The orphans are also selected `FOR UPDATE
+//! SKIP LOCKED`: a row a hot-path transaction holds (recording an answer, not yet behind the
+//! lock) is left to it, and a sweep stays exactly-once per piece should writes ever stop
+//! sharing one lock. The compare-and-set of every effect change is the second check.
+//!
+//! A chunk is written with one statement per table (`UPDATE ... FROM UNNEST`, `INSERT ...
+//! SELECT FROM UNNEST`), whatever its size; the changes themselves are `recovery::settle`'s,
+//! built by `EffectChange::of`, and each writes what `change_effect` would write for it.
 
 use super::audit_log::{append, Entry};
 use super::conn::{self, unavailable, Tx};
 use super::conn::{in_transaction, Mode};
-use super::effects::change_effect;
 use super::rows::{self, col};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
-use crate::recovery::{self, Orphan};
+use crate::recovery::{self, Orphan, SWEEP_CHUNK_EFFECTS};
 use crate::store::Replicas;
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
+use steward_core::impact::ReservationState;
 use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
 use tokio::sync::Mutex;
 
@@ -117,11 +123,13 @@ const ALIVE: &str = "r.heartbeat_at >= $2 AND (r.session_pid IS NULL OR EXISTS (
                  OR a.backend_start = r.session_started)))";
 
 /// True (as SQL) when the row's `owner` is dead for the sweep: not the sweeping replica (`$1`),
-/// and not alive. A row without an owner predates replicas: orphaned.
+/// and not alive. A row without an owner predates replicas: orphaned. The live replicas are
+/// found once per statement (an uncorrelated subquery), not once per row: a sweep of a large
+/// backlog would otherwise look each row's owner up again, session check included.
 fn orphaned(table: &str) -> String {
     format!(
-        "({table}.owner IS NULL OR ({table}.owner <> $1 AND NOT EXISTS (
-            SELECT 1 FROM replicas r WHERE r.id = {table}.owner AND {ALIVE})))"
+        "({table}.owner IS NULL OR ({table}.owner <> $1
+            AND {table}.owner <> ALL (ARRAY(SELECT r.id FROM replicas r WHERE {ALIVE}))))"
     )
 }
 
@@ -137,25 +145,350 @@ fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
     })
 }
 
-/// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
-async fn claim(tx: &Tx<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
+/// A chunk's changes written with one statement per table: for each change what
+/// `change_effect` writes (the compare-and-set of the effect's state, the attempt it closes,
+/// its reservations settled, its invocation, its evidence entry, its audit events), for every
+/// change at once. Only the moves a sweep makes (`recovery::settle`): no attempt begins (no
+/// kill switch to read) and no request is marked answered.
+async fn settle_all(tx: &Tx<'_>, changes: &[EffectChange]) -> StoreResult<()> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    for c in changes {
+        c.check_legal()?;
+        if matches!(c.attempt, Some(AttemptChange::Begin { .. })) || c.answers_request.is_some() {
+            return Err(StoreError::IllegalTransition {
+                env: c.env_id.clone(),
+                effect: c.effect_id.clone(),
+                from: c.from,
+                step: "a sweep's batch with a begun attempt or an answered request".into(),
+            });
+        }
+    }
+    let ids: Vec<&str> = changes.iter().map(|c| c.effect_id.as_str()).collect();
+    let envs: Vec<&str> = changes.iter().map(|c| c.env_id.as_str()).collect();
+    let froms: Vec<&str> = changes.iter().map(|c| c.from.name()).collect();
+    let tos: Vec<&str> = changes.iter().map(|c| c.to.name()).collect();
+    let ats: Vec<i64> = changes.iter().map(|c| c.actor.now.0).collect();
+    let references: Vec<Option<&str>> = changes
+        .iter()
+        .map(|c| c.external_reference.as_deref())
+        .collect();
+    let moved = tx
+        .query(
+            "UPDATE effects e SET state = u.to_state, updated_at = u.at,
+                 external_reference = COALESCE(u.reference, e.external_reference)
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])
+                 AS u(id, env_id, from_state, to_state, at, reference)
+             WHERE e.id = u.id AND e.env_id = u.env_id AND e.state = u.from_state
+             RETURNING e.id",
+            &[&ids, &envs, &froms, &tos, &ats, &references],
+        )
+        .await?;
+    if moved.len() != changes.len() {
+        let moved: HashSet<&str> = moved.iter().map(|row| row.get::<_, &str>(0)).collect();
+        let lost = changes
+            .iter()
+            .find(|c| !moved.contains(c.effect_id.as_str()))
+            .expect("fewer rows moved than changes");
+        let found = tx
+            .query_first(
+                "SELECT state FROM effects WHERE env_id = $1 AND id = $2",
+                &[&lost.env_id.as_str(), &lost.effect_id.as_str()],
+            )
+            .await?
+            .ok_or(StoreError::NotFound { what: "effect" })?;
+        return Err(StoreError::StateConflict {
+            expected: lost.from,
+            found: rows::state(col(&found, 0)?)?,
+        });
+    }
+
+    // The attempts the changes close.
+    let finished: Vec<(&EffectChange, u32, Option<u16>, &Option<String>)> = changes
+        .iter()
+        .filter_map(|c| match &c.attempt {
+            Some(AttemptChange::Finish {
+                number,
+                response_status,
+                error,
+            }) => Some((c, *number, *response_status, error)),
+            _ => None,
+        })
+        .collect();
+    if !finished.is_empty() {
+        let effects: Vec<&str> = finished.iter().map(|f| f.0.effect_id.as_str()).collect();
+        let numbers: Vec<i64> = finished.iter().map(|f| i64::from(f.1)).collect();
+        let at: Vec<i64> = finished.iter().map(|f| f.0.actor.now.0).collect();
+        let statuses: Vec<&str> = finished.iter().map(|f| f.0.to.name()).collect();
+        let answered: Vec<Option<i64>> = finished.iter().map(|f| f.2.map(i64::from)).collect();
+        let errors: Vec<Option<&str>> = finished.iter().map(|f| f.3.as_deref()).collect();
+        let closed = tx
+            .query(
+                "UPDATE attempts a SET finished_at = u.at, status = u.status,
+                     response_status = u.response_status, error = u.error
+                 FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
+                     AS u(effect_id, number, at, status, response_status, error)
+                 WHERE a.effect_id = u.effect_id AND a.number = u.number
+                 RETURNING a.effect_id",
+                &[&effects, &numbers, &at, &statuses, &answered, &errors],
+            )
+            .await?;
+        if closed.len() != finished.len() {
+            let closed: HashSet<&str> = closed.iter().map(|row| row.get::<_, &str>(0)).collect();
+            let (c, number, ..) = finished
+                .iter()
+                .find(|f| !closed.contains(f.0.effect_id.as_str()))
+                .expect("fewer attempts closed than asked");
+            return Err(StoreError::Corrupt(format!(
+                "attempt {number} of {} does not exist",
+                c.effect_id
+            )));
+        }
+    }
+
+    // The reservations the changes settle, each from the states its settlement moves.
+    let settling: Vec<(&EffectChange, ReservationState)> = changes
+        .iter()
+        .filter_map(|c| c.settles.map(|after| (c, after)))
+        .collect();
+    let mut settled: HashMap<String, u64> = HashMap::new();
+    if !settling.is_empty() {
+        let effects: Vec<&str> = settling.iter().map(|s| s.0.effect_id.as_str()).collect();
+        let afters: Vec<&str> = settling.iter().map(|s| s.1.as_str()).collect();
+        let at: Vec<i64> = settling.iter().map(|s| s.0.actor.now.0).collect();
+        let open = |i: usize| -> Vec<Option<&'static str>> {
+            settling
+                .iter()
+                .map(|s| s.1.settles_from().get(i).map(|r| r.as_str()))
+                .collect()
+        };
+        let (first_open, second_open) = (open(0), open(1));
+        for row in tx
+            .query(
+                "UPDATE impact_reservations r SET state = u.after, updated_at = u.at
+                 FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
+                     AS u(effect_id, after, at, first_open, second_open)
+                 WHERE r.effect_id = u.effect_id AND r.state IN (u.first_open, u.second_open)
+                 RETURNING r.effect_id",
+                &[&effects, &afters, &at, &first_open, &second_open],
+            )
+            .await?
+        {
+            *settled.entry(row.get::<_, String>(0)).or_default() += 1;
+        }
+    }
+
+    // The invocations, as `change_effect` leaves them.
+    let response_statuses: Vec<Option<i64>> = changes
+        .iter()
+        .map(|c| c.response_status.map(i64::from))
+        .collect();
+    let bodies: Vec<Option<String>> = changes
+        .iter()
+        .map(|c| c.response_body.as_ref().map(Value::to_string))
+        .collect();
+    let errors: Vec<Option<String>> = changes
+        .iter()
+        .map(|c| c.error.as_ref().map(Value::to_string))
+        .collect();
+    let completed: Vec<Option<i64>> = changes
+        .iter()
+        .map(|c| c.completed_at().map(|t| t.0))
+        .collect();
     tx.execute(
-        "UPDATE effects SET owner = $1 WHERE id = $2",
-        &[&sweep.replica.as_str(), &orphan.effect.as_str()],
+        "UPDATE invocations i SET state = u.to_state,
+             response_status = COALESCE(u.response_status, i.response_status),
+             response_body = COALESCE(u.response_body, i.response_body),
+             error = COALESCE(u.error, i.error),
+             completed_at = COALESCE(i.completed_at, u.completed)
+         FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[])
+             AS u(effect_id, to_state, response_status, response_body, error, completed)
+         WHERE i.effect_id = u.effect_id",
+        &[&ids, &tos, &response_statuses, &bodies, &errors, &completed],
     )
     .await?;
-    append(
-        tx,
-        &Actor::system(sweep.now),
-        Entry {
-            env: Some(orphan.env.as_str()),
-            kind: "effect.taken_over",
-            subject: orphan.effect.as_str(),
-            before: Some(json!({"owner": orphan.owner})),
-            after: Some(json!({"owner": sweep.replica})),
-        },
+
+    // One evidence entry per change, each the next of its effect.
+    let noted: Vec<(&EffectChange, &NewEvidence)> = changes
+        .iter()
+        .filter_map(|c| c.evidence.as_ref().map(|e| (c, e)))
+        .collect();
+    if !noted.is_empty() {
+        let effects: Vec<&str> = noted.iter().map(|n| n.0.effect_id.as_str()).collect();
+        let at: Vec<i64> = noted.iter().map(|n| n.0.actor.now.0).collect();
+        let kinds: Vec<&str> = noted.iter().map(|n| n.1.kind.as_str()).collect();
+        let sources: Vec<&str> = noted.iter().map(|n| n.1.source.as_str()).collect();
+        let messages: Vec<&str> = noted.iter().map(|n| n.1.message.as_str()).collect();
+        let data: Vec<Option<String>> = noted
+            .iter()
+            .map(|n| n.1.data.as_ref().map(Value::to_string))
+            .collect();
+        let actors: Vec<Option<&str>> = noted
+            .iter()
+            .map(|n| n.0.actor.key.as_ref().map(|k| k.as_str()))
+            .collect();
+        tx.execute(
+            "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor)
+             SELECT u.effect_id,
+                    (SELECT COALESCE(MAX(v.seq), 0) + 1 FROM evidence v WHERE v.effect_id = u.effect_id),
+                    u.at, u.kind, u.source, u.message, u.data, u.actor
+             FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                 AS u(effect_id, at, kind, source, message, data, actor)",
+            &[&effects, &at, &kinds, &sources, &messages, &data, &actors],
+        )
+        .await?;
+    }
+
+    // The audit events, in the order `change_effect` appends them, change by change.
+    for c in changes {
+        if let (Some(after), Some(&count)) = (c.settles, settled.get(c.effect_id.as_str())) {
+            append(
+                tx,
+                &c.actor,
+                Entry {
+                    env: Some(c.env_id.as_str()),
+                    kind: "impact.settled",
+                    subject: c.effect_id.as_str(),
+                    before: None,
+                    after: Some(json!({"reservations": after.as_str(), "count": count})),
+                },
+            )
+            .await?;
+        }
+        append(
+            tx,
+            &c.actor,
+            Entry {
+                env: Some(c.env_id.as_str()),
+                kind: "effect.transition",
+                subject: c.effect_id.as_str(),
+                before: Some(json!({"state": c.from.name()})),
+                after: Some(json!({"state": c.to.name(), "attempt": Option::<u32>::None,
+                                   "responseStatus": c.response_status})),
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Settles up to [`SWEEP_CHUNK_EFFECTS`] orphans, oldest first, behind the write lock; when
+/// fewer were left, also releases the dead replicas' request markers and removes their rows.
+/// Returns what it did, and whether the sweep is done.
+async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport, bool)> {
+    let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
+    let mut report = RecoveryReport::default();
+    let sql = format!(
+        "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
+                e.id IN (SELECT a.effect_id FROM approvals a
+                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL)
+         FROM effects e
+         WHERE e.state IN ('ready', 'dispatching') AND {}
+         ORDER BY e.created_at, e.id
+         LIMIT $3
+         FOR UPDATE OF e SKIP LOCKED",
+        orphaned("e")
+    );
+    let chunk = SWEEP_CHUNK_EFFECTS as i64;
+    let orphans = tx
+        .all(&sql, &[&replica, &dead_before, &chunk], orphan)
+        .await?;
+    let mut changes = Vec::with_capacity(orphans.len());
+    let mut taken = Vec::new();
+    for orphan in &orphans {
+        match recovery::settle(orphan, sweep) {
+            recovery::Settle::Change(change) => {
+                changes.push(*change);
+                match orphan.state {
+                    EffectState::Dispatching => {
+                        report.dispatching_to_unknown.push(orphan.effect.clone())
+                    }
+                    _ => report.ready_to_failed.push(orphan.effect.clone()),
+                }
+            }
+            recovery::Settle::TakeOver => {
+                taken.push(orphan);
+                report
+                    .approved_to_dispatch
+                    .push((orphan.env.clone(), orphan.invocation.clone()));
+            }
+        }
+    }
+    settle_all(tx, &changes).await?;
+    claim_all(tx, &taken, sweep).await?;
+    if orphans.len() == SWEEP_CHUNK_EFFECTS {
+        return Ok((report, false));
+    }
+    let marked = tx
+        .execute(
+            &format!(
+                "UPDATE idempotency SET state = 'done'
+                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
+                orphaned("idempotency")
+            ),
+            &[&replica, &dead_before],
+        )
+        .await?;
+    let dropped = tx
+        .execute(
+            &format!(
+                "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
+                orphaned("idempotency")
+            ),
+            &[&replica, &dead_before],
+        )
+        .await?;
+    report.requests_cleared = marked + dropped;
+    report.expired_replicas = tx
+        .all(
+            &format!("DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"),
+            &[&replica, &dead_before],
+            |row| rows::id(row, 0, ReplicaId::parse),
+        )
+        .await?;
+    report.expired_replicas.sort();
+    if !report.expired_replicas.is_empty() {
+        // A dead replica may have died between a decision's commit and its announcement
+        // (`notify`): every waiter reads again.
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[
+                &super::notify::APPROVALS_CHANNEL,
+                &super::notify::RESYNC_PAYLOAD,
+            ],
+        )
+        .await?;
+    }
+    Ok((report, true))
+}
+
+/// Makes orphaned approved effects the sweeping replica's, which dispatches them.
+async fn claim_all(tx: &Tx<'_>, taken: &[&Orphan], sweep: &Sweep) -> StoreResult<()> {
+    if taken.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = taken.iter().map(|o| o.effect.as_str()).collect();
+    tx.execute(
+        "UPDATE effects SET owner = $1 WHERE id = ANY($2)",
+        &[&sweep.replica.as_str(), &ids],
     )
-    .await
+    .await?;
+    for orphan in taken {
+        append(
+            tx,
+            &Actor::system(sweep.now),
+            Entry {
+                env: Some(orphan.env.as_str()),
+                kind: "effect.taken_over",
+                subject: orphan.effect.as_str(),
+                before: Some(json!({"owner": orphan.owner})),
+                after: Some(json!({"owner": sweep.replica})),
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -182,68 +515,23 @@ impl Replicas for PostgresStore {
         })? {
             return Ok(RecoveryReport::default());
         }
-        in_transaction!(self, Mode::Write, |tx| async {
-            let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
-            let mut report = RecoveryReport::default();
-            let sql = format!(
-                "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
-                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
-         FROM effects e
-         WHERE e.state IN ('ready', 'dispatching') AND {}
-         ORDER BY e.created_at, e.id
-         FOR UPDATE OF e SKIP LOCKED",
-                orphaned("e")
-            );
-            for orphan in tx.all(&sql, &[&replica, &dead_before], orphan).await? {
-                match recovery::settle(&orphan, sweep) {
-                    recovery::Settle::Change(change) => {
-                        change_effect(&tx, &change).await?;
-                        match orphan.state {
-                            EffectState::Dispatching => {
-                                report.dispatching_to_unknown.push(orphan.effect)
-                            }
-                            _ => report.ready_to_failed.push(orphan.effect),
-                        }
-                    }
-                    recovery::Settle::TakeOver => {
-                        claim(&tx, &orphan, sweep).await?;
-                        report
-                            .approved_to_dispatch
-                            .push((orphan.env, orphan.invocation));
-                    }
-                }
+        // One transaction per chunk of orphans; the last (a chunk short of full) also releases
+        // the dead replicas' request markers and removes their rows.
+        let mut report = RecoveryReport::default();
+        loop {
+            let (chunk, done) = in_transaction!(self, Mode::Write, |tx| sweep_chunk(&tx, sweep))?;
+            report
+                .dispatching_to_unknown
+                .extend(chunk.dispatching_to_unknown);
+            report.ready_to_failed.extend(chunk.ready_to_failed);
+            report
+                .approved_to_dispatch
+                .extend(chunk.approved_to_dispatch);
+            report.requests_cleared += chunk.requests_cleared;
+            report.expired_replicas.extend(chunk.expired_replicas);
+            if done {
+                return Ok(report);
             }
-            let marked = tx
-                .execute(
-                    &format!(
-                        "UPDATE idempotency SET state = 'done'
-                 WHERE state = 'in_progress' AND kind = 'invoke' AND {}",
-                        orphaned("idempotency")
-                    ),
-                    &[&replica, &dead_before],
-                )
-                .await?;
-            let dropped = tx
-                .execute(
-                    &format!(
-                        "DELETE FROM idempotency WHERE state = 'in_progress' AND kind = 'generic' AND {}",
-                        orphaned("idempotency")
-                    ),
-                    &[&replica, &dead_before],
-                )
-                .await?;
-            report.requests_cleared = marked + dropped;
-            report.expired_replicas = tx
-                .all(
-                    &format!(
-                        "DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"
-                    ),
-                    &[&replica, &dead_before],
-                    |row| rows::id(row, 0, ReplicaId::parse),
-                )
-                .await?;
-            report.expired_replicas.sort();
-            Ok(report)
-        })
+        }
     }
 }

@@ -1,12 +1,13 @@
 //! Approvals: requests, decisions, expiry. A decision and the parked effect's transition commit
-//! together, so an approval can release its invocation exactly once.
+//! together, so an approval can release its invocation exactly once. The store has one writer,
+//! so decisions on one approval are tallied one after the other.
 
 use super::audit_log::{append, Entry};
 use super::conn::{unavailable, CachedQuery};
 use super::effects::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
-use crate::approval_change::DecisionPlan;
+use crate::approval_change::{after_ballot, check_first, DecisionPlan, HUMAN_ORIGIN};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Approvals;
@@ -206,6 +207,153 @@ pub(crate) fn cancel_for_action(
     Ok(parked.into_iter().map(|a| a.id).collect())
 }
 
+/// The gated invocation `id` with what its dispatch reads, while it is still parked.
+fn parked(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &InvocationId,
+) -> StoreResult<Option<ParkedInvocation>> {
+    let Some(invocation) = invocation(conn, env, id)? else {
+        return Ok(None);
+    };
+    if invocation.state != EffectState::AwaitingApproval {
+        return Ok(None);
+    }
+    let found = query_one(
+        conn,
+        "SELECT e.provider_idempotency_key, v.definition
+         FROM effects e JOIN action_versions v ON v.action_id = e.action_id AND v.version = ?3
+         WHERE e.env_id = ?1 AND e.id = ?2",
+        &[
+            &env.as_str(),
+            &invocation.effect_id.as_str(),
+            &invocation.action_version,
+        ],
+        |row| Ok((col::<Option<String>>(row, 0)?, col::<String>(row, 1)?)),
+    )?;
+    let Some((provider_idempotency_key, raw)) = found else {
+        return Ok(None);
+    };
+    let definition = rows::definition(&raw)?;
+    let mut secrets = Vec::new();
+    for name in secrets_named_by(&definition) {
+        secrets.extend(super::catalog::secret(conn, env, &name)?);
+    }
+    Ok(Some(ParkedInvocation {
+        invocation,
+        provider_idempotency_key,
+        definition,
+        secrets,
+    }))
+}
+
+/// Casts `r` in `tx` and, when it releases the parked invocation, begins `first` there too (see
+/// `Approvals::decide_and_begin`).
+fn decide(
+    tx: &Transaction<'_>,
+    r: &DecisionRequest,
+    first: Option<&FirstAttempt>,
+) -> StoreResult<Decided> {
+    let (env, id, now) = (&r.env_id, &r.approval_id, r.now);
+    let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    let unchanged = |outcome| {
+        Ok(Decided {
+            outcome,
+            first: None,
+        })
+    };
+    let (word, audit, status, effect, releases) =
+        match crate::approval_change::plan_decision(&a, &r.key, r.decision, r.note.as_deref(), now)
+        {
+            DecisionPlan::SelfDecision => return unchanged(DecideOutcome::SelfDecision),
+            DecisionPlan::Unchanged => return unchanged(DecideOutcome::Unchanged(a)),
+            DecisionPlan::Expire => {
+                expire_one(tx, &a, now)?;
+                let expired =
+                    approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+                return unchanged(DecideOutcome::Expired(expired));
+            }
+            DecisionPlan::Record {
+                word,
+                audit,
+                status,
+                effect,
+                releases,
+            } => (word, audit, status, effect, releases),
+        };
+    let first = first.filter(|_| releases);
+    if let Some(first) = first {
+        check_first(&a, r, first)?;
+    }
+    super::conn::execute_cached(
+        tx,
+        "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id.as_str(), r.key.as_str(), word, r.note, now.0],
+    )
+    .map_err(unavailable)?;
+    let actor = Actor::key(&r.key, now);
+    append(
+        tx,
+        &actor,
+        Entry {
+            env: Some(env.as_str()),
+            kind: "approval.decision",
+            subject: id.as_str(),
+            before: None,
+            after: Some(audit),
+        },
+    )?;
+    if status != ApprovalStatus::Pending {
+        settle(tx, &a, status, HUMAN_ORIGIN, &actor)?;
+    }
+    if let Some((event, message)) = effect {
+        move_effect(tx, &a, event, message, &actor)?;
+    }
+    let (mut ready, mut begun) = (None, None);
+    if releases {
+        if let Some(inv) = &a.invocation_id {
+            ready = invocation(tx, env, inv)?.map(Box::new);
+        }
+        if let Some(first) = first {
+            begun = Some(begin_first(tx, first)?);
+        }
+        match (&a.effect_id, &begun) {
+            // The attempt recorded its owner, the deciding replica, with itself.
+            (_, Some(FirstAttemptOutcome::Begun)) | (None, _) => {}
+            (Some(effect), _) => {
+                // The deciding replica dispatches the released effect: it owns it now.
+                super::conn::execute_cached(
+                    tx,
+                    "UPDATE effects SET owner = ?1 WHERE id = ?2",
+                    params![r.replica.as_str(), effect.as_str()],
+                )
+                .map_err(unavailable)?;
+            }
+        }
+    }
+    Ok(Decided {
+        outcome: DecideOutcome::Recorded {
+            approval: after_ballot(a, r, status),
+            ready,
+        },
+        first: begun,
+    })
+}
+
+/// The released effect's first attempt, as `submit_and_begin` records a fresh one: the impact
+/// reservation, then the attempt; a refusal or a halt records no attempt.
+fn begin_first(tx: &Transaction<'_>, first: &FirstAttempt) -> StoreResult<FirstAttemptOutcome> {
+    let reserved = super::limits::reserve(tx, &first.impact)?;
+    if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
+        return Ok(FirstAttemptOutcome::Refused(reserved));
+    }
+    match change_effect(tx, &first.begin) {
+        Ok(()) => Ok(FirstAttemptOutcome::Begun),
+        Err(StoreError::Halted) => Ok(FirstAttemptOutcome::Halted),
+        Err(e) => Err(e),
+    }
+}
+
 #[async_trait]
 impl Approvals for SqliteStore {
     async fn create_approval(
@@ -278,85 +426,30 @@ impl Approvals for SqliteStore {
         .await
     }
 
-    async fn decide_approval(
+    async fn decide_and_begin(
+        &self,
+        request: &DecisionRequest,
+        first: Option<&FirstAttempt>,
+    ) -> StoreResult<Decided> {
+        let (r, first) = (request.clone(), first.cloned());
+        self.write(move |tx| decide(tx, &r, first.as_ref())).await
+    }
+
+    async fn release_context(
         &self,
         env: &EnvironmentId,
         id: &ApprovalId,
-        key: &KeyId,
-        decision: Decision,
-        note: Option<&str>,
-        now: Millis,
-        replica: &ReplicaId,
-    ) -> StoreResult<DecideOutcome> {
-        let (env, id, key, note, replica) = (
-            env.clone(),
-            id.clone(),
-            key.clone(),
-            note.map(str::to_string),
-            replica.clone(),
-        );
-        self.write(move |tx| {
-            let note = note.as_deref();
-            let a = approval(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-            let (word, audit, status, effect, releases) =
-                match crate::approval_change::plan_decision(&a, &key, decision, note, now) {
-                    DecisionPlan::SelfDecision => return Ok(DecideOutcome::SelfDecision),
-                    DecisionPlan::Unchanged => return Ok(DecideOutcome::Unchanged(a)),
-                    DecisionPlan::Expire => {
-                        expire_one(tx, &a, now)?;
-                        return Ok(DecideOutcome::Expired(
-                            approval(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "approval" })?,
-                        ));
-                    }
-                    DecisionPlan::Record {
-                        word,
-                        audit,
-                        status,
-                        effect,
-                        releases,
-                    } => (word, audit, status, effect, releases),
-                };
-            super::conn::execute_cached(
-                tx,
-                "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id.as_str(), key.as_str(), word, note, now.0],
-            )
-            .map_err(unavailable)?;
-            let actor = Actor::key(&key, now);
-            append(
-                tx,
-                &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "approval.decision",
-                    subject: id.as_str(),
-                    before: None,
-                    after: Some(audit),
-                },
-            )?;
-            let mut ready = None;
-            if status != ApprovalStatus::Pending {
-                settle(tx, &a, status, "human", &actor)?;
-            }
-            if let Some((event, message)) = effect {
-                move_effect(tx, &a, event, message, &actor)?;
-            }
-            if releases {
-                if let Some(effect) = &a.effect_id {
-                    // The deciding replica dispatches the released effect: it owns it now.
-                    super::conn::execute_cached(
-                        tx,
-                        "UPDATE effects SET owner = ?1 WHERE id = ?2",
-                        params![replica.as_str(), effect.as_str()],
-                    )
-                    .map_err(unavailable)?;
-                }
-                if let Some(inv) = &a.invocation_id {
-                    ready = invocation(tx, &env, inv)?.map(Box::new);
-                }
-            }
-            let approval = approval(tx, &env, &id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-            Ok(DecideOutcome::Recorded { approval, ready })
+    ) -> StoreResult<Option<ReleaseContext>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| {
+            let Some(approval) = approval(conn, &env, &id)? else {
+                return Ok(None);
+            };
+            let parked = match &approval.invocation_id {
+                Some(invocation) => parked(conn, &env, invocation)?,
+                None => None,
+            };
+            Ok(Some(ReleaseContext { approval, parked }))
         })
         .await
     }

@@ -25,10 +25,14 @@ fn orphaned(table: &str) -> String {
     )
 }
 
+/// The orphans, oldest first. Whether an approval released each is one uncorrelated subquery,
+/// which SQLite evaluates once for the statement: `approvals` has no index on `effect_id`, and a
+/// correlated `EXISTS` would scan it once per orphan.
 fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
     let sql = format!(
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
-                EXISTS (SELECT 1 FROM approvals a WHERE a.effect_id = e.id AND a.status = 'approved')
+                e.id IN (SELECT a.effect_id FROM approvals a
+                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL)
          FROM effects e
          WHERE e.{} AND e.state IN ('ready', 'dispatching') AND {}
          ORDER BY e.created_at, e.id",

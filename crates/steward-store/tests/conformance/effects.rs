@@ -446,6 +446,104 @@ pub async fn recover_settles_what_a_crash_left(store: Arc<dyn Store>) {
     assert_eq!(all_audit_events(&store).await.len(), audit_len);
 }
 
+/// Recovery settles each orphan's reservations and audits each change as `change_effect`
+/// does: a dispatching orphan's reservations become exposure, a ready orphan's are released,
+/// and each move has its `impact.settled` and `effect.transition` events.
+pub async fn recover_settles_reservations_and_audits_each_change(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "recover-held").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let limit = limit_record(
+        &env,
+        json!({"name": "many", "dimension": "resource_mutations", "period": "total", "amount": 100}),
+    );
+    store
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    let mut dispatching = Vec::new();
+    let mut ready = Vec::new();
+    for n in 0..3 {
+        for (list, begin) in [(&mut dispatching, true), (&mut ready, false)] {
+            let inv = expect_created(
+                store
+                    .submit(&env.submission(&action, json!({"n": n, "begun": begin})))
+                    .await
+                    .expect("submit"),
+            );
+            let reserved = store
+                .reserve_impact(&impact_request(
+                    &env,
+                    &inv.effect_id,
+                    vec![mutation(Some(1))],
+                    2_000,
+                ))
+                .await
+                .expect("reserve");
+            assert!(
+                matches!(reserved, ReserveOutcome::Reserved(_)),
+                "{reserved:?}"
+            );
+            if begin {
+                env.begin_attempt(&inv.effect_id, 2_000).await;
+            }
+            list.push(inv.effect_id);
+        }
+    }
+    assert_eq!(usage_of(&env, &limit.id, 2_000).await.reserved, 6);
+
+    let report = store
+        .recover(&Sweep::sole(&restarted(), Millis(9_000)))
+        .await
+        .expect("recover");
+    let usage = usage_of(&env, &limit.id, 9_000).await;
+    assert_eq!(
+        (usage.reserved, usage.exposure),
+        (0, 3),
+        "unknown keeps its reservation as exposure, failed releases it"
+    );
+    let events = all_audit_events(&store).await;
+    for (effects, to, reservations, in_report) in [
+        (
+            &dispatching,
+            "unknown",
+            "exposure",
+            &report.dispatching_to_unknown,
+        ),
+        (&ready, "failed", "released", &report.ready_to_failed),
+    ] {
+        for effect in effects {
+            assert!(in_report.contains(effect), "{report:?}");
+            let detail = env.effect(effect).await;
+            assert_eq!(detail.effect.state.name(), to);
+            let held: Vec<&str> = detail
+                .reservations
+                .iter()
+                .map(|r| r.state.as_str())
+                .collect();
+            assert_eq!(held, [reservations]);
+            let of_effect: Vec<(&str, Option<&Value>)> = events
+                .iter()
+                .filter(|e| e.subject == effect.as_str() && e.at == 9_000)
+                .map(|e| (e.kind.as_str(), e.after.as_ref()))
+                .collect();
+            assert_eq!(
+                of_effect,
+                [
+                    (
+                        "impact.settled",
+                        Some(&json!({"reservations": reservations, "count": 1}))
+                    ),
+                    (
+                        "effect.transition",
+                        Some(&json!({"state": to, "attempt": null, "responseStatus": null}))
+                    ),
+                ],
+                "{effect}"
+            );
+        }
+    }
+}
+
 /// `retryOf` may only name an invocation of this environment that is settled failed.
 pub async fn retry_of_requires_a_settled_failure(store: Arc<dyn Store>) {
     let env = Env::new(&store, "retry").await;

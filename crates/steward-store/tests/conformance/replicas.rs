@@ -488,7 +488,8 @@ pub async fn reconcile_claims_do_not_overlap(store: Arc<dyn Store>) {
 }
 
 /// A shared store announces every approval decision and expiry to every process listening,
-/// once the change is committed. A store that only one process serves announces nothing (its
+/// once the change is committed, and asks them to read again when a sweep removes a dead
+/// replica. A store that only one process serves announces nothing (its
 /// server wakes its own long polls).
 pub async fn approval_changes_are_announced(store: Arc<dyn Store>) {
     let Some(mut events) = store.approval_events() else {
@@ -533,6 +534,24 @@ pub async fn approval_changes_are_announced(store: Arc<dyn Store>) {
     // Every approval the expiry settled is announced; this one among them.
     loop {
         if next_event(&mut events).await == ApprovalEvent::Changed(expiring.id.clone()) {
+            break;
+        }
+    }
+
+    // A sweep that removes a dead replica tells every listener to read again: the dead one may
+    // have died between a decision's commit and its announcement.
+    let dead = restarted();
+    store
+        .heartbeat(&dead, Millis(1_000))
+        .await
+        .expect("heartbeat");
+    let report = store
+        .recover(&Sweep::lease(&restarted(), Millis(100_000), LEASE_MS))
+        .await
+        .expect("sweep");
+    assert!(report.expired_replicas.contains(&dead), "{report:?}");
+    loop {
+        if next_event(&mut events).await == ApprovalEvent::Resync {
             break;
         }
     }

@@ -1,5 +1,6 @@
 //! Approval is observed, not duplicated: a gated invocation parks, resubmission returns the same
-//! approval, approving runs it exactly once (also concurrently and across a crash), denying never.
+//! approval, approving runs it exactly once (also concurrently and across a crash), denying never;
+//! a crash after the approval recorded its attempt leaves it `unknown`, never sent twice.
 
 use crate::harness::*;
 use serde_json::json;
@@ -174,6 +175,9 @@ async fn a_requester_never_decides_its_own_approval_and_a_denial_never_runs() {
     assert_eq!(w.fixture.write_count(), 0);
 }
 
+/// A decision that released its invocation without recording its attempt (here: the
+/// environment is halted, so the attempt is refused and the work parks), then a crash: the
+/// restart takes the released work over, and it runs exactly once, after resume.
 #[tokio::test]
 async fn a_server_crash_between_decision_and_dispatch_still_writes_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -199,9 +203,14 @@ async fn a_server_crash_between_decision_and_dispatch_still_writes_exactly_once(
         .invoke("refund", refund_input(4), Some("order-4"), None)
         .await;
     let id = parked.data()["approvalId"].as_str().unwrap().to_string();
-    let op = operator.clone();
+    let halted = operator
+        .post("/environment/halt", json!({"reason": "hold"}))
+        .await;
+    assert_eq!(halted.status, 200, "{:?}", halted.body);
+    let approver = Api::new(&server, &server.keys("test", "operator"));
     let call = tokio::spawn(async move {
-        op.post(&format!("/approvals/{id}/approve"), json!({}))
+        approver
+            .post(&format!("/approvals/{id}/approve"), json!({}))
             .await
     });
     assert!(
@@ -211,9 +220,14 @@ async fn a_server_crash_between_decision_and_dispatch_still_writes_exactly_once(
     drop(call);
     assert_eq!(fixture.write_count(), 0, "the crash came before any send");
     server.restart();
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fixture.write_count(), 0, "still halted: taken over, parked");
+    let resumed = operator.post("/environment/resume", json!({})).await;
+    assert_eq!(resumed.status, 200, "{:?}", resumed.body);
     assert!(
         eventually(Duration::from_secs(10), || fixture.write_count() == 1).await,
-        "the approved work ran after restart"
+        "the approved work ran after restart and resume"
     );
     let agent = Api::new(&server, &server.keys("test", "agent"));
     let inv = agent
@@ -223,6 +237,58 @@ async fn a_server_crash_between_decision_and_dispatch_still_writes_exactly_once(
     server.restart();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fixture.write_count(), 1, "a second restart sends nothing");
+}
+
+/// An approval that releases its invocation commits the attempt with the decision; a crash
+/// before the send leaves that attempt in flight, and the restart marks it `unknown`: nothing
+/// is sent, then or later, and the approval stands.
+#[tokio::test]
+async fn a_server_crash_after_an_approval_recorded_its_attempt_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture().await;
+    let data = dir.path().join("data");
+    let mut server = Server::start_with_env(
+        &data,
+        &["--allow-insecure-destinations"],
+        &[("STEWARD_CRASH_AT", "server_after_record")],
+    );
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    let agent = Api::new(&server, &server.keys("test", "agent"));
+    refund_action(&operator, &fixture.base_url(), "refund").await;
+    operator
+        .call(
+            "PATCH",
+            "/actions/refund",
+            Some(json!({"requiresApproval": true})),
+            None,
+        )
+        .await;
+    let parked = agent
+        .invoke("refund", refund_input(5), Some("order-5"), None)
+        .await;
+    assert_eq!(parked.status, 202, "{:?}", parked.body);
+    let id = parked.data()["approvalId"].as_str().unwrap().to_string();
+    let approver = Api::new(&server, &server.keys("test", "operator"));
+    let path = format!("/approvals/{id}/approve");
+    let call = tokio::spawn(async move { approver.post(&path, json!({})).await });
+    assert!(
+        server.wait_exit(Duration::from_secs(20)).await.is_some(),
+        "aborted after the attempt was recorded"
+    );
+    drop(call);
+    server.restart();
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    let approval = operator.get(&format!("/approvals/{id}")).await;
+    assert_eq!(approval.data()["status"], "approved", "{:?}", approval.body);
+    let inv = operator
+        .get(&format!(
+            "/actions/invocations/{}",
+            parked.data()["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(inv.data()["status"], "unknown", "{:?}", inv.body);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fixture.write_count(), 0, "nothing was sent, nor sent again");
 }
 
 #[tokio::test]
