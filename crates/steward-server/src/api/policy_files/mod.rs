@@ -250,7 +250,12 @@ fn cases(value: &Value) -> Result<Vec<Case>, FileError> {
             Some(Value::Array(list)) => list,
             _ => return Err(err("cases".into(), "must be a list of cases")),
         },
-        Value::String(text) => return cases(&plan::read_text(text, "cases")?),
+        // Text is read once: what it holds must be the list itself (a string holding another
+        // string is refused, never read again).
+        Value::String(text) => match plan::read_text(text, "cases")? {
+            Value::String(_) => return Err(err("cases".into(), "must be a list of cases")),
+            parsed => return cases(&parsed),
+        },
         _ => return Err(err("cases".into(), "must be a list of cases")),
     };
     if list.len() > POLICY_TEST_CASES_MAX {
@@ -427,4 +432,22 @@ pub async fn test(
         "passed": all_passed,
         "results": results,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_given_as_text_are_read_once() {
+        // A string whose YAML is itself a string: refused, not read again and again.
+        for text in ["AAA", "'AAA'", "\"\\\"AAA\\\"\"", ""] {
+            let error = cases(&json!(text)).err().expect("refused");
+            assert_eq!(error.field, "cases", "{text:?}");
+        }
+        let listed = cases(&json!("- {name: a, payload: {amount: 1}}")).expect("a list");
+        assert_eq!(listed.len(), 1);
+        let wrapped = cases(&json!("cases: [{name: a}]")).expect("a mapping with cases");
+        assert_eq!(wrapped[0].name.as_deref(), Some("a"));
+    }
 }
