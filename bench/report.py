@@ -91,9 +91,9 @@ def main():
     w("Produced by one command, on one machine, in one run:\n")
     w(f"```sh\n{command}\n```\n")
     w(
-        "**These numbers are preliminary.** They were taken on a shared 2-core development machine while other "
-        "engineers were compiling, so every figure is noisy and throughput is understated; the lead will re-run "
-        "the same command on a quiet machine and replace this file.\n"
+        "Run with nothing else working on the machine (the load average at the start is below). The client, the "
+        "fixture, PostgreSQL and the system under test share its 2 cores, so absolute figures are this machine's; "
+        "compare the ratios, which come from the same run.\n"
     )
     w("## Machine and versions\n")
     for f in ("machine.txt", "versions.txt"):

@@ -81,8 +81,9 @@ pub struct ActionBody {
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
 pub struct ImportBody {
-    /// The OpenAPI 3.0 or 3.1 document: a JSON object, or its JSON or YAML text; at most
-    /// 524288 bytes, 250 operations, input schemas 32 levels deep.
+    /// The OpenAPI 3.0 or 3.1 document: a JSON object (its JSON or YAML text is accepted too,
+    /// as a string); at most 524288 bytes, 250 operations, input schemas 32 levels deep.
+    #[schema(value_type = Object)]
     spec: Value,
     /// The URL the spec's paths are appended to (default: its first server).
     base_url: Option<String>,
