@@ -37,6 +37,7 @@ mod audit;
 mod console_session;
 mod error;
 mod governance;
+mod links;
 mod postgres;
 mod records;
 mod recovery;

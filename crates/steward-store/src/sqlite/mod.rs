@@ -11,6 +11,7 @@ mod idempotency;
 mod identity;
 mod kill_switch;
 mod limits;
+mod links;
 mod policies;
 mod replicas;
 mod rows;
