@@ -100,6 +100,9 @@ define_id!(
     /// A shared impact limit on one dimension.
     LimitId, "lim_", "impact limit");
 define_id!(
+    /// An execution-bound preview: the exact request an invoke would send, read before it.
+    PreviewId, "prv_", "preview");
+define_id!(
     /// One running Steward server process (a replica), chosen fresh at each start. In-flight
     /// work records the replica that owns it, so that another replica can take it over once the
     /// owner's lease (its heartbeat) has expired.

@@ -86,6 +86,7 @@ mod error;
 pub mod faults;
 pub mod generic;
 mod params;
+pub mod payment_intents;
 pub mod refunds;
 mod state;
 
@@ -192,6 +193,7 @@ fn app(store: Arc<Store>) -> Router {
     refunds::router()
         .merge(generic::router())
         .merge(control::router())
+        .merge(payment_intents::control_router())
         .fallback(not_found)
         .with_state(store)
 }

@@ -39,6 +39,7 @@ mod error;
 mod governance;
 mod links;
 mod postgres;
+mod previews;
 mod records;
 mod recovery;
 mod sqlite;
@@ -70,6 +71,7 @@ pub use store::Identity;
 pub use store::KillSwitch;
 pub use store::Limits;
 pub use store::Policies;
+pub use store::Previews;
 pub use store::Replicas;
 pub use store::Store;
 
@@ -85,6 +87,7 @@ pub mod prelude {
     pub use crate::store::KillSwitch;
     pub use crate::store::Limits;
     pub use crate::store::Policies;
+    pub use crate::store::Previews;
     pub use crate::store::Replicas;
     pub use crate::store::Store;
 }

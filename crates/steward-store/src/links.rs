@@ -11,6 +11,9 @@ use steward_core::EffectId;
 pub(crate) const DEPENDS_ON: &str = "depends_on";
 /// A row naming the settled effect the new one compensates.
 pub(crate) const COMPENSATES: &str = "compensates";
+/// A row naming the preview the new effect was bound to (its target is a `prv_` id, unique among
+/// preview rows: a preview binds one effect).
+pub(crate) const PREVIEW: &str = "preview";
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {detail}"))
@@ -37,6 +40,12 @@ pub(crate) fn assemble(
                 });
             }
             COMPENSATES => links.compensates = Some(effect(&target)?),
+            PREVIEW => {
+                links.preview = Some(
+                    steward_core::PreviewId::parse(&target)
+                        .map_err(|e| corrupt("linked preview id", e))?,
+                )
+            }
             other => return Err(corrupt("effect link kind", other)),
         }
     }
@@ -56,6 +65,7 @@ pub(crate) fn audited(mut after: serde_json::Value, links: &EffectLinks) -> serd
                 .map(|d| serde_json::json!({"effect": d.effect, "outcome": d.outcome.as_str()}))
                 .collect::<Vec<_>>(),
             "compensates": links.compensates,
+            "preview": links.preview,
         });
     }
     after

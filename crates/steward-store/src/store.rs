@@ -18,6 +18,7 @@ mod identity;
 mod kill_switch;
 mod limits;
 mod policies;
+mod previews;
 mod replicas;
 
 pub use approvals::Approvals;
@@ -29,6 +30,7 @@ pub use identity::Identity;
 pub use kill_switch::KillSwitch;
 pub use limits::Limits;
 pub use policies::Policies;
+pub use previews::Previews;
 pub use replicas::Replicas;
 
 /// The whole store: every part. Implemented for every type that implements all of them, so a
@@ -40,6 +42,7 @@ pub trait Store:
     + Idempotency
     + Approvals
     + Policies
+    + Previews
     + Limits
     + KillSwitch
     + Replicas
@@ -55,6 +58,7 @@ impl<T> Store for T where
         + Idempotency
         + Approvals
         + Policies
+        + Previews
         + Limits
         + KillSwitch
         + Replicas

@@ -15,7 +15,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use steward_core::{
     check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
-    OperationKey,
+    OperationKey, PreviewId,
 };
 use steward_store::{
     ActionRecord, EffectLinks, InvocationRecord, SecretRecord, Submission, SubmitOutcome,
@@ -31,10 +31,6 @@ pub(super) const FIELDS: [&str; 8] = [
     "dependsOn",
     "compensates",
 ];
-/// Accepted by the SDK, not implemented here: refused rather than silently ignored, because each
-/// is a safety binding the caller relies on.
-const UNSUPPORTED: [&str; 1] = ["previewId"];
-
 /// The parsed invoke request.
 struct Request {
     input: Value,
@@ -48,15 +44,6 @@ struct Request {
 fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Request> {
     let map = body::object(bytes)?;
     only_known(&map, &FIELDS)?;
-    if let Some(field) = UNSUPPORTED
-        .iter()
-        .find(|f| map.get(**f).is_some_and(|v| !v.is_null()))
-    {
-        return Err(ApiError::validation(
-            *field,
-            "is not supported by this server; nothing was invoked",
-        ));
-    }
     let input = match map.get("input") {
         None | Some(Value::Null) => json!({}),
         Some(v @ Value::Object(_)) => v.clone(),
@@ -79,11 +66,20 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
         retry_of,
         operation_key,
         idempotency_key,
-        links: super::links::parse(&map)?,
+        links: EffectLinks {
+            preview: optional_string(&map, "previewId")?
+                .map(|id| {
+                    PreviewId::parse(&id).map_err(|_| {
+                        ApiError::validation("previewId", "must be a preview id (prv_...)")
+                    })
+                })
+                .transpose()?,
+            ..super::links::parse(&map)?
+        },
     })
 }
 
-fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
+pub(super) fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
     let def = &action.definition;
     if !def.enabled {
         return Err(ApiError::of(
@@ -221,6 +217,17 @@ pub(crate) async fn run(
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
     super::links::check(state, &caller.env.id, &request.links).await?;
+    if let Some(preview) = &request.links.preview {
+        super::previews::check_binding(
+            state,
+            &caller,
+            &action,
+            &request.input,
+            request.operation_key.as_ref(),
+            preview,
+        )
+        .await?;
+    }
 
     let effect_id = EffectId::from_unique(&crate::clock::unique());
     let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);

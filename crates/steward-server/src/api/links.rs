@@ -31,6 +31,7 @@ pub(super) fn parse(map: &Map<String, Value>) -> ApiResult<EffectLinks> {
         depends_on,
         compensates,
         compensated_by: Vec::new(),
+        preview: None,
     })
 }
 
@@ -43,13 +44,18 @@ pub(super) fn fingerprinted(links: &EffectLinks) -> Option<Value> {
                 .map(|d| json!({"effect": d.effect, "outcome": d.outcome.as_str()}))
                 .collect::<Vec<_>>(),
             "compensates": links.compensates,
+            "preview": links.preview,
         })
     })
 }
 
 /// Refuses the invoke unless every dependency holds its outcome and the compensated effect has
 /// settled. An effect of another environment is one that does not exist.
-pub(super) async fn check(state: &AppState, env: &EnvironmentId, links: &EffectLinks) -> ApiResult<()> {
+pub(super) async fn check(
+    state: &AppState,
+    env: &EnvironmentId,
+    links: &EffectLinks,
+) -> ApiResult<()> {
     let mut unmet = Vec::new();
     for (i, dependency) in links.depends_on.iter().enumerate() {
         let Some(found) = state.store.effect(env, &dependency.effect).await? else {

@@ -15,6 +15,7 @@ pub(crate) mod metrics;
 mod openapi;
 pub(crate) mod policies;
 mod policy_files;
+mod previews;
 pub(crate) mod query;
 pub(crate) mod reads;
 pub(crate) mod recovery;
@@ -114,6 +115,9 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         )))
         .routes(plain(routes!(actions::versions)))
         .routes(plain(routes!(invoke::invoke)))
+        .routes(plain(routes!(previews::create)))
+        .routes(plain(routes!(previews::get)))
+        .routes(plain(routes!(previews::refresh)))
         .routes(query::<reads::InvocationQuery>(routes!(
             reads::invocations_for_action
         )))

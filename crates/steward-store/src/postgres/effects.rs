@@ -954,12 +954,17 @@ impl Effects for PostgresStore {
                 )
                 .await?;
             let links = super::links::read(&tx, id).await?;
+            let preview = match &links.preview {
+                Some(p) => super::previews::by_id(&tx, p).await?,
+                None => None,
+            };
             Ok(Some(EffectDetail {
                 effect,
                 attempts,
                 evidence,
                 reservations,
                 links,
+                preview,
             }))
         })
     }

@@ -3,7 +3,8 @@
 
 use super::conn::Tx;
 use crate::error::StoreResult;
-use crate::links::{assemble, COMPENSATES, DEPENDS_ON};
+use crate::links::{assemble, COMPENSATES, DEPENDS_ON, PREVIEW};
+use crate::records::PREVIEW_BINDING;
 use crate::records::{EffectLinks, Submission};
 use steward_core::EffectId;
 
@@ -23,10 +24,16 @@ pub(crate) async fn insert(tx: &Tx<'_>, s: &Submission) -> StoreResult<()> {
         targets.push(target.as_str());
         outcomes.push(None);
     }
+    if let Some(preview) = &s.links.preview {
+        kinds.push(PREVIEW);
+        targets.push(preview.as_str());
+        outcomes.push(None);
+    }
     if kinds.is_empty() {
         return Ok(());
     }
-    tx.execute(
+    tx.execute_unique(
+        PREVIEW_BINDING,
         "INSERT INTO effect_links (effect_id, kind, target_id, outcome)
          SELECT $1, kind, target_id, outcome
          FROM unnest($2::text[], $3::text[], $4::text[]) AS l(kind, target_id, outcome)",

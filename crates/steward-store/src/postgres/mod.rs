@@ -34,6 +34,7 @@ mod limits;
 mod links;
 mod notify;
 mod policies;
+mod previews;
 mod replicas;
 mod rows;
 mod schema;

@@ -21,7 +21,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
-    (7, "effect links", LINKS),
+    (7, "effect links and previews", LINKS),
 ];
 
 /// Links between effects (`crate::links`), as in the embedded store.
@@ -34,6 +34,24 @@ CREATE TABLE effect_links (
     PRIMARY KEY (effect_id, kind, target_id)
 );
 CREATE INDEX effect_links_target ON effect_links(target_id, kind);
+CREATE UNIQUE INDEX effect_links_one_per_preview ON effect_links(target_id) WHERE kind = 'preview';
+CREATE TABLE previews (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL,
+    action_id TEXT COLLATE "C" NOT NULL,
+    action_name TEXT NOT NULL,
+    action_version BIGINT NOT NULL,
+    input TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    run_id TEXT,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    refreshes TEXT,
+    superseded_by TEXT
+);
 "#;
 
 const INITIAL: &str = r#"

@@ -728,12 +728,17 @@ impl Effects for SqliteStore {
                 },
             )?;
             let links = super::links::read(conn, &id)?;
+            let preview = match &links.preview {
+                Some(p) => super::previews::by_id(conn, p)?,
+                None => None,
+            };
             Ok(Some(EffectDetail {
                 effect,
                 attempts,
                 evidence,
                 reservations,
                 links,
+                preview,
             }))
         })
         .await

@@ -1,22 +1,29 @@
 //! Links between effects (`EffectLinks`), written in the submission's transaction and read with
 //! the effect's detail.
 
-use super::conn::{execute_cached, unavailable};
+use super::conn::{constraint, execute_cached, unavailable};
 use super::rows::{self, query_all};
 use crate::error::StoreResult;
+use crate::links::{assemble, COMPENSATES, DEPENDS_ON, PREVIEW};
+use crate::records::PREVIEW_BINDING;
 use crate::records::{EffectLinks, Submission};
 use rusqlite::{params, Connection};
-use crate::links::{assemble, COMPENSATES, DEPENDS_ON};
 use steward_core::EffectId;
 
 /// Records the new effect's links; nothing when it has none (the common case costs nothing).
 pub(crate) fn insert(tx: &Connection, s: &Submission) -> StoreResult<()> {
-    let sql = "INSERT INTO effect_links (effect_id, kind, target_id, outcome) VALUES (?1, ?2, ?3, ?4)";
+    let sql =
+        "INSERT INTO effect_links (effect_id, kind, target_id, outcome) VALUES (?1, ?2, ?3, ?4)";
     for d in &s.links.depends_on {
         execute_cached(
             tx,
             sql,
-            params![s.effect_id.as_str(), DEPENDS_ON, d.effect.as_str(), d.outcome.as_str()],
+            params![
+                s.effect_id.as_str(),
+                DEPENDS_ON,
+                d.effect.as_str(),
+                d.outcome.as_str()
+            ],
         )
         .map_err(unavailable)?;
     }
@@ -24,9 +31,27 @@ pub(crate) fn insert(tx: &Connection, s: &Submission) -> StoreResult<()> {
         execute_cached(
             tx,
             sql,
-            params![s.effect_id.as_str(), COMPENSATES, target.as_str(), None::<&str>],
+            params![
+                s.effect_id.as_str(),
+                COMPENSATES,
+                target.as_str(),
+                None::<&str>
+            ],
         )
         .map_err(unavailable)?;
+    }
+    if let Some(preview) = &s.links.preview {
+        execute_cached(
+            tx,
+            sql,
+            params![
+                s.effect_id.as_str(),
+                PREVIEW,
+                preview.as_str(),
+                None::<&str>
+            ],
+        )
+        .map_err(|e| constraint(e, PREVIEW_BINDING))?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ mod kill_switch;
 mod limits;
 mod links;
 mod policies;
+mod previews;
 mod replicas;
 mod rows;
 mod schema;

@@ -478,6 +478,25 @@ CREATE TABLE IF NOT EXISTS effect_links (
     PRIMARY KEY (effect_id, kind, target_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS effect_links_target ON effect_links(target_id, kind);
+CREATE UNIQUE INDEX IF NOT EXISTS effect_links_one_per_preview ON effect_links(target_id)
+    WHERE kind = 'preview';
+CREATE TABLE IF NOT EXISTS previews (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL,
+    action_id TEXT NOT NULL,
+    action_name TEXT NOT NULL,
+    action_version INTEGER NOT NULL,
+    input TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    run_id TEXT,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    refreshes TEXT,
+    superseded_by TEXT
+);
 "#;
 
 #[cfg(test)]

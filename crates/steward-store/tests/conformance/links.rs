@@ -3,7 +3,8 @@
 
 use super::*;
 use steward_core::link::Dependency;
-use steward_core::Outcome;
+use steward_core::{Outcome, PreviewId};
+use steward_store::{PreviewRecord, StoreError, PREVIEW_BINDING};
 
 pub async fn links_are_recorded_with_the_effect_and_read_both_ways(store: Arc<dyn Store>) {
     let env = Env::new(&store, "links").await;
@@ -41,7 +42,12 @@ pub async fn links_are_recorded_with_the_effect_and_read_both_ways(store: Arc<dy
     let target = env.effect(&first.effect_id).await.links;
     assert_eq!(target.compensated_by, vec![linked.effect_id.clone()]);
     assert!(target.depends_on.is_empty() && target.compensates.is_none());
-    assert!(env.effect(&other.effect_id).await.links.compensated_by.is_empty());
+    assert!(env
+        .effect(&other.effect_id)
+        .await
+        .links
+        .compensated_by
+        .is_empty());
 
     // The audit event of the linked invocation records its links; an unlinked one has none.
     let events = all_audit_events(&store).await;
@@ -54,7 +60,10 @@ pub async fn links_are_recorded_with_the_effect_and_read_both_ways(store: Arc<dy
     };
     let audited = created(&linked.invocation_id);
     assert_eq!(audited["links"]["compensates"], json!(first.effect_id));
-    assert_eq!(audited["links"]["dependsOn"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        audited["links"]["dependsOn"].as_array().map(Vec::len),
+        Some(2)
+    );
     assert!(created(&first.invocation_id).get("links").is_none());
 }
 
@@ -74,5 +83,105 @@ pub async fn a_refused_submission_records_no_links(store: Arc<dyn Store>) {
         matches!(outcome, SubmitOutcome::OperationKeyConflict { .. }),
         "{outcome:?}"
     );
-    assert!(env.effect(&first.effect_id).await.links.compensated_by.is_empty());
+    assert!(env
+        .effect(&first.effect_id)
+        .await
+        .links
+        .compensated_by
+        .is_empty());
+}
+
+fn preview_record(env: &Env, action: &ActionRecord, tag: &str) -> PreviewRecord {
+    PreviewRecord {
+        id: PreviewId::from_unique(&unique(tag)),
+        env_id: env.id.clone(),
+        action_id: action.id.clone(),
+        action_name: action.name.clone(),
+        action_version: action.version,
+        input: json!({"paymentIntent": "pi_1", "amount": 5}),
+        input_fingerprint: "fp".into(),
+        request_digest: "digest".into(),
+        body: json!({"request": {"method": "POST"}}),
+        run_id: None,
+        created_by: env.key.clone(),
+        created_at: T0,
+        expires_at: Millis(T0.0 + 60_000),
+        refreshes: None,
+        superseded_by: None,
+        bound_effect: None,
+    }
+}
+
+/// A preview is recorded and read back in its environment only; a refresh supersedes it once;
+/// a submission binds it, at most one ever, and the effect reads it back.
+pub async fn a_preview_binds_one_effect_and_is_refreshed_once(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "previews").await;
+    let other = Env::new(&store, "previews-other").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let first = preview_record(&env, &action, "prv");
+    store
+        .create_preview(&first, &env.actor(T0.0))
+        .await
+        .expect("create_preview");
+    assert_eq!(
+        store.preview(&env.id, &first.id).await.expect("preview"),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store.preview(&other.id, &first.id).await.expect("preview"),
+        None
+    );
+
+    let mut second = preview_record(&env, &action, "prv");
+    second.refreshes = Some(first.id.clone());
+    assert!(store
+        .refresh_preview(&first.id, &second, &env.actor(T0.0))
+        .await
+        .expect("refresh"));
+    let third = preview_record(&env, &action, "prv");
+    assert!(
+        !store
+            .refresh_preview(&first.id, &third, &env.actor(T0.0))
+            .await
+            .expect("refresh again"),
+        "a preview is superseded once"
+    );
+    assert_eq!(
+        store.preview(&env.id, &third.id).await.expect("preview"),
+        None
+    );
+    let read = store
+        .preview(&env.id, &first.id)
+        .await
+        .expect("preview")
+        .expect("first");
+    assert_eq!(read.superseded_by.as_ref(), Some(&second.id));
+
+    let mut bound = env.submission(&action, json!({"paymentIntent": "pi_1", "amount": 5}));
+    bound.links.preview = Some(second.id.clone());
+    expect_created(store.submit(&bound).await.expect("bind"));
+    let detail = env.effect(&bound.effect_id).await;
+    assert_eq!(detail.links.preview.as_ref(), Some(&second.id));
+    assert_eq!(detail.preview.as_ref().map(|p| &p.id), Some(&second.id));
+    let read = store
+        .preview(&env.id, &second.id)
+        .await
+        .expect("preview")
+        .expect("second");
+    assert_eq!(read.bound_effect.as_ref(), Some(&bound.effect_id));
+
+    let mut again = env.submission(&action, json!({"paymentIntent": "pi_1", "amount": 5}));
+    again.links.preview = Some(second.id.clone());
+    match store.submit(&again).await {
+        Err(StoreError::Duplicate { what }) => assert_eq!(what, PREVIEW_BINDING),
+        other => panic!("a second binding must be refused, got {other:?}"),
+    }
+    assert!(
+        store
+            .invocation(&env.id, &again.invocation_id)
+            .await
+            .expect("read")
+            .is_none(),
+        "the refused submission recorded nothing"
+    );
 }

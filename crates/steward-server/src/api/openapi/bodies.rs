@@ -141,9 +141,12 @@ pub struct InvokeBody {
     /// Names the business operation: the same key and input is the same effect.
     #[schema(min_length = 1, max_length = 255)]
     operation_key: Option<String>,
-    /// Not supported here: any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    preview_id: Option<()>,
+    /// Binds the invoke to an execution-bound preview: same action version, same input, same
+    /// rendered request, before it expires, and its first invoke; refused otherwise
+    /// (`preview_expired`, `preview_superseded`, `preview_already_used`,
+    /// `preview_action_changed`, `preview_mismatch`), with nothing recorded.
+    #[schema(pattern = "^prv_")]
+    preview_id: Option<String>,
     /// Effects that must already hold an outcome (`succeeded`, `failed` or `not_dispatched`);
     /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
     /// recorded, when one does not.
@@ -407,6 +410,30 @@ pub struct ResolveInvocationBody {
 
 impl ResolveInvocationBody {
     pub const FIELDS: &[&str] = &["outcome", "evidence", "externalReference"];
+}
+
+/// `POST /actions/{reference}/previews`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PreviewBody {
+    /// The input the invoke will carry.
+    #[schema(value_type = Option<Object>)]
+    input: Option<Value>,
+    /// How long the preview may be bound to, in seconds (default 600, at most 3600).
+    #[schema(minimum = 1, maximum = 3600)]
+    ttl_seconds: Option<u64>,
+    run_id: Option<String>,
+}
+
+/// `POST /actions/previews/{id}/refresh`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PreviewRefreshBody {
+    /// The new preview's life, in seconds (default 600, at most 3600).
+    #[schema(minimum = 1, maximum = 3600)]
+    ttl_seconds: Option<u64>,
 }
 
 /// `POST /actions/effects/{id}/notes`.

@@ -137,6 +137,50 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     f.call(a, M::GET, versions, "/actions/refund/versions", None)
         .await;
 
+    let preview = json!({"input": {"paymentIntent": "pi_drift_preview", "amount": 100},
+                         "ttlSeconds": 60});
+    let previews = "/actions/{reference}/previews";
+    let made = f
+        .call(
+            a,
+            M::POST,
+            previews,
+            "/actions/refund/previews",
+            Some(preview),
+        )
+        .await;
+    let first = id_of(&made, "id");
+    let one_preview = "/actions/previews/{id}";
+    f.call(
+        a,
+        M::GET,
+        one_preview,
+        &format!("/actions/previews/{first}"),
+        None,
+    )
+    .await;
+    let refreshed = f
+        .call(
+            a,
+            M::POST,
+            "/actions/previews/{id}/refresh",
+            &format!("/actions/previews/{first}/refresh"),
+            Some(json!({"ttlSeconds": 60})),
+        )
+        .await;
+    let bound = json!({"input": {"paymentIntent": "pi_drift_preview", "amount": 100},
+                       "previewId": id_of(&refreshed, "id")});
+    let bound = f
+        .call(
+            a,
+            M::POST,
+            "/actions/{reference}/invoke",
+            "/actions/refund/invoke",
+            Some(bound),
+        )
+        .await;
+    assert_eq!(bound["data"]["status"], json!("succeeded"), "{bound}");
+
     let input = json!({"input": {"paymentIntent": "pi_drift", "amount": 100},
                        "operationKey": "drift-1"});
     let invoke = "/actions/{reference}/invoke";
