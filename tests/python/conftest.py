@@ -210,8 +210,10 @@ class Steward:
 
 
 def create_key(data_dir: Path, env: str, name: str, *, role: str | None = None,
-               scopes: list[str] | None = None) -> str:
+               scopes: list[str] | None = None, database: str | None = None) -> str:
     args = [str(steward_bin()), "keys", "create", "--data", str(data_dir), "--env", env, "--name", name]
+    if database:
+        args += ["--database", database]
     if role:
         args += ["--role", role]
     if scopes:
@@ -234,9 +236,10 @@ def steward() -> Any:
 
 
 @contextmanager
-def running_steward(serve_args: list[str]) -> Iterator[Steward]:
+def running_steward(serve_args: list[str], database: str | None = None) -> Iterator[Steward]:
     """A fresh fixture and server (`steward serve` with `serve_args`) with the suite's keys;
-    both processes are stopped on exit."""
+    both processes are stopped on exit. With `database`, the server and the keys use that
+    PostgreSQL database instead of the embedded store."""
     binary = str(steward_bin())
     with tempfile.TemporaryDirectory(prefix="steward-sdk-") as tmp:
         tmp_path = Path(tmp)
@@ -254,16 +257,17 @@ def running_steward(serve_args: list[str]) -> Iterator[Steward]:
             server = Proc(
                 "steward serve",
                 [binary, "serve", "--data", str(data_dir), "--listen", f"{LOOPBACK}:0",
-                 "--allow-insecure-destinations", *serve_args],
+                 "--allow-insecure-destinations", *serve_args,
+                 *(["--database", database] if database else [])],
                 tmp_path / "server.stderr.log",
             )
             procs.append(server)
             url = server.wait_ready()
             keys = {
-                "operator": create_key(data_dir, "sdk-main", "sdk-operator", role="operator"),
-                "agent": create_key(data_dir, "sdk-main", "sdk-agent"),
-                "readonly": create_key(data_dir, "sdk-main", "sdk-readonly", scopes=["actions:read"]),
-                "other_operator": create_key(data_dir, "sdk-other", "sdk-other-operator", role="operator"),
+                "operator": create_key(data_dir, "sdk-main", "sdk-operator", role="operator", database=database),
+                "agent": create_key(data_dir, "sdk-main", "sdk-agent", database=database),
+                "readonly": create_key(data_dir, "sdk-main", "sdk-readonly", scopes=["actions:read"], database=database),
+                "other_operator": create_key(data_dir, "sdk-other", "sdk-other-operator", role="operator", database=database),
             }
             state = Steward(url=url, fixture_url=fixture_url, data_dir=data_dir,
                             server_log=server.log_path, keys=keys)

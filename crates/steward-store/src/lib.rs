@@ -34,6 +34,7 @@
 
 mod approval_change;
 mod audit;
+mod budget;
 mod console_session;
 mod error;
 mod governance;
@@ -50,6 +51,10 @@ pub use audit::{
     verify_unsealed, AuditHead, AuditSeal, ChainError, LogReport, SealOutcome, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
+pub use budget::{
+    admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
+    BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
+};
 pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{
@@ -62,6 +67,7 @@ pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
 pub use store::AuditLog;
+pub use store::Budgets;
 pub use store::Catalog;
 pub use store::Effects;
 pub use store::Idempotency;
@@ -77,6 +83,7 @@ pub use store::Store;
 pub mod prelude {
     pub use crate::store::Approvals;
     pub use crate::store::AuditLog;
+    pub use crate::store::Budgets;
     pub use crate::store::Catalog;
     pub use crate::store::Effects;
     pub use crate::store::Idempotency;

@@ -11,6 +11,7 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 mod effects;
 mod idempotency;
@@ -22,6 +23,7 @@ mod replicas;
 
 pub use approvals::Approvals;
 pub use audit_log::AuditLog;
+pub use budgets::Budgets;
 pub use catalog::Catalog;
 pub use effects::Effects;
 pub use idempotency::Idempotency;
@@ -44,6 +46,7 @@ pub trait Store:
     + KillSwitch
     + Replicas
     + AuditLog
+    + Budgets
     + 'static
 {
 }
@@ -59,6 +62,7 @@ impl<T> Store for T where
         + KillSwitch
         + Replicas
         + AuditLog
+        + Budgets
         + 'static
 {
 }

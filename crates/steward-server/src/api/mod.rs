@@ -3,6 +3,7 @@
 pub(crate) mod actions;
 pub(crate) mod approvals;
 mod body;
+pub(crate) mod budgets;
 pub(crate) mod environment;
 mod gate;
 mod idempotent;
@@ -85,6 +86,8 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(query::<limits::ListQuery>(routes!(limits::list)))
         .routes(plain(routes!(limits::create)))
         .routes(plain(routes!(limits::get, limits::update, limits::archive)))
+        .routes(plain(routes!(budgets::list)))
+        .routes(plain(routes!(budgets::get, budgets::put, budgets::delete)))
         .routes(query::<approvals::ListQuery>(routes!(approvals::list)))
         .routes(plain(routes!(approvals::request)))
         .routes(query::<approvals::WaitQuery>(routes!(approvals::get)))

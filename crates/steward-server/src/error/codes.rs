@@ -88,6 +88,10 @@ codes! {
         "The failed invocation already has a retry with another input.");
     RETRY_OF_NOT_FAILED = ("retry_of_not_failed", CONFLICT,
         "retryOf names an invocation that is not settled failed.");
+    BUDGET_EXCEEDED = ("BUDGET_EXCEEDED", TOO_MANY_REQUESTS,
+        "The calling key's budget has no room this month; no invocation was recorded and nothing was sent (`details` has the cap and the usage).");
+    BUDGET_RECONCILIATION_REQUIRED = ("BUDGET_RECONCILIATION_REQUIRED", SERVICE_UNAVAILABLE,
+        "The calling key's budget has room only if some unknown effects did not happen: reconcile them first; nothing was recorded or sent.");
     EFFECT_NOT_UNKNOWN = ("effect_not_unknown", CONFLICT,
         "Only an unknown effect is resolved by hand or replayed; this one is not (or was settled first by someone else).");
     REPLAY_NOT_SUPPORTED = ("replay_not_supported", CONFLICT,

@@ -146,6 +146,9 @@ async fn submit_with(tx: &Tx<'_>, s: &Submission, facts: Facts) -> StoreResult<S
         }
         Verdict::Create => {}
     }
+    if let Some(refused) = super::budgets::admit(tx, s).await? {
+        return Ok(refused);
+    }
     Ok(SubmitOutcome::Created(insert_new(tx, s).await?))
 }
 

@@ -24,6 +24,7 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 pub(crate) mod conn;
 mod effects;

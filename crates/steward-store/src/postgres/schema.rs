@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
+    (7, "per-key budgets", BUDGETS),
 ];
 
 const INITIAL: &str = r#"
@@ -340,6 +341,24 @@ FROM audit;
 
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
 /// Steward, whose schema this one does not know.
+/// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
+/// impact limit row its reservations count against; a deleted budget keeps its row.
+const BUDGETS: &str = r#"
+CREATE TABLE budgets (
+    key_id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    limit_id TEXT COLLATE "C" NOT NULL UNIQUE REFERENCES impact_limits(id),
+    monthly_cost_cents_cap BIGINT,
+    dimension_caps TEXT NOT NULL,
+    alert_threshold DOUBLE PRECISION NOT NULL,
+    enabled BOOLEAN NOT NULL,
+    deleted_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX budgets_env ON budgets(env_id, key_id);
+"#;
+
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     // Also taken by `begin(Write)`; taken here so this function is safe on its own.
     tx.execute(WRITE_LOCK_SQL, &[]).await?;

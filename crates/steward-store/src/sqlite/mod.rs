@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 mod conn;
 mod effects;

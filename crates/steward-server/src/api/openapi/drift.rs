@@ -156,6 +156,8 @@ fn concrete(template: &str) -> String {
         .replace("{name}", "NO_SUCH_SECRET")
         .replace("{id}", "nothing")
         .replace("{reference}", "nothing")
+        .replace("{apiKeyId}", "nothing")
+        .replace("{secretName}", "NO_SUCH_SECRET")
 }
 
 #[tokio::test]
@@ -297,6 +299,11 @@ fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
             set(ResolveInvocationBody::FIELDS),
         ),
         ("NoteBody", properties::<NoteBody>(), set(NoteBody::FIELDS)),
+        (
+            "BudgetBody",
+            properties::<BudgetBody>(),
+            set(BudgetBody::FIELDS),
+        ),
         (
             "ImportBody",
             properties::<ImportBody>(),

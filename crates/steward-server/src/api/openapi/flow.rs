@@ -331,6 +331,17 @@ async fn every_operation_answers_a_real_flow_as_documented() {
         .await;
     f.call(a, M::DELETE, one, &path, None).await;
 
+    // A budget on the second key: put, read, list, delete.
+    let key = steward_core::KeyId::from_unique("drift2");
+    let one = "/budgets/{apiKeyId}";
+    let path = format!("/budgets/{key}");
+    let budget = json!({"dimensionCaps": {"invocations": 10}, "monthlyCostCentsCap": 500,
+                        "alertThreshold": 0.5, "enabled": true});
+    f.call(a, M::PUT, one, &path, Some(budget)).await;
+    f.call(a, M::GET, one, &path, None).await;
+    f.call(a, M::GET, "/budgets", "/budgets", None).await;
+    f.call(a, M::DELETE, one, &path, None).await;
+
     let halt = json!({"reason": "drift"});
     f.call(
         a,

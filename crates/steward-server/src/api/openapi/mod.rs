@@ -8,6 +8,7 @@
 //! check; `drift.rs` tests that the two agree and that every documented operation is served.
 
 mod bodies;
+mod budgets;
 #[cfg(test)]
 mod drift;
 mod envelopes;
@@ -17,6 +18,7 @@ mod params;
 mod records;
 
 pub(crate) use bodies::*;
+pub(crate) use budgets::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;
