@@ -80,6 +80,7 @@
 // records it makes, as a real provider would (clippy.toml forbids that inside Steward).
 #![allow(clippy::disallowed_methods)]
 
+mod account;
 mod conn;
 mod control;
 mod error;
@@ -192,6 +193,7 @@ fn app(store: Arc<Store>) -> Router {
     refunds::router()
         .merge(generic::router())
         .merge(control::router())
+        .merge(account::router())
         .fallback(not_found)
         .with_state(store)
 }

@@ -35,6 +35,7 @@
 mod approval_change;
 mod audit;
 mod budget;
+mod connection;
 mod console_session;
 mod error;
 mod governance;
@@ -55,6 +56,7 @@ pub use budget::{
     admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
     BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
 };
+pub use connection::{ConnectionHealth, ConnectionRecord};
 pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{
@@ -69,6 +71,7 @@ pub use store::Approvals;
 pub use store::AuditLog;
 pub use store::Budgets;
 pub use store::Catalog;
+pub use store::Connections;
 pub use store::Effects;
 pub use store::Idempotency;
 pub use store::Identity;
@@ -85,6 +88,7 @@ pub mod prelude {
     pub use crate::store::AuditLog;
     pub use crate::store::Budgets;
     pub use crate::store::Catalog;
+    pub use crate::store::Connections;
     pub use crate::store::Effects;
     pub use crate::store::Idempotency;
     pub use crate::store::Identity;

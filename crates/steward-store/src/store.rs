@@ -13,6 +13,7 @@ mod approvals;
 mod audit_log;
 mod budgets;
 mod catalog;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;
@@ -25,6 +26,7 @@ pub use approvals::Approvals;
 pub use audit_log::AuditLog;
 pub use budgets::Budgets;
 pub use catalog::Catalog;
+pub use connections::Connections;
 pub use effects::Effects;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
@@ -47,6 +49,7 @@ pub trait Store:
     + Replicas
     + AuditLog
     + Budgets
+    + Connections
     + 'static
 {
 }
@@ -63,6 +66,7 @@ impl<T> Store for T where
         + Replicas
         + AuditLog
         + Budgets
+        + Connections
         + 'static
 {
 }

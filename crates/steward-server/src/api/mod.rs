@@ -4,6 +4,7 @@ pub(crate) mod actions;
 pub(crate) mod approvals;
 mod body;
 pub(crate) mod budgets;
+mod connections;
 pub(crate) mod environment;
 mod gate;
 mod idempotent;
@@ -86,6 +87,11 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(query::<limits::ListQuery>(routes!(limits::list)))
         .routes(plain(routes!(limits::create)))
         .routes(plain(routes!(limits::get, limits::update, limits::archive)))
+        .routes(plain(routes!(connections::integrations)))
+        .routes(plain(routes!(connections::list)))
+        .routes(plain(routes!(connections::connect_with_api_key)))
+        .routes(plain(routes!(connections::check)))
+        .routes(plain(routes!(connections::reconnect)))
         .routes(plain(routes!(budgets::list)))
         .routes(plain(routes!(budgets::get, budgets::put, budgets::delete)))
         .routes(query::<approvals::ListQuery>(routes!(approvals::list)))

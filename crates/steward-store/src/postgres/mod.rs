@@ -27,6 +27,7 @@ mod audit_log;
 mod budgets;
 mod catalog;
 pub(crate) mod conn;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;

@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
     (7, "per-key budgets", BUDGETS),
+    (8, "connected accounts", CONNECTIONS),
 ];
 
 const INITIAL: &str = r#"
@@ -357,6 +358,25 @@ CREATE TABLE budgets (
     updated_at BIGINT NOT NULL
 );
 CREATE INDEX budgets_env ON budgets(env_id, key_id);
+"#;
+
+/// Connected accounts (`crate::connection`): one row per secret that holds an integration's
+/// credential, with the provider's last answer about it. No part of the credential.
+const CONNECTIONS: &str = r#"
+CREATE TABLE connections (
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    secret_name TEXT COLLATE "C" NOT NULL,
+    integration_id TEXT NOT NULL,
+    auth_kind TEXT NOT NULL,
+    description TEXT,
+    health_status TEXT NOT NULL,
+    health_reason TEXT,
+    checked_at BIGINT NOT NULL,
+    secret_created_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (env_id, secret_name)
+);
 "#;
 
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {

@@ -7,6 +7,7 @@ mod audit_log;
 mod budgets;
 mod catalog;
 mod conn;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;

@@ -605,3 +605,22 @@ CREATE TABLE IF NOT EXISTS budgets (
 );
 CREATE INDEX IF NOT EXISTS budgets_env ON budgets(env_id, key_id);
 "#;
+
+/// Connected accounts (`crate::connection`): one row per secret that holds an integration's
+/// credential, with the provider's last answer about it. No part of the credential.
+pub const CONNECTION_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS connections (
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    secret_name TEXT NOT NULL,
+    integration_id TEXT NOT NULL,
+    auth_kind TEXT NOT NULL,
+    description TEXT,
+    health_status TEXT NOT NULL,
+    health_reason TEXT,
+    checked_at INTEGER NOT NULL,
+    secret_created_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (env_id, secret_name)
+);
+"#;

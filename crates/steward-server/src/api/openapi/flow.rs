@@ -331,6 +331,44 @@ async fn every_operation_answers_a_real_flow_as_documented() {
         .await;
     f.call(a, M::DELETE, one, &path, None).await;
 
+    // A connected account on the fixture: the catalog, connect, list, check, reconnect.
+    let integration: crate::integrations::Integration = serde_json::from_value(json!({
+        "id": "fixture", "name": "Fixture", "authKind": "api_key",
+        "allowedHosts": [fixture_host.clone()],
+        "keyCheck": {"url": format!("{}/v1/account", fixture.base_url().trim_end_matches('/'))},
+    }))
+    .unwrap();
+    f.state.integrations =
+        std::sync::Arc::new(crate::integrations::Integrations::checked(vec![integration]).unwrap());
+    let template = "/connections/integrations";
+    f.call(a, M::GET, template, template, None).await;
+    let connect = json!({"integrationId": "fixture", "secretName": "FIXTURE_ACCOUNT",
+                         "apiKey": "sk_test_flow"});
+    let template = "/connections/keys";
+    let connected = f.call(a, M::POST, template, template, Some(connect)).await;
+    assert_eq!(connected["data"]["status"], "completed", "{connected}");
+    f.call(a, M::GET, "/connections", "/connections", None)
+        .await;
+    let template = "/connections/{secretName}/check";
+    f.call(
+        a,
+        M::POST,
+        template,
+        "/connections/FIXTURE_ACCOUNT/check",
+        Some(json!({})),
+    )
+    .await;
+    let template = "/connections/{secretName}/reconnect";
+    let reconnect = json!({"apiKey": "sk_test_flow2"});
+    f.call(
+        a,
+        M::POST,
+        template,
+        "/connections/FIXTURE_ACCOUNT/reconnect",
+        Some(reconnect),
+    )
+    .await;
+
     // A budget on the second key: put, read, list, delete.
     let key = steward_core::KeyId::from_unique("drift2");
     let one = "/budgets/{apiKeyId}";

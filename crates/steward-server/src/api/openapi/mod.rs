@@ -9,6 +9,7 @@
 
 mod bodies;
 mod budgets;
+mod connections;
 #[cfg(test)]
 mod drift;
 mod envelopes;
@@ -19,6 +20,7 @@ mod records;
 
 pub(crate) use bodies::*;
 pub(crate) use budgets::*;
+pub(crate) use connections::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;
