@@ -151,7 +151,7 @@ def test_check_records_needs_reauth_and_reconnect_makes_the_account_work_again(
     assert listed[name]["health"]["status"] == "needs_reauth"
 
     # Reconnect checks the new key first: a refused one changes nothing.
-    refused = "rejected_" + pysecrets.token_hex(4)
+    refused = "rejected_key_" + pysecrets.token_hex(8)
     steward.secret_values.append(refused)
     expect(lambda: operator_once.connections.reconnect(name, api_key=refused),
            status=422, code="CONNECTION_KEY_REJECTED")
