@@ -40,10 +40,23 @@ pub async fn budget_admission_never_exceeds_a_cap_and_settles_with_the_effect(
         .await
         .expect("create_limit");
 
+    // Half are parked-style submissions, half the invoke hot path (`submit_and_begin`, which on
+    // PostgreSQL runs without the write lock).
     let tasks: Vec<_> = (0..20)
         .map(|i| {
             let (store, sub) = (store.clone(), env.submission(&action, json!({"n": i})));
-            tokio::spawn(async move { (sub.invocation_id.clone(), store.submit(&sub).await) })
+            let first = first_attempt(&env, &sub, T0.0);
+            tokio::spawn(async move {
+                let outcome = if i % 2 == 0 {
+                    store.submit(&sub).await
+                } else {
+                    store
+                        .submit_and_begin(&sub, &first)
+                        .await
+                        .map(|s| s.outcome)
+                };
+                (sub.invocation_id.clone(), outcome)
+            })
         })
         .collect();
     let (mut created, mut refused) = (Vec::new(), 0);
@@ -90,19 +103,28 @@ pub async fn budget_admission_never_exceeds_a_cap_and_settles_with_the_effect(
         .is_none());
 
     // The budget's unit does not stand for the effect's impact reservations.
+    // (A hot-path submission reserved it with its attempt; a parked-style one reserves it here.)
     let first = &created[0].effect_id;
+    let state = env.effect(first).await.effect.state;
     let reserved = store
         .reserve_impact(&impact_request(&env, first, vec![mutation(Some(1))], T0.0))
         .await
         .expect("reserve_impact");
+    let expected = match state {
+        EffectState::Ready => ReserveOutcome::Reserved(vec![(limit.id.clone(), 1)]),
+        _ => ReserveOutcome::AlreadyReserved,
+    };
+    assert_eq!(reserved, expected);
+    let detail = env.effect(first).await;
     assert_eq!(
-        reserved,
-        ReserveOutcome::Reserved(vec![(limit.id.clone(), 1)])
+        detail.reservations.len(),
+        2,
+        "its budget unit and its impact reservation"
     );
 
     // A failure releases the unit (and its impact reservation): one more is admitted.
     store
-        .change_effect(&env.change(first, EffectState::Ready, EffectState::Failed, T0.0 + 1))
+        .change_effect(&env.change(first, state, EffectState::Failed, T0.0 + 1))
         .await
         .expect("fail");
     let status = store.budget(&env.id, &env.key, T0).await.unwrap().unwrap();
