@@ -59,6 +59,19 @@ async fn status(tx: &Tx<'_>, budget: BudgetRecord, now: Millis) -> StoreResult<B
     })
 }
 
+/// Whether the submitting key has a live, enabled budget: read unlocked, with the submission's
+/// other first reads (one round trip for all), so that a key without a budget pays nothing more.
+/// A budget put that commits after this read applies from the key's next submission.
+pub(crate) async fn budgeted(tx: &Tx<'_>, s: &Submission) -> StoreResult<bool> {
+    let row = tx
+        .query_first(
+            "SELECT 1 FROM budgets WHERE env_id = $1 AND key_id = $2 AND deleted_at IS NULL AND enabled",
+            &[&s.env_id.as_str(), &s.actor.as_str()],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
 /// Admits a submission that would create an invocation under its key's live, enabled budget:
 /// reserves one unit for its effect, or answers the refusal (with its audit event and nothing
 /// else written). `None` when it may go on. A submission that starts settled (a policy denied
