@@ -13,7 +13,7 @@ from typing import Any
 import anlyon
 import pytest
 from anlyon.config import RetryConfig
-from anlyon.errors import AnlyonError
+from anlyon.errors import AnlyonError, FeatureNotAvailableError
 from conftest import Steward, create_key, running_steward
 from recovery_support import fresh_database
 
@@ -191,3 +191,26 @@ def test_unknown_exposure_that_alone_blocks_admission_requires_reconciliation(
     assert view["usage"]["invocations"]["consumed"] == 2
     expect(lambda: client.actions.invoke("refund-payment", refund()),
            status=429, code="BUDGET_EXCEEDED")
+
+
+def test_billing_reads_answer_from_the_keys_budget_and_the_rest_is_not_offered(
+        steward: Steward, operator: anlyon.Client, refund_action: dict[str, Any]) -> None:
+    client, key_id = new_agent(steward, "budget-billing")
+    quota = client.billing.quota().data
+    assert (quota["apiKeyId"], quota["budgeted"], quota["cap"], quota["used"]) == (key_id, False, None, 0)
+    assert client.billing.current_usage().data["usage"] == {"invocations": 0}
+    operator.budgets.put(key_id, dimension_caps={"invocations": 3})
+    assert client.actions.invoke("refund-payment", refund()).data["status"] == "succeeded"
+    quota = client.billing.quota().data
+    assert (quota["budgeted"], quota["cap"], quota["used"], quota["remaining"]) == (True, 3, 1, 2)
+    assert quota["periodStart"] < quota["periodEnd"]
+    usage = client.billing.current_usage().data
+    assert usage["usage"] == {"invocations": 1} and usage["estimatedCostCents"] == 0
+    workspace = client.billing.workspace_budget().data
+    assert workspace["enabled"] is False and workspace["monthlyTargetCents"] is None
+    for call in (client.billing.current_plan, client.billing.plans, client.billing.cost_estimate,
+                 client.billing.stripe_config, lambda: client.billing.usage_history(days=7),
+                 lambda: client.billing.invoices(limit=5)):
+        with pytest.raises(FeatureNotAvailableError) as caught:
+            call()
+        assert caught.value.status == 402 and caught.value.code == "FEATURE_NOT_AVAILABLE"

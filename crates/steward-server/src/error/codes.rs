@@ -88,6 +88,8 @@ codes! {
         "The failed invocation already has a retry with another input.");
     RETRY_OF_NOT_FAILED = ("retry_of_not_failed", CONFLICT,
         "retryOf names an invocation that is not settled failed.");
+    FEATURE_NOT_AVAILABLE = ("FEATURE_NOT_AVAILABLE", PAYMENT_REQUIRED,
+        "A hosted-product feature Steward does not offer (billing plans, invoices, usage history, cost estimates, payment configuration); nothing was read or changed.");
     BUDGET_EXCEEDED = ("BUDGET_EXCEEDED", TOO_MANY_REQUESTS,
         "The calling key's budget has no room this month; no invocation was recorded and nothing was sent (`details` has the cap and the usage).");
     BUDGET_RECONCILIATION_REQUIRED = ("BUDGET_RECONCILIATION_REQUIRED", SERVICE_UNAVAILABLE,

@@ -250,6 +250,23 @@ impl Budgets for PostgresStore {
         })
     }
 
+    async fn key_invocations_since(
+        &self,
+        env: &EnvironmentId,
+        key: &KeyId,
+        since: Millis,
+    ) -> StoreResult<u64> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let count = tx
+                .count(
+                    "SELECT COUNT(*) FROM invocations WHERE env_id = $1 AND created_at >= $2 AND created_by = $3",
+                    &[&env.as_str(), &since.0, &key.as_str()],
+                )
+                .await?;
+            Ok(count.max(0) as u64)
+        })
+    }
+
     async fn delete_budget(
         &self,
         env: &EnvironmentId,

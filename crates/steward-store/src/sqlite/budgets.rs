@@ -241,6 +241,26 @@ impl Budgets for SqliteStore {
         .await
     }
 
+    async fn key_invocations_since(
+        &self,
+        env: &EnvironmentId,
+        key: &KeyId,
+        since: Millis,
+    ) -> StoreResult<u64> {
+        let (env, key) = (env.clone(), key.clone());
+        self.read(move |conn| {
+            let count: i64 = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM invocations WHERE env_id = ?1 AND created_at >= ?2 AND created_by = ?3",
+                    params![env.as_str(), since.0, key.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(unavailable)?;
+            Ok(count.max(0) as u64)
+        })
+        .await
+    }
+
     async fn delete_budget(
         &self,
         env: &EnvironmentId,

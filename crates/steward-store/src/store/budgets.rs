@@ -37,6 +37,14 @@ pub trait Budgets: Send + Sync {
         env: &EnvironmentId,
         now: Millis,
     ) -> StoreResult<Vec<BudgetStatus>>;
+    /// How many invocations `key` recorded in `env` at or after `since`, whatever became of
+    /// them (the billing usage read).
+    async fn key_invocations_since(
+        &self,
+        env: &EnvironmentId,
+        key: &KeyId,
+        since: Millis,
+    ) -> StoreResult<u64>;
     /// Removes `key`'s budget: its submissions are no longer capped. Reservations already held
     /// still settle. `false` if it had none.
     async fn delete_budget(

@@ -369,6 +369,29 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     )
     .await;
 
+    // Billing: the key's own usage and quota, the workspace target, and what is not offered.
+    for path in [
+        "/billing/usage/current",
+        "/billing/quota",
+        "/billing/budget",
+    ] {
+        f.call(a, M::GET, path, path, None).await;
+    }
+    for (template, path) in [
+        ("/billing/plan", "/billing/plan"),
+        ("/billing/plans", "/billing/plans"),
+        ("/billing/usage/history", "/billing/usage/history?days=7"),
+        ("/billing/cost-estimate", "/billing/cost-estimate"),
+        ("/billing/invoices", "/billing/invoices?limit=5"),
+        ("/billing/stripe-config", "/billing/stripe-config"),
+    ] {
+        let refused = f.call(a, M::GET, template, path, None).await;
+        assert_eq!(
+            refused["error"]["code"], "FEATURE_NOT_AVAILABLE",
+            "{refused}"
+        );
+    }
+
     // A budget on the second key: put, read, list, delete.
     let key = steward_core::KeyId::from_unique("drift2");
     let one = "/budgets/{apiKeyId}";

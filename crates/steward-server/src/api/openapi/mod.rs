@@ -7,6 +7,7 @@
 //! handlers parse by hand are described in `bodies.rs` next to the field lists the handlers
 //! check; `drift.rs` tests that the two agree and that every documented operation is served.
 
+mod billing;
 mod bodies;
 mod budgets;
 mod connections;
@@ -18,6 +19,7 @@ mod flow;
 mod params;
 mod records;
 
+pub(crate) use billing::*;
 pub(crate) use bodies::*;
 pub(crate) use budgets::*;
 pub(crate) use connections::*;
