@@ -67,15 +67,15 @@ def test_a_connected_key_is_stored_as_a_secret_an_action_can_use_and_never_echoe
         description="payments account").data
     assert done["status"] == "completed"
     account = done["connection"]
-    assert account["secretName"] == name and account["integrationId"] == FIXTURE_INTEGRATION
+    assert account["name"] == name and account["integrationId"] == FIXTURE_INTEGRATION
     assert account["authKind"] == "api_key" and account["health"]["status"] == "healthy"
     assert account["allowedHosts"] == [steward.fixture_host]
     assert key not in steward.last_response().body
     secret = operator.secrets.get(name).data
     assert secret["allowedHosts"] == [steward.fixture_host] and "value" not in secret
-    assert name in [a["secretName"] for a in operator.connections.list().data]
+    assert name in [a["name"] for a in operator.connections.list().data]
     # Another environment sees no such account.
-    assert name not in [a["secretName"] for a in other_operator.connections.list().data]
+    assert name not in [a["name"] for a in other_operator.connections.list().data]
     expect(lambda: other_operator.connections.check(name), status=404, code="NOT_FOUND")
     expect(lambda: other_operator.connections.reconnect(name, api_key=new_key(steward)),
            status=404, code="NOT_FOUND")
@@ -115,7 +115,7 @@ def test_a_key_the_provider_refuses_or_cannot_check_is_not_stored(
         integration_id=FIXTURE_INTEGRATION, secret_name=name, api_key=new_key(steward)),
         status=502, code="CONNECTION_KEY_CHECK_FAILED")
     expect(lambda: operator_once.secrets.get(name), status=404, code="NOT_FOUND")
-    assert name not in [a["secretName"] for a in operator_once.connections.list().data]
+    assert name not in [a["name"] for a in operator_once.connections.list().data]
 
     # Validation names the field; the agent may not connect.
     bad = expect(lambda: operator_once.connections.connect_with_api_key(
@@ -147,7 +147,7 @@ def test_check_records_needs_reauth_and_reconnect_makes_the_account_work_again(
     checked = operator_once.connections.check(name).data
     assert checked["health"]["status"] == "needs_reauth"
     assert "refused" in checked["health"]["reason"] and key not in checked["health"]["reason"]
-    listed = {a["secretName"]: a for a in operator_once.connections.list().data}
+    listed = {a["name"]: a for a in operator_once.connections.list().data}
     assert listed[name]["health"]["status"] == "needs_reauth"
 
     # Reconnect checks the new key first: a refused one changes nothing.
@@ -170,5 +170,5 @@ def test_check_records_needs_reauth_and_reconnect_makes_the_account_work_again(
 
     # A secret deleted is no longer an account.
     operator_once.secrets.delete(name)
-    assert name not in [a["secretName"] for a in operator_once.connections.list().data]
+    assert name not in [a["name"] for a in operator_once.connections.list().data]
     expect(lambda: operator_once.connections.check(name), status=404, code="NOT_FOUND")

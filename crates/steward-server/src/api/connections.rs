@@ -9,8 +9,8 @@
 //! Sign-in (OAuth) sessions are not offered by this Steward (docs/DECISIONS.md).
 
 use super::body::{self, only_known, optional_string};
-use super::idempotent;
 use super::openapi as doc;
+use super::{idempotent, views};
 use crate::auth::Caller;
 use crate::envelope::ok;
 use crate::error::{codes, ApiError, ApiResult};
@@ -34,24 +34,22 @@ pub(crate) const CONNECTION_API_KEY_BYTES_MAX: usize = 4096;
 const HEALTHY: &str = "healthy";
 const NEEDS_REAUTH: &str = "needs_reauth";
 
-fn view(c: &ConnectionRecord, secret: Option<&SecretRecord>) -> Value {
-    json!({
-        "secretName": c.secret_name,
-        "integrationId": c.integration_id,
-        "authKind": c.auth_kind,
-        "description": c.description,
-        "allowedHosts": secret.and_then(|s| s.allowed_hosts.clone()),
-        "health": {
-            "status": c.health.status,
-            "reason": c.health.reason,
-            "checkedAt": c.health.checked_at.to_rfc3339(),
-        },
-        "createdAt": c.created_at.to_rfc3339(),
-        "updatedAt": c.updated_at.to_rfc3339(),
-    })
+/// An account as the SDK describes it: the secret (its metadata, never its value) with its
+/// `integrationId` and `health`.
+fn view(c: &ConnectionRecord, secret: &SecretRecord) -> Value {
+    let mut v = views::secret(secret);
+    v["integrationId"] = json!(c.integration_id);
+    v["authKind"] = json!(c.auth_kind);
+    v["health"] = json!({
+        "status": c.health.status,
+        "reason": c.health.reason,
+        "checkedAt": c.health.checked_at.to_rfc3339(),
+    });
+    v["connectedAt"] = json!(c.created_at.to_rfc3339());
+    v
 }
 
-fn completed(c: &ConnectionRecord, secret: Option<&SecretRecord>) -> Value {
+fn completed(c: &ConnectionRecord, secret: &SecretRecord) -> Value {
     json!({"status": "completed", "connection": view(c, secret)})
 }
 
@@ -249,11 +247,16 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
     let env = &caller.env.id;
     let connections = state.store.list_connections(env).await?;
     let secrets = state.store.list_secrets(env).await?;
-    let views = connections
+    // `list_connections` lists only accounts whose secret exists; one deleted in between is left
+    // out.
+    let listed = connections
         .iter()
-        .map(|c| view(c, secrets.iter().find(|s| s.name == c.secret_name)))
+        .filter_map(|c| {
+            let secret = secrets.iter().find(|s| s.name == c.secret_name)?;
+            Some(view(c, secret))
+        })
         .collect();
-    Ok(ok(Value::Array(views)))
+    Ok(ok(Value::Array(listed)))
 }
 
 #[utoipa::path(
@@ -316,7 +319,7 @@ pub async fn connect_with_api_key(
         checked(&state, integration, check, &key).await?;
         let secret = store_key(&state, &caller, &name, &key, integration, description.clone(), expected).await?;
         let connection = record(&state, &caller, &secret, integration, description).await?;
-        Ok((StatusCode::CREATED, completed(&connection, Some(&secret))))
+        Ok((StatusCode::CREATED, completed(&connection, &secret)))
     })
     .await
 }
@@ -383,7 +386,7 @@ pub async fn check(
                 &Actor::key(&caller.key.id, now),
             )
             .await?;
-        Ok((StatusCode::OK, view(&after, Some(&secret))))
+        Ok((StatusCode::OK, view(&after, &secret)))
     })
     .await
 }
@@ -442,7 +445,7 @@ pub async fn reconnect(
         )
         .await?;
         let after = record(&state, &caller, &stored, integration, description).await?;
-        Ok((StatusCode::OK, completed(&after, Some(&stored))))
+        Ok((StatusCode::OK, completed(&after, &stored)))
     })
     .await
 }

@@ -86,19 +86,25 @@ pub struct ConnectionHealthView {
     checked_at: String,
 }
 
-/// A connected account; never its credential.
+/// A connected account: its secret's metadata (never its value) with its integration and
+/// health.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
 pub struct ConnectionView {
-    secret_name: String,
-    integration_id: String,
-    auth_kind: String,
+    /// The secret's name.
+    name: String,
     description: Option<String>,
     allowed_hosts: Option<Vec<String>>,
-    health: ConnectionHealthView,
+    allowed_placements: Option<Vec<String>>,
+    version: u64,
     created_at: String,
     updated_at: String,
+    integration_id: String,
+    auth_kind: String,
+    health: ConnectionHealthView,
+    /// When the account was first connected under this secret.
+    connected_at: String,
 }
 
 /// A connect or reconnect that finished.
