@@ -131,6 +131,16 @@ def test_a_key_the_provider_refuses_or_cannot_check_is_not_stored(
         status=403, code="FORBIDDEN")
     expect(lambda: agent.connections.list(), status=403, code="FORBIDDEN")
 
+    # A secret of the same name that is not this integration's account is not overwritten.
+    plain_value = "plain_secret_value_" + pysecrets.token_hex(8)
+    steward.secret_values.append(plain_value)
+    operator_once.secrets.put(name, value=plain_value, allowed_hosts=[steward.fixture_host])
+    expect(lambda: operator_once.connections.connect_with_api_key(
+        integration_id=FIXTURE_INTEGRATION, secret_name=name, api_key=new_key(steward)),
+        status=409, code="already_exists")
+    assert operator_once.secrets.get(name).data["version"] == 1
+    operator_once.secrets.delete(name)
+
 
 def test_check_records_needs_reauth_and_reconnect_makes_the_account_work_again(
         steward: Steward, operator_once: anlyon.Client, key_checks: Steward) -> None:
