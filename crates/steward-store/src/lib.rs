@@ -2,7 +2,7 @@
 //!
 //! Durable storage behind one trait, [`Store`], made of one trait per concern ([`Identity`],
 //! [`Catalog`], [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`],
-//! [`KillSwitch`], [`Replicas`], [`AuditLog`]). Each method is a single transaction with a crash
+//! [`KillSwitch`], [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`]). Each method is a single transaction with a crash
 //! contract in its doc: what is durable once it returns, and what recovery relies on. Calling a
 //! method on a backend (rather than on `dyn Store`) needs its trait in scope:
 //! `use steward_store::prelude::*;` brings them all.

@@ -5,7 +5,7 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`] and [`AuditLog`]. [`Store`] is all of them at once: what a server holds
+//! [`Replicas`], [`AuditLog`], [`Budgets`] and [`Connections`]. [`Store`] is all of them at once: what a server holds
 //! (`Arc<dyn Store>`), and what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
