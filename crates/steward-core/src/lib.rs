@@ -60,8 +60,8 @@ pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};
 pub use crash::{CrashPoint, CRASH_AT_ENV};
 pub use effect::{
-    is_legal, next, settlement, EffectEvent, EffectState, EvidenceKind, EvidenceSource, Grade,
-    IllegalTransition, ManualOutcome, Outcome, Rejection, Stage, Work,
+    is_legal, link, next, settlement, EffectEvent, EffectState, EvidenceKind, EvidenceSource,
+    Grade, IllegalTransition, ManualOutcome, Outcome, Rejection, Stage, Work,
 };
 pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{

@@ -39,6 +39,7 @@ mod connection;
 mod console_session;
 mod error;
 mod governance;
+mod links;
 mod postgres;
 mod records;
 mod recovery;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use steward_core::link::Dependency;
 use steward_core::{
     ActionDefinition, ActionId, ApprovalId, ApprovalStatus, Decision, EffectEvent, EffectId,
     EffectState, EnvironmentId, EvidenceKind, EvidenceSource, IdempotencyKey, InvocationId, KeyId,
@@ -207,6 +208,25 @@ pub struct EffectDetail {
     pub evidence: Vec<EvidenceRecord>,
     /// By limit name.
     pub reservations: Vec<ReservationRecord>,
+    pub links: EffectLinks,
+}
+
+/// How an effect is linked to others (`steward_core::link`). Written once, with the effect;
+/// `compensated_by` is the other side of other effects' `compensates`, read with the effect.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EffectLinks {
+    /// The effects that held these outcomes when this one was recorded (`dependsOn`).
+    pub depends_on: Vec<Dependency>,
+    /// The settled effect this one compensates.
+    pub compensates: Option<EffectId>,
+    /// The effects recorded as compensations of this one, oldest first.
+    pub compensated_by: Vec<EffectId>,
+}
+
+impl EffectLinks {
+    pub fn is_empty(&self) -> bool {
+        self.depends_on.is_empty() && self.compensates.is_none() && self.compensated_by.is_empty()
+    }
 }
 
 /// One entry of the audit log: written with its own content hash by the transaction that makes
@@ -321,6 +341,8 @@ pub struct Submission {
     /// replica's lease expires, no other replica's recovery sweep touches the effect or the
     /// request's in-flight `Idempotency-Key` marker.
     pub owner: ReplicaId,
+    /// `dependsOn` and `compensates`, checked before submission and recorded with the effect.
+    pub links: EffectLinks,
 }
 
 impl Submission {

@@ -69,6 +69,9 @@ mod audit_seal;
 use audit_seal::*;
 #[path = "conformance/approvals.rs"]
 mod approvals;
+#[path = "conformance/links.rs"]
+mod links;
+use links::*;
 #[path = "conformance/budgets.rs"]
 mod budgets;
 use budgets::*;
@@ -128,6 +131,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
     decide_and_begin_records_no_attempt_where_the_rules_say_no(store.clone()).await;
     concurrent_decisions_begin_each_release_once(store.clone()).await;
+    links_are_recorded_with_the_effect_and_read_both_ways(store.clone()).await;
+    a_refused_submission_records_no_links(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -393,6 +398,7 @@ impl Env {
             actor: self.key.clone(),
             now: T0,
             owner: writer(),
+            links: Default::default(),
         }
     }
 
@@ -551,6 +557,8 @@ conformance_tests!(
     decide_and_begin_commits_the_attempt_with_the_decision,
     decide_and_begin_records_no_attempt_where_the_rules_say_no,
     concurrent_decisions_begin_each_release_once,
+    links_are_recorded_with_the_effect_and_read_both_ways,
+    a_refused_submission_records_no_links,
     audit_chain_verifies_and_detects_tampering,
 );
 

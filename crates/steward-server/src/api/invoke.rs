@@ -17,7 +17,9 @@ use steward_core::{
     check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
     OperationKey,
 };
-use steward_store::{ActionRecord, InvocationRecord, SecretRecord, Submission, SubmitOutcome};
+use steward_store::{
+    ActionRecord, EffectLinks, InvocationRecord, SecretRecord, Submission, SubmitOutcome,
+};
 
 pub(super) const FIELDS: [&str; 8] = [
     "input",
@@ -31,7 +33,7 @@ pub(super) const FIELDS: [&str; 8] = [
 ];
 /// Accepted by the SDK, not implemented here: refused rather than silently ignored, because each
 /// is a safety binding the caller relies on.
-const UNSUPPORTED: [&str; 3] = ["previewId", "dependsOn", "compensates"];
+const UNSUPPORTED: [&str; 1] = ["previewId"];
 
 /// The parsed invoke request.
 struct Request {
@@ -40,6 +42,7 @@ struct Request {
     retry_of: Option<InvocationId>,
     operation_key: Option<OperationKey>,
     idempotency_key: Option<IdempotencyKey>,
+    links: EffectLinks,
 }
 
 fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Request> {
@@ -76,6 +79,7 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
         retry_of,
         operation_key,
         idempotency_key,
+        links: super::links::parse(&map)?,
     })
 }
 
@@ -204,15 +208,20 @@ pub(crate) async fn run(
         .action
         .ok_or_else(|| ApiError::not_found("action"))?;
     check(&action, &request.input)?;
-    let request_fingerprint = fingerprint(&json!({
+    let mut fingerprinted = json!({
         "action": action.id, "input": request.input, "operationKey": request.operation_key,
         "retryOf": request.retry_of, "runId": request.run_id,
-    }));
+    });
+    if let Some(links) = super::links::fingerprinted(&request.links) {
+        fingerprinted["links"] = links;
+    }
+    let request_fingerprint = fingerprint(&fingerprinted);
     // A resend under the same Idempotency-Key is answered from what is recorded, with nothing
     // written: the same answer `submit` would give (`EarlierRequest::outcome`).
     if let Some(earlier) = context.earlier {
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
+    super::links::check(state, &caller.env.id, &request.links).await?;
 
     let effect_id = EffectId::from_unique(&crate::clock::unique());
     let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);
@@ -248,6 +257,7 @@ pub(crate) async fn run(
         actor: caller.key.id.clone(),
         now: state.clock.now(),
         owner: state.replica.clone(),
+        links: request.links,
     };
     // Recording and dispatch run in their own task: a client that disconnects must not cancel
     // either halfway.

@@ -13,6 +13,7 @@ mod identity;
 pub(crate) mod import;
 pub(crate) mod invoke;
 pub(crate) mod limits;
+mod links;
 pub(crate) mod metrics;
 mod openapi;
 pub(crate) mod policies;

@@ -204,6 +204,14 @@ pub fn effect_detail(d: &EffectDetail) -> Value {
         .collect();
     // Execution-bound previews are not built yet (issue #14, item 2): no effect is bound to one.
     v["preview"] = Value::Null;
+    v["dependsOn"] = d
+        .links
+        .depends_on
+        .iter()
+        .map(|dep| json!({"effect": dep.effect, "outcome": dep.outcome.as_str()}))
+        .collect();
+    v["compensates"] = json!(d.links.compensates);
+    v["compensatedBy"] = json!(d.links.compensated_by);
     v
 }
 

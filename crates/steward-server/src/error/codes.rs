@@ -88,6 +88,10 @@ codes! {
         "The failed invocation already has a retry with another input.");
     RETRY_OF_NOT_FAILED = ("retry_of_not_failed", CONFLICT,
         "retryOf names an invocation that is not settled failed.");
+    DEPENDENCY_NOT_SATISFIED = ("dependency_not_satisfied", CONFLICT,
+        "An effect named in dependsOn does not hold the outcome asked for (pending and unknown never do); `details.unmet` lists each with its outcome now. Nothing was recorded or sent.");
+    COMPENSATION_TARGET_NOT_SETTLED = ("compensation_target_not_settled", CONFLICT,
+        "compensates names an effect that has not settled (or was stopped before dispatch, so there is nothing to undo). Nothing was recorded or sent.");
     FEATURE_NOT_AVAILABLE = ("FEATURE_NOT_AVAILABLE", PAYMENT_REQUIRED,
         "A hosted-product feature Steward does not offer (billing plans, invoices, usage history, cost estimates, payment configuration); nothing was read or changed.");
     BUDGET_EXCEEDED = ("BUDGET_EXCEEDED", TOO_MANY_REQUESTS,

@@ -295,6 +295,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         };
         super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now).await?;
     }
+    super::links::insert(tx, s).await?;
     append(
         tx,
         &actor,
@@ -303,11 +304,14 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
             kind: "invocation.created",
             subject: s.invocation_id.as_str(),
             before: None,
-            after: Some(json!({
-                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                "decision": s.decision,
-            })),
+            after: Some(crate::links::audited(
+                json!({
+                    "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                    "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                    "decision": s.decision,
+                }),
+                &s.links,
+            )),
         },
     )
     .await?;
@@ -962,11 +966,13 @@ impl Effects for PostgresStore {
                     },
                 )
                 .await?;
+            let links = super::links::read(&tx, id).await?;
             Ok(Some(EffectDetail {
                 effect,
                 attempts,
                 evidence,
                 reservations,
+                links,
             }))
         })
     }

@@ -33,6 +33,7 @@ mod idempotency;
 mod identity;
 mod kill_switch;
 mod limits;
+mod links;
 mod notify;
 mod policies;
 mod replicas;

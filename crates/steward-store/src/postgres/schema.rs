@@ -21,9 +21,22 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
-    (7, "per-key budgets", BUDGETS),
-    (8, "connected accounts", CONNECTIONS),
+    (7, "effect links", LINKS),
+    (8, "per-key budgets", BUDGETS),
+    (9, "connected accounts", CONNECTIONS),
 ];
+
+/// Links between effects (`crate::links`), as in the embedded store.
+const LINKS: &str = r#"
+CREATE TABLE effect_links (
+    effect_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    target_id TEXT COLLATE "C" NOT NULL,
+    outcome TEXT,
+    PRIMARY KEY (effect_id, kind, target_id)
+);
+CREATE INDEX effect_links_target ON effect_links(target_id, kind);
+"#;
 
 const INITIAL: &str = r#"
 CREATE TABLE environments (

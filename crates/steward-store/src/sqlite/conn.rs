@@ -349,6 +349,9 @@ impl Pool {
             .execute_batch(super::schema::CONSOLE_SESSION_SCHEMA)
             .map_err(unavailable)?;
         writer
+            .execute_batch(super::schema::LINKS_SCHEMA)
+            .map_err(unavailable)?;
+        writer
             .execute_batch(super::schema::BUDGET_SCHEMA)
             .map_err(unavailable)?;
         writer

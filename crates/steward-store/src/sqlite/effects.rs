@@ -174,6 +174,7 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     }
     let actor = Actor::key(&s.actor, s.now);
     insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
+    super::links::insert(tx, s)?;
     append(
         tx,
         &actor,
@@ -182,11 +183,14 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
             kind: "invocation.created",
             subject: s.invocation_id.as_str(),
             before: None,
-            after: Some(json!({
-                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                "decision": s.decision,
-            })),
+            after: Some(crate::links::audited(
+                json!({
+                    "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                    "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                    "decision": s.decision,
+                }),
+                &s.links,
+            )),
         },
     )
 }
@@ -726,11 +730,13 @@ impl Effects for SqliteStore {
                     })
                 },
             )?;
+            let links = super::links::read(conn, &id)?;
             Ok(Some(EffectDetail {
                 effect,
                 attempts,
                 evidence,
                 reservations,
+                links,
             }))
         })
         .await

@@ -13,6 +13,7 @@ mod idempotency;
 mod identity;
 mod kill_switch;
 mod limits;
+mod links;
 mod policies;
 mod replicas;
 mod rows;

@@ -465,6 +465,21 @@ CREATE TABLE IF NOT EXISTS audit_head (
 );
 "#;
 
+/// Links between effects, written with the effect that makes them (`crate::links`): `depends_on`
+/// rows name an effect that had to hold `outcome` when this one was recorded, a `compensates`
+/// row the settled effect this one undoes. Keyed by the new effect, which grows with time;
+/// `effect_links_target` finds an effect's compensations.
+pub const LINKS_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS effect_links (
+    effect_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    outcome TEXT,
+    PRIMARY KEY (effect_id, kind, target_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS effect_links_target ON effect_links(target_id, kind);
+"#;
+
 /// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
 /// impact limit row its reservations count against. A deleted budget keeps its row (with
 /// `deleted_at`) so a later put reuses its limit row and its month's usage.

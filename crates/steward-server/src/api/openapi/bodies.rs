@@ -144,12 +144,14 @@ pub struct InvokeBody {
     /// Not supported here: any value but `null` is refused.
     #[schema(value_type = Option<()>)]
     preview_id: Option<()>,
-    /// Not supported here: any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    depends_on: Option<()>,
-    /// Not supported here: any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    compensates: Option<()>,
+    /// Effects that must already hold an outcome (`succeeded`, `failed` or `not_dispatched`);
+    /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
+    /// recorded, when one does not.
+    #[schema(max_items = 16)]
+    depends_on: Option<Vec<super::records::Dependency>>,
+    /// The settled effect this invoke compensates; both effects show the link.
+    #[schema(pattern = "^eff_")]
+    compensates: Option<String>,
 }
 
 /// What an MCP call without an operation key does (`mcpMissingOperationKey`).

@@ -192,6 +192,27 @@ pub struct Effect {
     /// On a single effect, not in listings: the preview it was bound to (`null`: none).
     #[schema(required = false, value_type = Option<Object>)]
     preview: Option<Value>,
+    /// On a single effect, not in listings: the effects that held these outcomes when it was
+    /// recorded (its invoke's `dependsOn`).
+    #[schema(required = false)]
+    depends_on: Option<Vec<Dependency>>,
+    /// On a single effect, not in listings: the settled effect it compensates (`null`: none).
+    #[schema(required = false)]
+    compensates: Option<String>,
+    /// On a single effect, not in listings: the effects recorded as its compensations, oldest id
+    /// first.
+    #[schema(required = false)]
+    compensated_by: Option<Vec<String>>,
+}
+
+/// One entry of an invoke's `dependsOn`: the effect had to hold this outcome.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Dependency {
+    effect: String,
+    /// `succeeded`, `failed` or `not_dispatched`.
+    outcome: String,
 }
 
 /// One impact limit's hold on an effect.

@@ -259,6 +259,7 @@ async fn leave_dispatching(
         actor: key.clone(),
         now,
         owner: owner.clone(),
+        links: Default::default(),
     };
     match store.submit(&submission).await? {
         SubmitOutcome::Created(_) => {}
