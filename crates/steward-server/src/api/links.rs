@@ -49,7 +49,11 @@ pub(super) fn fingerprinted(links: &EffectLinks) -> Option<Value> {
 
 /// Refuses the invoke unless every dependency holds its outcome and the compensated effect has
 /// settled. An effect of another environment is one that does not exist.
-pub(super) async fn check(state: &AppState, env: &EnvironmentId, links: &EffectLinks) -> ApiResult<()> {
+pub(super) async fn check(
+    state: &AppState,
+    env: &EnvironmentId,
+    links: &EffectLinks,
+) -> ApiResult<()> {
     let mut unmet = Vec::new();
     for (i, dependency) in links.depends_on.iter().enumerate() {
         let Some(found) = state.store.effect(env, &dependency.effect).await? else {

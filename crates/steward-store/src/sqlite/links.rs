@@ -4,19 +4,25 @@
 use super::conn::{execute_cached, unavailable};
 use super::rows::{self, query_all};
 use crate::error::StoreResult;
+use crate::links::{assemble, COMPENSATES, DEPENDS_ON};
 use crate::records::{EffectLinks, Submission};
 use rusqlite::{params, Connection};
-use crate::links::{assemble, COMPENSATES, DEPENDS_ON};
 use steward_core::EffectId;
 
 /// Records the new effect's links; nothing when it has none (the common case costs nothing).
 pub(crate) fn insert(tx: &Connection, s: &Submission) -> StoreResult<()> {
-    let sql = "INSERT INTO effect_links (effect_id, kind, target_id, outcome) VALUES (?1, ?2, ?3, ?4)";
+    let sql =
+        "INSERT INTO effect_links (effect_id, kind, target_id, outcome) VALUES (?1, ?2, ?3, ?4)";
     for d in &s.links.depends_on {
         execute_cached(
             tx,
             sql,
-            params![s.effect_id.as_str(), DEPENDS_ON, d.effect.as_str(), d.outcome.as_str()],
+            params![
+                s.effect_id.as_str(),
+                DEPENDS_ON,
+                d.effect.as_str(),
+                d.outcome.as_str()
+            ],
         )
         .map_err(unavailable)?;
     }
@@ -24,7 +30,12 @@ pub(crate) fn insert(tx: &Connection, s: &Submission) -> StoreResult<()> {
         execute_cached(
             tx,
             sql,
-            params![s.effect_id.as_str(), COMPENSATES, target.as_str(), None::<&str>],
+            params![
+                s.effect_id.as_str(),
+                COMPENSATES,
+                target.as_str(),
+                None::<&str>
+            ],
         )
         .map_err(unavailable)?;
     }

@@ -41,7 +41,12 @@ pub async fn links_are_recorded_with_the_effect_and_read_both_ways(store: Arc<dy
     let target = env.effect(&first.effect_id).await.links;
     assert_eq!(target.compensated_by, vec![linked.effect_id.clone()]);
     assert!(target.depends_on.is_empty() && target.compensates.is_none());
-    assert!(env.effect(&other.effect_id).await.links.compensated_by.is_empty());
+    assert!(env
+        .effect(&other.effect_id)
+        .await
+        .links
+        .compensated_by
+        .is_empty());
 
     // The audit event of the linked invocation records its links; an unlinked one has none.
     let events = all_audit_events(&store).await;
@@ -54,7 +59,10 @@ pub async fn links_are_recorded_with_the_effect_and_read_both_ways(store: Arc<dy
     };
     let audited = created(&linked.invocation_id);
     assert_eq!(audited["links"]["compensates"], json!(first.effect_id));
-    assert_eq!(audited["links"]["dependsOn"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        audited["links"]["dependsOn"].as_array().map(Vec::len),
+        Some(2)
+    );
     assert!(created(&first.invocation_id).get("links").is_none());
 }
 
@@ -74,5 +82,10 @@ pub async fn a_refused_submission_records_no_links(store: Arc<dyn Store>) {
         matches!(outcome, SubmitOutcome::OperationKeyConflict { .. }),
         "{outcome:?}"
     );
-    assert!(env.effect(&first.effect_id).await.links.compensated_by.is_empty());
+    assert!(env
+        .effect(&first.effect_id)
+        .await
+        .links
+        .compensated_by
+        .is_empty());
 }
