@@ -80,6 +80,7 @@
 // records it makes, as a real provider would (clippy.toml forbids that inside Steward).
 #![allow(clippy::disallowed_methods)]
 
+mod account;
 mod conn;
 mod control;
 mod error;
@@ -194,6 +195,7 @@ fn app(store: Arc<Store>) -> Router {
         .merge(generic::router())
         .merge(control::router())
         .merge(payment_intents::control_router())
+        .merge(account::router())
         .fallback(not_found)
         .with_state(store)
 }

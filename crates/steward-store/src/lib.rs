@@ -2,7 +2,7 @@
 //!
 //! Durable storage behind one trait, [`Store`], made of one trait per concern ([`Identity`],
 //! [`Catalog`], [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`],
-//! [`KillSwitch`], [`Replicas`], [`AuditLog`]). Each method is a single transaction with a crash
+//! [`KillSwitch`], [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`]). Each method is a single transaction with a crash
 //! contract in its doc: what is durable once it returns, and what recovery relies on. Calling a
 //! method on a backend (rather than on `dyn Store`) needs its trait in scope:
 //! `use steward_store::prelude::*;` brings them all.
@@ -34,6 +34,8 @@
 
 mod approval_change;
 mod audit;
+mod budget;
+mod connection;
 mod console_session;
 mod error;
 mod governance;
@@ -52,6 +54,11 @@ pub use audit::{
     verify_unsealed, AuditHead, AuditSeal, ChainError, LogReport, SealOutcome, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
+pub use budget::{
+    admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
+    BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
+};
+pub use connection::{ConnectionHealth, ConnectionRecord};
 pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{
@@ -64,7 +71,9 @@ pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
 pub use store::AuditLog;
+pub use store::Budgets;
 pub use store::Catalog;
+pub use store::Connections;
 pub use store::Effects;
 pub use store::Idempotency;
 pub use store::Identity;
@@ -80,7 +89,9 @@ pub use store::Store;
 pub mod prelude {
     pub use crate::store::Approvals;
     pub use crate::store::AuditLog;
+    pub use crate::store::Budgets;
     pub use crate::store::Catalog;
+    pub use crate::store::Connections;
     pub use crate::store::Effects;
     pub use crate::store::Idempotency;
     pub use crate::store::Identity;

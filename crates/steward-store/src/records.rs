@@ -647,6 +647,9 @@ pub enum SubmitOutcome {
     /// The failed invocation already has a retry, with another input: one retry per failure,
     /// so that two concurrent retries cannot become two writes.
     RetryOfTaken { invocation_id: InvocationId },
+    /// The calling key's budget (`crate::budget`) cannot admit another invocation this month;
+    /// nothing was written.
+    BudgetRefused(crate::BudgetRefusal),
 }
 
 /// The attempt part of an effect change.

@@ -5,13 +5,15 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`] and [`AuditLog`]. [`Store`] is all of them at once: what a server holds
+//! [`Replicas`], [`AuditLog`], [`Budgets`] and [`Connections`]. [`Store`] is all of them at once: what a server holds
 //! (`Arc<dyn Store>`), and what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;
@@ -23,7 +25,9 @@ mod replicas;
 
 pub use approvals::Approvals;
 pub use audit_log::AuditLog;
+pub use budgets::Budgets;
 pub use catalog::Catalog;
+pub use connections::Connections;
 pub use effects::Effects;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
@@ -47,6 +51,8 @@ pub trait Store:
     + KillSwitch
     + Replicas
     + AuditLog
+    + Budgets
+    + Connections
     + 'static
 {
 }
@@ -63,6 +69,8 @@ impl<T> Store for T where
         + KillSwitch
         + Replicas
         + AuditLog
+        + Budgets
+        + Connections
         + 'static
 {
 }

@@ -72,6 +72,9 @@ mod approvals;
 #[path = "conformance/links.rs"]
 mod links;
 use links::*;
+#[path = "conformance/budgets.rs"]
+mod budgets;
+use budgets::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -103,6 +106,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     policies_are_versioned_and_walled(store.clone()).await;
     a_policy_set_applies_whole_or_not_at_all(store.clone()).await;
     limit_reservations_never_exceed_a_limit(store.clone()).await;
+    budget_admission_never_exceeds_a_cap_and_settles_with_the_effect(store.clone()).await;
     a_halted_environment_records_no_attempt(store.clone()).await;
     a_policy_decision_is_recorded_with_the_invocation(store.clone()).await;
     a_sweep_takes_over_only_dead_replicas_work(store.clone()).await;
@@ -536,6 +540,7 @@ conformance_tests!(
     policies_are_versioned_and_walled,
     a_policy_set_applies_whole_or_not_at_all,
     limit_reservations_never_exceed_a_limit,
+    budget_admission_never_exceeds_a_cap_and_settles_with_the_effect,
     a_halted_environment_records_no_attempt,
     a_policy_decision_is_recorded_with_the_invocation,
     a_sweep_takes_over_only_dead_replicas_work,

@@ -135,6 +135,7 @@ fn answer(inv: &InvocationRecord, replayed: bool) -> Response {
         doc::Idempotent,
         doc::Conflict,
         doc::TooLarge,
+        doc::BudgetRefused,
     )
 )]
 pub async fn invoke(
@@ -368,6 +369,7 @@ async fn settle_outcome(
             )
             .with_details(json!({"invocationId": invocation_id})))
         }
+        SubmitOutcome::BudgetRefused(refusal) => return Err(super::budgets::refused(&refusal)),
         SubmitOutcome::RetryOfNotFailed { state: prior } => {
             return Err(ApiError::of(
                 codes::RETRY_OF_NOT_FAILED,

@@ -2,7 +2,10 @@
 
 pub(crate) mod actions;
 pub(crate) mod approvals;
+mod billing;
 mod body;
+pub(crate) mod budgets;
+mod connections;
 pub(crate) mod environment;
 mod gate;
 mod idempotent;
@@ -87,6 +90,24 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(query::<limits::ListQuery>(routes!(limits::list)))
         .routes(plain(routes!(limits::create)))
         .routes(plain(routes!(limits::get, limits::update, limits::archive)))
+        .routes(plain(routes!(connections::integrations)))
+        .routes(plain(routes!(connections::list)))
+        .routes(plain(routes!(connections::connect_with_api_key)))
+        .routes(plain(routes!(connections::check)))
+        .routes(plain(routes!(connections::reconnect)))
+        .routes(plain(routes!(billing::current_usage)))
+        .routes(plain(routes!(billing::quota)))
+        .routes(plain(routes!(billing::workspace_budget)))
+        .routes(plain(routes!(billing::current_plan)))
+        .routes(plain(routes!(billing::plans)))
+        .routes(query::<billing::HistoryQuery>(routes!(
+            billing::usage_history
+        )))
+        .routes(plain(routes!(billing::cost_estimate)))
+        .routes(query::<billing::InvoicesQuery>(routes!(billing::invoices)))
+        .routes(plain(routes!(billing::stripe_config)))
+        .routes(plain(routes!(budgets::list)))
+        .routes(plain(routes!(budgets::get, budgets::put, budgets::delete)))
         .routes(query::<approvals::ListQuery>(routes!(approvals::list)))
         .routes(plain(routes!(approvals::request)))
         .routes(query::<approvals::WaitQuery>(routes!(approvals::get)))

@@ -104,6 +104,16 @@ codes! {
         "The invoke does not match its preview: another input, another rendered request, or an operationKey bound elsewhere; `details.field` says which.");
     PREVIEW_BLOCKED = ("preview_blocked", CONFLICT,
         "The request would not be sent (a secret, a host, the destination); `details.reason` names it. Nothing was recorded.");
+    FEATURE_NOT_AVAILABLE = ("FEATURE_NOT_AVAILABLE", PAYMENT_REQUIRED,
+        "A hosted-product feature Steward does not offer (billing plans, invoices, usage history, cost estimates, payment configuration); nothing was read or changed.");
+    BUDGET_EXCEEDED = ("BUDGET_EXCEEDED", TOO_MANY_REQUESTS,
+        "The calling key's budget has no room this month; no invocation was recorded and nothing was sent (`details` has the cap and the usage).");
+    BUDGET_RECONCILIATION_REQUIRED = ("BUDGET_RECONCILIATION_REQUIRED", SERVICE_UNAVAILABLE,
+        "The calling key's budget has room only if some unknown effects did not happen: reconcile them first; nothing was recorded or sent.");
+    CONNECTION_KEY_REJECTED = ("CONNECTION_KEY_REJECTED", UNPROCESSABLE_ENTITY,
+        "The provider refused the API key; nothing was stored (`details.integrationId` names the integration).");
+    CONNECTION_KEY_CHECK_FAILED = ("CONNECTION_KEY_CHECK_FAILED", BAD_GATEWAY,
+        "The API key could not be checked with the provider (unreachable, timed out, or an unexpected answer); nothing was stored or changed.");
     EFFECT_NOT_UNKNOWN = ("effect_not_unknown", CONFLICT,
         "Only an unknown effect is resolved by hand or replayed; this one is not (or was settled first by someone else).");
     REPLAY_NOT_SUPPORTED = ("replay_not_supported", CONFLICT,

@@ -130,12 +130,19 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
 /// between concurrent submissions: the loser's insert fails, and its transaction runs again and
 /// finds the winner's row with the checks below.
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
-    let facts = facts(tx, s).await?;
-    submit_with(tx, s, facts).await
+    let (facts, budgeted) = tokio::try_join!(facts(tx, s), super::budgets::budgeted(tx, s))?;
+    submit_with(tx, s, facts, budgeted).await
 }
 
 /// [`submit`] with its facts already read.
-async fn submit_with(tx: &Tx<'_>, s: &Submission, facts: Facts) -> StoreResult<SubmitOutcome> {
+/// `budgeted`: whether the submitting key had a live budget when the transaction began
+/// (`budgets::budgeted`, read with the facts so an unbudgeted key costs no round trip).
+async fn submit_with(
+    tx: &Tx<'_>,
+    s: &Submission,
+    facts: Facts,
+    budgeted: bool,
+) -> StoreResult<SubmitOutcome> {
     match verdict(s, facts) {
         Verdict::Answer(outcome) => return Ok(outcome),
         Verdict::Existing(found) => {
@@ -145,6 +152,11 @@ async fn submit_with(tx: &Tx<'_>, s: &Submission, facts: Facts) -> StoreResult<S
             return Ok(SubmitOutcome::Existing(found));
         }
         Verdict::Create => {}
+    }
+    if budgeted {
+        if let Some(refused) = super::budgets::admit(tx, s).await? {
+            return Ok(refused);
+        }
     }
     Ok(SubmitOutcome::Created(insert_new(tx, s).await?))
 }
@@ -692,11 +704,12 @@ impl Effects for PostgresStore {
         // applies, and the reservations; the attempt; the audit events with the `COMMIT`.
         in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let s = submission;
-            let (facts, reads) = tokio::try_join!(
+            let (facts, reads, budgeted) = tokio::try_join!(
                 facts(&tx, s),
-                super::limits::read_for_tally(&tx, &first.impact)
+                super::limits::read_for_tally(&tx, &first.impact),
+                super::budgets::budgeted(&tx, s)
             )?;
-            let outcome = submit_with(&tx, s, facts).await?;
+            let outcome = submit_with(&tx, s, facts, budgeted).await?;
             if !matches!(outcome, SubmitOutcome::Created(_)) {
                 return Ok(Submitted {
                     outcome,

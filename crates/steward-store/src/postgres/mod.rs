@@ -24,8 +24,10 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 pub(crate) mod conn;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;

@@ -21,7 +21,10 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
-    (7, "effect links and previews", LINKS),
+    (7, "effect links", LINKS),
+    (8, "per-key budgets", BUDGETS),
+    (9, "connected accounts", CONNECTIONS),
+    (10, "execution-bound previews", PREVIEWS),
 ];
 
 /// Links between effects (`crate::links`), as in the embedded store.
@@ -34,6 +37,10 @@ CREATE TABLE effect_links (
     PRIMARY KEY (effect_id, kind, target_id)
 );
 CREATE INDEX effect_links_target ON effect_links(target_id, kind);
+"#;
+
+/// Execution-bound previews (`crate::previews`), and the rule that one binds one effect.
+const PREVIEWS: &str = r#"
 CREATE UNIQUE INDEX effect_links_one_per_preview ON effect_links(target_id) WHERE kind = 'preview';
 CREATE TABLE previews (
     id TEXT COLLATE "C" PRIMARY KEY,
@@ -371,6 +378,43 @@ FROM audit;
 
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
 /// Steward, whose schema this one does not know.
+/// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
+/// impact limit row its reservations count against; a deleted budget keeps its row.
+const BUDGETS: &str = r#"
+CREATE TABLE budgets (
+    key_id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    limit_id TEXT COLLATE "C" NOT NULL UNIQUE REFERENCES impact_limits(id),
+    monthly_cost_cents_cap BIGINT,
+    dimension_caps TEXT NOT NULL,
+    alert_threshold DOUBLE PRECISION NOT NULL,
+    enabled BOOLEAN NOT NULL,
+    deleted_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX budgets_env ON budgets(env_id, key_id);
+"#;
+
+/// Connected accounts (`crate::connection`): one row per secret that holds an integration's
+/// credential, with the provider's last answer about it. No part of the credential.
+const CONNECTIONS: &str = r#"
+CREATE TABLE connections (
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    secret_name TEXT COLLATE "C" NOT NULL,
+    integration_id TEXT NOT NULL,
+    auth_kind TEXT NOT NULL,
+    description TEXT,
+    health_status TEXT NOT NULL,
+    health_reason TEXT,
+    checked_at BIGINT NOT NULL,
+    secret_created_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (env_id, secret_name)
+);
+"#;
+
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     // Also taken by `begin(Write)`; taken here so this function is safe on its own.
     tx.execute(WRITE_LOCK_SQL, &[]).await?;

@@ -351,6 +351,12 @@ impl Pool {
         writer
             .execute_batch(super::schema::LINKS_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::BUDGET_SCHEMA)
+            .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::CONNECTION_SCHEMA)
+            .map_err(unavailable)?;
         // One IMMEDIATE transaction, so that two processes opening an older store at once
         // (the server and `steward keys`) add each column once.
         let mut writer = writer;

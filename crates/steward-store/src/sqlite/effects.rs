@@ -92,6 +92,9 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
         }
         Verdict::Create => {}
     }
+    if let Some(refused) = super::budgets::admit(tx, s)? {
+        return Ok(refused);
+    }
     insert_new(tx, s)?;
     if let Some(key) = &s.idempotency_key {
         record_invoke_key(tx, s, key, &s.invocation_id, "in_progress")?;

@@ -4,8 +4,10 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 mod conn;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;

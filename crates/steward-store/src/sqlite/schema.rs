@@ -499,6 +499,44 @@ CREATE TABLE IF NOT EXISTS previews (
 );
 "#;
 
+/// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
+/// impact limit row its reservations count against. A deleted budget keeps its row (with
+/// `deleted_at`) so a later put reuses its limit row and its month's usage.
+pub const BUDGET_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS budgets (
+    key_id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    limit_id TEXT NOT NULL UNIQUE REFERENCES impact_limits(id),
+    monthly_cost_cents_cap INTEGER,
+    dimension_caps TEXT NOT NULL,
+    alert_threshold REAL NOT NULL,
+    enabled INTEGER NOT NULL,
+    deleted_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS budgets_env ON budgets(env_id, key_id);
+"#;
+
+/// Connected accounts (`crate::connection`): one row per secret that holds an integration's
+/// credential, with the provider's last answer about it. No part of the credential.
+pub const CONNECTION_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS connections (
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    secret_name TEXT NOT NULL,
+    integration_id TEXT NOT NULL,
+    auth_kind TEXT NOT NULL,
+    description TEXT,
+    health_status TEXT NOT NULL,
+    health_reason TEXT,
+    checked_at INTEGER NOT NULL,
+    secret_created_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (env_id, secret_name)
+);
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::super::conn::{unavailable, Pool};
