@@ -209,9 +209,12 @@ pub struct PolicyBody {
     priority: Option<i64>,
     enabled: Option<bool>,
     acknowledge_broad_scope: Option<bool>,
-    /// Not supported here (use `condition`): any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    conditions: Option<()>,
+    /// A structured condition, compiled to CEL (both must hold when `condition` is set too):
+    /// `{all: [...]}`, `{any: [...]}`, `{not: ...}` or `{field, op, value}` with `field`
+    /// `input.<name>...`, `amount`, `action` or `agentId` and `op` eq, ne, gt, gte, lt, lte, in,
+    /// contains or exists; at most 8 levels and 64 nodes.
+    #[schema(value_type = Option<Object>)]
+    conditions: Option<Value>,
     /// Recorded on the version this change creates.
     change_note: Option<String>,
 }

@@ -353,9 +353,9 @@ pub struct Policy {
     match_tags: Option<Vec<String>>,
     min_amount: Option<f64>,
     condition: Option<String>,
-    /// Not supported here: always `null`.
-    #[schema(value_type = Option<()>)]
-    conditions: Option<()>,
+    /// The structured condition, as saved (`null`: none).
+    #[schema(value_type = Option<Object>)]
+    conditions: Option<Value>,
     acknowledge_broad_scope: bool,
     scope: String,
     needs_scope_review: bool,
