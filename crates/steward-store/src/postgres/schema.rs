@@ -13,7 +13,8 @@
 use super::conn::{Tx, WRITE_LOCK_SQL};
 use crate::error::{StoreError, StoreResult};
 
-/// `(version, name, SQL)`, applied in order.
+/// `(version, name, SQL)`, applied in order. Migrations from 7 on create with `IF NOT EXISTS`:
+/// the upgrade tests take a database back by forgetting versions, and run them again.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", INITIAL),
     (2, "governance", GOVERNANCE),
@@ -29,20 +30,20 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 
 /// Links between effects (`crate::links`), as in the embedded store.
 const LINKS: &str = r#"
-CREATE TABLE effect_links (
+CREATE TABLE IF NOT EXISTS effect_links (
     effect_id TEXT COLLATE "C" NOT NULL,
     kind TEXT NOT NULL,
     target_id TEXT COLLATE "C" NOT NULL,
     outcome TEXT,
     PRIMARY KEY (effect_id, kind, target_id)
 );
-CREATE INDEX effect_links_target ON effect_links(target_id, kind);
+CREATE INDEX IF NOT EXISTS effect_links_target ON effect_links(target_id, kind);
 "#;
 
 /// Execution-bound previews (`crate::previews`), and the rule that one binds one effect.
 const PREVIEWS: &str = r#"
-CREATE UNIQUE INDEX effect_links_one_per_preview ON effect_links(target_id) WHERE kind = 'preview';
-CREATE TABLE previews (
+CREATE UNIQUE INDEX IF NOT EXISTS effect_links_one_per_preview ON effect_links(target_id) WHERE kind = 'preview';
+CREATE TABLE IF NOT EXISTS previews (
     id TEXT COLLATE "C" PRIMARY KEY,
     env_id TEXT COLLATE "C" NOT NULL,
     action_id TEXT COLLATE "C" NOT NULL,
@@ -376,12 +377,10 @@ SELECT 1, COALESCE(MAX(seq), 0),
 FROM audit;
 "#;
 
-/// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
-/// Steward, whose schema this one does not know.
 /// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
 /// impact limit row its reservations count against; a deleted budget keeps its row.
 const BUDGETS: &str = r#"
-CREATE TABLE budgets (
+CREATE TABLE IF NOT EXISTS budgets (
     key_id TEXT COLLATE "C" PRIMARY KEY,
     env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
     limit_id TEXT COLLATE "C" NOT NULL UNIQUE REFERENCES impact_limits(id),
@@ -393,13 +392,13 @@ CREATE TABLE budgets (
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
 );
-CREATE INDEX budgets_env ON budgets(env_id, key_id);
+CREATE INDEX IF NOT EXISTS budgets_env ON budgets(env_id, key_id);
 "#;
 
 /// Connected accounts (`crate::connection`): one row per secret that holds an integration's
 /// credential, with the provider's last answer about it. No part of the credential.
 const CONNECTIONS: &str = r#"
-CREATE TABLE connections (
+CREATE TABLE IF NOT EXISTS connections (
     env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
     secret_name TEXT COLLATE "C" NOT NULL,
     integration_id TEXT NOT NULL,
@@ -415,6 +414,8 @@ CREATE TABLE connections (
 );
 "#;
 
+/// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
+/// Steward, whose schema this one does not know.
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     // Also taken by `begin(Write)`; taken here so this function is safe on its own.
     tx.execute(WRITE_LOCK_SQL, &[]).await?;
