@@ -22,6 +22,7 @@ mod dispatch;
 mod effect_error;
 mod envelope;
 mod error;
+mod events;
 mod input_schema;
 mod keys;
 mod listener;

@@ -146,6 +146,7 @@ pub async fn serve(
         crash_hook: None,
         replica,
         key_usage: Arc::default(),
+        stream_slots: Arc::default(),
     };
     crate::replica::took_over(&state, &report);
     if shared {

@@ -33,6 +33,8 @@ pub struct AppState {
     pub replica: steward_core::ReplicaId,
     /// When this process last recorded each key's use (`auth::note_used`).
     pub key_usage: Arc<crate::auth::KeyUsage>,
+    /// The event streams open on this process, by key (`api/stream.rs`).
+    pub stream_slots: Arc<crate::api::stream::StreamSlots>,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

@@ -19,6 +19,7 @@ pub(crate) mod reads;
 pub(crate) mod recovery;
 mod rejection;
 mod secrets;
+pub(crate) mod stream;
 pub(crate) mod views;
 
 use crate::state::AppState;
@@ -113,6 +114,7 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         )))
         .routes(plain(routes!(actions::versions)))
         .routes(plain(routes!(invoke::invoke)))
+        .routes(plain(routes!(stream::stream)))
         .routes(query::<reads::InvocationQuery>(routes!(
             reads::invocations_for_action
         )))

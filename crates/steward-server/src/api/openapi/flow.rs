@@ -349,6 +349,11 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     )
     .await;
 
+    // The stream's 200 is `text/event-stream`, read by tests/python/test_stream.py; here its
+    // documented refusal: an unknown key.
+    f.call("sk_not_a_key", M::GET, "/stream", "/stream", None)
+        .await;
+
     f.call(a, M::DELETE, action, "/actions/refund", None).await;
     f.call(a, M::DELETE, secret, "/secrets/STRIPE_TEST_KEY", None)
         .await;
