@@ -71,6 +71,7 @@ pub use store::Limits;
 pub use store::Policies;
 pub use store::Replicas;
 pub use store::Store;
+pub use store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)
@@ -86,4 +87,5 @@ pub mod prelude {
     pub use crate::store::Policies;
     pub use crate::store::Replicas;
     pub use crate::store::Store;
+    pub use crate::store::Webhooks;
 }

@@ -36,6 +36,7 @@ mod policies;
 mod replicas;
 mod rows;
 mod schema;
+mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
 use conn::{in_transaction, Mode};

@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
+    (7, "webhooks", super::webhooks::WEBHOOKS),
 ];
 
 const INITIAL: &str = r#"

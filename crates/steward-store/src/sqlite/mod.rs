@@ -15,6 +15,7 @@ mod policies;
 mod replicas;
 mod rows;
 mod schema;
+mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
 use conn::{blocking, Pool};
