@@ -35,6 +35,7 @@ mod serve;
 mod start_error;
 mod state;
 mod vault;
+mod webhooks;
 
 /// The quantities one call of an action changes, as its adapter (or its template's `impact`)
 /// declares them: what impact limits reserve. The simulator reserves with the same function.

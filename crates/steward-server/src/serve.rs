@@ -161,6 +161,7 @@ pub async fn serve(
     }
     tokio::spawn(expire_approvals(state.clone()));
     tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
+    tokio::spawn(crate::webhooks::deliver::run(state.clone()));
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
     }

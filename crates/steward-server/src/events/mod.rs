@@ -10,5 +10,5 @@
 mod catalog;
 mod feed;
 
-pub(crate) use catalog::{event_id, parse_event_id, public_event, EVENT_TYPES};
-pub(crate) use feed::{Feed, FEED_BATCH_EVENTS_MAX};
+pub(crate) use catalog::{event_id, parse_event_id, EVENT_TYPES};
+pub(crate) use feed::Feed;

@@ -157,6 +157,7 @@ fn concrete(template: &str) -> String {
         .replace("{name}", "NO_SUCH_SECRET")
         .replace("{id}", "nothing")
         .replace("{reference}", "nothing")
+        .replace("{ref}", "nothing")
 }
 
 #[tokio::test]

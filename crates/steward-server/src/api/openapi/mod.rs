@@ -15,11 +15,13 @@ mod envelopes;
 mod flow;
 mod params;
 mod records;
+mod webhooks;
 
 pub(crate) use bodies::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;
+pub(crate) use webhooks::*;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
