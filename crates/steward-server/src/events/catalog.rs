@@ -166,7 +166,9 @@ mod tests {
     fn every_published_action_maps_to_its_type() {
         let state = |s: &str| Some(json!({ "state": s }));
         let status = |s: &str| Some(json!({ "status": s }));
-        let cases: Vec<(&str, Option<Value>, Option<Value>, Option<&str>)> = vec![
+        /// An audit action with its `before` and `after`, and the type it publishes as.
+        type Case<'a> = (&'a str, Option<Value>, Option<Value>, Option<&'a str>);
+        let cases: Vec<Case> = vec![
             ("run.started", None, None, Some("run.started")),
             ("run.ended", None, None, Some("run.ended")),
             ("approval.requested", None, None, Some("approval.requested")),
