@@ -274,6 +274,22 @@ impl Webhooks for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<WebhookSubscription>> {
         let owner = owner.to_string();
+        // Every replica asks every 250 ms; most of the time nothing is due. Asking a reader
+        // first keeps those rounds off the one writer thread.
+        let any_due = self
+            .read(move |c| {
+                c.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions
+                                    WHERE enabled = 1 AND next_attempt_at <= ?1)",
+                    [now.0],
+                    |r| r.get::<_, bool>(0),
+                )
+                .map_err(unavailable)
+            })
+            .await?;
+        if !any_due {
+            return Ok(Vec::new());
+        }
         self.write(move |tx| {
             let due = query_all(
                 tx,
