@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import Any
 
 import anlyon
 
-from conftest import LOOPBACK, Proc, create_key, steward_bin
+from conftest import LOOPBACK, Proc, child_env, create_key, steward_bin
 
 WAIT_S = 10.0
 
@@ -23,10 +24,13 @@ WAIT_S = 10.0
 class Server:
     """`steward serve` on a data directory that outlives the process."""
 
-    def __init__(self, data_dir: Path, logs: Path, args: list[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, logs: Path, args: list[str] | None = None,
+                 database: str | None = None, name: str = "server") -> None:
         self.data_dir = data_dir
         self.logs = logs
-        self.args = args or []
+        self.database = database
+        self.name = name
+        self.args = (args or []) + (["--database", database] if database else [])
         self.proc: Proc | None = None
         self.url = ""
         self.starts = 0
@@ -37,7 +41,7 @@ class Server:
             "steward serve",
             [str(steward_bin()), "serve", "--data", str(self.data_dir), "--listen", f"{LOOPBACK}:0",
              "--allow-insecure-destinations", "--reconcile-interval-ms", "0", *self.args],
-            self.logs / f"server-{self.starts}.log",
+            self.logs / f"{self.name}-{self.starts}.log",
         )
         self.url = self.proc.wait_ready()
         return self.url
@@ -53,8 +57,17 @@ class Server:
         if self.proc is not None:
             self.proc.stop()
 
-    def key(self, env: str, name: str, **kwargs: Any) -> str:
-        return create_key(self.data_dir, env, name, **kwargs)
+    def key(self, env: str, name: str, *, role: str | None = None,
+            scopes: list[str] | None = None) -> str:
+        if self.database is None:
+            return create_key(self.data_dir, env, name, role=role, scopes=scopes)
+        args = [str(steward_bin()), "keys", "create", "--data", str(self.data_dir),
+                "--database", self.database, "--env", env, "--name", name]
+        args += ["--role", role] if role else []
+        args += ["--scopes", ",".join(scopes)] if scopes else []
+        done = subprocess.run(args, capture_output=True, env=child_env(), timeout=60,
+                              stdin=subprocess.DEVNULL, check=True)
+        return done.stdout.decode().strip()
 
     def client(self, key: str) -> anlyon.Client:
         return anlyon.Client(api_key=key, base_url=self.url)

@@ -17,7 +17,8 @@ import anlyon
 import pytest
 from anlyon import AnlyonError, Receiver
 
-from events_support import Server, server
+from events_support import Reader, Server, server
+from recovery_support import fresh_database
 
 ATTEMPTS_MAX = 6  # WEBHOOK_ATTEMPTS_MAX
 DELIVERY_WAIT_S = 15.0
@@ -248,3 +249,36 @@ def test_subscriptions_refuse_as_documented(tmp_path: Path, hook: Hook) -> None:
         assert error(lambda: other.events.delete_subscription(sub["id"])).status == 404
         assert op.events.delete_subscription(sub["id"]).data["deleted"] is True
         assert error(lambda: op.events.delete_subscription(sub["id"])).status == 404
+
+
+def test_two_postgresql_replicas_deliver_each_event_once_and_stream_each_others_events(
+    tmp_path: Path, hook: Hook
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with fresh_database() as database:
+        a = Server(data, tmp_path, database=database, name="replica-a")
+        b = Server(data, tmp_path, database=database, name="replica-b")
+        a.start()
+        b.start()
+        try:
+            key = a.key("hooks-pg", "op", role="operator")
+            on_a, on_b = a.client(key), b.client(key)
+            reader = Reader(b.client(key))
+            reader.quiet(0.5)
+            on_b.events.create_subscription("environment", url=hook.url)
+            for n in range(5):
+                on_a.environment.halt(reason=f"round {n}")
+                on_a.environment.resume()
+            streamed = reader.take(10)
+            assert [e["type"] for e in streamed] == ["environment.halted", "environment.resumed"] * 5
+            delivered = hook.wait(10)
+            time.sleep(1.5)
+            ids = event_ids(hook.requests)
+            # At least once is the promise; with the lease, nothing is delivered twice here.
+            assert sorted(ids, key=lambda i: int(i[4:])) == [e["id"] for e in streamed], ids
+            assert len(delivered) == 10 == len(hook.requests)
+            reader.close()
+        finally:
+            a.stop()
+            b.stop()

@@ -115,6 +115,9 @@ async fn with_secret(response: Response, secret: &str) -> ApiResult<Response> {
     value["data"]["secret"] = json!(secret);
     let mut response = (parts.status, axum::Json(value)).into_response();
     *response.headers_mut() = parts.headers;
+    response
+        .headers_mut()
+        .remove(axum::http::header::CONTENT_LENGTH);
     Ok(response)
 }
 

@@ -100,8 +100,13 @@ async fn attempt(state: &AppState, owner: &str, s: WebhookSubscription) {
     let now = state.clock.now();
     let outcome = match next_event(state, &s).await {
         Err(e) => {
+            // Not the receiver's failure: try again next round, the attempt count unchanged.
             tracing::warn!(subscription = %s.id, error = %e, "reading events for a webhook failed");
-            DeliveryOutcome::Advance { cursor: s.cursor }
+            DeliveryOutcome::Retry {
+                attempts: s.attempts,
+                next_attempt_at: now.plus_ms(WEBHOOK_POLL_INTERVAL_MS as i64),
+                error: "the event log could not be read".into(),
+            }
         }
         Ok((None, scanned)) => DeliveryOutcome::Advance { cursor: scanned },
         Ok((Some((seq, event)), _)) => {
