@@ -145,5 +145,5 @@ def test_the_stream_refuses_as_documented(tmp_path: Path) -> None:
             assert extra.status_code == 429
             assert extra.json()["error"]["code"] == "RATE_LIMIT_EXCEEDED"
             block = next(opened[0].iter_text())
-            assert block.startswith("event: ready\n"), block
+            assert block.startswith("id: evt_") and "\nevent: ready\n" in block, block
             assert json.loads(block.split("data: ", 1)[1])["cursor"].startswith("evt_")

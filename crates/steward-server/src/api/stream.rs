@@ -6,9 +6,10 @@
 //! because the ids are the log's own durable, gap-free sequence. Without `Last-Event-ID` the
 //! stream starts at the log's head: only what is sealed from then on.
 //!
-//! Frames: `event: ready` first (no id), then one frame per event (`event: <type>`, `data:` the
-//! event as JSON), and `event: heartbeat` every [`STREAM_HEARTBEAT_INTERVAL_MS`] carrying the
-//! position scanned so far as its id, so a resume skips what was already filtered out.
+//! Frames: `event: ready` first (its id the starting position), then one frame per event
+//! (`event: <type>`, `data:` the event as JSON), and `event: heartbeat` every
+//! [`STREAM_HEARTBEAT_INTERVAL_MS`] carrying the position scanned so far as its id, so a resume
+//! skips what was already filtered out.
 
 use super::openapi as doc;
 use crate::auth::Caller;
@@ -168,8 +169,11 @@ async fn pump(
     _slot: Slot,
 ) {
     let ready = json!({"cursor": event_id(feed.cursor), "environmentId": feed.env});
+    // With the starting position as its id, so a client that reconnects before its first
+    // event resumes from here, not from a later head.
+    let start = Some(feed.cursor);
     if tx
-        .send(Ok(frame(None, "ready", &ready.to_string())))
+        .send(Ok(frame(start, "ready", &ready.to_string())))
         .await
         .is_err()
     {
