@@ -22,6 +22,7 @@ mod dispatch;
 mod effect_error;
 mod envelope;
 mod error;
+mod events;
 mod input_schema;
 mod integrations;
 mod keys;
@@ -35,6 +36,7 @@ mod serve;
 mod start_error;
 mod state;
 mod vault;
+mod webhooks;
 
 /// The quantities one call of an action changes, as its adapter (or its template's `impact`)
 /// declares them: what impact limits reserve. The simulator reserves with the same function.

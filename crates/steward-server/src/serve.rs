@@ -150,6 +150,7 @@ pub async fn serve(
         replica,
         key_usage: Arc::default(),
         integrations: Arc::new(config.integrations.clone()),
+        stream_slots: Arc::default(),
     };
     crate::replica::took_over(&state, &report);
     if shared {
@@ -164,6 +165,7 @@ pub async fn serve(
     }
     tokio::spawn(expire_approvals(state.clone()));
     tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
+    tokio::spawn(crate::webhooks::deliver::run(state.clone()));
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
     }

@@ -35,6 +35,8 @@ pub struct AppState {
     pub key_usage: Arc<crate::auth::KeyUsage>,
     /// The integrations an account can be connected for (`integrations.rs`).
     pub integrations: Arc<crate::integrations::Integrations>,
+    /// The event streams open on this process, by key (`api/stream.rs`).
+    pub stream_slots: Arc<crate::api::stream::StreamSlots>,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

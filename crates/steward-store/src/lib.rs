@@ -83,6 +83,7 @@ pub use store::Policies;
 pub use store::Previews;
 pub use store::Replicas;
 pub use store::Store;
+pub use store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)
@@ -101,4 +102,5 @@ pub mod prelude {
     pub use crate::store::Previews;
     pub use crate::store::Replicas;
     pub use crate::store::Store;
+    pub use crate::store::Webhooks;
 }

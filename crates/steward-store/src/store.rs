@@ -5,8 +5,9 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`], [`AuditLog`], [`Budgets`] and [`Connections`]. [`Store`] is all of them at once: what a server holds
-//! (`Arc<dyn Store>`), and what a backend is. A function that needs one part takes that part
+//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`] and [`Webhooks`].
+//! [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and what a backend
+//! is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
 mod approvals;
@@ -22,6 +23,7 @@ mod limits;
 mod policies;
 mod previews;
 mod replicas;
+mod webhooks;
 
 pub use approvals::Approvals;
 pub use audit_log::AuditLog;
@@ -36,6 +38,7 @@ pub use limits::Limits;
 pub use policies::Policies;
 pub use previews::Previews;
 pub use replicas::Replicas;
+pub use webhooks::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 
 /// The whole store: every part. Implemented for every type that implements all of them, so a
 /// backend implements the parts and never this.
@@ -53,6 +56,7 @@ pub trait Store:
     + AuditLog
     + Budgets
     + Connections
+    + Webhooks
     + 'static
 {
 }
@@ -71,6 +75,7 @@ impl<T> Store for T where
         + AuditLog
         + Budgets
         + Connections
+        + Webhooks
         + 'static
 {
 }

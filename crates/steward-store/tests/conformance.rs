@@ -67,6 +67,9 @@ use console_sessions::*;
 #[path = "conformance/audit_seal.rs"]
 mod audit_seal;
 use audit_seal::*;
+#[path = "conformance/webhooks.rs"]
+mod webhooks;
+use webhooks::*;
 #[path = "conformance/approvals.rs"]
 mod approvals;
 #[path = "conformance/links.rs"]
@@ -126,6 +129,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     idempotency_keys_are_scoped_to_the_sending_key(store.clone()).await;
     the_master_key_check_is_recorded_once(store.clone()).await;
     console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
+    webhook_subscriptions_are_walled_leased_and_advanced_by_their_holder(store.clone()).await;
     concurrent_seals_seal_each_event_once(store.clone()).await;
     one_sealer_holds_the_lease_until_it_expires(store.clone()).await;
     decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
@@ -521,6 +525,7 @@ conformance_tests!(
     idempotency_keys_are_scoped_to_the_sending_key,
     the_master_key_check_is_recorded_once,
     console_sessions_end_with_their_key_or_sign_out,
+    webhook_subscriptions_are_walled_leased_and_advanced_by_their_holder,
     operation_key_is_unique_under_concurrency,
     operation_key_with_other_input_conflicts,
     invoke_idempotency_keys,

@@ -24,7 +24,9 @@ pub(crate) mod reads;
 pub(crate) mod recovery;
 mod rejection;
 mod secrets;
+pub(crate) mod stream;
 pub(crate) mod views;
+pub(crate) mod webhooks;
 
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -139,6 +141,22 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(previews::create)))
         .routes(plain(routes!(previews::get)))
         .routes(plain(routes!(previews::refresh)))
+        .routes(plain(routes!(stream::stream)))
+        .routes(plain(routes!(webhooks::list_topics)))
+        .routes(plain(routes!(webhooks::get_topic)))
+        .routes(plain(routes!(
+            webhooks::list_subscriptions,
+            webhooks::create_subscription
+        )))
+        .routes(plain(routes!(
+            webhooks::update_subscription,
+            webhooks::delete_subscription
+        )))
+        .routes(plain(routes!(webhooks::rotate_secret)))
+        .routes(query::<webhooks::DeadLetterQuery>(routes!(
+            webhooks::dead_letters
+        )))
+        .routes(plain(routes!(webhooks::dead_letter)))
         .routes(query::<reads::InvocationQuery>(routes!(
             reads::invocations_for_action
         )))

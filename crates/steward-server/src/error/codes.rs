@@ -68,6 +68,8 @@ codes! {
         "The request body is larger than the server accepts; `details.limitBytes` says how large it may be.");
     UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", UNSUPPORTED_MEDIA_TYPE,
         "The body is not of a content type the endpoint reads.");
+    RATE_LIMIT_EXCEEDED = ("RATE_LIMIT_EXCEEDED", TOO_MANY_REQUESTS,
+        "Too many at once: the key already holds the most event streams a key may (`STREAM_CONNECTIONS_PER_KEY_MAX`).");
     IDEMPOTENCY_KEY_REUSED = ("idempotency_key_reused", UNPROCESSABLE_ENTITY,
         "This Idempotency-Key was used for a different request.");
     IDEMPOTENCY_REQUEST_IN_PROGRESS = ("idempotency_request_in_progress", CONFLICT,

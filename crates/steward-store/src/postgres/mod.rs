@@ -40,6 +40,7 @@ mod previews;
 mod replicas;
 mod rows;
 mod schema;
+mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
 use conn::{in_transaction, Mode};

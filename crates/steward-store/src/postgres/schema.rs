@@ -26,6 +26,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (8, "per-key budgets", BUDGETS),
     (9, "connected accounts", CONNECTIONS),
     (10, "execution-bound previews", PREVIEWS),
+    (11, "webhooks", super::webhooks::WEBHOOKS),
 ];
 
 /// Links between effects (`crate::links`), as in the embedded store.

@@ -357,6 +357,9 @@ impl Pool {
         writer
             .execute_batch(super::schema::CONNECTION_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::webhooks::WEBHOOK_SCHEMA)
+            .map_err(unavailable)?;
         // One IMMEDIATE transaction, so that two processes opening an older store at once
         // (the server and `steward keys`) add each column once.
         let mut writer = writer;

@@ -19,6 +19,7 @@ mod previews;
 mod replicas;
 mod rows;
 mod schema;
+mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
 use conn::{blocking, Pool};

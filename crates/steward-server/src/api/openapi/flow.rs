@@ -465,6 +465,60 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     )
     .await;
 
+    // The stream's 200 is `text/event-stream`, read by tests/python/test_stream.py; here its
+    // documented refusal: an unknown key.
+    f.call("sk_not_a_key", M::GET, "/stream", "/stream", None)
+        .await;
+
+    f.call(a, M::GET, "/events/topics", "/events/topics", None)
+        .await;
+    f.call(
+        a,
+        M::GET,
+        "/events/topics/{ref}",
+        "/events/topics/effects",
+        None,
+    )
+    .await;
+    let subs = "/events/topics/{ref}/subscriptions";
+    let body = json!({"url": "https://example.com/hook", "eventTypes": ["effect.settled"],
+                      "headers": {"X-Team": "ops"}, "generateSecret": true});
+    let created = f
+        .call(
+            a,
+            M::POST,
+            subs,
+            "/events/topics/effects/subscriptions",
+            Some(body),
+        )
+        .await;
+    let sub = id_of(&created, "id");
+    f.call(
+        a,
+        M::GET,
+        subs,
+        "/events/topics/effects/subscriptions",
+        None,
+    )
+    .await;
+    let one = "/events/subscriptions/{id}";
+    let path = format!("/events/subscriptions/{sub}");
+    f.call(a, M::PATCH, one, &path, Some(json!({"enabled": false})))
+        .await;
+    let rotate = format!("{path}/rotate-secret");
+    f.call(
+        a,
+        M::POST,
+        "/events/subscriptions/{id}/rotate-secret",
+        &rotate,
+        None,
+    )
+    .await;
+    f.call(a, M::DELETE, one, &path, None).await;
+    f.call(a, M::GET, "/dlq", "/dlq?page=1&limit=10", None)
+        .await;
+    f.call(a, M::GET, "/dlq/{id}", "/dlq/dlq_none", None).await;
+
     f.call(a, M::DELETE, action, "/actions/refund", None).await;
     f.call(a, M::DELETE, secret, "/secrets/STRIPE_TEST_KEY", None)
         .await;

@@ -18,6 +18,7 @@ mod envelopes;
 mod flow;
 mod params;
 mod records;
+mod webhooks;
 
 pub(crate) use billing::*;
 pub(crate) use bodies::*;
@@ -26,6 +27,7 @@ pub(crate) use connections::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;
+pub(crate) use webhooks::*;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};

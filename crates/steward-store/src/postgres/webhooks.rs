@@ -1,0 +1,392 @@
+//! Webhook subscriptions, delivery cursors and dead letters on PostgreSQL
+//! (`store/webhooks.rs`). Claims take the due rows `FOR UPDATE SKIP LOCKED`, so replicas
+//! claiming at once split the work instead of waiting on each other; the lease keeps a claimed
+//! row away from other replicas while its attempt runs.
+
+use super::audit_log::{append, Entry};
+use super::conn::{in_transaction, Mode, Tx};
+use super::rows::{col, corrupt};
+use super::PostgresStore;
+use crate::error::StoreResult;
+use crate::records::Actor;
+use crate::store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use steward_core::{EnvironmentId, Millis};
+use tokio_postgres::Row;
+
+/// The subscriptions and the dead-letter list (issue #15 item 4). `IF NOT EXISTS`: the
+/// migration tests roll a database back by forgetting migrations, not by dropping every table
+/// a later one made, so this one must apply again over its own tables.
+pub(crate) const WEBHOOKS: &str = r#"
+CREATE TABLE IF NOT EXISTS webhook_subscriptions (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    topic TEXT COLLATE "C" NOT NULL,
+    url TEXT NOT NULL,
+    event_types TEXT NOT NULL,
+    enabled BOOLEAN NOT NULL,
+    headers TEXT NOT NULL,
+    secret_nonce BYTEA NOT NULL,
+    secret BYTEA NOT NULL,
+    previous_nonce BYTEA,
+    previous_secret BYTEA,
+    previous_until BIGINT,
+    cursor BIGINT NOT NULL,
+    attempts BIGINT NOT NULL,
+    next_attempt_at BIGINT NOT NULL,
+    last_error TEXT,
+    lease_owner TEXT COLLATE "C",
+    lease_until BIGINT NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_subscriptions_env ON webhook_subscriptions(env_id, created_at);
+CREATE INDEX IF NOT EXISTS webhook_subscriptions_due ON webhook_subscriptions(next_attempt_at) WHERE enabled;
+CREATE TABLE IF NOT EXISTS webhook_dead_letters (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    subscription_id TEXT COLLATE "C" NOT NULL,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    event_seq BIGINT NOT NULL,
+    event_type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    attempts BIGINT NOT NULL,
+    last_error TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_dead_letters_env ON webhook_dead_letters(env_id, created_at);
+"#;
+
+const COLUMNS: &str = "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
+    previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
+    created_at, updated_at";
+
+fn subscription(row: &Row) -> StoreResult<WebhookSubscription> {
+    let env: String = col(row, 1)?;
+    let types: String = col(row, 4)?;
+    let headers: String = col(row, 6)?;
+    let previous = match (
+        col::<Option<Vec<u8>>>(row, 9)?,
+        col::<Option<Vec<u8>>>(row, 10)?,
+    ) {
+        (Some(nonce), Some(sealed)) => Some(SealedSecret { nonce, sealed }),
+        _ => None,
+    };
+    Ok(WebhookSubscription {
+        id: col(row, 0)?,
+        env_id: EnvironmentId::parse(&env).map_err(|e| corrupt("webhook env", e))?,
+        topic: col(row, 2)?,
+        url: col(row, 3)?,
+        event_types: serde_json::from_str(&types).map_err(|e| corrupt("event types", e))?,
+        enabled: col(row, 5)?,
+        headers: serde_json::from_str(&headers).map_err(|e| corrupt("webhook headers", e))?,
+        secret: SealedSecret {
+            nonce: col(row, 7)?,
+            sealed: col(row, 8)?,
+        },
+        previous_secret: previous,
+        previous_until: col::<Option<i64>>(row, 11)?.map(Millis),
+        cursor: col(row, 12)?,
+        attempts: col::<i64>(row, 13)? as u32,
+        next_attempt_at: Millis(col(row, 14)?),
+        last_error: col(row, 15)?,
+        created_at: Millis(col(row, 16)?),
+        updated_at: Millis(col(row, 17)?),
+    })
+}
+
+fn dead_letter(row: &Row) -> StoreResult<DeadLetter> {
+    let env: String = col(row, 2)?;
+    Ok(DeadLetter {
+        id: col(row, 0)?,
+        subscription_id: col(row, 1)?,
+        env_id: EnvironmentId::parse(&env).map_err(|e| corrupt("dead letter env", e))?,
+        event_seq: col(row, 3)?,
+        event_type: col(row, 4)?,
+        body: col(row, 5)?,
+        attempts: col::<i64>(row, 6)? as u32,
+        last_error: col(row, 7)?,
+        created_at: Millis(col(row, 8)?),
+    })
+}
+
+/// What the audit log keeps of a subscription: never its secrets or header values.
+fn audited(s: &WebhookSubscription) -> Value {
+    json!({"topic": s.topic, "url": s.url, "eventTypes": s.event_types, "enabled": s.enabled,
+           "secretRotated": s.previous_secret.is_some()})
+}
+
+async fn audit(tx: &Tx<'_>, actor: &Actor, kind: &str, s: &WebhookSubscription) -> StoreResult<()> {
+    append(
+        tx,
+        actor,
+        Entry {
+            env: Some(s.env_id.as_str()),
+            kind,
+            subject: &s.id,
+            before: None,
+            after: Some(audited(s)),
+        },
+    )
+    .await
+}
+
+async fn one(tx: &Tx<'_>, env: &str, id: &str) -> StoreResult<Option<WebhookSubscription>> {
+    tx.one(
+        &format!("SELECT {COLUMNS} FROM webhook_subscriptions WHERE env_id = $1 AND id = $2"),
+        &[&env, &id],
+        subscription,
+    )
+    .await
+}
+
+#[async_trait]
+impl Webhooks for PostgresStore {
+    async fn create_subscription(&self, s: &WebhookSubscription, actor: &Actor) -> StoreResult<()> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let types = json!(s.event_types).to_string();
+            let headers = s.headers.to_string();
+            let (pn, ps) = (
+                s.previous_secret.as_ref().map(|p| p.nonce.clone()),
+                s.previous_secret.as_ref().map(|p| p.sealed.clone()),
+            );
+            let pu = s.previous_until.map(|m| m.0);
+            let attempts = s.attempts as i64;
+            tx.execute_unique(
+                "webhook subscription",
+                "INSERT INTO webhook_subscriptions (id, env_id, topic, url, event_types, enabled,
+                    headers, secret_nonce, secret, previous_nonce, previous_secret, previous_until,
+                    cursor, attempts, next_attempt_at, last_error, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+                &[
+                    &s.id,
+                    &s.env_id.as_str(),
+                    &s.topic,
+                    &s.url,
+                    &types,
+                    &s.enabled,
+                    &headers,
+                    &s.secret.nonce,
+                    &s.secret.sealed,
+                    &pn,
+                    &ps,
+                    &pu,
+                    &s.cursor,
+                    &attempts,
+                    &s.next_attempt_at.0,
+                    &s.last_error,
+                    &s.created_at.0,
+                    &s.updated_at.0,
+                ],
+            )
+            .await?;
+            audit(&tx, actor, "webhook.subscription.created", s).await
+        })
+    }
+
+    async fn subscriptions(
+        &self,
+        env: &EnvironmentId,
+        topic: Option<&str>,
+    ) -> StoreResult<Vec<WebhookSubscription>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            tx.all(
+                &format!(
+                    "SELECT {COLUMNS} FROM webhook_subscriptions
+                     WHERE env_id = $1 AND ($2::text IS NULL OR topic = $2) ORDER BY created_at, id"
+                ),
+                &[&env.as_str(), &topic],
+                subscription,
+            )
+            .await
+        })
+    }
+
+    async fn subscription(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> StoreResult<Option<WebhookSubscription>> {
+        in_transaction!(self, Mode::Read, |tx| one(&tx, env.as_str(), id))
+    }
+
+    async fn update_subscription(
+        &self,
+        s: &WebhookSubscription,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let types = json!(s.event_types).to_string();
+            let headers = s.headers.to_string();
+            let (pn, ps) = (
+                s.previous_secret.as_ref().map(|p| p.nonce.clone()),
+                s.previous_secret.as_ref().map(|p| p.sealed.clone()),
+            );
+            let pu = s.previous_until.map(|m| m.0);
+            let changed = tx
+                .execute(
+                    "UPDATE webhook_subscriptions SET url = $3, event_types = $4, enabled = $5,
+                        headers = $6, secret_nonce = $7, secret = $8, previous_nonce = $9,
+                        previous_secret = $10, previous_until = $11, updated_at = $12
+                     WHERE env_id = $1 AND id = $2",
+                    &[
+                        &s.env_id.as_str(),
+                        &s.id,
+                        &s.url,
+                        &types,
+                        &s.enabled,
+                        &headers,
+                        &s.secret.nonce,
+                        &s.secret.sealed,
+                        &pn,
+                        &ps,
+                        &pu,
+                        &s.updated_at.0,
+                    ],
+                )
+                .await?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            audit(&tx, actor, "webhook.subscription.updated", s).await?;
+            Ok(true)
+        })
+    }
+
+    async fn delete_subscription(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let Some(s) = one(&tx, env.as_str(), id).await? else {
+                return Ok(false);
+            };
+            tx.execute(
+                "DELETE FROM webhook_subscriptions WHERE env_id = $1 AND id = $2",
+                &[&env.as_str(), &id],
+            )
+            .await?;
+            audit(&tx, actor, "webhook.subscription.deleted", &s).await?;
+            Ok(true)
+        })
+    }
+
+    async fn claim_subscriptions(
+        &self,
+        owner: &str,
+        now: Millis,
+        lease_until: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<WebhookSubscription>> {
+        let limit = limit as i64;
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+            tx.all(
+                &format!(
+                    "UPDATE webhook_subscriptions SET lease_owner = $2, lease_until = $3
+                     WHERE id IN (
+                         SELECT id FROM webhook_subscriptions
+                         WHERE enabled AND next_attempt_at <= $1
+                           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < $1)
+                         ORDER BY next_attempt_at, id LIMIT $4
+                         FOR UPDATE SKIP LOCKED)
+                     RETURNING {COLUMNS}"
+                ),
+                &[&now.0, &owner, &lease_until.0, &limit],
+                subscription,
+            )
+            .await
+        })
+    }
+
+    async fn record_delivery(
+        &self,
+        id: &str,
+        owner: &str,
+        from: i64,
+        outcome: &DeliveryOutcome,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        let (cursor, attempts, next, error) = match outcome {
+            DeliveryOutcome::Advance { cursor } => (*cursor, 0i64, now, None),
+            DeliveryOutcome::Retry {
+                attempts,
+                next_attempt_at,
+                error,
+            } => (
+                from,
+                *attempts as i64,
+                *next_attempt_at,
+                Some(error.clone()),
+            ),
+            DeliveryOutcome::DeadLetter { letter } => {
+                (letter.event_seq, 0, now, Some(letter.last_error.clone()))
+            }
+        };
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+            let changed = tx
+                .execute(
+                    "UPDATE webhook_subscriptions SET cursor = $1, attempts = $2,
+                        next_attempt_at = $3, last_error = $4, lease_owner = NULL, lease_until = 0
+                     WHERE id = $5 AND lease_owner = $6 AND cursor = $7",
+                    &[&cursor, &attempts, &next.0, &error, &id, &owner, &from],
+                )
+                .await?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            if let DeliveryOutcome::DeadLetter { letter } = outcome {
+                let letter_attempts = letter.attempts as i64;
+                tx.execute_unique(
+                    "dead letter",
+                    "INSERT INTO webhook_dead_letters (id, subscription_id, env_id, event_seq,
+                        event_type, body, attempts, last_error, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    &[
+                        &letter.id,
+                        &letter.subscription_id,
+                        &letter.env_id.as_str(),
+                        &letter.event_seq,
+                        &letter.event_type,
+                        &letter.body,
+                        &letter_attempts,
+                        &letter.last_error,
+                        &letter.created_at.0,
+                    ],
+                )
+                .await?;
+                append(
+                    &tx,
+                    &Actor::system(now),
+                    Entry {
+                        env: Some(letter.env_id.as_str()),
+                        kind: "webhook.dead_lettered",
+                        subject: &letter.subscription_id,
+                        before: None,
+                        after: Some(
+                            json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
+                                           "attempts": letter.attempts}),
+                        ),
+                    },
+                )
+                .await?;
+            }
+            Ok(true)
+        })
+    }
+
+    async fn dead_letters(&self, env: &EnvironmentId, limit: u32) -> StoreResult<Vec<DeadLetter>> {
+        let limit = limit as i64;
+        in_transaction!(self, Mode::Read, |tx| async {
+            tx.all(
+                "SELECT id, subscription_id, env_id, event_seq, event_type, body, attempts,
+                        last_error, created_at
+                 FROM webhook_dead_letters WHERE env_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+                &[&env.as_str(), &limit],
+                dead_letter,
+            )
+            .await
+        })
+    }
+}
