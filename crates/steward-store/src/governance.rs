@@ -172,3 +172,37 @@ pub enum ReserveOutcome {
         refusal: Refusal,
     },
 }
+
+/// Sets the effect's reservations under every limit of one dimension and unit to an actual
+/// amount and state (`$1` amount, `$2` state, `$3` time, `$4` effect, `$5` dimension, `$6` unit).
+pub(crate) const SETTLE_ACTUAL_SQL_POSTGRES: &str =
+    "UPDATE impact_reservations SET amount = $1, state = $2, updated_at = $3
+     WHERE effect_id = $4 AND limit_id IN (SELECT id FROM impact_limits WHERE dimension = $5 AND unit = $6)";
+/// [`SETTLE_ACTUAL_SQL_POSTGRES`] for SQLite.
+pub(crate) const SETTLE_ACTUAL_SQL_SQLITE: &str =
+    "UPDATE impact_reservations SET amount = ?1, state = ?2, updated_at = ?3
+     WHERE effect_id = ?4 AND limit_id IN (SELECT id FROM impact_limits WHERE dimension = ?5 AND unit = ?6)";
+
+/// An actual amount is consumed; an actual of nothing releases the reservation.
+pub(crate) fn actual_state(
+    a: &crate::records::ActualImpact,
+) -> steward_core::impact::ReservationState {
+    if a.amount > 0 {
+        steward_core::impact::ReservationState::Consumed
+    } else {
+        steward_core::impact::ReservationState::Released
+    }
+}
+
+/// The `impact.actual` audit event's record.
+pub(crate) fn actual_audit(
+    actual: &[crate::records::ActualImpact],
+    changed: usize,
+) -> serde_json::Value {
+    serde_json::json!({
+        "actual": actual.iter()
+            .map(|a| serde_json::json!({"dimension": a.dimension, "unit": a.unit, "amount": a.amount}))
+            .collect::<Vec<_>>(),
+        "reservations": changed,
+    })
+}

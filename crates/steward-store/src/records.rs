@@ -691,6 +691,19 @@ pub struct EffectChange {
     /// The invoke request (by its `Idempotency-Key`) this change answers: marked answered in the
     /// same transaction, as `Store::finish_invoke_request` would.
     pub answers_request: Option<IdempotencyKey>,
+    /// What a manual resolution says the effect really changed: after the settlement above, the
+    /// effect's reservation under each limit of that dimension and unit holds this amount,
+    /// consumed (or released when it is 0). Legal only when an `unknown` effect is resolved.
+    pub actual_impact: Option<Vec<ActualImpact>>,
+}
+
+/// One quantity an effect really changed, as a person resolving it by hand reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActualImpact {
+    pub dimension: String,
+    /// The currency (lower case) for money, the dimension name otherwise, as limits name it.
+    pub unit: String,
+    pub amount: i64,
 }
 
 impl EffectChange {
@@ -729,6 +742,7 @@ impl EffectChange {
             external_reference: None,
             actor,
             answers_request: None,
+            actual_impact: None,
         })
     }
 
@@ -758,7 +772,10 @@ impl EffectChange {
             }
             None => true,
         };
-        if made_by_some_event && attempt_fits {
+        // Actual amounts settle only a resolution of an unknown effect.
+        let actual_fits = self.actual_impact.is_none()
+            || (self.from == EffectState::Unknown && self.to.is_terminal());
+        if made_by_some_event && attempt_fits && actual_fits {
             return Ok(());
         }
         Err(crate::StoreError::IllegalTransition {

@@ -138,6 +138,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     links_are_recorded_with_the_effect_and_read_both_ways(store.clone()).await;
     a_refused_submission_records_no_links(store.clone()).await;
     a_preview_binds_one_effect_and_is_refreshed_once(store.clone()).await;
+    actual_impact_settles_a_resolution_and_nothing_else(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -566,6 +567,7 @@ conformance_tests!(
     links_are_recorded_with_the_effect_and_read_both_ways,
     a_refused_submission_records_no_links,
     a_preview_binds_one_effect_and_is_refreshed_once,
+    actual_impact_settles_a_resolution_and_nothing_else,
     audit_chain_verifies_and_detects_tampering,
 );
 

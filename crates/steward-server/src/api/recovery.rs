@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 use steward_core::{scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
-use steward_store::{Actor, EffectChange, EffectDetail, NewEvidence, StoreError};
+use steward_store::{Actor, ActualImpact, EffectChange, EffectDetail, NewEvidence, StoreError};
 
 use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
 use steward_core::{EvidenceKind, EvidenceSource};
@@ -97,6 +97,7 @@ async fn resolve_by_hand(
     outcome: ManualOutcome,
     evidence: NewEvidence,
     reference: Option<String>,
+    actual: Option<Vec<ActualImpact>>,
 ) -> ApiResult<()> {
     refuse_own(caller, &d.effect.created_by)?;
     if d.effect.state != EffectState::Unknown {
@@ -118,6 +119,7 @@ async fn resolve_by_hand(
     )?;
     let to = change.to;
     change.external_reference = reference;
+    change.actual_impact = actual;
     if to == EffectState::Failed {
         change.error = Some(
             json!({"code": "resolved_failed", "message": "resolved by hand: the write did not happen"}),
@@ -181,6 +183,23 @@ pub async fn resolve_effect(
         Some(v @ Value::Array(_)) => v.clone(),
         Some(_) => return Err(ApiError::validation("actualImpact", "must be a list")),
     };
+    let actual = actual_amounts(&actual_impact)?;
+    let partial_happened = matches!(partial.as_deref(), Some("possible" | "confirmed"));
+    match (outcome, partial_happened, &actual) {
+        (ManualOutcome::Failed, false, Some(list)) if list.iter().any(|a| a.amount > 0) => {
+            return Err(ApiError::validation(
+                "actualImpact",
+                "an effect resolved failed with no partial effect changed nothing; set partialEffect or give amounts of 0",
+            ))
+        }
+        (ManualOutcome::Failed, true, None) => {
+            return Err(ApiError::validation(
+                "actualImpact",
+                "is required with a partial effect: say what it changed, so the limits count it",
+            ))
+        }
+        _ => {}
+    }
     let reference = optional_string(&map, "externalReference")?;
     let request = json!({"op": "effect.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
@@ -190,7 +209,7 @@ pub async fn resolve_effect(
             ManualOutcome::Failed => "failed",
         }))
         .with_data(json!({"label": "manual", "reason": reason, "partialEffect": partial, "actualImpact": actual_impact, "externalReference": reference}));
-        resolve_by_hand(&state, &caller, &d, outcome, evidence, reference.clone()).await?;
+        resolve_by_hand(&state, &caller, &d, outcome, evidence, reference.clone(), actual.clone()).await?;
         Ok((StatusCode::OK, views::effect_detail(&detail(&state, &caller, &id).await?)))
     })
     .await
@@ -241,7 +260,16 @@ pub async fn resolve_invocation(
             format!("resolved by hand: {text}"),
         )
         .with_data(json!({"label": "manual", "evidence": text, "externalReference": reference}));
-        resolve_by_hand(&state, &caller, &d, outcome, evidence, reference.clone()).await?;
+        resolve_by_hand(
+            &state,
+            &caller,
+            &d,
+            outcome,
+            evidence,
+            reference.clone(),
+            None,
+        )
+        .await?;
         let inv = state
             .store
             .invocation(&caller.env.id, &id)
@@ -367,4 +395,98 @@ pub async fn replay(
         Ok((StatusCode::OK, views::effect_detail(&detail(&state, &caller, &id).await?)))
     })
     .await
+}
+
+/// The most quantities one resolution may report.
+pub const ACTUAL_IMPACT_MAX: usize = 16;
+
+/// `actualImpact` as the SDK sends it: `[{dimension, amount, currency?, unit?, bound?}]`, the
+/// unit being the currency (lower case) for money and the dimension otherwise; `bound` `exact`
+/// (the default) or `at_most`, which counts the bound. `None` for no list.
+fn actual_amounts(value: &Value) -> ApiResult<Option<Vec<ActualImpact>>> {
+    let Value::Array(items) = value else {
+        return Ok(None);
+    };
+    if items.len() > ACTUAL_IMPACT_MAX {
+        return Err(ApiError::validation(
+            "actualImpact",
+            format!("lists at most {ACTUAL_IMPACT_MAX} quantities"),
+        ));
+    }
+    let mut out: Vec<ActualImpact> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = |f: &str| format!("actualImpact[{i}].{f}");
+        let Value::Object(m) = item else {
+            return Err(ApiError::validation(
+                format!("actualImpact[{i}]"),
+                "must be an object",
+            ));
+        };
+        if let Some(extra) = m
+            .keys()
+            .find(|k| !["dimension", "amount", "currency", "unit", "bound"].contains(&k.as_str()))
+        {
+            return Err(ApiError::validation(at(extra), "is not a known field"));
+        }
+        let dimension = m
+            .get("dimension")
+            .and_then(Value::as_str)
+            .filter(|d| steward_core::impact::is_valid_dimension(d))
+            .ok_or_else(|| {
+                ApiError::validation(
+                    at("dimension"),
+                    "must be money, resource_mutations or a declared unit",
+                )
+            })?
+            .to_string();
+        let amount = m
+            .get("amount")
+            .and_then(Value::as_i64)
+            .filter(|a| (0..=steward_core::impact::LIMIT_AMOUNT_MAX).contains(a))
+            .ok_or_else(|| ApiError::validation(at("amount"), "must be a whole number from 0"))?;
+        let unit = if dimension == steward_core::impact::MONEY {
+            m.get("currency")
+                .and_then(Value::as_str)
+                .filter(|c| c.len() == 3 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
+                .ok_or_else(|| {
+                    ApiError::validation(
+                        at("currency"),
+                        "is required for money: a three-letter code",
+                    )
+                })?
+                .to_ascii_lowercase()
+        } else {
+            match m.get("unit").and_then(Value::as_str) {
+                Some(u) if u == dimension => u.to_string(),
+                Some(_) => {
+                    return Err(ApiError::validation(
+                        at("unit"),
+                        "is the dimension's name for every dimension but money",
+                    ))
+                }
+                None => dimension.clone(),
+            }
+        };
+        match m.get("bound").and_then(Value::as_str) {
+            None | Some("exact" | "at_most") => {}
+            Some(_) => {
+                return Err(ApiError::validation(
+                    at("bound"),
+                    "must be exact or at_most",
+                ))
+            }
+        }
+        if out
+            .iter()
+            .any(|a| a.dimension == dimension && a.unit == unit)
+        {
+            return Err(ApiError::validation(at("dimension"), "is listed twice"));
+        }
+        out.push(ActualImpact {
+            dimension,
+            unit,
+            amount,
+        });
+    }
+    Ok(Some(out))
 }

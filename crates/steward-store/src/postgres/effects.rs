@@ -614,6 +614,9 @@ async fn change_effect_known_halt(
         },
     )
     .await?;
+    if let Some(actual) = &c.actual_impact {
+        super::limits::settle_actual(tx, c, actual).await?;
+    }
     let has_invocation = col::<Option<&str>>(&row, 0)?.is_some();
     has_invocation.then(|| rows::invocation(&row)).transpose()
 }

@@ -13,7 +13,7 @@ use super::rows::{self, col, id, millis, millis_opt};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
-use crate::records::Actor;
+use crate::records::{Actor, ActualImpact, EffectChange};
 use crate::store::Limits;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
 use async_trait::async_trait;
@@ -317,6 +317,45 @@ pub(crate) async fn reserve_after(
         .await?;
     }
     Ok(reserved(holds))
+}
+
+/// A manual resolution's actual amounts (`EffectChange::actual_impact`), after the settlement:
+/// the effect's reservation under each limit of that dimension and unit holds the amount,
+/// consumed, or released when it is 0. One audit event says what changed.
+pub(crate) async fn settle_actual(
+    tx: &Tx<'_>,
+    c: &EffectChange,
+    actual: &[ActualImpact],
+) -> StoreResult<()> {
+    let mut changed = 0;
+    for a in actual {
+        let state = crate::governance::actual_state(a).as_str();
+        changed += tx
+            .execute(
+                crate::governance::SETTLE_ACTUAL_SQL_POSTGRES,
+                &[
+                    &a.amount,
+                    &state,
+                    &c.actor.now.0,
+                    &c.effect_id.as_str(),
+                    &a.dimension,
+                    &a.unit,
+                ],
+            )
+            .await? as usize;
+    }
+    append(
+        tx,
+        &c.actor,
+        Entry {
+            env: Some(c.env_id.as_str()),
+            kind: "impact.actual",
+            subject: c.effect_id.as_str(),
+            before: None,
+            after: Some(crate::governance::actual_audit(actual, changed)),
+        },
+    )
+    .await
 }
 
 #[async_trait]

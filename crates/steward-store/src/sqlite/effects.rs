@@ -332,6 +332,9 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     )
     .map_err(unavailable)?;
     super::limits::settle(tx, &c.env_id, &c.effect_id, c.settles, &c.actor)?;
+    if let Some(actual) = &c.actual_impact {
+        super::limits::settle_actual(tx, c, actual)?;
+    }
     let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
     super::conn::execute_cached(
         tx,

@@ -8,7 +8,7 @@ use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
-use crate::records::Actor;
+use crate::records::{Actor, ActualImpact, EffectChange};
 use crate::store::Limits;
 use crate::tally::{reserved, reserved_audit, tally, Tally};
 use async_trait::async_trait;
@@ -207,6 +207,43 @@ pub(crate) fn settle(
         )?;
     }
     Ok(())
+}
+
+/// A manual resolution's actual amounts (`EffectChange::actual_impact`), after the settlement:
+/// the effect's reservation under each limit of that dimension and unit holds the amount,
+/// consumed, or released when it is 0. One audit event says what changed.
+pub(crate) fn settle_actual(
+    tx: &Transaction<'_>,
+    c: &EffectChange,
+    actual: &[ActualImpact],
+) -> StoreResult<()> {
+    let mut changed = 0;
+    for a in actual {
+        changed += super::conn::execute_cached(
+            tx,
+            crate::governance::SETTLE_ACTUAL_SQL_SQLITE,
+            params![
+                a.amount,
+                crate::governance::actual_state(a).as_str(),
+                c.actor.now.0,
+                c.effect_id.as_str(),
+                a.dimension,
+                a.unit
+            ],
+        )
+        .map_err(unavailable)?;
+    }
+    append(
+        tx,
+        &c.actor,
+        Entry {
+            env: Some(c.env_id.as_str()),
+            kind: "impact.actual",
+            subject: c.effect_id.as_str(),
+            before: None,
+            after: Some(crate::governance::actual_audit(actual, changed)),
+        },
+    )
 }
 
 #[async_trait]

@@ -1,6 +1,8 @@
 //! Governance: approval policies, impact limits and reservations, the kill switch.
 
 use super::*;
+use steward_core::impact::ReservationState;
+use steward_store::ActualImpact;
 
 // ------------------------------------------------------------------------------------------
 // Governance: approval policies, impact limits and reservations, the kill switch
@@ -637,4 +639,92 @@ pub async fn a_policy_set_applies_whole_or_not_at_all(store: Arc<dyn Store>) {
     assert!(versions.last().expect("tombstone").is_tombstone());
     // Each change has its audit event, as the single calls write them.
     assert_eq!(all_audit_events(&store).await.len(), audit_before + 3);
+}
+
+/// A manual resolution's actual amounts settle the effect's reservation in the resolution's
+/// transaction (consumed at the amount, released at 0); on any other move they are illegal and
+/// nothing is written.
+pub async fn actual_impact_settles_a_resolution_and_nothing_else(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "actual").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let limit = limit_record(
+        &env,
+        json!({"name": "writes", "dimension": "resource_mutations", "period": "total", "amount": 10}),
+    );
+    store
+        .create_limit(&limit, &env.actor(T0.0))
+        .await
+        .expect("create_limit");
+    let sub = env.submission(&action, json!({"paymentIntent": "pi_1", "amount": 1}));
+    expect_created(store.submit(&sub).await.expect("submit"));
+    let reserved = store
+        .reserve_impact(&impact_request(
+            &env,
+            &sub.effect_id,
+            vec![mutation(Some(4))],
+            2_000,
+        ))
+        .await
+        .expect("reserve");
+    assert!(
+        matches!(reserved, ReserveOutcome::Reserved(_)),
+        "{reserved:?}"
+    );
+
+    // Illegal on a move that is not a resolution: refused, and the effect stays ready.
+    let mut early = env.change(
+        &sub.effect_id,
+        EffectState::Ready,
+        EffectState::Dispatching,
+        2_100,
+    );
+    early.actual_impact = Some(vec![ActualImpact {
+        dimension: "resource_mutations".into(),
+        unit: "resource_mutations".into(),
+        amount: 1,
+    }]);
+    assert!(matches!(
+        store.change_effect(&early).await,
+        Err(StoreError::IllegalTransition { .. })
+    ));
+    assert_eq!(
+        env.effect(&sub.effect_id).await.effect.state,
+        EffectState::Ready
+    );
+
+    env.begin_attempt(&sub.effect_id, 2_200).await;
+    env.finish_attempt(&sub.effect_id, EffectState::Unknown, 2_300)
+        .await;
+    let mut resolve = EffectChange::of(
+        &env.id,
+        &sub.effect_id,
+        EffectState::Unknown,
+        steward_core::EffectEvent::Resolve {
+            outcome: steward_core::ManualOutcome::Succeeded,
+        },
+        NewEvidence::new(
+            EvidenceKind::ManualResolution,
+            EvidenceSource::Manual,
+            "seen",
+        ),
+        env.actor(2_400),
+    )
+    .expect("resolve");
+    resolve.actual_impact = Some(vec![ActualImpact {
+        dimension: "resource_mutations".into(),
+        unit: "resource_mutations".into(),
+        amount: 1,
+    }]);
+    store
+        .change_effect(&resolve)
+        .await
+        .expect("resolve by hand");
+    let held = &env.effect(&sub.effect_id).await.reservations[0];
+    assert_eq!((held.amount, held.state), (1, ReservationState::Consumed));
+    let status = store
+        .limit(&env.id, &limit.id, Millis(2_500))
+        .await
+        .expect("limit")
+        .expect("exists");
+    assert_eq!((status.usage.consumed, status.available()), (1, 9));
 }
