@@ -66,7 +66,8 @@ pub use effect::{
 pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
     ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
-    InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, CLIENT_KEY_LEN_MAX,
+    InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, RunId, FeedbackId,
+    CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
 pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};

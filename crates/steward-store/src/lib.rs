@@ -40,6 +40,7 @@ mod governance;
 mod postgres;
 mod records;
 mod recovery;
+mod runs;
 mod sqlite;
 mod store;
 mod submit;
@@ -58,6 +59,10 @@ pub use governance::{
 };
 pub use postgres::PostgresStore;
 pub use records::*;
+pub use runs::{
+    FeedbackRecord, RunApproval, RunBody, RunEnd, RunEndRefusal, RunFilter, RunRecord, RunStatus,
+    SpanRecord, SpansIngested,
+};
 pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
@@ -70,6 +75,7 @@ pub use store::KillSwitch;
 pub use store::Limits;
 pub use store::Policies;
 pub use store::Replicas;
+pub use store::Runs;
 pub use store::Store;
 
 /// The store's traits, to call store methods on a backend or on one part:

@@ -5,7 +5,7 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`] and [`AuditLog`]. [`Store`] is all of them at once: what a server holds
+//! [`Replicas`], [`AuditLog`] and [`Runs`]. [`Store`] is all of them at once: what a server holds
 //! (`Arc<dyn Store>`), and what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
@@ -19,6 +19,7 @@ mod kill_switch;
 mod limits;
 mod policies;
 mod replicas;
+mod runs;
 
 pub use approvals::Approvals;
 pub use audit_log::AuditLog;
@@ -30,6 +31,7 @@ pub use kill_switch::KillSwitch;
 pub use limits::Limits;
 pub use policies::Policies;
 pub use replicas::Replicas;
+pub use runs::Runs;
 
 /// The whole store: every part. Implemented for every type that implements all of them, so a
 /// backend implements the parts and never this.
@@ -44,6 +46,7 @@ pub trait Store:
     + KillSwitch
     + Replicas
     + AuditLog
+    + Runs
     + 'static
 {
 }
@@ -59,6 +62,7 @@ impl<T> Store for T where
         + KillSwitch
         + Replicas
         + AuditLog
+        + Runs
         + 'static
 {
 }

@@ -35,6 +35,7 @@ mod notify;
 mod policies;
 mod replicas;
 mod rows;
+mod runs;
 mod schema;
 
 use crate::error::{StoreError, StoreResult};

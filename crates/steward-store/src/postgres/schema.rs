@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
+    (7, "runs, spans and feedback", RUNS),
 ];
 
 const INITIAL: &str = r#"
@@ -399,3 +400,41 @@ mod tests {
         }
     }
 }
+
+/// Runs, their spans and feedback (`runs.rs`).
+const RUNS: &str = r#"
+CREATE TABLE runs (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    status TEXT NOT NULL,
+    name TEXT,
+    agent_id TEXT,
+    user_id TEXT,
+    trace_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    ended_at BIGINT,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX runs_env_started ON runs(env_id, started_at);
+CREATE TABLE run_spans (
+    run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
+    span_id TEXT COLLATE "C" NOT NULL,
+    parent_span_id TEXT,
+    document TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (run_id, span_id)
+);
+CREATE TABLE run_feedback (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
+    span_id TEXT,
+    document TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX run_feedback_run ON run_feedback(run_id, created_at);
+CREATE INDEX invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
+"#;

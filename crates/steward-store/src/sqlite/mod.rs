@@ -14,6 +14,7 @@ mod limits;
 mod policies;
 mod replicas;
 mod rows;
+mod runs;
 mod schema;
 
 use crate::error::{StoreError, StoreResult};
