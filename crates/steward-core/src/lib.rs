@@ -65,8 +65,8 @@ pub use effect::{
 };
 pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
-    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
-    InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, RunId, FeedbackId,
+    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, FeedbackId, IdError,
+    IdempotencyKey, InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, RunId,
     CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;

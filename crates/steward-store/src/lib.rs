@@ -59,11 +59,11 @@ pub use governance::{
 };
 pub use postgres::PostgresStore;
 pub use records::*;
+pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use runs::{
     FeedbackRecord, RunApproval, RunBody, RunEnd, RunEndRefusal, RunFilter, RunRecord, RunStatus,
     SpanRecord, SpansIngested,
 };
-pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
 pub use store::AuditLog;

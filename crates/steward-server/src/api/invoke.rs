@@ -15,9 +15,11 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use steward_core::{
     check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
-    OperationKey,
+    OperationKey, RunId,
 };
-use steward_store::{ActionRecord, InvocationRecord, SecretRecord, Submission, SubmitOutcome};
+use steward_store::{
+    ActionRecord, InvocationRecord, RunRecord, SecretRecord, Submission, SubmitOutcome,
+};
 
 pub(super) const FIELDS: [&str; 8] = [
     "input",
@@ -77,6 +79,20 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
         operation_key,
         idempotency_key,
     })
+}
+
+/// The run an invoke names (`runId`): its user and tags are what approval policies match on.
+/// A `runId` that names no run of the environment is refused, naming `runId`, rather than
+/// decided as if the run had no user or tags: a policy that should have parked the invocation
+/// for that user would otherwise let it run.
+async fn named_run(state: &AppState, caller: &Caller, id: &str) -> ApiResult<RunRecord> {
+    let missing = || ApiError::validation("runId", "names no run in this environment");
+    let id = RunId::parse(id).map_err(|_| missing())?;
+    state
+        .store
+        .run(&caller.env.id, &id)
+        .await?
+        .ok_or_else(missing)
 }
 
 fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
@@ -213,6 +229,10 @@ pub(crate) async fn run(
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
 
+    let run = match &request.run_id {
+        Some(id) => Some(named_run(state, &caller, id).await?),
+        None => None,
+    };
     let effect_id = EffectId::from_unique(&crate::clock::unique());
     let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);
     let gate = super::gate::gate(
@@ -221,7 +241,7 @@ pub(crate) async fn run(
         &action,
         &request.input,
         request.operation_key.as_ref(),
-        request.run_id.as_ref(),
+        run.as_ref(),
         state.clock.now(),
     )?;
     progress.report(Stage::PolicyEvaluated {

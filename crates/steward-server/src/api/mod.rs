@@ -18,6 +18,7 @@ pub(crate) mod query;
 pub(crate) mod reads;
 pub(crate) mod recovery;
 mod rejection;
+pub(crate) mod runs;
 mod secrets;
 pub(crate) mod views;
 
@@ -113,6 +114,14 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         )))
         .routes(plain(routes!(actions::versions)))
         .routes(plain(routes!(invoke::invoke)))
+        .routes(query::<runs::ListQuery>(routes!(runs::list)))
+        .routes(plain(routes!(runs::start)))
+        .routes(plain(routes!(runs::import_trace)))
+        .routes(plain(routes!(runs::get, runs::end)))
+        .routes(plain(routes!(runs::ingest_spans)))
+        .routes(plain(routes!(runs::add_feedback)))
+        .routes(plain(routes!(runs::list_feedback)))
+        .routes(plain(routes!(runs::export_trace)))
         .routes(query::<reads::InvocationQuery>(routes!(
             reads::invocations_for_action
         )))

@@ -179,11 +179,7 @@ impl Runs for PostgresStore {
         in_transaction!(self, Mode::Read, |tx| run(&tx, env, run_id))
     }
 
-    async fn list_runs(
-        &self,
-        env: &EnvironmentId,
-        f: &RunFilter,
-    ) -> StoreResult<Vec<RunRecord>> {
+    async fn list_runs(&self, env: &EnvironmentId, f: &RunFilter) -> StoreResult<Vec<RunRecord>> {
         let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = $1");
         let mut values: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(env.as_str().to_string())];

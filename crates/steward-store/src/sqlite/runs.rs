@@ -216,7 +216,10 @@ impl Runs for SqliteStore {
             if let Some(t) = f.started_before {
                 term(" AND started_at < ?", Box::new(t.0));
             }
-            term(" ORDER BY started_at DESC, id DESC LIMIT ?", Box::new(f.limit));
+            term(
+                " ORDER BY started_at DESC, id DESC LIMIT ?",
+                Box::new(f.limit),
+            );
             term(" OFFSET ?", Box::new(f.offset));
             let refs: Vec<&dyn ToSql> = values.iter().map(|v| v.as_ref()).collect();
             query_all(conn, &sql, &refs, run_row)
@@ -335,7 +338,9 @@ impl Runs for SqliteStore {
                     kind: "run.feedback_added",
                     subject: f.run_id.as_str(),
                     before: None,
-                    after: Some(json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id})),
+                    after: Some(
+                        json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id}),
+                    ),
                 },
             )
         })

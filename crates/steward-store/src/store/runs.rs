@@ -27,8 +27,11 @@ pub trait Runs: Send + Sync {
     ) -> StoreResult<Result<RunRecord, RunEndRefusal>>;
     async fn run(&self, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>>;
     /// The environment's runs matching `filter`, newest first (`started_at`, then id).
-    async fn list_runs(&self, env: &EnvironmentId, filter: &RunFilter)
-        -> StoreResult<Vec<RunRecord>>;
+    async fn list_runs(
+        &self,
+        env: &EnvironmentId,
+        filter: &RunFilter,
+    ) -> StoreResult<Vec<RunRecord>>;
     /// Inserts or replaces (by span id) each span of `run`, unless the run would then hold more
     /// than `spans_max` spans, in which case nothing is written. `NotFound` if the environment
     /// holds no such run.
@@ -45,8 +48,7 @@ pub trait Runs: Send + Sync {
     /// Records feedback on an existing run of the environment (`NotFound` otherwise).
     async fn add_feedback(&self, feedback: &FeedbackRecord, actor: &Actor) -> StoreResult<()>;
     /// The run's feedback, oldest first.
-    async fn feedback(&self, env: &EnvironmentId, run: &RunId)
-        -> StoreResult<Vec<FeedbackRecord>>;
+    async fn feedback(&self, env: &EnvironmentId, run: &RunId) -> StoreResult<Vec<FeedbackRecord>>;
     /// The invocations and approvals of the environment that name the run, oldest first.
     async fn run_timeline(
         &self,
