@@ -69,6 +69,9 @@ mod audit_seal;
 use audit_seal::*;
 #[path = "conformance/approvals.rs"]
 mod approvals;
+#[path = "conformance/runs.rs"]
+mod runs;
+use runs::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -124,6 +127,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
     decide_and_begin_records_no_attempt_where_the_rules_say_no(store.clone()).await;
     concurrent_decisions_begin_each_release_once(store.clone()).await;
+    runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -546,6 +550,7 @@ conformance_tests!(
     decide_and_begin_commits_the_attempt_with_the_decision,
     decide_and_begin_records_no_attempt_where_the_rules_say_no,
     concurrent_decisions_begin_each_release_once,
+    runs_spans_and_feedback_are_walled_and_audited,
     audit_chain_verifies_and_detects_tampering,
 );
 

@@ -258,10 +258,12 @@ impl Runs for PostgresStore {
             if existing.saturating_add(created) > spans_max {
                 return Ok(SpansIngested::TooMany { existing });
             }
-            for s in spans {
+            for (i, s) in spans.iter().enumerate() {
+                // `seq` orders the run's spans by first ingest; a replacement keeps its own.
+                let seq = i64::try_from(existing + i).unwrap_or(i64::MAX);
                 tx.execute(
-                    "INSERT INTO run_spans (run_id, span_id, parent_span_id, document, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, $5)
+                    "INSERT INTO run_spans (run_id, span_id, parent_span_id, document, created_at, updated_at, seq)
+                     VALUES ($1, $2, $3, $4, $5, $5, $6)
                      ON CONFLICT (run_id, span_id) DO UPDATE SET
                        parent_span_id = excluded.parent_span_id,
                        document = excluded.document,
@@ -272,6 +274,7 @@ impl Runs for PostgresStore {
                         &s.parent_span_id,
                         &s.document.to_string(),
                         &actor.now.0,
+                        &seq,
                     ],
                 )
                 .await?;
@@ -297,7 +300,7 @@ impl Runs for PostgresStore {
         in_transaction!(self, Mode::Read, |tx| tx.all(
             "SELECT s.run_id, s.span_id, s.parent_span_id, s.document, s.created_at, s.updated_at
              FROM run_spans s JOIN runs r ON r.id = s.run_id
-             WHERE r.env_id = $1 AND s.run_id = $2 ORDER BY s.created_at, s.span_id",
+             WHERE r.env_id = $1 AND s.run_id = $2 ORDER BY s.seq",
             &[&env.as_str(), &run_id.as_str()],
             span_row,
         ))

@@ -424,6 +424,7 @@ CREATE TABLE run_spans (
     document TEXT NOT NULL,
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
     PRIMARY KEY (run_id, span_id)
 );
 CREATE TABLE run_feedback (

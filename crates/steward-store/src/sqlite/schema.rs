@@ -611,6 +611,7 @@ CREATE TABLE IF NOT EXISTS run_spans (
     document TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
     PRIMARY KEY (run_id, span_id)
 );
 CREATE TABLE IF NOT EXISTS run_feedback (

@@ -225,8 +225,7 @@ pub struct ListQuery {
 fn query_time(field: &str, value: Option<&str>) -> ApiResult<Option<Millis>> {
     value
         .map(|t| {
-            Millis::parse_rfc3339(t)
-                .ok_or_else(|| ApiError::validation(field, "must be an RFC 3339 time"))
+            parse::rfc3339(t).ok_or_else(|| ApiError::validation(field, "must be an RFC 3339 time"))
         })
         .transpose()
 }

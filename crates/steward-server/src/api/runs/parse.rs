@@ -195,11 +195,50 @@ pub fn end(map: &Map<String, Value>) -> ApiResult<RunEnd> {
     })
 }
 
+/// An RFC 3339 time as tracers write it: any number of fraction digits (Python writes six),
+/// `Z` or a `+HH:MM` / `-HH:MM` offset. Read to the millisecond; `None` for anything else.
+pub fn rfc3339(text: &str) -> Option<Millis> {
+    let base = Millis::parse_rfc3339(&format!("{}Z", text.get(..19)?))?;
+    let rest = &text[19..];
+    let (fraction, zone) = match rest.strip_prefix('.') {
+        Some(tail) => {
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || digits > 9 {
+                return None;
+            }
+            (&tail[..digits], &tail[digits..])
+        }
+        None => ("", rest),
+    };
+    let ms: i64 = format!("{fraction:0<3}")[..3].parse().ok()?;
+    let offset_ms = match zone.as_bytes() {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let two = |a: u8, b: u8| -> Option<i64> {
+                (a.is_ascii_digit() && b.is_ascii_digit())
+                    .then(|| i64::from(a - b'0') * 10 + i64::from(b - b'0'))
+            };
+            let (h, m) = (two(*h1, *h2)?, two(*m1, *m2)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let magnitude = (h * 60 + m) * 60_000;
+            if *sign == b'+' {
+                magnitude
+            } else {
+                -magnitude
+            }
+        }
+        _ => return None,
+    };
+    Some(Millis(base.0 + ms - offset_ms))
+}
+
 /// An RFC 3339 time, kept as given once it parses.
 fn time(map: &Map<String, Value>, field: &str) -> ApiResult<Option<(String, Millis)>> {
     match optional_string(map, field)? {
         None => Ok(None),
-        Some(text) => Millis::parse_rfc3339(&text)
+        Some(text) => rfc3339(&text)
             .map(|at| Some((text, at)))
             .ok_or_else(|| ApiError::validation(field, "must be an RFC 3339 time")),
     }
@@ -377,4 +416,31 @@ pub fn feedback(map: &Map<String, Value>) -> ApiResult<(Option<String>, Value)> 
         "metadata": object_or_null(map, "metadata")?,
     });
     Ok((span, document))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracer_times_read_to_the_millisecond() {
+        let z = Millis::parse_rfc3339("2026-01-02T03:04:05.678Z").unwrap();
+        for text in [
+            "2026-01-02T03:04:05.678Z",
+            "2026-01-02T03:04:05.678901Z",
+            "2026-01-02T04:04:05.678+01:00",
+            "2026-01-02T02:04:05.6789-01:00",
+        ] {
+            assert_eq!(rfc3339(text), Some(z), "{text}");
+        }
+        assert_eq!(rfc3339("2026-01-02T03:04:05Z"), Some(Millis(z.0 - 678)));
+        for bad in [
+            "2026-01-02T03:04:05",
+            "2026-01-02T03:04:05.Z",
+            "soon",
+            "2026-01-02T03:04:05+1:00",
+        ] {
+            assert_eq!(rfc3339(bad), None, "{bad}");
+        }
+    }
 }

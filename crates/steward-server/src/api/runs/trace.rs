@@ -27,7 +27,7 @@ fn nanos(at: Millis) -> String {
 }
 
 fn text_nanos(text: Option<&str>) -> Option<String> {
-    text.and_then(Millis::parse_rfc3339).map(nanos)
+    text.and_then(super::parse::rfc3339).map(nanos)
 }
 
 fn is_credential(key: &str) -> bool {
