@@ -33,6 +33,7 @@ mod replica;
 mod serve;
 mod start_error;
 mod state;
+mod telemetry;
 mod vault;
 
 /// The quantities one call of an action changes, as its adapter (or its template's `impact`)

@@ -20,6 +20,7 @@ use steward_core::{
 use steward_store::{
     ActionRecord, InvocationRecord, RunRecord, SecretRecord, Submission, SubmitOutcome,
 };
+use tracing::Instrument;
 
 pub(super) const FIELDS: [&str; 8] = [
     "input",
@@ -233,6 +234,12 @@ pub(crate) async fn run(
         Some(id) => Some(named_run(state, &caller, id).await?),
         None => None,
     };
+    // An invoke naming a run is traced under the run's trace: the request span (and so the
+    // store and dispatch spans under it) takes the run's root span as its parent.
+    if let Some(context) = run.as_ref().and_then(crate::telemetry::run_context) {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        tracing::Span::current().set_parent(context);
+    }
     let effect_id = EffectId::from_unique(&crate::clock::unique());
     let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);
     let gate = super::gate::gate(
@@ -272,9 +279,11 @@ pub(crate) async fn run(
     // either halfway.
     let task_state = state.clone();
     let secrets = context.secrets;
-    let (submitted, answered) = tokio::spawn(async move {
-        record_and_dispatch(&task_state, submission, &secrets, &progress).await
-    })
+    let span = tracing::info_span!("steward.invoke", action = %submission.action.name);
+    let (submitted, answered) = tokio::spawn(
+        async move { record_and_dispatch(&task_state, submission, &secrets, &progress).await }
+            .instrument(span),
+    )
     .await
     .map_err(|e| ApiError::internal("dispatch task", &e))??;
     match (submitted, answered) {
@@ -308,7 +317,11 @@ async fn record_and_dispatch(
             dispatch::submit_and_dispatch(state, &submission, &def, secrets, progress).await?;
         (done.outcome, done.answered)
     } else {
-        let outcome = state.store.submit(&submission).await?;
+        let outcome = state
+            .store
+            .submit(&submission)
+            .instrument(tracing::info_span!("steward.store", operation = "submit"))
+            .await?;
         state.metrics.store_commit("submit", started.elapsed());
         (outcome, None)
     };

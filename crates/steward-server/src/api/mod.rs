@@ -241,7 +241,19 @@ async fn request_context(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();
-    let mut response = next.run(request).await.into_response();
+    // The request's span: an invoke's store and dispatch spans nest under it, and it is what
+    // `--otlp-endpoint` exports. An invoke naming a run re-parents it under the run's trace.
+    let span = tracing::info_span!(
+        "steward.request",
+        request_id = %id,
+        http.method = %method,
+        url.path = %path,
+        http.status_code = tracing::field::Empty,
+    );
+    let mut response = tracing::Instrument::instrument(next.run(request), span.clone())
+        .await
+        .into_response();
+    span.record("http.status_code", response.status().as_u16());
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }

@@ -98,6 +98,11 @@ pub struct Args {
     /// sign-in and sign-out is refused (403).
     #[arg(long, env = "STEWARD_CONSOLE_READ_ONLY")]
     console_read_only: bool,
+    /// Export Steward's spans (requests, store commits, dispatches) and ingested run spans to
+    /// this OpenTelemetry collector over OTLP/HTTP (protobuf), e.g. `http://127.0.0.1:4318`.
+    /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` is read; with neither, nothing is exported.
+    #[arg(long, env = "STEWARD_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 /// `--mcp-missing-operation-key`.
@@ -108,7 +113,10 @@ enum MissingKey {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    super::init_logging();
+    let tracer = super::telemetry::endpoint(args.otlp_endpoint.clone())
+        .map(|e| super::telemetry::start(&e))
+        .transpose()?;
+    super::init_logging_with(tracer);
     let config = ServerConfig {
         data_dir: args.data.data,
         database: args.data.database,
@@ -145,6 +153,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ConsoleMode::ReadWrite
         },
     };
-    serve(config, super::shutdown_signal()).await?;
+    let served = serve(config, super::shutdown_signal()).await;
+    super::telemetry::shutdown();
+    served?;
     Ok(ExitCode::SUCCESS)
 }

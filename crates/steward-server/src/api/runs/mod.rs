@@ -419,10 +419,15 @@ pub async fn ingest_spans(
             )
             .await?;
         match ingested {
-            SpansIngested::Stored { created, replaced } => Ok((
-                StatusCode::OK,
-                json!({"runId": id, "created": created, "replaced": replaced}),
-            )),
+            SpansIngested::Stored { created, replaced } => {
+                if let Some(run) = state.store.run(&caller.env.id, &id).await? {
+                    crate::telemetry::export_run_spans(&run, &records);
+                }
+                Ok((
+                    StatusCode::OK,
+                    json!({"runId": id, "created": created, "replaced": replaced}),
+                ))
+            }
             SpansIngested::TooMany { existing } => Err(ApiError::of(
                 codes::RUN_SPANS_LIMIT_REACHED,
                 format!(

@@ -9,17 +9,12 @@
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 use steward_core::{EnvironmentId, Millis, RunId};
 use steward_store::{RunBody, RunRecord, RunStatus, SpanRecord};
 
 /// The OTLP span id (16 hex digits) of `span` in `run`; the run's own root span is `span = ""`.
 fn otlp_span_id(run: &RunId, span: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(run.as_str().as_bytes());
-    h.update([0]);
-    h.update(span.as_bytes());
-    hex::encode(&h.finalize()[..8])
+    hex::encode(crate::telemetry::span_id_bytes(run.as_str(), span))
 }
 
 fn nanos(at: Millis) -> String {
