@@ -384,23 +384,6 @@ pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::MIGRATIONS;
-
-    #[test]
-    fn the_audit_head_starts_at_the_genesis_hash() {
-        assert!(super::AUDIT_SEALING.contains(crate::audit::GENESIS_HASH));
-    }
-
-    #[test]
-    fn migrations_are_numbered_one_by_one() {
-        for (i, (version, _, _)) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(*version, i as i64 + 1, "migration {i} is misnumbered");
-        }
-    }
-}
-
 /// Runs, their spans and feedback (`runs.rs`).
 const RUNS: &str = r#"
 CREATE TABLE runs (
@@ -439,3 +422,20 @@ CREATE INDEX run_feedback_run ON run_feedback(run_id, created_at);
 CREATE INDEX invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
 CREATE INDEX approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    #[test]
+    fn the_audit_head_starts_at_the_genesis_hash() {
+        assert!(super::AUDIT_SEALING.contains(crate::audit::GENESIS_HASH));
+    }
+
+    #[test]
+    fn migrations_are_numbered_one_by_one() {
+        for (i, (version, _, _)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version, i as i64 + 1, "migration {i} is misnumbered");
+        }
+    }
+}
