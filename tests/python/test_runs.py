@@ -254,11 +254,19 @@ def test_invocations_naming_the_run_join_its_timeline(steward: Steward, env: Env
     env.refund_action("runs-refund")
     run = env.agent.runs.start(name="timeline").data
     before = steward.fixture_writes()
-    inv = env.agent.actions.invoke("runs-refund", refund(), run_id=run["id"]).data
+    env.agent.runs.ingest_spans(run["id"], [{"id": "tool-step", "name": "refund", "type": "tool_call"}])
+    inv = env.agent.actions.invoke("runs-refund", refund(), run_id=run["id"],
+                                   parent_span_id="tool-step").data
     assert inv["status"] == "succeeded"
     assert steward.fixture_writes() == before + 1, "one provider write"
     got = env.agent.runs.get(run["id"]).data
-    assert [i["id"] for i in got["invocations"]] == [inv["id"]]
+    assert [(i["id"], i["parentSpanId"]) for i in got["invocations"]] == [(inv["id"], "tool-step")]
+
+    err = error_of(lambda: env.agent.actions.invoke("runs-refund", refund(), parent_span_id="x"))
+    assert err.status == 400 and field_of(err) == "parentSpanId"
+    err = error_of(lambda: env.agent.actions.invoke("runs-refund", refund(), run_id=run["id"],
+                                                    parent_span_id="bad span"))
+    assert err.status == 400 and field_of(err) == "parentSpanId"
 
     err = error_of(lambda: env.agent.actions.invoke("runs-refund", refund(), run_id="run_missing"))
     assert err.status == 400 and field_of(err) == "runId"

@@ -144,6 +144,8 @@ pub struct InvocationRecord {
     pub created_by: KeyId,
     pub created_at: Millis,
     pub completed_at: Option<Millis>,
+    /// The span of the run (`run_id`) the invocation was made under, as the caller named it.
+    pub parent_span_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -321,6 +323,9 @@ pub struct Submission {
     /// replica's lease expires, no other replica's recovery sweep touches the effect or the
     /// request's in-flight `Idempotency-Key` marker.
     pub owner: ReplicaId,
+    /// The span of the run the invocation is made under (`parentSpanId`), kept for the run's
+    /// timeline; it decides nothing.
+    pub parent_span_id: Option<String>,
 }
 
 impl Submission {
@@ -348,6 +353,7 @@ impl Submission {
             created_by: self.actor.clone(),
             created_at: self.now,
             completed_at: self.initial.is_terminal().then_some(self.now),
+            parent_span_id: self.parent_span_id.clone(),
         }
     }
 }

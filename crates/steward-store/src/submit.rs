@@ -141,6 +141,7 @@ mod tests {
             actor: KeyId::from_unique("k"),
             now: Millis(1),
             owner: ReplicaId::from_unique("r"),
+            parent_span_id: None,
         }
     }
 
@@ -167,6 +168,7 @@ mod tests {
             created_by: KeyId::from_unique("k"),
             created_at: Millis(0),
             completed_at: None,
+            parent_span_id: None,
         }
     }
 

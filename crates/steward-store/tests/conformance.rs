@@ -393,6 +393,7 @@ impl Env {
             actor: self.key.clone(),
             now: T0,
             owner: writer(),
+            parent_span_id: None,
         }
     }
 
@@ -829,6 +830,12 @@ async fn sqlite_an_answer_marks_a_legacy_request_answered() {
 /// was, holding the legacy events, and no head.
 const BEFORE_AUDIT_SEALING: &str = "
 DELETE FROM steward_migrations WHERE version >= 6;
+DROP TABLE run_feedback;
+DROP TABLE run_spans;
+DROP TABLE runs;
+DROP INDEX invocations_run;
+DROP INDEX approvals_run;
+ALTER TABLE invocations DROP COLUMN parent_span_id;
 DROP TABLE audit_head;
 DROP TABLE audit;";
 

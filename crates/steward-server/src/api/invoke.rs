@@ -40,6 +40,7 @@ const UNSUPPORTED: [&str; 3] = ["previewId", "dependsOn", "compensates"];
 struct Request {
     input: Value,
     run_id: Option<String>,
+    parent_span_id: Option<String>,
     retry_of: Option<InvocationId>,
     operation_key: Option<OperationKey>,
     idempotency_key: Option<IdempotencyKey>,
@@ -76,10 +77,36 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
     Ok(Request {
         input,
         run_id: optional_string(&map, "runId")?,
+        parent_span_id: parent_span_id(&map)?,
         retry_of,
         operation_key,
         idempotency_key,
     })
+}
+
+/// `parentSpanId`: the span of the run the invocation is made under, shaped as a span id.
+/// It needs a `runId`, and is kept for the run's timeline only: it is not part of the request's
+/// fingerprint and decides nothing.
+fn parent_span_id(map: &serde_json::Map<String, Value>) -> ApiResult<Option<String>> {
+    let Some(id) = optional_string(map, "parentSpanId")? else {
+        return Ok(None);
+    };
+    if map.get("runId").is_none_or(Value::is_null) {
+        return Err(ApiError::validation("parentSpanId", "needs a runId"));
+    }
+    let max = super::runs::parse::SPAN_ID_BYTES_MAX;
+    let fits = !id.is_empty()
+        && id.len() <= max
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if !fits {
+        return Err(ApiError::validation(
+            "parentSpanId",
+            format!("must be 1 to {max} letters, digits, `_`, `-`, `.` or `:`"),
+        ));
+    }
+    Ok(Some(id))
 }
 
 /// The run an invoke names (`runId`): its user and tags are what approval policies match on.
@@ -274,6 +301,7 @@ pub(crate) async fn run(
         actor: caller.key.id.clone(),
         now: state.clock.now(),
         owner: state.replica.clone(),
+        parent_span_id: request.parent_span_id,
     };
     // Recording and dispatch run in their own task: a client that disconnects must not cancel
     // either halfway.

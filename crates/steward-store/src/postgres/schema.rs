@@ -421,6 +421,7 @@ CREATE TABLE run_feedback (
 CREATE INDEX run_feedback_run ON run_feedback(run_id, created_at);
 CREATE INDEX invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
 CREATE INDEX approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
+ALTER TABLE invocations ADD COLUMN parent_span_id TEXT;
 "#;
 
 #[cfg(test)]

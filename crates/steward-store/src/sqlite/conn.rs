@@ -363,6 +363,9 @@ impl Pool {
         for (table, column, kind) in super::schema::KEY_LIFECYCLE_COLUMNS {
             add_column_if_missing(&tx, table, column, kind)?;
         }
+        for (table, column) in super::schema::RUN_COLUMNS {
+            add_column_if_missing(&tx, table, column, "TEXT")?;
+        }
         if !has_column(&tx, "idempotency", "key_id")? {
             tx.execute_batch(super::schema::SCOPE_IDEMPOTENCY)
                 .map_err(unavailable)?;

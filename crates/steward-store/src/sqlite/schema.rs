@@ -465,6 +465,10 @@ CREATE TABLE IF NOT EXISTS audit_head (
 );
 "#;
 
+/// Columns runs add to existing tables, added on open when missing: the span an invocation
+/// was made under.
+pub const RUN_COLUMNS: &[(&str, &str)] = &[("invocations", "parent_span_id")];
+
 /// Runs, their spans and feedback (`runs.rs`). The columns are what lists filter and order on;
 /// the rest of each record is one JSON document.
 pub const RUN_SCHEMA: &str = r#"

@@ -585,7 +585,9 @@ pub struct RunDetail {
     spans: Vec<Value>,
     /// The same spans, nested: each with its `children`.
     span_tree: Vec<Value>,
-    invocations: Vec<Invocation>,
+    /// Each invocation naming the run, as `GET /actions/invocations/{id}` shows it, with the
+    /// `parentSpanId` it was made under.
+    invocations: Vec<Value>,
     approvals: Vec<RunApproval>,
 }
 

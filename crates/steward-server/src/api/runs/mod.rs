@@ -143,7 +143,16 @@ async fn detail(state: &AppState, caller: &Caller, run: &RunRecord) -> ApiResult
     let mut v = view(run);
     v["spans"] = Value::Array(spans.iter().map(span_view).collect());
     v["spanTree"] = Value::Array(tree(&spans));
-    v["invocations"] = Value::Array(invocations.iter().map(views::invocation).collect());
+    v["invocations"] = Value::Array(
+        invocations
+            .iter()
+            .map(|i| {
+                let mut view = views::invocation(i);
+                view["parentSpanId"] = json!(i.parent_span_id);
+                view
+            })
+            .collect(),
+    );
     v["approvals"] = Value::Array(approvals.iter().map(approval_view).collect());
     Ok(v)
 }
