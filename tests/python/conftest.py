@@ -32,6 +32,8 @@ READY_TIMEOUT_S = 30.0
 CLI_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 LOOPBACK = "127.0.0.1"
+# The id of the fixture's integration in every test server's catalog (connections.*).
+FIXTURE_INTEGRATION = "fixture-payments"
 
 # One credential per session. The leak check looks for these exact strings.
 STRIPE_SECRET_NAME = "STRIPE_TEST_KEY"
@@ -208,10 +210,20 @@ class Steward:
     def clear_faults(self) -> None:
         self._fixture("POST", "/_fixture/faults", {"mode": "none", "count": 0})
 
+    def revoke_provider_key(self, key: str) -> None:
+        """The provider stops accepting `key` (its key check answers 401)."""
+        self._fixture("POST", "/_fixture/revoked-keys", {"key": key})
+
+    def set_key_check_fault(self, mode: str, *, count: int = 1, ms: int = 0) -> None:
+        """The next `count` key checks answer 500 (`error`) or wait `ms` first (`hold`)."""
+        self._fixture("POST", "/_fixture/key-check-fault", {"mode": mode, "count": count, "ms": ms})
+
 
 def create_key(data_dir: Path, env: str, name: str, *, role: str | None = None,
-               scopes: list[str] | None = None) -> str:
+               scopes: list[str] | None = None, database: str | None = None) -> str:
     args = [str(steward_bin()), "keys", "create", "--data", str(data_dir), "--env", env, "--name", name]
+    if database:
+        args += ["--database", database]
     if role:
         args += ["--role", role]
     if scopes:
@@ -234,9 +246,10 @@ def steward() -> Any:
 
 
 @contextmanager
-def running_steward(serve_args: list[str]) -> Iterator[Steward]:
+def running_steward(serve_args: list[str], database: str | None = None) -> Iterator[Steward]:
     """A fresh fixture and server (`steward serve` with `serve_args`) with the suite's keys;
-    both processes are stopped on exit."""
+    both processes are stopped on exit. With `database`, the server and the keys use that
+    PostgreSQL database instead of the embedded store."""
     binary = str(steward_bin())
     with tempfile.TemporaryDirectory(prefix="steward-sdk-") as tmp:
         tmp_path = Path(tmp)
@@ -251,19 +264,28 @@ def running_steward(serve_args: list[str]) -> Iterator[Steward]:
             )
             procs.append(fixture)
             fixture_url = fixture.wait_ready()
+            # The fixture as a connectable integration (connections.*): its key check is
+            # `GET /v1/account`, and a connected key may go to the fixture only.
+            integrations = tmp_path / "integrations.json"
+            integrations.write_text(json.dumps({"integrations": [{
+                "id": FIXTURE_INTEGRATION, "name": "Fixture payments", "authKind": "api_key",
+                "allowedHosts": [urllib.parse.urlsplit(fixture_url).netloc],
+                "keyCheck": {"url": fixture_url.rstrip("/") + "/v1/account"},
+            }]}))
             server = Proc(
                 "steward serve",
                 [binary, "serve", "--data", str(data_dir), "--listen", f"{LOOPBACK}:0",
-                 "--allow-insecure-destinations", *serve_args],
+                 "--allow-insecure-destinations", "--integrations", str(integrations), *serve_args,
+                 *(["--database", database] if database else [])],
                 tmp_path / "server.stderr.log",
             )
             procs.append(server)
             url = server.wait_ready()
             keys = {
-                "operator": create_key(data_dir, "sdk-main", "sdk-operator", role="operator"),
-                "agent": create_key(data_dir, "sdk-main", "sdk-agent"),
-                "readonly": create_key(data_dir, "sdk-main", "sdk-readonly", scopes=["actions:read"]),
-                "other_operator": create_key(data_dir, "sdk-other", "sdk-other-operator", role="operator"),
+                "operator": create_key(data_dir, "sdk-main", "sdk-operator", role="operator", database=database),
+                "agent": create_key(data_dir, "sdk-main", "sdk-agent", database=database),
+                "readonly": create_key(data_dir, "sdk-main", "sdk-readonly", scopes=["actions:read"], database=database),
+                "other_operator": create_key(data_dir, "sdk-other", "sdk-other-operator", role="operator", database=database),
             }
             state = Steward(url=url, fixture_url=fixture_url, data_dir=data_dir,
                             server_log=server.log_path, keys=keys)

@@ -100,6 +100,9 @@ define_id!(
     /// A shared impact limit on one dimension.
     LimitId, "lim_", "impact limit");
 define_id!(
+    /// An execution-bound preview: the exact request an invoke would send, read before it.
+    PreviewId, "prv_", "preview");
+define_id!(
     /// An agent run: the root of a trace of spans, reported by the agent's runtime.
     RunId, "run_", "run");
 define_id!(

@@ -60,14 +60,14 @@ pub use canonical::{canonical_json, fingerprint, fingerprint_str};
 pub use classify::{classify, AttemptReport, Classified};
 pub use crash::{CrashPoint, CRASH_AT_ENV};
 pub use effect::{
-    is_legal, next, settlement, EffectEvent, EffectState, EvidenceKind, EvidenceSource, Grade,
-    IllegalTransition, ManualOutcome, Outcome, Rejection, Stage, Work,
+    is_legal, link, next, settlement, EffectEvent, EffectState, EvidenceKind, EvidenceSource,
+    Grade, IllegalTransition, ManualOutcome, Outcome, Rejection, Stage, Work,
 };
 pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
     ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, FeedbackId, IdError,
-    IdempotencyKey, InvocationId, KeyId, LimitId, OperationKey, PolicyId, ReplicaId, RunId,
-    CLIENT_KEY_LEN_MAX,
+    IdempotencyKey, InvocationId, KeyId, LimitId, OperationKey, PolicyId, PreviewId, ReplicaId,
+    RunId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
 pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};

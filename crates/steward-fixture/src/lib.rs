@@ -80,12 +80,14 @@
 // records it makes, as a real provider would (clippy.toml forbids that inside Steward).
 #![allow(clippy::disallowed_methods)]
 
+mod account;
 mod conn;
 mod control;
 mod error;
 pub mod faults;
 pub mod generic;
 mod params;
+pub mod payment_intents;
 pub mod refunds;
 mod state;
 
@@ -192,6 +194,8 @@ fn app(store: Arc<Store>) -> Router {
     refunds::router()
         .merge(generic::router())
         .merge(control::router())
+        .merge(payment_intents::control_router())
+        .merge(account::router())
         .fallback(not_found)
         .with_state(store)
 }

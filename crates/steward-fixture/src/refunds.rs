@@ -99,6 +99,7 @@ pub(crate) fn router() -> Router<Arc<Store>> {
     Router::new()
         .route("/v1/refunds", post(create).get(list))
         .route("/v1/refunds/{id}", get(retrieve))
+        .merge(crate::payment_intents::api_router())
         .route_layer(axum::middleware::from_fn(require_test_key))
 }
 

@@ -61,6 +61,8 @@ pub(crate) struct Store {
     persist: Mutex<()>,
     inner: Mutex<Inner>,
     next_token: AtomicU64,
+    /// Registered payment intents (`payment_intents.rs`), in memory only.
+    payment_intents: Mutex<HashMap<String, crate::payment_intents::PaymentIntent>>,
 }
 
 /// Outcome of claiming an idempotency key for a request.
@@ -111,11 +113,20 @@ impl Store {
             persist: Mutex::new(()),
             inner: Mutex::new(inner),
             next_token: AtomicU64::new(1),
+            payment_intents: Mutex::new(HashMap::new()),
         }))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.inner)
+    }
+
+    pub(crate) fn payment_intent(&self, id: &str) -> Option<crate::payment_intents::PaymentIntent> {
+        lock(&self.payment_intents).get(id).cloned()
+    }
+
+    pub(crate) fn register_payment_intent(&self, intent: crate::payment_intents::PaymentIntent) {
+        lock(&self.payment_intents).insert(intent.id.clone(), intent);
     }
 
     /// Claims `key` for a request whose parameters have `fingerprint`.

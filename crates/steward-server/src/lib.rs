@@ -23,6 +23,7 @@ mod effect_error;
 mod envelope;
 mod error;
 mod input_schema;
+mod integrations;
 mod keys;
 mod listener;
 mod mcp;
@@ -46,6 +47,7 @@ pub use clock::{unique, Clock, SystemClock};
 pub use console::ConsoleMode;
 pub use crash::CrashHook;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
+pub use integrations::{Integrations, INTEGRATIONS_MAX, KEY_CHECK_TIMEOUT_MS};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
 pub use listener::{
     ConnectionLimits, ACCEPT_ERROR_BACKOFF_MS, BODY_READ_TIMEOUT_MS_DEFAULT,

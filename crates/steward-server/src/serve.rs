@@ -50,6 +50,9 @@ pub struct ServerConfig {
     /// Whether the operator console at `/console/` may change anything
     /// (`--console-read-only` makes it [`crate::ConsoleMode::ReadOnly`]).
     pub console: crate::ConsoleMode,
+    /// The integrations accounts can be connected for (`--integrations`, else the built-in
+    /// catalog).
+    pub integrations: crate::integrations::Integrations,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -146,6 +149,7 @@ pub async fn serve(
         crash_hook: None,
         replica,
         key_usage: Arc::default(),
+        integrations: Arc::new(config.integrations.clone()),
     };
     crate::replica::took_over(&state, &report);
     if shared {

@@ -33,6 +33,8 @@ pub struct AppState {
     pub replica: steward_core::ReplicaId,
     /// When this process last recorded each key's use (`auth::note_used`).
     pub key_usage: Arc<crate::auth::KeyUsage>,
+    /// The integrations an account can be connected for (`integrations.rs`).
+    pub integrations: Arc<crate::integrations::Integrations>,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

@@ -109,6 +109,7 @@ impl World {
             actor: self.agent.clone(),
             now: Millis(self.now),
             owner: self.server.replica.clone(),
+            links: Default::default(),
             parent_span_id: None,
         }
     }

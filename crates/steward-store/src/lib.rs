@@ -2,7 +2,7 @@
 //!
 //! Durable storage behind one trait, [`Store`], made of one trait per concern ([`Identity`],
 //! [`Catalog`], [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`],
-//! [`KillSwitch`], [`Replicas`], [`AuditLog`]). Each method is a single transaction with a crash
+//! [`KillSwitch`], [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`]). Each method is a single transaction with a crash
 //! contract in its doc: what is durable once it returns, and what recovery relies on. Calling a
 //! method on a backend (rather than on `dyn Store`) needs its trait in scope:
 //! `use steward_store::prelude::*;` brings them all.
@@ -34,10 +34,14 @@
 
 mod approval_change;
 mod audit;
+mod budget;
+mod connection;
 mod console_session;
 mod error;
 mod governance;
+mod links;
 mod postgres;
+mod previews;
 mod records;
 mod recovery;
 mod runs;
@@ -51,6 +55,11 @@ pub use audit::{
     verify_unsealed, AuditHead, AuditSeal, ChainError, LogReport, SealOutcome, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
+pub use budget::{
+    admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
+    BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
+};
+pub use connection::{ConnectionHealth, ConnectionRecord};
 pub use console_session::ConsoleSessionRecord;
 pub use error::{StoreError, StoreResult};
 pub use governance::{
@@ -67,13 +76,16 @@ pub use runs::{
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
 pub use store::AuditLog;
+pub use store::Budgets;
 pub use store::Catalog;
+pub use store::Connections;
 pub use store::Effects;
 pub use store::Idempotency;
 pub use store::Identity;
 pub use store::KillSwitch;
 pub use store::Limits;
 pub use store::Policies;
+pub use store::Previews;
 pub use store::Replicas;
 pub use store::Runs;
 pub use store::Store;
@@ -83,13 +95,16 @@ pub use store::Store;
 pub mod prelude {
     pub use crate::store::Approvals;
     pub use crate::store::AuditLog;
+    pub use crate::store::Budgets;
     pub use crate::store::Catalog;
+    pub use crate::store::Connections;
     pub use crate::store::Effects;
     pub use crate::store::Idempotency;
     pub use crate::store::Identity;
     pub use crate::store::KillSwitch;
     pub use crate::store::Limits;
     pub use crate::store::Policies;
+    pub use crate::store::Previews;
     pub use crate::store::Replicas;
     pub use crate::store::Store;
 }

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use steward_core::link::Dependency;
 use steward_core::{
     ActionDefinition, ActionId, ApprovalId, ApprovalStatus, Decision, EffectEvent, EffectId,
     EffectState, EnvironmentId, EvidenceKind, EvidenceSource, IdempotencyKey, InvocationId, KeyId,
-    Millis, OperationKey, ReplicaId,
+    Millis, OperationKey, PreviewId, ReplicaId,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -209,6 +210,64 @@ pub struct EffectDetail {
     pub evidence: Vec<EvidenceRecord>,
     /// By limit name.
     pub reservations: Vec<ReservationRecord>,
+    pub links: EffectLinks,
+    /// The preview named by `links.preview`, read with the effect.
+    pub preview: Option<PreviewRecord>,
+}
+
+/// How an effect is linked to others (`steward_core::link`). Written once, with the effect;
+/// `compensated_by` is the other side of other effects' `compensates`, read with the effect.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EffectLinks {
+    /// The effects that held these outcomes when this one was recorded (`dependsOn`).
+    pub depends_on: Vec<Dependency>,
+    /// The settled effect this one compensates.
+    pub compensates: Option<EffectId>,
+    /// The effects recorded as compensations of this one, oldest first.
+    pub compensated_by: Vec<EffectId>,
+    /// The execution-bound preview the invoke was bound to (`previewId`).
+    pub preview: Option<PreviewId>,
+}
+
+/// What `StoreError::Duplicate` names when a submission binds a preview another effect is
+/// already bound to: a preview binds one effect, ever.
+pub const PREVIEW_BINDING: &str = "preview binding";
+
+/// An execution-bound preview as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreviewRecord {
+    pub id: PreviewId,
+    pub env_id: EnvironmentId,
+    pub action_id: ActionId,
+    pub action_name: String,
+    pub action_version: u32,
+    pub input: Value,
+    pub input_fingerprint: String,
+    /// The fingerprint of the rendered request (secrets redacted, per-invoke ids as
+    /// placeholders): an invoke bound to it must render the same.
+    pub request_digest: String,
+    /// What was computed when it was made: the request, the provider reads, the impact, the
+    /// preconditions and the guarantees, as the API shows them.
+    pub body: Value,
+    pub run_id: Option<String>,
+    pub created_by: KeyId,
+    pub created_at: Millis,
+    pub expires_at: Millis,
+    /// The preview this one refreshed.
+    pub refreshes: Option<PreviewId>,
+    /// The preview that refreshed this one; an invoke may no longer bind to it.
+    pub superseded_by: Option<PreviewId>,
+    /// The effect bound to it (read through the effect's links).
+    pub bound_effect: Option<EffectId>,
+}
+
+impl EffectLinks {
+    pub fn is_empty(&self) -> bool {
+        self.depends_on.is_empty()
+            && self.compensates.is_none()
+            && self.compensated_by.is_empty()
+            && self.preview.is_none()
+    }
 }
 
 /// One entry of the audit log: written with its own content hash by the transaction that makes
@@ -323,6 +382,8 @@ pub struct Submission {
     /// replica's lease expires, no other replica's recovery sweep touches the effect or the
     /// request's in-flight `Idempotency-Key` marker.
     pub owner: ReplicaId,
+    /// `dependsOn` and `compensates`, checked before submission and recorded with the effect.
+    pub links: EffectLinks,
     /// The span of the run the invocation is made under (`parentSpanId`), kept for the run's
     /// timeline; it decides nothing.
     pub parent_span_id: Option<String>,
@@ -592,6 +653,9 @@ pub enum SubmitOutcome {
     /// The failed invocation already has a retry, with another input: one retry per failure,
     /// so that two concurrent retries cannot become two writes.
     RetryOfTaken { invocation_id: InvocationId },
+    /// The calling key's budget (`crate::budget`) cannot admit another invocation this month;
+    /// nothing was written.
+    BudgetRefused(crate::BudgetRefusal),
 }
 
 /// The attempt part of an effect change.

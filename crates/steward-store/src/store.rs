@@ -5,31 +5,38 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
+//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`] and [`Runs`]. [`Store`] is all of them at once: what a server holds
 //! [`Replicas`], [`AuditLog`] and [`Runs`]. [`Store`] is all of them at once: what a server holds
 //! (`Arc<dyn Store>`), and what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;
 mod kill_switch;
 mod limits;
 mod policies;
+mod previews;
 mod replicas;
 mod runs;
 
 pub use approvals::Approvals;
 pub use audit_log::AuditLog;
+pub use budgets::Budgets;
 pub use catalog::Catalog;
+pub use connections::Connections;
 pub use effects::Effects;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
 pub use kill_switch::KillSwitch;
 pub use limits::Limits;
 pub use policies::Policies;
+pub use previews::Previews;
 pub use replicas::Replicas;
 pub use runs::Runs;
 
@@ -42,10 +49,13 @@ pub trait Store:
     + Idempotency
     + Approvals
     + Policies
+    + Previews
     + Limits
     + KillSwitch
     + Replicas
     + AuditLog
+    + Budgets
+    + Connections
     + Runs
     + 'static
 {
@@ -58,10 +68,13 @@ impl<T> Store for T where
         + Idempotency
         + Approvals
         + Policies
+        + Previews
         + Limits
         + KillSwitch
         + Replicas
         + AuditLog
+        + Budgets
+        + Connections
         + Runs
         + 'static
 {

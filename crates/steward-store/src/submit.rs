@@ -141,6 +141,7 @@ mod tests {
             actor: KeyId::from_unique("k"),
             now: Millis(1),
             owner: ReplicaId::from_unique("r"),
+            links: Default::default(),
             parent_span_id: None,
         }
     }

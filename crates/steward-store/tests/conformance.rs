@@ -69,6 +69,12 @@ mod audit_seal;
 use audit_seal::*;
 #[path = "conformance/approvals.rs"]
 mod approvals;
+#[path = "conformance/links.rs"]
+mod links;
+use links::*;
+#[path = "conformance/budgets.rs"]
+mod budgets;
+use budgets::*;
 #[path = "conformance/runs.rs"]
 mod runs;
 use runs::*;
@@ -103,6 +109,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     policies_are_versioned_and_walled(store.clone()).await;
     a_policy_set_applies_whole_or_not_at_all(store.clone()).await;
     limit_reservations_never_exceed_a_limit(store.clone()).await;
+    budget_admission_never_exceeds_a_cap_and_settles_with_the_effect(store.clone()).await;
     a_halted_environment_records_no_attempt(store.clone()).await;
     a_policy_decision_is_recorded_with_the_invocation(store.clone()).await;
     a_sweep_takes_over_only_dead_replicas_work(store.clone()).await;
@@ -127,6 +134,9 @@ pub async fn run_all(store: Arc<dyn Store>) {
     decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
     decide_and_begin_records_no_attempt_where_the_rules_say_no(store.clone()).await;
     concurrent_decisions_begin_each_release_once(store.clone()).await;
+    links_are_recorded_with_the_effect_and_read_both_ways(store.clone()).await;
+    a_refused_submission_records_no_links(store.clone()).await;
+    a_preview_binds_one_effect_and_is_refreshed_once(store.clone()).await;
     runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
@@ -393,6 +403,7 @@ impl Env {
             actor: self.key.clone(),
             now: T0,
             owner: writer(),
+            links: Default::default(),
             parent_span_id: None,
         }
     }
@@ -534,6 +545,7 @@ conformance_tests!(
     policies_are_versioned_and_walled,
     a_policy_set_applies_whole_or_not_at_all,
     limit_reservations_never_exceed_a_limit,
+    budget_admission_never_exceeds_a_cap_and_settles_with_the_effect,
     a_halted_environment_records_no_attempt,
     a_policy_decision_is_recorded_with_the_invocation,
     a_sweep_takes_over_only_dead_replicas_work,
@@ -551,6 +563,9 @@ conformance_tests!(
     decide_and_begin_commits_the_attempt_with_the_decision,
     decide_and_begin_records_no_attempt_where_the_rules_say_no,
     concurrent_decisions_begin_each_release_once,
+    links_are_recorded_with_the_effect_and_read_both_ways,
+    a_refused_submission_records_no_links,
+    a_preview_binds_one_effect_and_is_refreshed_once,
     runs_spans_and_feedback_are_walled_and_audited,
     audit_chain_verifies_and_detects_tampering,
 );
@@ -830,12 +845,6 @@ async fn sqlite_an_answer_marks_a_legacy_request_answered() {
 /// was, holding the legacy events, and no head.
 const BEFORE_AUDIT_SEALING: &str = "
 DELETE FROM steward_migrations WHERE version >= 6;
-DROP TABLE run_feedback;
-DROP TABLE run_spans;
-DROP TABLE runs;
-DROP INDEX invocations_run;
-DROP INDEX approvals_run;
-ALTER TABLE invocations DROP COLUMN parent_span_id;
 DROP TABLE audit_head;
 DROP TABLE audit;";
 

@@ -7,6 +7,7 @@
 mod event;
 mod evidence;
 mod grade;
+pub mod link;
 mod state;
 mod transition;
 

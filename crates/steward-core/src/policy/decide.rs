@@ -116,8 +116,10 @@ pub fn matches(spec: &PolicySpec, facts: &Facts<'_>) -> Match {
     {
         return Match::No;
     }
-    let Some(condition) = &spec.condition else {
-        return Match::Yes;
+    let condition = match spec.effective_condition() {
+        Ok(Some(condition)) => condition,
+        Ok(None) => return Match::Yes,
+        Err(reason) => return Match::Undecidable(reason),
     };
     let input = ConditionInput {
         input: facts.input,
@@ -125,7 +127,7 @@ pub fn matches(spec: &PolicySpec, facts: &Facts<'_>) -> Match {
         agent_id: facts.agent_id,
         amount: facts.amount,
     };
-    match holds(condition, &input) {
+    match holds(&condition, &input) {
         Ok(true) => Match::Yes,
         Ok(false) => Match::No,
         Err(reason) => Match::Undecidable(reason),

@@ -24,10 +24,15 @@
 //! ```
 
 mod condition;
+mod conditions;
 mod decide;
 mod spec;
 
 pub use condition::{check as check_condition, CONDITION_LEN_MAX, CONDITION_VARIABLES};
+pub use conditions::{
+    compile as compile_conditions, CONDITIONS_DEPTH_MAX, CONDITIONS_LIST_MAX, CONDITIONS_NODES_MAX,
+    CONDITIONS_PATH_SEGMENTS_MAX, CONDITIONS_STRING_MAX,
+};
 pub use decide::{
     decide, matches, order, Facts, Match, Policy, PolicyDecision, PolicyRef, RequestKind,
 };

@@ -136,6 +136,10 @@ pub struct PolicySpec {
     pub min_amount: Option<f64>,
     /// A CEL expression over `input` (and `action`, `agentId`, `amount`) that must also hold.
     pub condition: Option<String>,
+    /// The structured form of a condition (`conditions.rs`), compiled to CEL; when both are set,
+    /// both must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Value>,
     pub effect: PolicyEffect,
     pub required_approvals: u32,
     pub priority: i64,
@@ -163,7 +167,8 @@ pub const SPEC_FIELDS: [&str; 14] = [
 ];
 
 /// Fields that `null` may clear; every other field refuses `null` on an edit.
-const NULLABLE: [&str; 6] = [
+const NULLABLE: [&str; 7] = [
+    "conditions",
     "matchActionName",
     "matchAgentId",
     "matchUserId",
@@ -235,6 +240,7 @@ impl PolicySpec {
             match_tags: tags(f)?,
             min_amount: number(f, "minAmount")?,
             condition: string(f, "condition")?,
+            conditions: f.get("conditions").filter(|v| !v.is_null()).cloned(),
             effect,
             required_approvals: integer(f, "requiredApprovals")?
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
@@ -299,6 +305,10 @@ impl PolicySpec {
         if let Some(condition) = &self.condition {
             super::condition::check(condition).map_err(|e| FieldError::new("condition", e))?;
         }
+        if let Some(conditions) = &self.conditions {
+            let compiled = super::conditions::compile(conditions)?;
+            super::condition::check(&compiled).map_err(|e| FieldError::new("conditions", e))?;
+        }
         if !(1..=REQUIRED_APPROVALS_MAX).contains(&self.required_approvals) {
             return Err(FieldError::new(
                 "requiredApprovals",
@@ -340,6 +350,22 @@ impl PolicySpec {
             || self.match_tags.is_some()
             || self.min_amount.is_some()
             || self.condition.is_some()
+            || self.conditions.is_some()
+    }
+
+    /// The CEL this policy's request must satisfy beyond its matchers: `condition`, the compiled
+    /// `conditions`, both joined by `&&`, or nothing. Compiled again here, so a stored tree is
+    /// bounded when it is used as well as when it was saved.
+    pub fn effective_condition(&self) -> Result<Option<String>, String> {
+        let structured = match &self.conditions {
+            Some(tree) => Some(super::conditions::compile(tree).map_err(|e| e.message)?),
+            None => None,
+        };
+        Ok(match (&self.condition, structured) {
+            (Some(a), Some(b)) => Some(format!("({a}) && {b}")),
+            (Some(a), None) => Some(a.clone()),
+            (None, b) => b,
+        })
     }
 
     /// True when the policy reaches every request of its kind: no named action, nothing narrowing.

@@ -19,7 +19,9 @@ use crate::state::AppState;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 use steward_core::impact::{Quantity, MONEY};
-use steward_core::{ActionDefinition, AdapterSpec, EffectId, FieldError, InvocationId};
+use steward_core::{
+    ActionDefinition, AdapterSpec, EffectId, EnvironmentId, FieldError, InvocationId,
+};
 use steward_store::InvocationRecord;
 
 /// A replay must start at least this long before its adapter's replay window closes, in
@@ -90,6 +92,39 @@ pub trait Adapter: Send + Sync {
         spec: &AdapterSpec,
         key: &str,
     ) -> Finding;
+
+    /// What a preview reads from the provider before the call, read-only, and the
+    /// preconditions it checks on what it read. By default an adapter reads nothing.
+    async fn preview_reads(
+        &self,
+        _state: &AppState,
+        _env: &EnvironmentId,
+        _spec: &AdapterSpec,
+        _input: &Value,
+    ) -> PreviewReads {
+        PreviewReads::default()
+    }
+}
+
+/// What a preview read from the provider: each read (what was asked and what it said, never a
+/// credential), and each precondition with whether it held (`null`: it could not be told).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct PreviewReads {
+    pub reads: Vec<Value>,
+    pub preconditions: Vec<Value>,
+}
+
+/// The provider reads of a preview of `def` with `input` (nothing for a template action).
+pub async fn preview_reads(
+    state: &AppState,
+    env: &EnvironmentId,
+    def: &ActionDefinition,
+    input: &Value,
+) -> PreviewReads {
+    match of(def) {
+        Some((adapter, spec)) => adapter.preview_reads(state, env, spec, input).await,
+        None => PreviewReads::default(),
+    }
 }
 
 /// Every adapter this build knows.

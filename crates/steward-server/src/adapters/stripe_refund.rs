@@ -258,6 +258,107 @@ impl Adapter for StripeRefund {
             .await
             .redacted(&secrets)
     }
+
+    /// Reads the payment intent: what was paid and what is already refunded, so the preview can
+    /// say whether this refund fits.
+    async fn preview_reads(
+        &self,
+        state: &AppState,
+        env: &steward_core::EnvironmentId,
+        spec: &AdapterSpec,
+        input: &Value,
+    ) -> super::PreviewReads {
+        read_payment_intent(state, env, spec, input).await
+    }
+}
+
+/// `GET /v1/payment_intents/{id}` for a preview, under the same destination and credential
+/// checks as a dispatch; its preconditions: the intent exists, and the refund fits in what is
+/// left of it.
+async fn read_payment_intent(
+    state: &AppState,
+    env: &steward_core::EnvironmentId,
+    spec: &AdapterSpec,
+    input: &Value,
+) -> super::PreviewReads {
+    use serde_json::json;
+    let payment_intent = input
+        .get("paymentIntent")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let amount = input
+        .get("amount")
+        .and_then(Value::as_i64)
+        .unwrap_or_default();
+    let path = format!(
+        "/v1/payment_intents/{}",
+        url::form_urlencoded::byte_serialize(payment_intent.as_bytes()).collect::<String>()
+    );
+    let unknown = |detail: String| super::PreviewReads {
+        reads: vec![json!({"request": format!("GET {path}"), "error": detail})],
+        preconditions: vec![
+            json!({"name": "payment_intent_exists", "holds": null, "detail": "the provider could not be read"}),
+            json!({"name": "amount_refundable", "holds": null, "detail": "the provider could not be read"}),
+        ],
+    };
+    let credential =
+        match crate::dispatch::prepare::open_secret(state, env, &spec.credential_secret).await {
+            Ok(c) => c,
+            Err(blocked) => return unknown(blocked.message),
+        };
+    if let Err(blocked) = credential.allow(Placement::Header) {
+        return unknown(blocked.message);
+    }
+    let url = format!("{}{path}", base_url(spec).trim_end_matches('/'));
+    let authorization = [(
+        "Authorization".to_string(),
+        format!("Bearer {}", credential.value),
+    )];
+    let secrets = [credential.value.clone()];
+    let looked = match lookup::get(state, &url, &authorization, &credential).await {
+        Ok(looked) => looked,
+        Err(finding) => return unknown(finding.redacted(&secrets).detail().to_string()),
+    };
+    let body = looked.body.unwrap_or(Value::Null);
+    if looked.status == 404 {
+        return super::PreviewReads {
+            reads: vec![json!({"request": format!("GET {path}"), "status": 404})],
+            preconditions: vec![
+                json!({"name": "payment_intent_exists", "holds": false, "detail": format!("the provider has no payment intent {payment_intent}")}),
+                json!({"name": "amount_refundable", "holds": false, "detail": "nothing to refund"}),
+            ],
+        };
+    }
+    if looked.status != 200 {
+        return unknown(format!("the provider answered {}", looked.status));
+    }
+    let paid = body
+        .get("amount")
+        .and_then(Value::as_i64)
+        .unwrap_or_default();
+    let refunded = body
+        .get("amount_refunded")
+        .and_then(Value::as_i64)
+        .unwrap_or_default();
+    let left = paid.saturating_sub(refunded);
+    super::PreviewReads {
+        reads: vec![json!({
+            "request": format!("GET {path}"),
+            "status": 200,
+            "paymentIntent": payment_intent,
+            "amount": paid,
+            "amountRefunded": refunded,
+            "currency": body.get("currency"),
+        })],
+        preconditions: vec![
+            json!({"name": "payment_intent_exists", "holds": true}),
+            json!({
+                "name": "amount_refundable",
+                "holds": amount > 0 && amount <= left,
+                "detail": format!("refund {amount} of {left} left ({paid} paid, {refunded} refunded)"),
+            }),
+        ],
+    }
 }
 
 /// The lookup itself, once the credential is open and may go in a header.

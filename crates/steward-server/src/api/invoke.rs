@@ -15,10 +15,10 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use steward_core::{
     check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
-    OperationKey, RunId,
+    OperationKey, PreviewId, RunId,
 };
 use steward_store::{
-    ActionRecord, InvocationRecord, RunRecord, SecretRecord, Submission, SubmitOutcome,
+    ActionRecord, EffectLinks, InvocationRecord, RunRecord, SecretRecord, Submission, SubmitOutcome,
 };
 use tracing::Instrument;
 
@@ -32,10 +32,6 @@ pub(super) const FIELDS: [&str; 8] = [
     "dependsOn",
     "compensates",
 ];
-/// Accepted by the SDK, not implemented here: refused rather than silently ignored, because each
-/// is a safety binding the caller relies on.
-const UNSUPPORTED: [&str; 3] = ["previewId", "dependsOn", "compensates"];
-
 /// The parsed invoke request.
 struct Request {
     input: Value,
@@ -44,20 +40,12 @@ struct Request {
     retry_of: Option<InvocationId>,
     operation_key: Option<OperationKey>,
     idempotency_key: Option<IdempotencyKey>,
+    links: EffectLinks,
 }
 
 fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Request> {
     let map = body::object(bytes)?;
     only_known(&map, &FIELDS)?;
-    if let Some(field) = UNSUPPORTED
-        .iter()
-        .find(|f| map.get(**f).is_some_and(|v| !v.is_null()))
-    {
-        return Err(ApiError::validation(
-            *field,
-            "is not supported by this server; nothing was invoked",
-        ));
-    }
     let input = match map.get("input") {
         None | Some(Value::Null) => json!({}),
         Some(v @ Value::Object(_)) => v.clone(),
@@ -81,6 +69,16 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
         retry_of,
         operation_key,
         idempotency_key,
+        links: EffectLinks {
+            preview: optional_string(&map, "previewId")?
+                .map(|id| {
+                    PreviewId::parse(&id).map_err(|_| {
+                        ApiError::validation("previewId", "must be a preview id (prv_...)")
+                    })
+                })
+                .transpose()?,
+            ..super::links::parse(&map)?
+        },
     })
 }
 
@@ -123,7 +121,7 @@ async fn named_run(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Run
         .ok_or_else(missing)
 }
 
-fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
+pub(super) fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
     let def = &action.definition;
     if !def.enabled {
         return Err(ApiError::of(
@@ -179,6 +177,7 @@ fn answer(inv: &InvocationRecord, replayed: bool) -> Response {
         doc::Idempotent,
         doc::Conflict,
         doc::TooLarge,
+        doc::BudgetRefused,
     )
 )]
 pub async fn invoke(
@@ -247,14 +246,30 @@ pub(crate) async fn run(
         .action
         .ok_or_else(|| ApiError::not_found("action"))?;
     check(&action, &request.input)?;
-    let request_fingerprint = fingerprint(&json!({
+    let mut fingerprinted = json!({
         "action": action.id, "input": request.input, "operationKey": request.operation_key,
         "retryOf": request.retry_of, "runId": request.run_id,
-    }));
+    });
+    if let Some(links) = super::links::fingerprinted(&request.links) {
+        fingerprinted["links"] = links;
+    }
+    let request_fingerprint = fingerprint(&fingerprinted);
     // A resend under the same Idempotency-Key is answered from what is recorded, with nothing
     // written: the same answer `submit` would give (`EarlierRequest::outcome`).
     if let Some(earlier) = context.earlier {
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
+    }
+    super::links::check(state, &caller.env.id, &request.links).await?;
+    if let Some(preview) = &request.links.preview {
+        super::previews::check_binding(
+            state,
+            &caller,
+            &action,
+            &request.input,
+            request.operation_key.as_ref(),
+            preview,
+        )
+        .await?;
     }
 
     let run = match &request.run_id {
@@ -301,6 +316,7 @@ pub(crate) async fn run(
         actor: caller.key.id.clone(),
         now: state.clock.now(),
         owner: state.replica.clone(),
+        links: request.links,
         parent_span_id: request.parent_span_id,
     };
     // Recording and dispatch run in their own task: a client that disconnects must not cancel
@@ -412,6 +428,7 @@ async fn settle_outcome(
             )
             .with_details(json!({"invocationId": invocation_id})))
         }
+        SubmitOutcome::BudgetRefused(refusal) => return Err(super::budgets::refused(&refusal)),
         SubmitOutcome::RetryOfNotFailed { state: prior } => {
             return Err(ApiError::of(
                 codes::RETRY_OF_NOT_FAILED,

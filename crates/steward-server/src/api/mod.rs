@@ -2,7 +2,10 @@
 
 pub(crate) mod actions;
 pub(crate) mod approvals;
+mod billing;
 mod body;
+pub(crate) mod budgets;
+mod connections;
 pub(crate) mod environment;
 mod gate;
 mod idempotent;
@@ -10,10 +13,12 @@ mod identity;
 pub(crate) mod import;
 pub(crate) mod invoke;
 pub(crate) mod limits;
+mod links;
 pub(crate) mod metrics;
 mod openapi;
 pub(crate) mod policies;
 mod policy_files;
+mod previews;
 pub(crate) mod query;
 pub(crate) mod reads;
 pub(crate) mod recovery;
@@ -86,6 +91,24 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(query::<limits::ListQuery>(routes!(limits::list)))
         .routes(plain(routes!(limits::create)))
         .routes(plain(routes!(limits::get, limits::update, limits::archive)))
+        .routes(plain(routes!(connections::integrations)))
+        .routes(plain(routes!(connections::list)))
+        .routes(plain(routes!(connections::connect_with_api_key)))
+        .routes(plain(routes!(connections::check)))
+        .routes(plain(routes!(connections::reconnect)))
+        .routes(plain(routes!(billing::current_usage)))
+        .routes(plain(routes!(billing::quota)))
+        .routes(plain(routes!(billing::workspace_budget)))
+        .routes(plain(routes!(billing::current_plan)))
+        .routes(plain(routes!(billing::plans)))
+        .routes(query::<billing::HistoryQuery>(routes!(
+            billing::usage_history
+        )))
+        .routes(plain(routes!(billing::cost_estimate)))
+        .routes(query::<billing::InvoicesQuery>(routes!(billing::invoices)))
+        .routes(plain(routes!(billing::stripe_config)))
+        .routes(plain(routes!(budgets::list)))
+        .routes(plain(routes!(budgets::get, budgets::put, budgets::delete)))
         .routes(query::<approvals::ListQuery>(routes!(approvals::list)))
         .routes(plain(routes!(approvals::request)))
         .routes(query::<approvals::WaitQuery>(routes!(approvals::get)))
@@ -114,6 +137,9 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         )))
         .routes(plain(routes!(actions::versions)))
         .routes(plain(routes!(invoke::invoke)))
+        .routes(plain(routes!(previews::create)))
+        .routes(plain(routes!(previews::get)))
+        .routes(plain(routes!(previews::refresh)))
         .routes(query::<runs::ListQuery>(routes!(runs::list)))
         .routes(plain(routes!(runs::start)))
         .routes(plain(routes!(runs::import_trace)))

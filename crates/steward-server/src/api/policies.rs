@@ -39,7 +39,7 @@ pub(super) fn spec_view(spec: &PolicySpec) -> Value {
         "matchTags": spec.match_tags,
         "minAmount": spec.min_amount,
         "condition": spec.condition,
-        "conditions": null,
+        "conditions": spec.conditions,
         "acknowledgeBroadScope": spec.acknowledge_broad_scope,
         "scope": spec.scope().as_str(),
         "needsScopeReview": spec.needs_scope_review(),
@@ -84,8 +84,7 @@ fn parse_id(id: &str) -> ApiResult<PolicyId> {
     PolicyId::parse(id).map_err(|_| ApiError::not_found("policy"))
 }
 
-/// The body's policy fields, with `changeNote` taken out and `conditions` (a structured matcher
-/// this server does not implement) refused rather than silently ignored.
+/// The body's policy fields, with `changeNote` taken out.
 fn split_body(bytes: &Bytes) -> ApiResult<(Map<String, Value>, Option<String>)> {
     let mut map = body::object(bytes)?;
     let mut known: Vec<&str> = SPEC_FIELDS.to_vec();
@@ -93,15 +92,6 @@ fn split_body(bytes: &Bytes) -> ApiResult<(Map<String, Value>, Option<String>)> 
     only_known(&map, &known)?;
     let note = optional_string(&map, "changeNote")?;
     map.remove("changeNote");
-    match map.remove("conditions") {
-        None | Some(Value::Null) => {}
-        Some(_) => {
-            return Err(ApiError::validation(
-                "conditions",
-                "is not supported by this server; use condition (a CEL expression)",
-            ))
-        }
-    }
     Ok((map, note))
 }
 

@@ -202,8 +202,20 @@ pub fn effect_detail(d: &EffectDetail) -> Value {
             })
         })
         .collect();
-    // Execution-bound previews are not built yet (issue #14, item 2): no effect is bound to one.
-    v["preview"] = Value::Null;
+    v["preview"] = match &d.preview {
+        // Bound, so its status is `used` whenever it is read.
+        Some(p) => super::previews::view(p, p.created_at),
+        None => Value::Null,
+    };
+    v["dependsOn"] = d
+        .links
+        .depends_on
+        .iter()
+        .map(|dep| json!({"effect": dep.effect, "outcome": dep.outcome.as_str()}))
+        .collect();
+    v["previewId"] = json!(d.links.preview);
+    v["compensates"] = json!(d.links.compensates);
+    v["compensatedBy"] = json!(d.links.compensated_by);
     v
 }
 

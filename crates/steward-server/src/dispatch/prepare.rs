@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use steward_core::{
     host_allowed, render, secret_references, ActionDefinition, AdapterSpec, Destination,
-    EnvironmentId, Placement,
+    EnvironmentId, InvocationId, Placement,
 };
 use steward_store::{InvocationRecord, SecretRecord};
 
@@ -160,6 +160,31 @@ pub async fn prepare(
     effect_key: Option<&str>,
     known: Option<&[SecretRecord]>,
 ) -> Result<Prepared, Blocked> {
+    let call = Call {
+        env: &inv.env_id,
+        invocation: &inv.id,
+        input: &inv.input,
+    };
+    prepare_call(state, call, def, effect_key, known).await
+}
+
+/// What a request is rendered for: the environment whose secrets it opens, the invocation id it
+/// carries and the input. A preview renders one before the invocation exists.
+#[derive(Clone, Copy)]
+pub struct Call<'a> {
+    pub env: &'a EnvironmentId,
+    pub invocation: &'a InvocationId,
+    pub input: &'a Value,
+}
+
+/// [`prepare`] for a [`Call`].
+pub async fn prepare_call(
+    state: &AppState,
+    call: Call<'_>,
+    def: &ActionDefinition,
+    effect_key: Option<&str>,
+    known: Option<&[SecretRecord]>,
+) -> Result<Prepared, Blocked> {
     if let Some(spec) = &def.adapter {
         let adapter = crate::adapters::find(&spec.kind).ok_or_else(|| {
             Blocked::new(
@@ -167,10 +192,10 @@ pub async fn prepare(
                 format!("this server has no {} adapter", spec.kind),
             )
         })?;
-        let credential = open_from(state, &inv.env_id, &spec.credential_secret, known).await?;
+        let credential = open_from(state, call.env, &spec.credential_secret, known).await?;
         let key = effect_key
             .ok_or_else(|| Blocked::new("adapter_misconfigured", "no provider idempotency key"))?;
-        let mut prepared = adapter.prepare(spec, &inv.input, &inv.id, key, credential)?;
+        let mut prepared = adapter.prepare(spec, call.input, call.invocation, key, credential)?;
         prepared.adapter = Some((adapter, spec.clone()));
         return Ok(prepared);
     }
@@ -182,14 +207,14 @@ pub async fn prepare(
         let opened = match secrets.iter().position(|s: &OpenedSecret| s.name == name) {
             Some(i) => &secrets[i],
             None => {
-                secrets.push(open_from(state, &inv.env_id, &name, known).await?);
+                secrets.push(open_from(state, call.env, &name, known).await?);
                 secrets.last().expect("just pushed")
             }
         };
         opened.allow(placement)?;
         values.insert(name, opened.value.clone());
     }
-    let rendered = render(def, &inv.input, &values)
+    let rendered = render(def, call.input, &values)
         .map_err(|e| Blocked::new("template_invalid", e.to_string()))?;
     let method = reqwest::Method::from_bytes(rendered.method.as_bytes())
         .map_err(|_| Blocked::new("template_invalid", "bad HTTP method"))?;

@@ -88,6 +88,32 @@ codes! {
         "The failed invocation already has a retry with another input.");
     RETRY_OF_NOT_FAILED = ("retry_of_not_failed", CONFLICT,
         "retryOf names an invocation that is not settled failed.");
+    DEPENDENCY_NOT_SATISFIED = ("dependency_not_satisfied", CONFLICT,
+        "An effect named in dependsOn does not hold the outcome asked for (pending and unknown never do); `details.unmet` lists each with its outcome now. Nothing was recorded or sent.");
+    COMPENSATION_TARGET_NOT_SETTLED = ("compensation_target_not_settled", CONFLICT,
+        "compensates names an effect that has not settled (or was stopped before dispatch, so there is nothing to undo). Nothing was recorded or sent.");
+    PREVIEW_EXPIRED = ("preview_expired", CONFLICT,
+        "The preview named by previewId has expired; refresh it and bind the invoke to the new one. Nothing was recorded or sent.");
+    PREVIEW_SUPERSEDED = ("preview_superseded", CONFLICT,
+        "The preview was refreshed; an invoke (and any approval) must bind to the new one. `details.supersededBy` names it.");
+    PREVIEW_ALREADY_USED = ("preview_already_used", CONFLICT,
+        "The preview is already bound to an invocation; a preview binds one call. `details.effectId` names it.");
+    PREVIEW_ACTION_CHANGED = ("preview_action_changed", CONFLICT,
+        "The action has a new version since the preview; refresh it. Nothing was recorded or sent.");
+    PREVIEW_MISMATCH = ("preview_mismatch", CONFLICT,
+        "The invoke does not match its preview: another input, another rendered request, or an operationKey bound elsewhere; `details.field` says which.");
+    PREVIEW_BLOCKED = ("preview_blocked", CONFLICT,
+        "The request would not be sent (a secret, a host, the destination); `details.reason` names it. Nothing was recorded.");
+    FEATURE_NOT_AVAILABLE = ("FEATURE_NOT_AVAILABLE", PAYMENT_REQUIRED,
+        "A hosted-product feature Steward does not offer (billing plans, invoices, usage history, cost estimates, payment configuration); nothing was read or changed.");
+    BUDGET_EXCEEDED = ("BUDGET_EXCEEDED", TOO_MANY_REQUESTS,
+        "The calling key's budget has no room this month; no invocation was recorded and nothing was sent (`details` has the cap and the usage).");
+    BUDGET_RECONCILIATION_REQUIRED = ("BUDGET_RECONCILIATION_REQUIRED", SERVICE_UNAVAILABLE,
+        "The calling key's budget has room only if some unknown effects did not happen: reconcile them first; nothing was recorded or sent.");
+    CONNECTION_KEY_REJECTED = ("CONNECTION_KEY_REJECTED", UNPROCESSABLE_ENTITY,
+        "The provider refused the API key; nothing was stored (`details.integrationId` names the integration).");
+    CONNECTION_KEY_CHECK_FAILED = ("CONNECTION_KEY_CHECK_FAILED", BAD_GATEWAY,
+        "The API key could not be checked with the provider (unreachable, timed out, or an unexpected answer); nothing was stored or changed.");
     EFFECT_NOT_UNKNOWN = ("effect_not_unknown", CONFLICT,
         "Only an unknown effect is resolved by hand or replayed; this one is not (or was settled first by someone else).");
     REPLAY_NOT_SUPPORTED = ("replay_not_supported", CONFLICT,

@@ -107,6 +107,10 @@ impl From<StoreError> for ApiError {
                 )
             }
             StoreError::NotFound { what } => ApiError::not_found(what),
+            StoreError::Duplicate { what } if *what == steward_store::PREVIEW_BINDING => ApiError::of(
+                codes::PREVIEW_ALREADY_USED,
+                "this preview was bound to another invocation first; preview again for another call",
+            ),
             StoreError::Duplicate { what } => {
                 ApiError::of(codes::ALREADY_EXISTS, format!("{what} already exists"))
             }

@@ -126,7 +126,12 @@ pub async fn call(
             }
             envelope
         }
-        Err(e) if e.status.is_server_error() => {
+        // A budget that waits for reconciliation refused before anything was recorded: that
+        // is a refusal to report, not an unknown outcome.
+        Err(e)
+            if e.status.is_server_error()
+                && e.code != crate::error::codes::BUDGET_RECONCILIATION_REQUIRED.code =>
+        {
             // The invoke may have been recorded before the failure: the same key finds it.
             let unknown = ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,

@@ -60,6 +60,16 @@ impl Finding {
             },
         }
     }
+
+    /// What the finding says, in words.
+    pub fn detail(&self) -> &str {
+        match self {
+            Finding::Found { detail, .. }
+            | Finding::Absent { detail }
+            | Finding::ProviderFailed { detail, .. }
+            | Finding::Inconclusive { detail } => detail,
+        }
+    }
 }
 
 /// Opens the adapter's credential for a lookup that carries it in a header; `Err` is the

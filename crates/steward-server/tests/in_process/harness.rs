@@ -96,6 +96,7 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         crash_hook,
         replica: steward_core::ReplicaId::from_unique(&steward_server::unique()),
         key_usage: Arc::default(),
+        integrations: Arc::default(),
     };
     let now = SystemClock.now();
     let env = store

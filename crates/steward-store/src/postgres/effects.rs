@@ -130,12 +130,19 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
 /// between concurrent submissions: the loser's insert fails, and its transaction runs again and
 /// finds the winner's row with the checks below.
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
-    let facts = facts(tx, s).await?;
-    submit_with(tx, s, facts).await
+    let (facts, budgeted) = tokio::try_join!(facts(tx, s), super::budgets::budgeted(tx, s))?;
+    submit_with(tx, s, facts, budgeted).await
 }
 
 /// [`submit`] with its facts already read.
-async fn submit_with(tx: &Tx<'_>, s: &Submission, facts: Facts) -> StoreResult<SubmitOutcome> {
+/// `budgeted`: whether the submitting key had a live budget when the transaction began
+/// (`budgets::budgeted`, read with the facts so an unbudgeted key costs no round trip).
+async fn submit_with(
+    tx: &Tx<'_>,
+    s: &Submission,
+    facts: Facts,
+    budgeted: bool,
+) -> StoreResult<SubmitOutcome> {
     match verdict(s, facts) {
         Verdict::Answer(outcome) => return Ok(outcome),
         Verdict::Existing(found) => {
@@ -145,6 +152,11 @@ async fn submit_with(tx: &Tx<'_>, s: &Submission, facts: Facts) -> StoreResult<S
             return Ok(SubmitOutcome::Existing(found));
         }
         Verdict::Create => {}
+    }
+    if budgeted {
+        if let Some(refused) = super::budgets::admit(tx, s).await? {
+            return Ok(refused);
+        }
     }
     Ok(SubmitOutcome::Created(insert_new(tx, s).await?))
 }
@@ -284,6 +296,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         };
         super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now).await?;
     }
+    super::links::insert(tx, s).await?;
     append(
         tx,
         &actor,
@@ -292,11 +305,14 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
             kind: "invocation.created",
             subject: s.invocation_id.as_str(),
             before: None,
-            after: Some(json!({
-                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                "decision": s.decision,
-            })),
+            after: Some(crate::links::audited(
+                json!({
+                    "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                    "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                    "decision": s.decision,
+                }),
+                &s.links,
+            )),
         },
     )
     .await?;
@@ -689,11 +705,12 @@ impl Effects for PostgresStore {
         // applies, and the reservations; the attempt; the audit events with the `COMMIT`.
         in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let s = submission;
-            let (facts, reads) = tokio::try_join!(
+            let (facts, reads, budgeted) = tokio::try_join!(
                 facts(&tx, s),
-                super::limits::read_for_tally(&tx, &first.impact)
+                super::limits::read_for_tally(&tx, &first.impact),
+                super::budgets::budgeted(&tx, s)
             )?;
-            let outcome = submit_with(&tx, s, facts).await?;
+            let outcome = submit_with(&tx, s, facts, budgeted).await?;
             if !matches!(outcome, SubmitOutcome::Created(_)) {
                 return Ok(Submitted {
                     outcome,
@@ -950,11 +967,18 @@ impl Effects for PostgresStore {
                     },
                 )
                 .await?;
+            let links = super::links::read(&tx, id).await?;
+            let preview = match &links.preview {
+                Some(p) => super::previews::by_id(&tx, p).await?,
+                None => None,
+            };
             Ok(Some(EffectDetail {
                 effect,
                 attempts,
                 evidence,
                 reservations,
+                links,
+                preview,
             }))
         })
     }

@@ -25,6 +25,10 @@ use tokio_postgres::Row;
 
 const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
 
+/// Leaves out the limit rows that hold per-key budgets (`crate::budget`): they are reserved at
+/// admission, never by the impact tally, and are read through the budgets API only.
+const NOT_A_BUDGET: &str = "id NOT IN (SELECT limit_id FROM budgets)";
+
 fn decode(row: &Row) -> StoreResult<LimitRecord> {
     let period: &str = col(row, 6)?;
     Ok(LimitRecord {
@@ -58,12 +62,14 @@ async fn record(
     env: &EnvironmentId,
     id: &LimitId,
 ) -> StoreResult<Option<LimitRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND id = $2");
+    let sql = format!(
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND id = $2 AND {NOT_A_BUDGET}"
+    );
     tx.one(&sql, &[&env.as_str(), &id.as_str()], decode).await
 }
 
 /// A limit's usage in one window.
-async fn usage(tx: &Tx<'_>, limit: &LimitId, window: Millis) -> StoreResult<Usage> {
+pub(crate) async fn usage(tx: &Tx<'_>, limit: &LimitId, window: Millis) -> StoreResult<Usage> {
     let sums = tx
         .query(
             "SELECT state, COALESCE(SUM(amount), 0)::BIGINT FROM impact_reservations
@@ -107,7 +113,7 @@ pub(crate) async fn list(
     now: Millis,
 ) -> StoreResult<Vec<LimitStatus>> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND ($2 OR archived_at IS NULL) ORDER BY created_at, id"
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND ($2 OR archived_at IS NULL) AND {NOT_A_BUDGET} ORDER BY created_at, id"
     );
     let limits = tx
         .all(&sql, &[&env.as_str(), &include_archived], decode)
@@ -135,7 +141,7 @@ pub(crate) struct TallyReads {
 pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResult<TallyReads> {
     let env = r.env_id.as_str();
     let live = format!(
-        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL ORDER BY created_at, id"
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND archived_at IS NULL AND {NOT_A_BUDGET} ORDER BY created_at, id"
     );
     let effect: &Params<'_> = &[&r.effect_id.as_str()];
     let env_only: &Params<'_> = &[&env];
@@ -146,7 +152,8 @@ pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResul
     }
     statements.extend([
         (
-            "SELECT 1 FROM impact_reservations WHERE effect_id = $1 LIMIT 1",
+            "SELECT 1 FROM impact_reservations WHERE effect_id = $1
+             AND limit_id NOT IN (SELECT limit_id FROM budgets) LIMIT 1",
             effect,
         ),
         ("SELECT halted FROM environments WHERE id = $1", env_only),

@@ -24,15 +24,19 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 pub(crate) mod conn;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;
 mod kill_switch;
 mod limits;
+mod links;
 mod notify;
 mod policies;
+mod previews;
 mod replicas;
 mod rows;
 mod runs;

@@ -13,7 +13,8 @@
 use super::conn::{Tx, WRITE_LOCK_SQL};
 use crate::error::{StoreError, StoreResult};
 
-/// `(version, name, SQL)`, applied in order.
+/// `(version, name, SQL)`, applied in order. Migrations from 7 on create with `IF NOT EXISTS`:
+/// the upgrade tests take a database back by forgetting versions, and run them again.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", INITIAL),
     (2, "governance", GOVERNANCE),
@@ -21,8 +22,46 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "key lifecycle and scoped idempotency", KEY_LIFECYCLE),
     (5, "operator console sessions", CONSOLE_SESSIONS),
     (6, "audit sealing", AUDIT_SEALING),
-    (7, "runs, spans and feedback", RUNS),
+    (7, "effect links", LINKS),
+    (8, "per-key budgets", BUDGETS),
+    (9, "connected accounts", CONNECTIONS),
+    (10, "execution-bound previews", PREVIEWS),
+    (11, "runs, spans and feedback", RUNS),
 ];
+
+/// Links between effects (`crate::links`), as in the embedded store.
+const LINKS: &str = r#"
+CREATE TABLE IF NOT EXISTS effect_links (
+    effect_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    target_id TEXT COLLATE "C" NOT NULL,
+    outcome TEXT,
+    PRIMARY KEY (effect_id, kind, target_id)
+);
+CREATE INDEX IF NOT EXISTS effect_links_target ON effect_links(target_id, kind);
+"#;
+
+/// Execution-bound previews (`crate::previews`), and the rule that one binds one effect.
+const PREVIEWS: &str = r#"
+CREATE UNIQUE INDEX IF NOT EXISTS effect_links_one_per_preview ON effect_links(target_id) WHERE kind = 'preview';
+CREATE TABLE IF NOT EXISTS previews (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL,
+    action_id TEXT COLLATE "C" NOT NULL,
+    action_name TEXT NOT NULL,
+    action_version BIGINT NOT NULL,
+    input TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    run_id TEXT,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    refreshes TEXT,
+    superseded_by TEXT
+);
+"#;
 
 const INITIAL: &str = r#"
 CREATE TABLE environments (
@@ -339,6 +378,43 @@ SELECT 1, COALESCE(MAX(seq), 0),
 FROM audit;
 "#;
 
+/// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
+/// impact limit row its reservations count against; a deleted budget keeps its row.
+const BUDGETS: &str = r#"
+CREATE TABLE IF NOT EXISTS budgets (
+    key_id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    limit_id TEXT COLLATE "C" NOT NULL UNIQUE REFERENCES impact_limits(id),
+    monthly_cost_cents_cap BIGINT,
+    dimension_caps TEXT NOT NULL,
+    alert_threshold DOUBLE PRECISION NOT NULL,
+    enabled BOOLEAN NOT NULL,
+    deleted_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS budgets_env ON budgets(env_id, key_id);
+"#;
+
+/// Connected accounts (`crate::connection`): one row per secret that holds an integration's
+/// credential, with the provider's last answer about it. No part of the credential.
+const CONNECTIONS: &str = r#"
+CREATE TABLE IF NOT EXISTS connections (
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    secret_name TEXT COLLATE "C" NOT NULL,
+    integration_id TEXT NOT NULL,
+    auth_kind TEXT NOT NULL,
+    description TEXT,
+    health_status TEXT NOT NULL,
+    health_reason TEXT,
+    checked_at BIGINT NOT NULL,
+    secret_created_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (env_id, secret_name)
+);
+"#;
+
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
 /// Steward, whose schema this one does not know.
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
@@ -386,7 +462,7 @@ pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
 
 /// Runs, their spans and feedback (`runs.rs`).
 const RUNS: &str = r#"
-CREATE TABLE runs (
+CREATE TABLE IF NOT EXISTS runs (
     id TEXT COLLATE "C" PRIMARY KEY,
     env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
     status TEXT NOT NULL,
@@ -399,8 +475,8 @@ CREATE TABLE runs (
     ended_at BIGINT,
     updated_at BIGINT NOT NULL
 );
-CREATE INDEX runs_env_started ON runs(env_id, started_at);
-CREATE TABLE run_spans (
+CREATE INDEX IF NOT EXISTS runs_env_started ON runs(env_id, started_at);
+CREATE TABLE IF NOT EXISTS run_spans (
     run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
     span_id TEXT COLLATE "C" NOT NULL,
     parent_span_id TEXT,
@@ -410,7 +486,7 @@ CREATE TABLE run_spans (
     seq BIGINT NOT NULL,
     PRIMARY KEY (run_id, span_id)
 );
-CREATE TABLE run_feedback (
+CREATE TABLE IF NOT EXISTS run_feedback (
     id TEXT COLLATE "C" PRIMARY KEY,
     env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
     run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
@@ -418,10 +494,10 @@ CREATE TABLE run_feedback (
     document TEXT NOT NULL,
     created_at BIGINT NOT NULL
 );
-CREATE INDEX run_feedback_run ON run_feedback(run_id, created_at);
-CREATE INDEX invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
-CREATE INDEX approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
-ALTER TABLE invocations ADD COLUMN parent_span_id TEXT;
+CREATE INDEX IF NOT EXISTS run_feedback_run ON run_feedback(run_id, created_at);
+CREATE INDEX IF NOT EXISTS invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS parent_span_id TEXT;
 "#;
 
 #[cfg(test)]

@@ -349,6 +349,15 @@ impl Pool {
             .execute_batch(super::schema::CONSOLE_SESSION_SCHEMA)
             .map_err(unavailable)?;
         writer
+            .execute_batch(super::schema::LINKS_SCHEMA)
+            .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::BUDGET_SCHEMA)
+            .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::CONNECTION_SCHEMA)
+            .map_err(unavailable)?;
+        writer
             .execute_batch(super::schema::RUN_SCHEMA)
             .map_err(unavailable)?;
         // One IMMEDIATE transaction, so that two processes opening an older store at once

@@ -92,6 +92,9 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
         }
         Verdict::Create => {}
     }
+    if let Some(refused) = super::budgets::admit(tx, s)? {
+        return Ok(refused);
+    }
     insert_new(tx, s)?;
     if let Some(key) = &s.idempotency_key {
         record_invoke_key(tx, s, key, &s.invocation_id, "in_progress")?;
@@ -172,6 +175,7 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     }
     let actor = Actor::key(&s.actor, s.now);
     insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
+    super::links::insert(tx, s)?;
     append(
         tx,
         &actor,
@@ -180,11 +184,14 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
             kind: "invocation.created",
             subject: s.invocation_id.as_str(),
             before: None,
-            after: Some(json!({
-                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                "decision": s.decision,
-            })),
+            after: Some(crate::links::audited(
+                json!({
+                    "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                    "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                    "decision": s.decision,
+                }),
+                &s.links,
+            )),
         },
     )
 }
@@ -724,11 +731,18 @@ impl Effects for SqliteStore {
                     })
                 },
             )?;
+            let links = super::links::read(conn, &id)?;
+            let preview = match &links.preview {
+                Some(p) => super::previews::by_id(conn, p)?,
+                None => None,
+            };
             Ok(Some(EffectDetail {
                 effect,
                 attempts,
                 evidence,
                 reservations,
+                links,
+                preview,
             }))
         })
         .await

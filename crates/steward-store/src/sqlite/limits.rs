@@ -19,6 +19,10 @@ use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
 
 const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
 
+/// Leaves out the limit rows that hold per-key budgets (`crate::budget`): they are reserved at
+/// admission, never by the impact tally, and are read through the budgets API only.
+const NOT_A_BUDGET: &str = "id NOT IN (SELECT limit_id FROM budgets)";
+
 fn decode(row: &Row<'_>) -> StoreResult<LimitRecord> {
     let period: String = col(row, 6)?;
     Ok(LimitRecord {
@@ -53,12 +57,14 @@ fn record(
     env: &EnvironmentId,
     id: &LimitId,
 ) -> StoreResult<Option<LimitRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND id = ?2");
+    let sql = format!(
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND id = ?2 AND {NOT_A_BUDGET}"
+    );
     query_one(conn, &sql, &[&env.as_str(), &id.as_str()], decode)
 }
 
 /// A limit's usage in one window.
-fn usage(conn: &Connection, limit: &LimitId, window: Millis) -> StoreResult<Usage> {
+pub(crate) fn usage(conn: &Connection, limit: &LimitId, window: Millis) -> StoreResult<Usage> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT state, COALESCE(SUM(amount), 0) FROM impact_reservations
@@ -100,7 +106,7 @@ pub(crate) fn list(
     now: Millis,
 ) -> StoreResult<Vec<LimitStatus>> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND (?2 OR archived_at IS NULL) ORDER BY created_at, id"
+        "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND (?2 OR archived_at IS NULL) AND {NOT_A_BUDGET} ORDER BY created_at, id"
     );
     query_all(conn, &sql, &[&env.as_str(), &include_archived], decode)?
         .into_iter()
@@ -111,7 +117,8 @@ pub(crate) fn list(
 pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
     let held: Option<i64> = tx
         .query_row_cached(
-            "SELECT 1 FROM impact_reservations WHERE effect_id = ?1 LIMIT 1",
+            "SELECT 1 FROM impact_reservations WHERE effect_id = ?1
+             AND limit_id NOT IN (SELECT limit_id FROM budgets) LIMIT 1",
             params![r.effect_id.as_str()],
             |row| row.get(0),
         )

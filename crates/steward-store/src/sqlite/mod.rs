@@ -4,14 +4,18 @@
 
 mod approvals;
 mod audit_log;
+mod budgets;
 mod catalog;
 mod conn;
+mod connections;
 mod effects;
 mod idempotency;
 mod identity;
 mod kill_switch;
 mod limits;
+mod links;
 mod policies;
+mod previews;
 mod replicas;
 mod rows;
 mod runs;

@@ -465,6 +465,78 @@ CREATE TABLE IF NOT EXISTS audit_head (
 );
 "#;
 
+/// Links between effects, written with the effect that makes them (`crate::links`): `depends_on`
+/// rows name an effect that had to hold `outcome` when this one was recorded, a `compensates`
+/// row the settled effect this one undoes. Keyed by the new effect, which grows with time;
+/// `effect_links_target` finds an effect's compensations.
+pub const LINKS_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS effect_links (
+    effect_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    outcome TEXT,
+    PRIMARY KEY (effect_id, kind, target_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS effect_links_target ON effect_links(target_id, kind);
+CREATE UNIQUE INDEX IF NOT EXISTS effect_links_one_per_preview ON effect_links(target_id)
+    WHERE kind = 'preview';
+CREATE TABLE IF NOT EXISTS previews (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL,
+    action_id TEXT NOT NULL,
+    action_name TEXT NOT NULL,
+    action_version INTEGER NOT NULL,
+    input TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    run_id TEXT,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    refreshes TEXT,
+    superseded_by TEXT
+);
+"#;
+
+/// Per-key budgets (`crate::budget`): one row per key that ever had one, naming the hidden
+/// impact limit row its reservations count against. A deleted budget keeps its row (with
+/// `deleted_at`) so a later put reuses its limit row and its month's usage.
+pub const BUDGET_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS budgets (
+    key_id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    limit_id TEXT NOT NULL UNIQUE REFERENCES impact_limits(id),
+    monthly_cost_cents_cap INTEGER,
+    dimension_caps TEXT NOT NULL,
+    alert_threshold REAL NOT NULL,
+    enabled INTEGER NOT NULL,
+    deleted_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS budgets_env ON budgets(env_id, key_id);
+"#;
+
+/// Connected accounts (`crate::connection`): one row per secret that holds an integration's
+/// credential, with the provider's last answer about it. No part of the credential.
+pub const CONNECTION_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS connections (
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    secret_name TEXT NOT NULL,
+    integration_id TEXT NOT NULL,
+    auth_kind TEXT NOT NULL,
+    description TEXT,
+    health_status TEXT NOT NULL,
+    health_reason TEXT,
+    checked_at INTEGER NOT NULL,
+    secret_created_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (env_id, secret_name)
+);
+"#;
+
 /// Columns runs add to existing tables, added on open when missing: the span an invocation
 /// was made under.
 pub const RUN_COLUMNS: &[(&str, &str)] = &[("invocations", "parent_span_id")];

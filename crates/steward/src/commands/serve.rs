@@ -3,6 +3,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 use steward_core::MissingOperationKey;
+use steward_server::Integrations;
 use steward_server::{
     serve, ConnectionLimits, ConsoleMode, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
     BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
@@ -98,6 +99,10 @@ pub struct Args {
     /// sign-in and sign-out is refused (403).
     #[arg(long, env = "STEWARD_CONSOLE_READ_ONLY")]
     console_read_only: bool,
+    /// A JSON catalog (`{"integrations": [...]}`) of the integrations accounts can be connected
+    /// for; it replaces the built-in one (Stripe and GitHub API keys). See docs/DECISIONS.md.
+    #[arg(long, env = "STEWARD_INTEGRATIONS")]
+    integrations: Option<std::path::PathBuf>,
     /// Export Steward's spans (requests, store commits, dispatches) and ingested run spans to
     /// this OpenTelemetry collector over OTLP/HTTP (protobuf), e.g. `http://127.0.0.1:4318`.
     /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` is read; with neither, nothing is exported.
@@ -151,6 +156,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ConsoleMode::ReadOnly
         } else {
             ConsoleMode::ReadWrite
+        },
+        integrations: match &args.integrations {
+            Some(path) => Integrations::load(path).map_err(anyhow::Error::msg)?,
+            None => Integrations::builtin(),
         },
     };
     let served = serve(config, super::shutdown_signal()).await;

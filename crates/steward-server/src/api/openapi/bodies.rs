@@ -141,15 +141,20 @@ pub struct InvokeBody {
     /// Names the business operation: the same key and input is the same effect.
     #[schema(min_length = 1, max_length = 255)]
     operation_key: Option<String>,
-    /// Not supported here: any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    preview_id: Option<()>,
-    /// Not supported here: any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    depends_on: Option<()>,
-    /// Not supported here: any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    compensates: Option<()>,
+    /// Binds the invoke to an execution-bound preview: same action version, same input, same
+    /// rendered request, before it expires, and its first invoke; refused otherwise
+    /// (`preview_expired`, `preview_superseded`, `preview_already_used`,
+    /// `preview_action_changed`, `preview_mismatch`), with nothing recorded.
+    #[schema(pattern = "^prv_")]
+    preview_id: Option<String>,
+    /// Effects that must already hold an outcome (`succeeded`, `failed` or `not_dispatched`);
+    /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
+    /// recorded, when one does not.
+    #[schema(max_items = 16)]
+    depends_on: Option<Vec<super::records::Dependency>>,
+    /// The settled effect this invoke compensates; both effects show the link.
+    #[schema(pattern = "^eff_")]
+    compensates: Option<String>,
 }
 
 /// What an MCP call without an operation key does (`mcpMissingOperationKey`).
@@ -204,9 +209,12 @@ pub struct PolicyBody {
     priority: Option<i64>,
     enabled: Option<bool>,
     acknowledge_broad_scope: Option<bool>,
-    /// Not supported here (use `condition`): any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    conditions: Option<()>,
+    /// A structured condition, compiled to CEL (both must hold when `condition` is set too):
+    /// `{all: [...]}`, `{any: [...]}`, `{not: ...}` or `{field, op, value}` with `field`
+    /// `input.<name>...`, `amount`, `action` or `agentId` and `op` eq, ne, gt, gte, lt, lte, in,
+    /// contains or exists; at most 8 levels and 64 nodes.
+    #[schema(value_type = Option<Object>)]
+    conditions: Option<Value>,
     /// Recorded on the version this change creates.
     change_note: Option<String>,
 }
@@ -405,6 +413,30 @@ pub struct ResolveInvocationBody {
 
 impl ResolveInvocationBody {
     pub const FIELDS: &[&str] = &["outcome", "evidence", "externalReference"];
+}
+
+/// `POST /actions/{reference}/previews`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PreviewBody {
+    /// The input the invoke will carry.
+    #[schema(value_type = Option<Object>)]
+    input: Option<Value>,
+    /// How long the preview may be bound to, in seconds (default 600, at most 3600).
+    #[schema(minimum = 1, maximum = 3600)]
+    ttl_seconds: Option<u64>,
+    run_id: Option<String>,
+}
+
+/// `POST /actions/previews/{id}/refresh`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct PreviewRefreshBody {
+    /// The new preview's life, in seconds (default 600, at most 3600).
+    #[schema(minimum = 1, maximum = 3600)]
+    ttl_seconds: Option<u64>,
 }
 
 /// `POST /actions/effects/{id}/notes`.

@@ -77,6 +77,7 @@ pub(super) async fn state(dir: &tempfile::TempDir) -> AppState {
         crash_hook: None,
         replica: steward_core::ReplicaId::from_unique("drift"),
         key_usage: Arc::default(),
+        integrations: Arc::default(),
     }
 }
 
@@ -156,6 +157,8 @@ fn concrete(template: &str) -> String {
         .replace("{name}", "NO_SUCH_SECRET")
         .replace("{id}", "nothing")
         .replace("{reference}", "nothing")
+        .replace("{apiKeyId}", "nothing")
+        .replace("{secretName}", "NO_SUCH_SECRET")
 }
 
 #[tokio::test]
@@ -297,6 +300,26 @@ fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
             set(ResolveInvocationBody::FIELDS),
         ),
         ("NoteBody", properties::<NoteBody>(), set(NoteBody::FIELDS)),
+        (
+            "ConnectKeyBody",
+            properties::<ConnectKeyBody>(),
+            set(ConnectKeyBody::FIELDS),
+        ),
+        (
+            "ReconnectBody",
+            properties::<ReconnectBody>(),
+            set(ReconnectBody::FIELDS),
+        ),
+        (
+            "CheckBody",
+            properties::<CheckBody>(),
+            set(CheckBody::FIELDS),
+        ),
+        (
+            "BudgetBody",
+            properties::<BudgetBody>(),
+            set(BudgetBody::FIELDS),
+        ),
         (
             "RunStartBody",
             properties::<RunStartBody>(),

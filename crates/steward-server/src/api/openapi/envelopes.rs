@@ -190,6 +190,21 @@ error_set!(
     }
 );
 
+error_set!(
+    /// A hosted-product feature Steward does not offer.
+    NotOffered {
+        "402" => "not offered by Steward, which is self-hosted and bills nothing (`FEATURE_NOT_AVAILABLE`)",
+    }
+);
+
+error_set!(
+    /// An invoke its key's budget refuses (`api/budgets.rs`); no invocation is recorded.
+    BudgetRefused {
+        "429" => "the key's budget has no room this month (`BUDGET_EXCEEDED`)",
+        "503" => "storage is unavailable (`STORAGE_UNAVAILABLE`), or the key's budget has room only if unknown effects are reconciled first (`BUDGET_RECONCILIATION_REQUIRED`)",
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -137,6 +137,50 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     f.call(a, M::GET, versions, "/actions/refund/versions", None)
         .await;
 
+    let preview = json!({"input": {"paymentIntent": "pi_drift_preview", "amount": 100},
+                         "ttlSeconds": 60});
+    let previews = "/actions/{reference}/previews";
+    let made = f
+        .call(
+            a,
+            M::POST,
+            previews,
+            "/actions/refund/previews",
+            Some(preview),
+        )
+        .await;
+    let first = id_of(&made, "id");
+    let one_preview = "/actions/previews/{id}";
+    f.call(
+        a,
+        M::GET,
+        one_preview,
+        &format!("/actions/previews/{first}"),
+        None,
+    )
+    .await;
+    let refreshed = f
+        .call(
+            a,
+            M::POST,
+            "/actions/previews/{id}/refresh",
+            &format!("/actions/previews/{first}/refresh"),
+            Some(json!({"ttlSeconds": 60})),
+        )
+        .await;
+    let bound = json!({"input": {"paymentIntent": "pi_drift_preview", "amount": 100},
+                       "previewId": id_of(&refreshed, "id")});
+    let bound = f
+        .call(
+            a,
+            M::POST,
+            "/actions/{reference}/invoke",
+            "/actions/refund/invoke",
+            Some(bound),
+        )
+        .await;
+    assert_eq!(bound["data"]["status"], json!("succeeded"), "{bound}");
+
     let input = json!({"input": {"paymentIntent": "pi_drift", "amount": 100},
                        "operationKey": "drift-1"});
     let invoke = "/actions/{reference}/invoke";
@@ -329,6 +373,78 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     f.call(a, M::GET, one, &path, None).await;
     f.call(a, M::PATCH, one, &path, Some(json!({"amount": 5000})))
         .await;
+    f.call(a, M::DELETE, one, &path, None).await;
+
+    // A connected account on the fixture: the catalog, connect, list, check, reconnect.
+    let integration: crate::integrations::Integration = serde_json::from_value(json!({
+        "id": "fixture", "name": "Fixture", "authKind": "api_key",
+        "allowedHosts": [fixture_host.clone()],
+        "keyCheck": {"url": format!("{}/v1/account", fixture.base_url().trim_end_matches('/'))},
+    }))
+    .unwrap();
+    f.state.integrations =
+        std::sync::Arc::new(crate::integrations::Integrations::checked(vec![integration]).unwrap());
+    let template = "/connections/integrations";
+    f.call(a, M::GET, template, template, None).await;
+    let connect = json!({"integrationId": "fixture", "secretName": "FIXTURE_ACCOUNT",
+                         "apiKey": "sk_test_flow"});
+    let template = "/connections/keys";
+    let connected = f.call(a, M::POST, template, template, Some(connect)).await;
+    assert_eq!(connected["data"]["status"], "completed", "{connected}");
+    f.call(a, M::GET, "/connections", "/connections", None)
+        .await;
+    let template = "/connections/{secretName}/check";
+    f.call(
+        a,
+        M::POST,
+        template,
+        "/connections/FIXTURE_ACCOUNT/check",
+        Some(json!({})),
+    )
+    .await;
+    let template = "/connections/{secretName}/reconnect";
+    let reconnect = json!({"apiKey": "sk_test_flow2"});
+    f.call(
+        a,
+        M::POST,
+        template,
+        "/connections/FIXTURE_ACCOUNT/reconnect",
+        Some(reconnect),
+    )
+    .await;
+
+    // Billing: the key's own usage and quota, the workspace target, and what is not offered.
+    for path in [
+        "/billing/usage/current",
+        "/billing/quota",
+        "/billing/budget",
+    ] {
+        f.call(a, M::GET, path, path, None).await;
+    }
+    for (template, path) in [
+        ("/billing/plan", "/billing/plan"),
+        ("/billing/plans", "/billing/plans"),
+        ("/billing/usage/history", "/billing/usage/history?days=7"),
+        ("/billing/cost-estimate", "/billing/cost-estimate"),
+        ("/billing/invoices", "/billing/invoices?limit=5"),
+        ("/billing/stripe-config", "/billing/stripe-config"),
+    ] {
+        let refused = f.call(a, M::GET, template, path, None).await;
+        assert_eq!(
+            refused["error"]["code"], "FEATURE_NOT_AVAILABLE",
+            "{refused}"
+        );
+    }
+
+    // A budget on the second key: put, read, list, delete.
+    let key = steward_core::KeyId::from_unique("drift2");
+    let one = "/budgets/{apiKeyId}";
+    let path = format!("/budgets/{key}");
+    let budget = json!({"dimensionCaps": {"invocations": 10}, "monthlyCostCentsCap": 500,
+                        "alertThreshold": 0.5, "enabled": true});
+    f.call(a, M::PUT, one, &path, Some(budget)).await;
+    f.call(a, M::GET, one, &path, None).await;
+    f.call(a, M::GET, "/budgets", "/budgets", None).await;
     f.call(a, M::DELETE, one, &path, None).await;
 
     let start = json!({"name": "drift run", "userId": "u1", "tags": ["t"], "input": {"q": 1}});

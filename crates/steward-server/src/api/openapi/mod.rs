@@ -7,7 +7,10 @@
 //! handlers parse by hand are described in `bodies.rs` next to the field lists the handlers
 //! check; `drift.rs` tests that the two agree and that every documented operation is served.
 
+mod billing;
 mod bodies;
+mod budgets;
+mod connections;
 #[cfg(test)]
 mod drift;
 mod envelopes;
@@ -16,7 +19,10 @@ mod flow;
 mod params;
 mod records;
 
+pub(crate) use billing::*;
 pub(crate) use bodies::*;
+pub(crate) use budgets::*;
+pub(crate) use connections::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;

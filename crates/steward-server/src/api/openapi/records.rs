@@ -190,8 +190,73 @@ pub struct Effect {
     #[schema(required = false)]
     reservations: Option<Vec<Reservation>>,
     /// On a single effect, not in listings: the preview it was bound to (`null`: none).
-    #[schema(required = false, value_type = Option<Object>)]
-    preview: Option<Value>,
+    #[schema(required = false)]
+    preview: Option<Preview>,
+    /// On a single effect, not in listings: the id of that preview.
+    #[schema(required = false)]
+    preview_id: Option<String>,
+    /// On a single effect, not in listings: the effects that held these outcomes when it was
+    /// recorded (its invoke's `dependsOn`).
+    #[schema(required = false)]
+    depends_on: Option<Vec<Dependency>>,
+    /// On a single effect, not in listings: the settled effect it compensates (`null`: none).
+    #[schema(required = false)]
+    compensates: Option<String>,
+    /// On a single effect, not in listings: the effects recorded as its compensations, oldest id
+    /// first.
+    #[schema(required = false)]
+    compensated_by: Option<Vec<String>>,
+}
+
+/// An execution-bound preview: what an invoke would send, read from the provider before it.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Preview {
+    #[schema(pattern = "^prv_")]
+    id: String,
+    action_id: String,
+    action: String,
+    action_version: u32,
+    #[schema(value_type = Object)]
+    input: Value,
+    run_id: Option<String>,
+    /// `active`, `expired`, `superseded` (refreshed) or `used` (bound to an invocation).
+    status: String,
+    created_at: String,
+    expires_at: String,
+    ttl_seconds: u64,
+    /// The preview this one refreshed.
+    refreshes: Option<String>,
+    /// The preview that refreshed this one.
+    superseded_by: Option<String>,
+    /// The effect bound to it.
+    effect_id: Option<String>,
+    /// The exact request: method, URL, headers and body, secrets redacted, per-invoke ids as
+    /// placeholders.
+    #[schema(value_type = Object)]
+    request: Value,
+    /// What was read from the provider, read-only.
+    #[schema(value_type = Vec<Object>)]
+    reads: Vec<Value>,
+    /// Each precondition and whether it held (`null`: could not be told).
+    #[schema(value_type = Vec<Object>)]
+    preconditions: Vec<Value>,
+    /// Each applicable impact limit: the amount, the limit, what is used and whether it fits.
+    #[schema(value_type = Vec<Object>)]
+    impact: Vec<Value>,
+    #[schema(value_type = Object)]
+    guarantees: Value,
+}
+
+/// One entry of an invoke's `dependsOn`: the effect had to hold this outcome.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Dependency {
+    effect: String,
+    /// `succeeded`, `failed` or `not_dispatched`.
+    outcome: String,
 }
 
 /// One impact limit's hold on an effect.
@@ -288,9 +353,9 @@ pub struct Policy {
     match_tags: Option<Vec<String>>,
     min_amount: Option<f64>,
     condition: Option<String>,
-    /// Not supported here: always `null`.
-    #[schema(value_type = Option<()>)]
-    conditions: Option<()>,
+    /// The structured condition, as saved (`null`: none).
+    #[schema(value_type = Option<Object>)]
+    conditions: Option<Value>,
     acknowledge_broad_scope: bool,
     scope: String,
     needs_scope_review: bool,

@@ -146,12 +146,6 @@ fn entry_spec(i: usize, entry: &Value) -> Result<PolicySpec, FileError> {
     if let Some(unknown) = map.keys().find(|k| !SPEC_FIELDS.contains(&k.as_str())) {
         return Err(located(unknown, "is not a policy field".into()));
     }
-    if map.get("conditions").is_some_and(|v| !v.is_null()) {
-        return Err(located(
-            "conditions",
-            "is not supported by this server; use condition (a CEL expression)".into(),
-        ));
-    }
     let fields: Map<String, Value> = map.clone();
     PolicySpec::from_create(&fields).map_err(|e| located(&e.field, e.message))
 }

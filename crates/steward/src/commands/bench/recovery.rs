@@ -259,6 +259,7 @@ async fn leave_dispatching(
         actor: key.clone(),
         now,
         owner: owner.clone(),
+        links: Default::default(),
         parent_span_id: None,
     };
     match store.submit(&submission).await? {

@@ -1,0 +1,33 @@
+//! Connected accounts: a secret bound to one integration, with what the provider last said of
+//! it. The credential itself is the secret (sealed by the vault, `Catalog::put_secret`); this
+//! record holds no part of it.
+
+use steward_core::{EnvironmentId, Millis};
+
+/// Whether a connected account still works, as the provider last answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionHealth {
+    /// `healthy` or `needs_reauth`.
+    pub status: String,
+    /// Why it needs re-authentication (never the credential).
+    pub reason: Option<String>,
+    pub checked_at: Millis,
+}
+
+/// A connected account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionRecord {
+    pub env_id: EnvironmentId,
+    /// The secret holding the credential.
+    pub secret_name: String,
+    pub integration_id: String,
+    /// `api_key` (the only kind Steward connects today) or `oauth`.
+    pub auth_kind: String,
+    pub description: Option<String>,
+    pub health: ConnectionHealth,
+    /// The `created_at` of the secret this account was connected into: a secret deleted and
+    /// created again under the same name is not this account any more.
+    pub secret_created_at: Millis,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}

@@ -1,0 +1,152 @@
+//! Connected accounts (`crate::connection`) in the shared store.
+
+use super::audit_log::{append, Entry};
+use super::conn::{in_transaction, Mode, Tx};
+use super::rows::{col, id, millis};
+use super::PostgresStore;
+use crate::connection::{ConnectionHealth, ConnectionRecord};
+use crate::error::{StoreError, StoreResult};
+use crate::records::Actor;
+use crate::store::Connections;
+use async_trait::async_trait;
+use serde_json::json;
+use steward_core::EnvironmentId;
+use tokio_postgres::Row;
+
+/// The accounts whose secret still exists as it was when they were connected.
+const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_kind, c.description,
+        c.health_status, c.health_reason, c.checked_at, c.secret_created_at, c.created_at, c.updated_at
+    FROM connections c JOIN secrets s
+      ON s.env_id = c.env_id AND s.name = c.secret_name AND s.created_at = c.secret_created_at";
+
+fn decode(row: &Row) -> StoreResult<ConnectionRecord> {
+    Ok(ConnectionRecord {
+        env_id: id(row, 0, EnvironmentId::parse)?,
+        secret_name: col(row, 1)?,
+        integration_id: col(row, 2)?,
+        auth_kind: col(row, 3)?,
+        description: col(row, 4)?,
+        health: ConnectionHealth {
+            status: col(row, 5)?,
+            reason: col(row, 6)?,
+            checked_at: millis(row, 7)?,
+        },
+        secret_created_at: millis(row, 8)?,
+        created_at: millis(row, 9)?,
+        updated_at: millis(row, 10)?,
+    })
+}
+
+async fn one(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    name: &str,
+) -> StoreResult<Option<ConnectionRecord>> {
+    let sql = format!("{SELECT} WHERE c.env_id = $1 AND c.secret_name = $2");
+    tx.one(&sql, &[&env.as_str(), &name], decode).await
+}
+
+fn audit_view(c: &ConnectionRecord) -> serde_json::Value {
+    json!({
+        "integrationId": c.integration_id, "authKind": c.auth_kind,
+        "health": c.health.status, "reason": c.health.reason,
+    })
+}
+
+#[async_trait]
+impl Connections for PostgresStore {
+    async fn record_connection(
+        &self,
+        connection: &ConnectionRecord,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionRecord> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let c = connection;
+            tx.execute(
+                "INSERT INTO connections (env_id, secret_name, integration_id, auth_kind, description,
+                    health_status, health_reason, checked_at, secret_created_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+                 ON CONFLICT (env_id, secret_name) DO UPDATE SET integration_id = excluded.integration_id,
+                    auth_kind = excluded.auth_kind, description = excluded.description,
+                    health_status = excluded.health_status, health_reason = excluded.health_reason,
+                    checked_at = excluded.checked_at, secret_created_at = excluded.secret_created_at,
+                    updated_at = excluded.updated_at",
+                &[
+                    &c.env_id.as_str(), &c.secret_name, &c.integration_id, &c.auth_kind, &c.description,
+                    &c.health.status, &c.health.reason, &c.health.checked_at.0, &c.secret_created_at.0,
+                    &actor.now.0,
+                ],
+            )
+            .await?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(c.env_id.as_str()),
+                    kind: "connection.connected",
+                    subject: &c.secret_name,
+                    before: None,
+                    after: Some(audit_view(c)),
+                },
+            )
+            .await?;
+            one(&tx, &c.env_id, &c.secret_name)
+                .await?
+                .ok_or(StoreError::NotFound { what: "secret" })
+        })
+    }
+
+    async fn connection(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+    ) -> StoreResult<Option<ConnectionRecord>> {
+        in_transaction!(self, Mode::Read, |tx| one(&tx, env, name))
+    }
+
+    async fn list_connections(&self, env: &EnvironmentId) -> StoreResult<Vec<ConnectionRecord>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            let sql = format!("{SELECT} WHERE c.env_id = $1 ORDER BY c.secret_name");
+            tx.all(&sql, &[&env.as_str()], decode).await
+        })
+    }
+
+    async fn record_health(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+        health: &ConnectionHealth,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionRecord> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let missing = StoreError::NotFound {
+                what: "connected account",
+            };
+            let Some(before) = one(&tx, env, name).await? else {
+                return Err(missing);
+            };
+            tx.execute(
+                "UPDATE connections SET health_status = $1, health_reason = $2, checked_at = $3, updated_at = $4
+                 WHERE env_id = $5 AND secret_name = $6",
+                &[&health.status, &health.reason, &health.checked_at.0, &actor.now.0, &env.as_str(), &name],
+            )
+            .await?;
+            let after = one(&tx, env, name).await?.ok_or(StoreError::NotFound {
+                what: "connected account",
+            })?;
+            append(
+                &tx,
+                actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "connection.checked",
+                    subject: name,
+                    before: Some(audit_view(&before)),
+                    after: Some(audit_view(&after)),
+                },
+            )
+            .await?;
+            Ok(after)
+        })
+    }
+}

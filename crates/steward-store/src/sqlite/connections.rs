@@ -1,0 +1,155 @@
+//! Connected accounts (`crate::connection`) in the embedded store.
+
+use super::audit_log::{append, Entry};
+use super::conn::{execute_cached, unavailable};
+use super::rows::{self, col, query_all, query_one};
+use super::SqliteStore;
+use crate::connection::{ConnectionHealth, ConnectionRecord};
+use crate::error::{StoreError, StoreResult};
+use crate::records::Actor;
+use crate::store::Connections;
+use async_trait::async_trait;
+use rusqlite::{params, Connection, Row};
+use serde_json::json;
+use steward_core::{EnvironmentId, Millis};
+
+/// The accounts whose secret still exists as it was when they were connected.
+const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_kind, c.description,
+        c.health_status, c.health_reason, c.checked_at, c.secret_created_at, c.created_at, c.updated_at
+    FROM connections c JOIN secrets s
+      ON s.env_id = c.env_id AND s.name = c.secret_name AND s.created_at = c.secret_created_at";
+
+fn decode(row: &Row<'_>) -> StoreResult<ConnectionRecord> {
+    Ok(ConnectionRecord {
+        env_id: EnvironmentId::parse(&col::<String>(row, 0)?)
+            .map_err(|e| rows::corrupt("env id", e))?,
+        secret_name: col(row, 1)?,
+        integration_id: col(row, 2)?,
+        auth_kind: col(row, 3)?,
+        description: col(row, 4)?,
+        health: ConnectionHealth {
+            status: col(row, 5)?,
+            reason: col(row, 6)?,
+            checked_at: Millis(col(row, 7)?),
+        },
+        secret_created_at: Millis(col(row, 8)?),
+        created_at: Millis(col(row, 9)?),
+        updated_at: Millis(col(row, 10)?),
+    })
+}
+
+fn one(
+    conn: &Connection,
+    env: &EnvironmentId,
+    name: &str,
+) -> StoreResult<Option<ConnectionRecord>> {
+    let sql = format!("{SELECT} WHERE c.env_id = ?1 AND c.secret_name = ?2");
+    query_one(conn, &sql, &[&env.as_str(), &name], decode)
+}
+
+fn audit_view(c: &ConnectionRecord) -> serde_json::Value {
+    json!({
+        "integrationId": c.integration_id, "authKind": c.auth_kind,
+        "health": c.health.status, "reason": c.health.reason,
+    })
+}
+
+#[async_trait]
+impl Connections for SqliteStore {
+    async fn record_connection(
+        &self,
+        connection: &ConnectionRecord,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionRecord> {
+        let (c, actor) = (connection.clone(), actor.clone());
+        self.write(move |tx| {
+            execute_cached(
+                tx,
+                "INSERT INTO connections (env_id, secret_name, integration_id, auth_kind, description,
+                    health_status, health_reason, checked_at, secret_created_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+                 ON CONFLICT (env_id, secret_name) DO UPDATE SET integration_id = excluded.integration_id,
+                    auth_kind = excluded.auth_kind, description = excluded.description,
+                    health_status = excluded.health_status, health_reason = excluded.health_reason,
+                    checked_at = excluded.checked_at, secret_created_at = excluded.secret_created_at,
+                    updated_at = excluded.updated_at",
+                params![
+                    c.env_id.as_str(), c.secret_name, c.integration_id, c.auth_kind, c.description,
+                    c.health.status, c.health.reason, c.health.checked_at.0, c.secret_created_at.0,
+                    actor.now.0
+                ],
+            )
+            .map_err(unavailable)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(c.env_id.as_str()),
+                    kind: "connection.connected",
+                    subject: &c.secret_name,
+                    before: None,
+                    after: Some(audit_view(&c)),
+                },
+            )?;
+            one(tx, &c.env_id, &c.secret_name)?.ok_or(StoreError::NotFound { what: "secret" })
+        })
+        .await
+    }
+
+    async fn connection(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+    ) -> StoreResult<Option<ConnectionRecord>> {
+        let (env, name) = (env.clone(), name.to_string());
+        self.read(move |conn| one(conn, &env, &name)).await
+    }
+
+    async fn list_connections(&self, env: &EnvironmentId) -> StoreResult<Vec<ConnectionRecord>> {
+        let env = env.clone();
+        self.read(move |conn| {
+            let sql = format!("{SELECT} WHERE c.env_id = ?1 ORDER BY c.secret_name");
+            query_all(conn, &sql, &[&env.as_str()], decode)
+        })
+        .await
+    }
+
+    async fn record_health(
+        &self,
+        env: &EnvironmentId,
+        name: &str,
+        health: &ConnectionHealth,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionRecord> {
+        let (env, name, health, actor) =
+            (env.clone(), name.to_string(), health.clone(), actor.clone());
+        self.write(move |tx| {
+            let before = one(tx, &env, &name)?.ok_or(StoreError::NotFound {
+                what: "connected account",
+            })?;
+            execute_cached(
+                tx,
+                "UPDATE connections SET health_status = ?1, health_reason = ?2, checked_at = ?3, updated_at = ?4
+                 WHERE env_id = ?5 AND secret_name = ?6",
+                params![health.status, health.reason, health.checked_at.0, actor.now.0, env.as_str(), name],
+            )
+            .map_err(unavailable)?;
+            let after = one(tx, &env, &name)?.ok_or(StoreError::NotFound {
+                what: "connected account",
+            })?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "connection.checked",
+                    subject: &name,
+                    before: Some(audit_view(&before)),
+                    after: Some(audit_view(&after)),
+                },
+            )?;
+            Ok(after)
+        })
+        .await
+    }
+}

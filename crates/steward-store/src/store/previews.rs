@@ -1,0 +1,30 @@
+//! Execution-bound previews: what an invoke would send, recorded before it, for an invoke to bind
+//! to (`previewId`).
+
+use crate::error::StoreResult;
+use crate::records::{Actor, PreviewRecord};
+use async_trait::async_trait;
+use steward_core::{EnvironmentId, PreviewId};
+
+/// Recording and reading previews. A preview is immutable once recorded, except that a refresh
+/// marks it superseded; an invoke binds to one through its effect's links
+/// (`EffectLinks::preview`), at most once ([`PREVIEW_BINDING`](crate::PREVIEW_BINDING)).
+#[async_trait]
+pub trait Previews: Send + Sync {
+    /// Records a new preview and its audit event.
+    async fn create_preview(&self, preview: &PreviewRecord, actor: &Actor) -> StoreResult<()>;
+    /// The preview, with the effect bound to it, if any.
+    async fn preview(
+        &self,
+        env: &EnvironmentId,
+        id: &PreviewId,
+    ) -> StoreResult<Option<PreviewRecord>>;
+    /// In one transaction: marks `old` superseded by `new` and records `new`. `Ok(false)`, and
+    /// nothing written, when `old` was already superseded (by a concurrent refresh).
+    async fn refresh_preview(
+        &self,
+        old: &PreviewId,
+        new: &PreviewRecord,
+        actor: &Actor,
+    ) -> StoreResult<bool>;
+}
