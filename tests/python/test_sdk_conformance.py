@@ -33,6 +33,8 @@ AGENT_SCOPES = {
     "approvals:read",
     "approvals:request",
     "impact-limits:read",
+    "runs:read",
+    "runs:write",
 }
 LISTING = 200  # Steward's largest page: every record this session creates fits on one.
 
@@ -304,7 +306,9 @@ def test_adapter_invoke_is_confirmed_and_readable(steward: Steward, operator: an
                                                   refund_action: dict[str, Any]) -> None:
     before = steward.fixture_writes()
     payload = refund_input()
-    result = operator.actions.invoke("refund-payment", payload, run_id="run_sdk_conformance")
+    # A runId must name a run of the environment (docs/DECISIONS.md, runs and spans).
+    run_id = operator.runs.start(name="sdk conformance").data["id"]
+    result = operator.actions.invoke("refund-payment", payload, run_id=run_id)
     inv = result.data
     assert result.request_id
     assert inv["id"].startswith("inv_")
@@ -316,7 +320,7 @@ def test_adapter_invoke_is_confirmed_and_readable(steward: Steward, operator: an
     assert inv["pendingApproval"] is False
     assert inv["effectId"].startswith("eff_")
     assert inv["actionId"] == refund_action["id"]
-    assert inv["runId"] == "run_sdk_conformance"
+    assert inv["runId"] == run_id
     assert inv["input"] == payload
 
     assert steward.fixture_writes() == before + 1, "exactly one committed refund"
@@ -536,9 +540,9 @@ def test_invalid_input_names_the_field_and_sends_nothing(steward: Steward, opera
                        status=400, code="VALIDATION_ERROR", error_type=ValidationError)
     assert err.details["field"] == "input.pi", err.details
 
-    # SDK parameters Steward does not implement are refused, not silently ignored.
+    # A malformed preview id is refused naming the field (test_previews.py covers the rest).
     err = expect_error(lambda: operator.actions.invoke("refund-payment", refund_input(),
-                                                       preview_id="prv_1"),
+                                                       preview_id="not-a-preview"),
                        status=400, code="VALIDATION_ERROR", error_type=ValidationError)
     assert err.details["field"] == "previewId"
 

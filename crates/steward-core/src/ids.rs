@@ -103,6 +103,12 @@ define_id!(
     /// An execution-bound preview: the exact request an invoke would send, read before it.
     PreviewId, "prv_", "preview");
 define_id!(
+    /// An agent run: the root of a trace of spans, reported by the agent's runtime.
+    RunId, "run_", "run");
+define_id!(
+    /// Feedback on a run or one of its spans.
+    FeedbackId, "fb_", "feedback");
+define_id!(
     /// One running Steward server process (a replica), chosen fresh at each start. In-flight
     /// work records the replica that owns it, so that another replica can take it over once the
     /// owner's lease (its heartbeat) has expired.

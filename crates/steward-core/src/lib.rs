@@ -65,8 +65,9 @@ pub use effect::{
 };
 pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
-    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, IdError, IdempotencyKey,
-    InvocationId, KeyId, LimitId, OperationKey, PolicyId, PreviewId, ReplicaId, CLIENT_KEY_LEN_MAX,
+    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, FeedbackId, IdError,
+    IdempotencyKey, InvocationId, KeyId, LimitId, OperationKey, PolicyId, PreviewId, ReplicaId,
+    RunId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
 pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};

@@ -19,6 +19,10 @@ pub mod scopes {
     pub const SECRETS_READ: &str = "secrets:read";
     pub const SECRETS_WRITE: &str = "secrets:write";
     pub const AUDIT_READ: &str = "audit:read";
+    /// Reading runs, their spans and feedback.
+    pub const RUNS_READ: &str = "runs:read";
+    /// Starting, ending and importing runs, ingesting spans, adding feedback.
+    pub const RUNS_WRITE: &str = "runs:write";
 }
 
 /// A named default set of scopes for `steward keys create --role`.
@@ -48,6 +52,8 @@ impl Role {
                 APPROVALS_READ,
                 APPROVALS_REQUEST,
                 IMPACT_LIMITS_READ,
+                RUNS_READ,
+                RUNS_WRITE,
             ],
             Role::Operator => &[
                 ACTIONS_READ,
@@ -66,6 +72,8 @@ impl Role {
                 SECRETS_READ,
                 SECRETS_WRITE,
                 AUDIT_READ,
+                RUNS_READ,
+                RUNS_WRITE,
             ],
         };
         list.iter().map(|s| s.to_string()).collect()

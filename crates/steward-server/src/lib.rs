@@ -35,6 +35,7 @@ mod replica;
 mod serve;
 mod start_error;
 mod state;
+mod telemetry;
 mod vault;
 mod webhooks;
 

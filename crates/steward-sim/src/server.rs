@@ -110,6 +110,7 @@ impl World {
             now: Millis(self.now),
             owner: self.server.replica.clone(),
             links: Default::default(),
+            parent_span_id: None,
         }
     }
 

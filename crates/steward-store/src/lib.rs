@@ -44,6 +44,7 @@ mod postgres;
 mod previews;
 mod records;
 mod recovery;
+mod runs;
 mod sqlite;
 mod store;
 mod submit;
@@ -68,6 +69,10 @@ pub use governance::{
 pub use postgres::PostgresStore;
 pub use records::*;
 pub use recovery::SWEEP_CHUNK_EFFECTS;
+pub use runs::{
+    FeedbackRecord, RunApproval, RunBody, RunEnd, RunEndRefusal, RunFilter, RunRecord, RunStatus,
+    SpanRecord, SpansIngested,
+};
 pub use sqlite::SqliteStore;
 pub use store::Approvals;
 pub use store::AuditLog;
@@ -82,6 +87,7 @@ pub use store::Limits;
 pub use store::Policies;
 pub use store::Previews;
 pub use store::Replicas;
+pub use store::Runs;
 pub use store::Store;
 pub use store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 

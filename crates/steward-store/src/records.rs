@@ -145,6 +145,8 @@ pub struct InvocationRecord {
     pub created_by: KeyId,
     pub created_at: Millis,
     pub completed_at: Option<Millis>,
+    /// The span of the run (`run_id`) the invocation was made under, as the caller named it.
+    pub parent_span_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -382,6 +384,9 @@ pub struct Submission {
     pub owner: ReplicaId,
     /// `dependsOn` and `compensates`, checked before submission and recorded with the effect.
     pub links: EffectLinks,
+    /// The span of the run the invocation is made under (`parentSpanId`), kept for the run's
+    /// timeline; it decides nothing.
+    pub parent_span_id: Option<String>,
 }
 
 impl Submission {
@@ -409,6 +414,7 @@ impl Submission {
             created_by: self.actor.clone(),
             created_at: self.now,
             completed_at: self.initial.is_terminal().then_some(self.now),
+            parent_span_id: self.parent_span_id.clone(),
         }
     }
 }

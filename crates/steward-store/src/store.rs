@@ -5,9 +5,9 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`] and [`Webhooks`].
-//! [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and what a backend
-//! is. A function that needs one part takes that part
+//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`], [`Runs`] and
+//! [`Webhooks`]. [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and
+//! what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
 mod approvals;
@@ -23,6 +23,7 @@ mod limits;
 mod policies;
 mod previews;
 mod replicas;
+mod runs;
 mod webhooks;
 
 pub use approvals::Approvals;
@@ -38,6 +39,7 @@ pub use limits::Limits;
 pub use policies::Policies;
 pub use previews::Previews;
 pub use replicas::Replicas;
+pub use runs::Runs;
 pub use webhooks::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 
 /// The whole store: every part. Implemented for every type that implements all of them, so a
@@ -57,6 +59,7 @@ pub trait Store:
     + Budgets
     + Connections
     + Webhooks
+    + Runs
     + 'static
 {
 }
@@ -76,6 +79,7 @@ impl<T> Store for T where
         + Budgets
         + Connections
         + Webhooks
+        + Runs
         + 'static
 {
 }

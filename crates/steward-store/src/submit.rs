@@ -142,6 +142,7 @@ mod tests {
             now: Millis(1),
             owner: ReplicaId::from_unique("r"),
             links: Default::default(),
+            parent_span_id: None,
         }
     }
 
@@ -168,6 +169,7 @@ mod tests {
             created_by: KeyId::from_unique("k"),
             created_at: Millis(0),
             completed_at: None,
+            parent_span_id: None,
         }
     }
 

@@ -78,6 +78,9 @@ use links::*;
 #[path = "conformance/budgets.rs"]
 mod budgets;
 use budgets::*;
+#[path = "conformance/runs.rs"]
+mod runs;
+use runs::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -139,6 +142,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_refused_submission_records_no_links(store.clone()).await;
     a_preview_binds_one_effect_and_is_refreshed_once(store.clone()).await;
     actual_impact_settles_a_resolution_and_nothing_else(store.clone()).await;
+    runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -405,6 +409,7 @@ impl Env {
             now: T0,
             owner: writer(),
             links: Default::default(),
+            parent_span_id: None,
         }
     }
 
@@ -568,6 +573,7 @@ conformance_tests!(
     a_refused_submission_records_no_links,
     a_preview_binds_one_effect_and_is_refreshed_once,
     actual_impact_settles_a_resolution_and_nothing_else,
+    runs_spans_and_feedback_are_walled_and_audited,
     audit_chain_verifies_and_detects_tampering,
 );
 

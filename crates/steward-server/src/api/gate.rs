@@ -12,9 +12,9 @@ use crate::auth::Caller;
 use crate::error::ApiResult;
 use serde_json::{json, Value};
 use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
-use steward_core::{ApprovalId, EffectState, Millis, OperationKey, Rejection};
+use steward_core::{ApprovalId, EffectState, Millis, OperationKey, Rejection, RunId};
 use steward_core::{EvidenceKind, EvidenceSource};
-use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord};
+use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord, RunRecord};
 
 /// How an invocation starts.
 #[derive(Debug, Clone)]
@@ -38,20 +38,23 @@ pub(crate) fn decision_json(d: &PolicyDecision) -> Value {
 }
 
 /// The policy decision for an invocation of `action` with `input` by `caller`, if any of the
-/// environment's policies (`records`) applies.
+/// environment's policies (`records`) applies. The user and tags the policies match on are the
+/// run's, when the invocation names one (`runId`); without a run there are none, so a policy
+/// with `matchUserId` or `matchTags` does not apply.
 fn policy_decision(
     records: &[PolicyRecord],
     caller: &Caller,
     action: &ActionRecord,
     input: &Value,
+    run: Option<&RunRecord>,
 ) -> Option<(PolicyDecision, PolicyScope)> {
     let policies: Vec<_> = records.iter().map(|r| r.policy()).collect();
     let facts = Facts {
         kind: RequestKind::Action,
         action_name: Some(&action.name),
         agent_id: Some(caller.key.id.as_str()),
-        user_id: None,
-        tags: &[],
+        user_id: run.and_then(|r| r.user_id.as_deref()),
+        tags: run.map_or(&[], |r| r.body.tags.as_slice()),
         amount: money_amount(&action.definition, input).map(|a| a as f64),
         input,
     };
@@ -69,7 +72,7 @@ fn approval(
     action: &ActionRecord,
     input: &Value,
     operation_key: Option<&OperationKey>,
-    run_id: Option<&String>,
+    run_id: Option<&RunId>,
     required: u32,
     now: Millis,
 ) -> NewApproval {
@@ -88,7 +91,7 @@ fn approval(
             .definition
             .approval_expires_in_seconds
             .map(|s| now.plus_ms(i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX))),
-        run_id: run_id.cloned(),
+        run_id: run_id.map(|r| r.to_string()),
     }
 }
 
@@ -98,9 +101,10 @@ pub(crate) fn gate(
     action: &ActionRecord,
     input: &Value,
     operation_key: Option<&OperationKey>,
-    run_id: Option<&String>,
+    run: Option<&RunRecord>,
     now: Millis,
 ) -> ApiResult<Gate> {
+    let run_id = run.map(|r| &r.id);
     let accepted = NewEvidence::new(
         EvidenceKind::Accepted,
         EvidenceSource::Steward,
@@ -120,7 +124,7 @@ pub(crate) fn gate(
         decision,
         evidence,
     };
-    let Some((d, scope)) = policy_decision(policies, caller, action, input) else {
+    let Some((d, scope)) = policy_decision(policies, caller, action, input, run) else {
         return Ok(if own_gate {
             parked(1, None, accepted)
         } else {

@@ -15,11 +15,12 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use steward_core::{
     check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
-    OperationKey, PreviewId,
+    OperationKey, PreviewId, RunId,
 };
 use steward_store::{
-    ActionRecord, EffectLinks, InvocationRecord, SecretRecord, Submission, SubmitOutcome,
+    ActionRecord, EffectLinks, InvocationRecord, RunRecord, SecretRecord, Submission, SubmitOutcome,
 };
+use tracing::Instrument;
 
 pub(super) const FIELDS: [&str; 8] = [
     "input",
@@ -35,6 +36,7 @@ pub(super) const FIELDS: [&str; 8] = [
 struct Request {
     input: Value,
     run_id: Option<String>,
+    parent_span_id: Option<String>,
     retry_of: Option<InvocationId>,
     operation_key: Option<OperationKey>,
     idempotency_key: Option<IdempotencyKey>,
@@ -63,6 +65,7 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
     Ok(Request {
         input,
         run_id: optional_string(&map, "runId")?,
+        parent_span_id: parent_span_id(&map)?,
         retry_of,
         operation_key,
         idempotency_key,
@@ -77,6 +80,45 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Re
             ..super::links::parse(&map)?
         },
     })
+}
+
+/// `parentSpanId`: the span of the run the invocation is made under, shaped as a span id.
+/// It needs a `runId`, and is kept for the run's timeline only: it is not part of the request's
+/// fingerprint and decides nothing.
+fn parent_span_id(map: &serde_json::Map<String, Value>) -> ApiResult<Option<String>> {
+    let Some(id) = optional_string(map, "parentSpanId")? else {
+        return Ok(None);
+    };
+    if map.get("runId").is_none_or(Value::is_null) {
+        return Err(ApiError::validation("parentSpanId", "needs a runId"));
+    }
+    let max = super::runs::parse::SPAN_ID_BYTES_MAX;
+    let fits = !id.is_empty()
+        && id.len() <= max
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if !fits {
+        return Err(ApiError::validation(
+            "parentSpanId",
+            format!("must be 1 to {max} letters, digits, `_`, `-`, `.` or `:`"),
+        ));
+    }
+    Ok(Some(id))
+}
+
+/// The run an invoke names (`runId`): its user and tags are what approval policies match on.
+/// A `runId` that names no run of the environment is refused, naming `runId`, rather than
+/// decided as if the run had no user or tags: a policy that should have parked the invocation
+/// for that user would otherwise let it run.
+async fn named_run(state: &AppState, caller: &Caller, id: &str) -> ApiResult<RunRecord> {
+    let missing = || ApiError::validation("runId", "names no run in this environment");
+    let id = RunId::parse(id).map_err(|_| missing())?;
+    state
+        .store
+        .run(&caller.env.id, &id)
+        .await?
+        .ok_or_else(missing)
 }
 
 pub(super) fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
@@ -230,6 +272,16 @@ pub(crate) async fn run(
         .await?;
     }
 
+    let run = match &request.run_id {
+        Some(id) => Some(named_run(state, &caller, id).await?),
+        None => None,
+    };
+    // An invoke naming a run is traced under the run's trace: the request span (and so the
+    // store and dispatch spans under it) takes the run's root span as its parent.
+    if let Some(context) = run.as_ref().and_then(crate::telemetry::run_context) {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        tracing::Span::current().set_parent(context);
+    }
     let effect_id = EffectId::from_unique(&crate::clock::unique());
     let provider_key = crate::adapters::provider_key(&action.definition, &effect_id);
     let gate = super::gate::gate(
@@ -238,7 +290,7 @@ pub(crate) async fn run(
         &action,
         &request.input,
         request.operation_key.as_ref(),
-        request.run_id.as_ref(),
+        run.as_ref(),
         state.clock.now(),
     )?;
     progress.report(Stage::PolicyEvaluated {
@@ -265,14 +317,17 @@ pub(crate) async fn run(
         now: state.clock.now(),
         owner: state.replica.clone(),
         links: request.links,
+        parent_span_id: request.parent_span_id,
     };
     // Recording and dispatch run in their own task: a client that disconnects must not cancel
     // either halfway.
     let task_state = state.clone();
     let secrets = context.secrets;
-    let (submitted, answered) = tokio::spawn(async move {
-        record_and_dispatch(&task_state, submission, &secrets, &progress).await
-    })
+    let span = tracing::info_span!("steward.invoke", action = %submission.action.name);
+    let (submitted, answered) = tokio::spawn(
+        async move { record_and_dispatch(&task_state, submission, &secrets, &progress).await }
+            .instrument(span),
+    )
     .await
     .map_err(|e| ApiError::internal("dispatch task", &e))??;
     match (submitted, answered) {
@@ -306,7 +361,11 @@ async fn record_and_dispatch(
             dispatch::submit_and_dispatch(state, &submission, &def, secrets, progress).await?;
         (done.outcome, done.answered)
     } else {
-        let outcome = state.store.submit(&submission).await?;
+        let outcome = state
+            .store
+            .submit(&submission)
+            .instrument(tracing::info_span!("steward.store", operation = "submit"))
+            .await?;
         state.metrics.store_commit("submit", started.elapsed());
         (outcome, None)
     };

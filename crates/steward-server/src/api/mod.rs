@@ -23,6 +23,7 @@ pub(crate) mod query;
 pub(crate) mod reads;
 pub(crate) mod recovery;
 mod rejection;
+pub(crate) mod runs;
 mod secrets;
 pub(crate) mod stream;
 pub(crate) mod views;
@@ -157,6 +158,14 @@ fn v2_routes() -> OpenApiRouter<AppState> {
             webhooks::dead_letters
         )))
         .routes(plain(routes!(webhooks::dead_letter)))
+        .routes(query::<runs::ListQuery>(routes!(runs::list)))
+        .routes(plain(routes!(runs::start)))
+        .routes(plain(routes!(runs::import_trace)))
+        .routes(plain(routes!(runs::get, runs::end)))
+        .routes(plain(routes!(runs::ingest_spans)))
+        .routes(plain(routes!(runs::add_feedback)))
+        .routes(plain(routes!(runs::list_feedback)))
+        .routes(plain(routes!(runs::export_trace)))
         .routes(query::<reads::InvocationQuery>(routes!(
             reads::invocations_for_action
         )))
@@ -276,7 +285,19 @@ async fn request_context(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();
-    let mut response = next.run(request).await.into_response();
+    // The request's span: an invoke's store and dispatch spans nest under it, and it is what
+    // `--otlp-endpoint` exports. An invoke naming a run re-parents it under the run's trace.
+    let span = tracing::info_span!(
+        "steward.request",
+        request_id = %id,
+        http.method = %method,
+        url.path = %path,
+        http.status_code = tracing::field::Empty,
+    );
+    let mut response = tracing::Instrument::instrument(next.run(request), span.clone())
+        .await
+        .into_response();
+    span.record("http.status_code", response.status().as_u16());
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }

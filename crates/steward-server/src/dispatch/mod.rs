@@ -40,6 +40,7 @@ use steward_store::{
     Actor, AttemptChange, Catalog, EffectChange, FirstAttempt, FirstAttemptOutcome,
     InvocationRecord, NewEvidence, SecretRecord, StoreError, Submission, SubmitOutcome,
 };
+use tracing::Instrument;
 
 /// The most response body kept per attempt, in bytes; the rest is cut (and says so).
 const RESPONSE_BODY_BYTES_MAX: usize = 256 * 1024;
@@ -348,7 +349,14 @@ pub async fn submit_and_dispatch(
         begin,
     };
     let started = std::time::Instant::now();
-    let submitted = state.store.submit_and_begin(submission, &first).await?;
+    let submitted = state
+        .store
+        .submit_and_begin(submission, &first)
+        .instrument(tracing::info_span!(
+            "steward.store",
+            operation = "submit_and_begin"
+        ))
+        .await?;
     state
         .metrics
         .store_commit("submit_and_begin", started.elapsed());
@@ -357,7 +365,9 @@ pub async fn submit_and_dispatch(
         Some(FirstAttemptOutcome::Begun) => {
             progress.report(Stage::Dispatching);
             let key = submission.idempotency_key.clone();
-            send_and_record(state, &inv, def, 1, &prepared, key).await?
+            send_and_record(state, &inv, def, 1, &prepared, key)
+                .instrument(tracing::info_span!("steward.dispatch", attempt = 1))
+                .await?
         }
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
         Some(FirstAttemptOutcome::Halted) => {
@@ -583,7 +593,14 @@ async fn record_answer(
     }
     change.answers_request = answers_request;
     let started = std::time::Instant::now();
-    let recorded = state.store.change_effect_and_read(&change).await;
+    let recorded = state
+        .store
+        .change_effect_and_read(&change)
+        .instrument(tracing::info_span!(
+            "steward.store",
+            operation = "record_answer"
+        ))
+        .await;
     state
         .metrics
         .store_commit("record_answer", started.elapsed());

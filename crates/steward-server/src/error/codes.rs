@@ -124,6 +124,10 @@ codes! {
         "The adapter's provider idempotency window has closed (or closes within the safety margin), so a replay could write twice.");
     REPLAY_BLOCKED = ("replay_blocked", CONFLICT,
         "The replay was refused before sending (a secret, a host or the destination; `details.reason` names it); the effect stays unknown.");
+    RUN_ALREADY_ENDED = ("run_already_ended", CONFLICT,
+        "The run has ended; its status and what it ended with are final.");
+    RUN_SPANS_LIMIT_REACHED = ("run_spans_limit_reached", CONFLICT,
+        "Ingesting these spans would take the run past its span limit; nothing was stored (`details.spansMax`).");
     INTERNAL_ERROR = ("INTERNAL_ERROR", INTERNAL_SERVER_ERROR,
         "A bug or a corrupt record; the detail is logged with its ids, never sent. Also what an illegal state transition becomes.");
     OUTCOME_UNKNOWN = ("outcome_unknown", INTERNAL_SERVER_ERROR,

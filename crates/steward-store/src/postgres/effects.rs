@@ -200,8 +200,8 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
     let insert_invocation = format!(
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
             input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
-            decision, completed_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+            decision, completed_at, parent_span_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
          RETURNING {}",
         rows::INVOCATION_COLUMNS
     );
@@ -230,6 +230,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         &approval,
         &decision,
         &completed,
+        &s.parent_span_id,
     ];
     let effect_params: &Params<'_> = &[
         &s.effect_id.as_str(),

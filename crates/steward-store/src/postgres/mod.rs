@@ -39,6 +39,7 @@ mod policies;
 mod previews;
 mod replicas;
 mod rows;
+mod runs;
 mod schema;
 mod webhooks;
 

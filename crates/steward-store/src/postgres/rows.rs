@@ -152,7 +152,7 @@ pub(crate) fn action(row: &Row) -> StoreResult<ActionRecord> {
     })
 }
 
-pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at";
+pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id";
 
 pub(crate) fn invocation(row: &Row) -> StoreResult<InvocationRecord> {
     Ok(InvocationRecord {
@@ -177,6 +177,7 @@ pub(crate) fn invocation(row: &Row) -> StoreResult<InvocationRecord> {
         created_by: id(row, 18, KeyId::parse)?,
         created_at: millis(row, 19)?,
         completed_at: millis_opt(row, 20)?,
+        parent_span_id: col(row, 21)?,
     })
 }
 

@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "connected accounts", CONNECTIONS),
     (10, "execution-bound previews", PREVIEWS),
     (11, "webhooks", super::webhooks::WEBHOOKS),
+    (12, "runs, spans and feedback", RUNS),
 ];
 
 /// Links between effects (`crate::links`), as in the embedded store.
@@ -459,6 +460,46 @@ pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     }
     Ok(())
 }
+
+/// Runs, their spans and feedback (`runs.rs`).
+const RUNS: &str = r#"
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    status TEXT NOT NULL,
+    name TEXT,
+    agent_id TEXT,
+    user_id TEXT,
+    trace_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    ended_at BIGINT,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_env_started ON runs(env_id, started_at);
+CREATE TABLE IF NOT EXISTS run_spans (
+    run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
+    span_id TEXT COLLATE "C" NOT NULL,
+    parent_span_id TEXT,
+    document TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    PRIMARY KEY (run_id, span_id)
+);
+CREATE TABLE IF NOT EXISTS run_feedback (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
+    span_id TEXT,
+    document TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_feedback_run ON run_feedback(run_id, created_at);
+CREATE INDEX IF NOT EXISTS invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS parent_span_id TEXT;
+"#;
 
 #[cfg(test)]
 mod tests {

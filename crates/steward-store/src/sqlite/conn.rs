@@ -360,6 +360,9 @@ impl Pool {
         writer
             .execute_batch(super::webhooks::WEBHOOK_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::RUN_SCHEMA)
+            .map_err(unavailable)?;
         // One IMMEDIATE transaction, so that two processes opening an older store at once
         // (the server and `steward keys`) add each column once.
         let mut writer = writer;
@@ -371,6 +374,9 @@ impl Pool {
         }
         for (table, column, kind) in super::schema::KEY_LIFECYCLE_COLUMNS {
             add_column_if_missing(&tx, table, column, kind)?;
+        }
+        for (table, column) in super::schema::RUN_COLUMNS {
+            add_column_if_missing(&tx, table, column, "TEXT")?;
         }
         if !has_column(&tx, "idempotency", "key_id")? {
             tx.execute_batch(super::schema::SCOPE_IDEMPOTENCY)

@@ -18,6 +18,7 @@ mod policies;
 mod previews;
 mod replicas;
 mod rows;
+mod runs;
 mod schema;
 mod webhooks;
 

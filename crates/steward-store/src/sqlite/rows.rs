@@ -112,7 +112,7 @@ pub(crate) fn action(row: &Row<'_>) -> StoreResult<ActionRecord> {
     })
 }
 
-pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at";
+pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id";
 
 pub(crate) fn invocation(row: &Row<'_>) -> StoreResult<InvocationRecord> {
     let input: String = col(row, 8)?;
@@ -140,6 +140,7 @@ pub(crate) fn invocation(row: &Row<'_>) -> StoreResult<InvocationRecord> {
         created_by: id(col(row, 18)?, KeyId::parse)?,
         created_at: Millis(col(row, 19)?),
         completed_at: col::<Option<i64>>(row, 20)?.map(Millis),
+        parent_span_id: col(row, 21)?,
     })
 }
 

@@ -537,6 +537,50 @@ CREATE TABLE IF NOT EXISTS connections (
 );
 "#;
 
+/// Columns runs add to existing tables, added on open when missing: the span an invocation
+/// was made under.
+pub const RUN_COLUMNS: &[(&str, &str)] = &[("invocations", "parent_span_id")];
+
+/// Runs, their spans and feedback (`runs.rs`). The columns are what lists filter and order on;
+/// the rest of each record is one JSON document.
+pub const RUN_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    status TEXT NOT NULL,
+    name TEXT,
+    agent_id TEXT,
+    user_id TEXT,
+    trace_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_env_started ON runs(env_id, started_at);
+CREATE TABLE IF NOT EXISTS run_spans (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    span_id TEXT NOT NULL,
+    parent_span_id TEXT,
+    document TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, span_id)
+);
+CREATE TABLE IF NOT EXISTS run_feedback (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    span_id TEXT,
+    document TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_feedback_run ON run_feedback(run_id, created_at);
+CREATE INDEX IF NOT EXISTS invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::super::conn::{unavailable, Pool};

@@ -9,6 +9,7 @@ pub mod remote;
 pub mod serve;
 pub mod sim;
 pub mod table;
+pub mod telemetry;
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -52,16 +53,27 @@ pub fn set_log_format(format: LogFormat) {
 /// Logs go to stderr; stdout is for what a command prints on purpose. Colour codes only reach a
 /// terminal: a file or a pipe gets plain text (or JSON with `--log-format json`).
 pub fn init_logging() {
+    init_logging_with(None);
+}
+
+/// [`init_logging`], and the spans also exported over OTLP by `tracer` when given
+/// (`telemetry.rs`).
+pub fn init_logging_with(tracer: Option<opentelemetry_sdk::trace::Tracer>) {
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("STEWARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match LOG_FORMAT.get().copied().unwrap_or_default() {
-        LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match LOG_FORMAT.get().copied().unwrap_or_default() {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => fmt.json().boxed(),
     };
+    let otel = tracer.map(|t| tracing_opentelemetry::layer().with_tracer(t));
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(otel)
+        .try_init();
 }

@@ -103,6 +103,11 @@ pub struct Args {
     /// for; it replaces the built-in one (Stripe and GitHub API keys). See docs/DECISIONS.md.
     #[arg(long, env = "STEWARD_INTEGRATIONS")]
     integrations: Option<std::path::PathBuf>,
+    /// Export Steward's spans (requests, store commits, dispatches) and ingested run spans to
+    /// this OpenTelemetry collector over OTLP/HTTP (protobuf), e.g. `http://127.0.0.1:4318`.
+    /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` is read; with neither, nothing is exported.
+    #[arg(long, env = "STEWARD_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 /// `--mcp-missing-operation-key`.
@@ -113,7 +118,10 @@ enum MissingKey {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    super::init_logging();
+    let tracer = super::telemetry::endpoint(args.otlp_endpoint.clone())
+        .map(|e| super::telemetry::start(&e))
+        .transpose()?;
+    super::init_logging_with(tracer);
     let config = ServerConfig {
         data_dir: args.data.data,
         database: args.data.database,
@@ -154,6 +162,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => Integrations::builtin(),
         },
     };
-    serve(config, super::shutdown_signal()).await?;
+    let served = serve(config, super::shutdown_signal()).await;
+    super::telemetry::shutdown();
+    served?;
     Ok(ExitCode::SUCCESS)
 }

@@ -484,3 +484,78 @@ pub struct PolicyFileTestBody {
     #[schema(value_type = Object)]
     cases: Value,
 }
+
+/// `POST /runs`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct RunStartBody {
+    #[schema(min_length = 1, max_length = 200)]
+    name: Option<String>,
+    #[schema(min_length = 1, max_length = 200)]
+    agent_id: Option<String>,
+    #[schema(min_length = 1, max_length = 200)]
+    agent_version: Option<String>,
+    /// The user the run acts for: what approval policies' `matchUserId` sees for invocations
+    /// that name this run.
+    #[schema(min_length = 1, max_length = 200)]
+    user_id: Option<String>,
+    #[schema(min_length = 1, max_length = 200)]
+    application: Option<String>,
+    input: Option<Value>,
+    /// At most 32 tags of 1 to 64 characters: what policies' `matchTags` see.
+    #[schema(max_items = 32)]
+    tags: Option<Vec<String>>,
+    metadata: Option<Value>,
+}
+
+/// `PATCH /runs/{id}`: end the run (a terminal status) or update a running one.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunEndBody {
+    /// `running`, `succeeded`, `failed` or `cancelled`.
+    status: Option<String>,
+    output: Option<Value>,
+    error: Option<Value>,
+    #[schema(minimum = 0)]
+    tokens: Option<u64>,
+    #[schema(minimum = 0)]
+    cost: Option<f64>,
+    metadata: Option<Value>,
+}
+
+/// `POST /runs/{id}/spans`: 1 to 100 spans. Each span: `id` (chosen by the client so a retry or
+/// the span's end replaces it), `parentSpanId` (or `parentId`), `name`, `type` (`model_call`,
+/// `tool_call`, `workflow_step`, `custom`), `status`, `startedAt`, `endedAt`, `input`,
+/// `output`, `error`, `attributes` (at most 16 KiB of JSON), `metadata`, `tokens`, `cost`,
+/// `model`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpansBody {
+    #[schema(min_items = 1, max_items = 100)]
+    spans: Vec<Value>,
+}
+
+/// `POST /runs/{id}/feedback`: a rating, a label or a comment at least.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct FeedbackBody {
+    span_id: Option<String>,
+    source: Option<String>,
+    label: Option<String>,
+    rating: Option<f64>,
+    #[schema(max_length = 4000)]
+    comment: Option<String>,
+    metadata: Option<Value>,
+}
+
+/// `POST /runs/import`: one OTLP/JSON trace, as `GET /runs/{id}/export` answers it. Exactly
+/// one span has no `parentSpanId`: it becomes the run; the others become its spans.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct TraceBody {
+    #[schema(min_items = 1)]
+    resource_spans: Vec<Value>,
+}

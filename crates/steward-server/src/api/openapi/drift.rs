@@ -323,6 +323,31 @@ fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
             set(BudgetBody::FIELDS),
         ),
         (
+            "RunStartBody",
+            properties::<RunStartBody>(),
+            set(&crate::api::runs::parse::START_FIELDS),
+        ),
+        (
+            "RunEndBody",
+            properties::<RunEndBody>(),
+            set(&crate::api::runs::parse::END_FIELDS),
+        ),
+        (
+            "SpansBody",
+            properties::<SpansBody>(),
+            set(&crate::api::runs::parse::SPANS_FIELDS),
+        ),
+        (
+            "FeedbackBody",
+            properties::<FeedbackBody>(),
+            set(&crate::api::runs::parse::FEEDBACK_FIELDS),
+        ),
+        (
+            "TraceBody",
+            properties::<TraceBody>(),
+            set(&crate::api::runs::parse::TRACE_FIELDS),
+        ),
+        (
             "ImportBody",
             properties::<ImportBody>(),
             set(crate::api::import::FIELDS),
@@ -482,7 +507,7 @@ fn bounds_in_the_document_are_the_named_constants() {
             }
         }
     }
-    assert_eq!(limits, 5, "every paged listing documents its limit");
+    assert_eq!(limits, 6, "every paged listing documents its limit");
 }
 
 #[test]

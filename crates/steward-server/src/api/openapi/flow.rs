@@ -447,6 +447,48 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     f.call(a, M::GET, "/budgets", "/budgets", None).await;
     f.call(a, M::DELETE, one, &path, None).await;
 
+    let start = json!({"name": "drift run", "userId": "u1", "tags": ["t"], "input": {"q": 1}});
+    let run = f.call(a, M::POST, "/runs", "/runs", Some(start)).await;
+    let run = id_of(&run, "id");
+    f.call(a, M::GET, "/runs", "/runs?status=running&limit=5", None)
+        .await;
+    let spans = json!({"spans": [
+        {"id": "root", "name": "agent", "type": "workflow_step"},
+        {"id": "llm", "parentSpanId": "root", "name": "llm", "type": "model_call",
+         "startedAt": "2026-01-01T00:00:00Z", "endedAt": "2026-01-01T00:00:01Z",
+         "attributes": {"k": "v"}},
+    ]});
+    let template = "/runs/{id}/spans";
+    let path = format!("/runs/{run}/spans");
+    f.call(a, M::POST, template, &path, Some(spans)).await;
+    let template = "/runs/{id}/feedback";
+    let path = format!("/runs/{run}/feedback");
+    let feedback = json!({"spanId": "llm", "rating": 1, "comment": "good"});
+    f.call(a, M::POST, template, &path, Some(feedback)).await;
+    f.call(a, M::GET, template, &path, None).await;
+    let one = "/runs/{id}";
+    let path = format!("/runs/{run}");
+    f.call(a, M::GET, one, &path, None).await;
+    let end = json!({"status": "succeeded", "output": {"a": 1}});
+    f.call(a, M::PATCH, one, &path, Some(end)).await;
+    let exported = f
+        .call(
+            a,
+            M::GET,
+            "/runs/{id}/export",
+            &format!("/runs/{run}/export"),
+            None,
+        )
+        .await;
+    f.call(
+        a,
+        M::POST,
+        "/runs/import",
+        "/runs/import",
+        Some(exported["data"].clone()),
+    )
+    .await;
+
     let halt = json!({"reason": "drift"});
     f.call(
         a,

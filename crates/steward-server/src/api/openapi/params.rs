@@ -146,3 +146,10 @@ enum_param!(
     "only effects with this grade",
     effect_values(Grade::of)
 );
+
+enum_param!(
+    /// `status` of a run.
+    RunStatusParam,
+    "only runs in this status",
+    steward_store::RunStatus::ALL.iter().map(|s| s.as_str().to_string()).collect()
+);

@@ -593,3 +593,115 @@ pub struct SkippedOperation {
     /// Why Steward cannot express it faithfully (or its name is taken).
     reason: String,
 }
+
+/// A run (`POST /runs`, `GET /runs`, `PATCH /runs/{id}`, `POST /runs/import`).
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Run {
+    id: String,
+    name: Option<String>,
+    /// `running`, `succeeded`, `failed` or `cancelled`.
+    status: String,
+    agent_id: Option<String>,
+    agent_version: Option<String>,
+    user_id: Option<String>,
+    application: Option<String>,
+    tags: Vec<String>,
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<Value>,
+    tokens: Option<u64>,
+    cost: Option<f64>,
+    metadata: Option<Value>,
+    /// The W3C trace id (32 hex digits) the run's spans are exported under.
+    trace_id: String,
+    started_at: String,
+    ended_at: Option<String>,
+    updated_at: String,
+}
+
+/// `GET /runs/{id}`: the run, its spans (flat, in ingest order, and as a tree of `children`),
+/// and the invocations and approvals that name it.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct RunDetail {
+    id: String,
+    name: Option<String>,
+    status: String,
+    agent_id: Option<String>,
+    agent_version: Option<String>,
+    user_id: Option<String>,
+    application: Option<String>,
+    tags: Vec<String>,
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<Value>,
+    tokens: Option<u64>,
+    cost: Option<f64>,
+    metadata: Option<Value>,
+    trace_id: String,
+    started_at: String,
+    ended_at: Option<String>,
+    updated_at: String,
+    /// Each span: `id`, `parentSpanId`, `name`, `type`, `status`, times, input, output,
+    /// attributes, `runId`, `ingestedAt`, `updatedAt`.
+    spans: Vec<Value>,
+    /// The same spans, nested: each with its `children`.
+    span_tree: Vec<Value>,
+    /// Each invocation naming the run, as `GET /actions/invocations/{id}` shows it, with the
+    /// `parentSpanId` it was made under.
+    invocations: Vec<Value>,
+    approvals: Vec<RunApproval>,
+}
+
+/// An approval that names the run.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct RunApproval {
+    id: String,
+    status: String,
+    title: String,
+    invocation_id: Option<String>,
+    created_at: String,
+    decided_at: Option<String>,
+}
+
+/// `POST /runs/{id}/spans`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct SpansIngested {
+    run_id: String,
+    /// Spans whose id the run did not hold.
+    created: u64,
+    /// Spans that replaced one of the same id.
+    replaced: u64,
+}
+
+/// Feedback on a run or one of its spans.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Feedback {
+    id: String,
+    run_id: String,
+    span_id: Option<String>,
+    source: Option<String>,
+    label: Option<String>,
+    rating: Option<f64>,
+    comment: Option<String>,
+    metadata: Option<Value>,
+    created_at: String,
+}
+
+/// `GET /runs/{id}/export`: the run as one OTLP/JSON trace. The run is the root span
+/// (`steward.run.*` attributes); each span carries its own id in `steward.span.id`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Trace {
+    resource_spans: Vec<Value>,
+}

@@ -260,6 +260,7 @@ async fn leave_dispatching(
         now,
         owner: owner.clone(),
         links: Default::default(),
+        parent_span_id: None,
     };
     match store.submit(&submission).await? {
         SubmitOutcome::Created(_) => {}

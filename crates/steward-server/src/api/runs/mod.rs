@@ -1,0 +1,607 @@
+//! `runs`: an agent's trace as its runtime reports it. A run (`run_...`) has a status, an input
+//! and an output, a tree of spans (`parentSpanId`) and feedback; the invocations and approvals
+//! that name it (`runId`) join its timeline. `GET /runs/{id}/export` answers the run as an
+//! OTLP/JSON trace, and `POST /runs/import` makes a run of one. Reading needs `runs:read`;
+//! every change needs `runs:write`. A run's user and tags are what approval policies'
+//! `matchUserId` and `matchTags` see when an invocation names the run (`gate.rs`).
+
+pub(crate) mod parse;
+mod trace;
+
+use super::body;
+use super::idempotent;
+use super::openapi as doc;
+use super::query::Query;
+use super::views;
+use crate::auth::Caller;
+use crate::envelope::{ok, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use crate::error::{codes, ApiError, ApiResult};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use steward_core::{scopes, FeedbackId, Millis, RunId};
+use steward_store::{
+    Actor, FeedbackRecord, RunApproval, RunEndRefusal, RunFilter, RunRecord, RunStatus, SpanRecord,
+    SpansIngested,
+};
+
+/// A fresh run id.
+fn fresh_id() -> RunId {
+    RunId::from_unique(&crate::clock::unique())
+}
+
+/// A run id from a path or a body; one that cannot be ours names no run.
+pub(crate) fn parse_id(id: &str) -> ApiResult<RunId> {
+    RunId::parse(id).map_err(|_| ApiError::not_found("run"))
+}
+
+/// The W3C trace id of a run started here: the first 16 bytes of SHA-256 over its id, in hex.
+/// Derived, not drawn, so the same run always maps to the same trace, and stored on the run so
+/// an imported run keeps the trace id it came with.
+fn derived_trace_id(id: &RunId) -> String {
+    hex::encode(&Sha256::digest(id.as_str().as_bytes())[..16])
+}
+
+pub(crate) fn view(r: &RunRecord) -> Value {
+    let b = &r.body;
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "status": r.status.as_str(),
+        "agentId": r.agent_id,
+        "agentVersion": b.agent_version,
+        "userId": r.user_id,
+        "application": b.application,
+        "tags": b.tags,
+        "input": b.input,
+        "output": b.output,
+        "error": b.error,
+        "tokens": b.tokens,
+        "cost": b.cost,
+        "metadata": b.metadata,
+        "traceId": r.trace_id,
+        "startedAt": r.started_at.to_rfc3339(),
+        "endedAt": r.ended_at.map(|t| t.to_rfc3339()),
+        "updatedAt": r.updated_at.to_rfc3339(),
+    })
+}
+
+fn span_view(s: &SpanRecord) -> Value {
+    let mut v = s.document.clone();
+    v["runId"] = json!(s.run_id);
+    v["ingestedAt"] = json!(s.created_at.to_rfc3339());
+    v["updatedAt"] = json!(s.updated_at.to_rfc3339());
+    v
+}
+
+/// The spans as a forest: each span with its `children`, roots first in ingest order. A span
+/// whose parent is not (yet) in the run is a root.
+fn tree(spans: &[SpanRecord]) -> Vec<Value> {
+    fn node(spans: &[SpanRecord], at: usize, depth: usize) -> Value {
+        let mut v = span_view(&spans[at]);
+        // Ids are unique within a run and a span is never its own parent, but a client can
+        // still send a cycle (a -> b -> a): depth stops it.
+        let children: Vec<Value> = if depth < SPAN_TREE_DEPTH_MAX {
+            (0..spans.len())
+                .filter(|&i| spans[i].parent_span_id.as_deref() == Some(&spans[at].span_id))
+                .map(|i| node(spans, i, depth + 1))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        v["children"] = Value::Array(children);
+        v
+    }
+    let known = |id: &str| spans.iter().any(|s| s.span_id == id);
+    (0..spans.len())
+        .filter(|&i| spans[i].parent_span_id.as_deref().is_none_or(|p| !known(p)))
+        .map(|i| node(spans, i, 0))
+        .collect()
+}
+
+/// How deep the span tree of `GET /runs/{id}` nests, in levels; deeper spans are listed in
+/// `spans` but not nested further.
+const SPAN_TREE_DEPTH_MAX: usize = 64;
+
+fn approval_view(a: &RunApproval) -> Value {
+    json!({
+        "id": a.id,
+        "status": a.status,
+        "title": a.title,
+        "invocationId": a.invocation_id,
+        "createdAt": a.created_at.to_rfc3339(),
+        "decidedAt": a.decided_at.map(|t| t.to_rfc3339()),
+    })
+}
+
+fn feedback_view(f: &FeedbackRecord) -> Value {
+    let mut v = f.document.clone();
+    v["id"] = json!(f.id);
+    v["runId"] = json!(f.run_id);
+    v["spanId"] = json!(f.span_id);
+    v["createdAt"] = json!(f.created_at.to_rfc3339());
+    v
+}
+
+async fn find(state: &AppState, caller: &Caller, id: &RunId) -> ApiResult<RunRecord> {
+    state
+        .store
+        .run(&caller.env.id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))
+}
+
+/// The run with its spans (flat and as a tree) and the invocations and approvals that name it.
+async fn detail(state: &AppState, caller: &Caller, run: &RunRecord) -> ApiResult<Value> {
+    let spans = state.store.spans(&caller.env.id, &run.id).await?;
+    let (invocations, approvals) = state.store.run_timeline(&caller.env.id, &run.id).await?;
+    let mut v = view(run);
+    v["spans"] = Value::Array(spans.iter().map(span_view).collect());
+    v["spanTree"] = Value::Array(tree(&spans));
+    v["invocations"] = Value::Array(
+        invocations
+            .iter()
+            .map(|i| {
+                let mut view = views::invocation(i);
+                view["parentSpanId"] = json!(i.parent_span_id);
+                view
+            })
+            .collect(),
+    );
+    v["approvals"] = Value::Array(approvals.iter().map(approval_view).collect());
+    Ok(v)
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs",
+    operation_id = "runs_start",
+    tag = "runs",
+    params(doc::IdempotencyHeader),
+    request_body = doc::RunStartBody,
+    responses(
+        (status = 201, description = "the run, started", body = doc::Single<doc::Run>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::TooLarge,
+    )
+)]
+pub async fn start(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_WRITE)?;
+    let map = body::object(&bytes)?;
+    let start = parse::start(&map)?;
+    let request = json!({"op": "run.start", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let now = state.clock.now();
+        let id = fresh_id();
+        let run = RunRecord {
+            trace_id: derived_trace_id(&id),
+            id,
+            env_id: caller.env.id.clone(),
+            status: RunStatus::Running,
+            name: start.name,
+            agent_id: start.agent_id,
+            user_id: start.user_id,
+            body: start.body,
+            started_at: now,
+            ended_at: None,
+            updated_at: now,
+        };
+        state
+            .store
+            .start_run(&run, &Actor::key(&caller.key.id, now))
+            .await?;
+        Ok((StatusCode::CREATED, view(&run)))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Runs whose name holds this text (case-insensitive).
+    search: Option<String>,
+    #[param(value_type = Option<doc::RunStatusParam>, inline)]
+    status: Option<String>,
+    #[serde(rename = "agentId")]
+    agent_id: Option<String>,
+    #[serde(rename = "userId")]
+    user_id: Option<String>,
+    /// Runs started after this RFC 3339 time.
+    #[serde(rename = "startedAfter")]
+    started_after: Option<String>,
+    /// Runs started before this RFC 3339 time.
+    #[serde(rename = "startedBefore")]
+    started_before: Option<String>,
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u32>,
+    /// How many to skip.
+    offset: Option<u32>,
+}
+
+fn query_time(field: &str, value: Option<&str>) -> ApiResult<Option<Millis>> {
+    value
+        .map(|t| {
+            parse::rfc3339(t).ok_or_else(|| ApiError::validation(field, "must be an RFC 3339 time"))
+        })
+        .transpose()
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs",
+    operation_id = "runs_list",
+    tag = "runs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "the environment's runs, newest first", body = doc::List<doc::Run>),
+        doc::Guarded,
+        doc::Invalid,
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_READ)?;
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            RunStatus::parse(s).ok_or_else(|| {
+                ApiError::validation("status", format!("`{s}` is not a known status"))
+            })
+        })
+        .transpose()?;
+    let filter = RunFilter {
+        search: q.search.filter(|s| !s.is_empty()),
+        status,
+        agent_id: q.agent_id,
+        user_id: q.user_id,
+        started_after: query_time("startedAfter", q.started_after.as_deref())?,
+        started_before: query_time("startedBefore", q.started_before.as_deref())?,
+        limit: q
+            .limit
+            .unwrap_or(PAGE_LIMIT_DEFAULT)
+            .clamp(1, PAGE_LIMIT_MAX),
+        offset: q.offset.unwrap_or(0),
+    };
+    let runs = state.store.list_runs(&caller.env.id, &filter).await?;
+    Ok(ok(Value::Array(runs.iter().map(view).collect())))
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    operation_id = "runs_get",
+    tag = "runs",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the run with its spans, invocations and approvals", body = doc::Single<doc::RunDetail>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_READ)?;
+    let run = find(&state, &caller, &parse_id(&id)?).await?;
+    Ok(ok(detail(&state, &caller, &run).await?))
+}
+
+#[utoipa::path(
+    patch,
+    path = "/runs/{id}",
+    operation_id = "runs_end",
+    tag = "runs",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::RunEndBody,
+    responses(
+        (status = 200, description = "the run after the change", body = doc::Single<doc::Run>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::TooLarge,
+    )
+)]
+pub async fn end(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_WRITE)?;
+    let id = parse_id(&id)?;
+    let map = body::object(&bytes)?;
+    let change = parse::end(&map)?;
+    let request = json!({"op": "run.end", "run": id, "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let now = state.clock.now();
+        match state
+            .store
+            .end_run(
+                &caller.env.id,
+                &id,
+                &change,
+                &Actor::key(&caller.key.id, now),
+            )
+            .await?
+        {
+            Ok(run) => Ok((StatusCode::OK, view(&run))),
+            Err(RunEndRefusal::AlreadyEnded { status }) => Err(ApiError::of(
+                codes::RUN_ALREADY_ENDED,
+                format!("the run has already ended `{}`", status.as_str()),
+            )),
+        }
+    })
+    .await
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/spans",
+    operation_id = "runs_ingest_spans",
+    tag = "runs",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::SpansBody,
+    responses(
+        (status = 200, description = "how many spans were created and replaced", body = doc::Single<doc::SpansIngested>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::TooLarge,
+    )
+)]
+pub async fn ingest_spans(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_WRITE)?;
+    let id = parse_id(&id)?;
+    let map = body::object(&bytes)?;
+    body::only_known(&map, &parse::SPANS_FIELDS)?;
+    let Some(Value::Array(list)) = map.get("spans") else {
+        return Err(ApiError::validation("spans", "must be a list of spans"));
+    };
+    if list.is_empty() || list.len() > parse::SPANS_PER_INGEST_MAX {
+        return Err(ApiError::validation(
+            "spans",
+            format!("must hold 1 to {} spans", parse::SPANS_PER_INGEST_MAX),
+        ));
+    }
+    let mut spans: Vec<parse::Span> = Vec::with_capacity(list.len());
+    for (i, value) in list.iter().enumerate() {
+        let span = parse::span(i, value, || format!("spn_{}", crate::clock::unique()))?;
+        if spans.iter().any(|s| s.id == span.id) {
+            return Err(ApiError::validation(
+                format!("spans[{i}].id"),
+                "repeats an id given earlier in this request",
+            ));
+        }
+        spans.push(span);
+    }
+    let request = json!({"op": "run.spans", "run": id, "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let now = state.clock.now();
+        let records: Vec<SpanRecord> = spans
+            .into_iter()
+            .map(|s| SpanRecord {
+                run_id: id.clone(),
+                span_id: s.id,
+                parent_span_id: s.parent,
+                document: s.document,
+                created_at: now,
+                updated_at: now,
+            })
+            .collect();
+        let ingested = state
+            .store
+            .ingest_spans(
+                &caller.env.id,
+                &id,
+                &records,
+                parse::SPANS_PER_RUN_MAX,
+                &Actor::key(&caller.key.id, now),
+            )
+            .await?;
+        match ingested {
+            SpansIngested::Stored { created, replaced } => {
+                if let Some(run) = state.store.run(&caller.env.id, &id).await? {
+                    crate::telemetry::export_run_spans(&run, &records);
+                }
+                Ok((
+                    StatusCode::OK,
+                    json!({"runId": id, "created": created, "replaced": replaced}),
+                ))
+            }
+            SpansIngested::TooMany { existing } => Err(ApiError::of(
+                codes::RUN_SPANS_LIMIT_REACHED,
+                format!(
+                    "the run holds {existing} spans; these would take it past {}",
+                    parse::SPANS_PER_RUN_MAX
+                ),
+            )
+            .with_details(json!({"spansMax": parse::SPANS_PER_RUN_MAX}))),
+        }
+    })
+    .await
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/feedback",
+    operation_id = "runs_add_feedback",
+    tag = "runs",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    request_body = doc::FeedbackBody,
+    responses(
+        (status = 201, description = "the feedback recorded", body = doc::Single<doc::Feedback>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+        doc::TooLarge,
+    )
+)]
+pub async fn add_feedback(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_WRITE)?;
+    let id = parse_id(&id)?;
+    let map = body::object(&bytes)?;
+    let (span_id, document) = parse::feedback(&map)?;
+    let request = json!({"op": "run.feedback", "run": id, "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        find(&state, &caller, &id).await?;
+        if let Some(span) = &span_id {
+            let spans = state.store.spans(&caller.env.id, &id).await?;
+            if !spans.iter().any(|s| &s.span_id == span) {
+                return Err(ApiError::validation("spanId", "names no span of this run"));
+            }
+        }
+        let now = state.clock.now();
+        let record = FeedbackRecord {
+            id: FeedbackId::from_unique(&crate::clock::unique()),
+            env_id: caller.env.id.clone(),
+            run_id: id.clone(),
+            span_id,
+            document,
+            created_at: now,
+        };
+        state
+            .store
+            .add_feedback(&record, &Actor::key(&caller.key.id, now))
+            .await?;
+        Ok((StatusCode::CREATED, feedback_view(&record)))
+    })
+    .await
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/feedback",
+    operation_id = "runs_list_feedback",
+    tag = "runs",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the run's feedback, oldest first", body = doc::List<doc::Feedback>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
+pub async fn list_feedback(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_READ)?;
+    let id = parse_id(&id)?;
+    find(&state, &caller, &id).await?;
+    let feedback = state.store.feedback(&caller.env.id, &id).await?;
+    Ok(ok(Value::Array(
+        feedback.iter().map(feedback_view).collect(),
+    )))
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/export",
+    operation_id = "runs_export_trace",
+    tag = "runs",
+    params(doc::IdPath),
+    responses(
+        (status = 200, description = "the run as one OTLP/JSON trace (`resourceSpans`)", body = doc::Single<doc::Trace>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
+pub async fn export_trace(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_READ)?;
+    let run = find(&state, &caller, &parse_id(&id)?).await?;
+    let spans = state.store.spans(&caller.env.id, &run.id).await?;
+    Ok(ok(trace::export(&run, &spans)))
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/import",
+    operation_id = "runs_import_trace",
+    tag = "runs",
+    params(doc::IdempotencyHeader),
+    request_body = doc::TraceBody,
+    responses(
+        (status = 201, description = "the run made of the trace", body = doc::Single<doc::Run>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::TooLarge,
+    )
+)]
+pub async fn import_trace(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_WRITE)?;
+    let map = body::object(&bytes)?;
+    let imported = trace::import(&map)?;
+    let request = json!({"op": "run.import", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let now = state.clock.now();
+        let actor = Actor::key(&caller.key.id, now);
+        let id = fresh_id();
+        let run = imported.run(id.clone(), caller.env.id.clone(), now);
+        state.store.start_run(&run, &actor).await?;
+        let spans = imported.spans(&id, now);
+        if !spans.is_empty() {
+            // Two transactions: a failure here leaves the run without its spans, which a
+            // second import (a new run) or an ingest into this one repairs.
+            state
+                .store
+                .ingest_spans(
+                    &caller.env.id,
+                    &id,
+                    &spans,
+                    parse::SPANS_PER_RUN_MAX,
+                    &actor,
+                )
+                .await?;
+        }
+        Ok((StatusCode::CREATED, view(&run)))
+    })
+    .await
+}

@@ -1,0 +1,399 @@
+//! Runs, spans and feedback on SQLite.
+
+use super::audit_log::{append, Entry};
+use super::conn::{constraint, unavailable};
+use super::rows::{self, col, corrupt, query_all, query_one};
+use super::SqliteStore;
+use crate::error::{StoreError, StoreResult};
+use crate::records::{Actor, InvocationRecord};
+use crate::runs::*;
+use crate::store::Runs;
+use async_trait::async_trait;
+use rusqlite::{params, Connection, Row, ToSql};
+use serde_json::{json, Value};
+use steward_core::{EnvironmentId, FeedbackId, InvocationId, Millis, RunId};
+
+const RUN_COLUMNS: &str =
+    "id, env_id, status, name, agent_id, user_id, trace_id, body, started_at, ended_at, updated_at";
+
+fn run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
+    let status: String = col(row, 2)?;
+    let body: String = col(row, 7)?;
+    Ok(RunRecord {
+        id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("run id", e))?,
+        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
+            .map_err(|e| corrupt("run environment", e))?,
+        status: RunStatus::parse(&status).ok_or_else(|| corrupt("run status", &status))?,
+        name: col(row, 3)?,
+        agent_id: col(row, 4)?,
+        user_id: col(row, 5)?,
+        trace_id: col(row, 6)?,
+        body: serde_json::from_str(&body).map_err(|e| corrupt("run body", e))?,
+        started_at: Millis(col(row, 8)?),
+        ended_at: col::<Option<i64>>(row, 9)?.map(Millis),
+        updated_at: Millis(col(row, 10)?),
+    })
+}
+
+fn span_row(row: &Row<'_>) -> StoreResult<SpanRecord> {
+    let document: String = col(row, 3)?;
+    Ok(SpanRecord {
+        run_id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("span run", e))?,
+        span_id: col(row, 1)?,
+        parent_span_id: col(row, 2)?,
+        document: serde_json::from_str(&document).map_err(|e| corrupt("span", e))?,
+        created_at: Millis(col(row, 4)?),
+        updated_at: Millis(col(row, 5)?),
+    })
+}
+
+fn feedback_row(row: &Row<'_>) -> StoreResult<FeedbackRecord> {
+    let document: String = col(row, 4)?;
+    Ok(FeedbackRecord {
+        id: FeedbackId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("feedback id", e))?,
+        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
+            .map_err(|e| corrupt("feedback environment", e))?,
+        run_id: RunId::parse(&col::<String>(row, 2)?).map_err(|e| corrupt("feedback run", e))?,
+        span_id: col(row, 3)?,
+        document: serde_json::from_str(&document).map_err(|e| corrupt("feedback", e))?,
+        created_at: Millis(col(row, 5)?),
+    })
+}
+
+fn approval_row(row: &Row<'_>) -> StoreResult<RunApproval> {
+    Ok(RunApproval {
+        id: col(row, 0)?,
+        status: col(row, 1)?,
+        title: col(row, 2)?,
+        invocation_id: col::<Option<String>>(row, 3)?
+            .map(|i| InvocationId::parse(&i).map_err(|e| corrupt("approval invocation", e)))
+            .transpose()?,
+        created_at: Millis(col(row, 4)?),
+        decided_at: col::<Option<i64>>(row, 5)?.map(Millis),
+    })
+}
+
+fn body_text(body: &RunBody) -> String {
+    serde_json::to_string(body).expect("a run body always serializes")
+}
+
+fn run(conn: &Connection, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = ?1 AND id = ?2");
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], run_row)
+}
+
+fn require_run(conn: &Connection, env: &EnvironmentId, id: &RunId) -> StoreResult<RunRecord> {
+    run(conn, env, id)?.ok_or(StoreError::NotFound { what: "run" })
+}
+
+/// The audit record of a run's change: `runId`, `name`, `status`.
+pub(crate) fn run_audit(r: &RunRecord) -> Value {
+    json!({"runId": r.id, "name": r.name, "status": r.status.as_str()})
+}
+
+#[async_trait]
+impl Runs for SqliteStore {
+    async fn start_run(&self, r: &RunRecord, actor: &Actor) -> StoreResult<()> {
+        let (r, actor) = (r.clone(), actor.clone());
+        self.write(move |tx| {
+            tx.execute(
+                &format!(
+                    "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                ),
+                params![
+                    r.id.as_str(),
+                    r.env_id.as_str(),
+                    r.status.as_str(),
+                    r.name,
+                    r.agent_id,
+                    r.user_id,
+                    r.trace_id,
+                    body_text(&r.body),
+                    r.started_at.0,
+                    r.ended_at.map(|t| t.0),
+                    r.updated_at.0,
+                ],
+            )
+            .map_err(|e| constraint(e, "run"))?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(r.env_id.as_str()),
+                    kind: "run.started",
+                    subject: r.id.as_str(),
+                    before: None,
+                    after: Some(run_audit(&r)),
+                },
+            )
+        })
+        .await
+    }
+
+    async fn end_run(
+        &self,
+        env: &EnvironmentId,
+        id: &RunId,
+        change: &RunEnd,
+        actor: &Actor,
+    ) -> StoreResult<Result<RunRecord, RunEndRefusal>> {
+        let (env, id, change, actor) = (env.clone(), id.clone(), change.clone(), actor.clone());
+        self.write(move |tx| {
+            let before = require_run(tx, &env, &id)?;
+            let after = match before.ended(&change, actor.now) {
+                Ok(after) => after,
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+            tx.execute(
+                "UPDATE runs SET status = ?1, body = ?2, ended_at = ?3, updated_at = ?4
+                 WHERE env_id = ?5 AND id = ?6",
+                params![
+                    after.status.as_str(),
+                    body_text(&after.body),
+                    after.ended_at.map(|t| t.0),
+                    after.updated_at.0,
+                    env.as_str(),
+                    id.as_str(),
+                ],
+            )
+            .map_err(unavailable)?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: if after.status.is_terminal() {
+                        "run.ended"
+                    } else {
+                        "run.updated"
+                    },
+                    subject: id.as_str(),
+                    before: Some(run_audit(&before)),
+                    after: Some(run_audit(&after)),
+                },
+            )?;
+            Ok(Ok(after))
+        })
+        .await
+    }
+
+    async fn run(&self, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>> {
+        let (env, id) = (env.clone(), id.clone());
+        self.read(move |conn| run(conn, &env, &id)).await
+    }
+
+    async fn list_runs(
+        &self,
+        env: &EnvironmentId,
+        filter: &RunFilter,
+    ) -> StoreResult<Vec<RunRecord>> {
+        let (env, f) = (env.clone(), filter.clone());
+        self.read(move |conn| {
+            let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = ?1");
+            let mut values: Vec<Box<dyn ToSql>> = vec![Box::new(env.as_str().to_string())];
+            let mut term = |clause: &str, value: Box<dyn ToSql>| {
+                values.push(value);
+                sql.push_str(&clause.replace('?', &format!("?{}", values.len())));
+            };
+            if let Some(s) = &f.search {
+                term(
+                    " AND instr(lower(coalesce(name, '')), lower(?)) > 0",
+                    Box::new(s.clone()),
+                );
+            }
+            if let Some(s) = f.status {
+                term(" AND status = ?", Box::new(s.as_str()));
+            }
+            if let Some(a) = &f.agent_id {
+                term(" AND agent_id = ?", Box::new(a.clone()));
+            }
+            if let Some(u) = &f.user_id {
+                term(" AND user_id = ?", Box::new(u.clone()));
+            }
+            if let Some(t) = f.started_after {
+                term(" AND started_at > ?", Box::new(t.0));
+            }
+            if let Some(t) = f.started_before {
+                term(" AND started_at < ?", Box::new(t.0));
+            }
+            term(
+                " ORDER BY started_at DESC, id DESC LIMIT ?",
+                Box::new(f.limit),
+            );
+            term(" OFFSET ?", Box::new(f.offset));
+            let refs: Vec<&dyn ToSql> = values.iter().map(|v| v.as_ref()).collect();
+            query_all(conn, &sql, &refs, run_row)
+        })
+        .await
+    }
+
+    async fn ingest_spans(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+        spans: &[SpanRecord],
+        spans_max: usize,
+        actor: &Actor,
+    ) -> StoreResult<SpansIngested> {
+        let (env, run_id, spans, actor) =
+            (env.clone(), run_id.clone(), spans.to_vec(), actor.clone());
+        self.write(move |tx| {
+            require_run(tx, &env, &run_id)?;
+            let existing: i64 = tx
+                .query_row(
+                    "SELECT count(*) FROM run_spans WHERE run_id = ?1",
+                    [run_id.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(unavailable)?;
+            let existing = usize::try_from(existing).unwrap_or(usize::MAX);
+            let mut created = 0;
+            for s in &spans {
+                let known: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM run_spans WHERE run_id = ?1 AND span_id = ?2)",
+                        params![run_id.as_str(), s.span_id],
+                        |r| r.get(0),
+                    )
+                    .map_err(unavailable)?;
+                if !known {
+                    created += 1;
+                }
+            }
+            if existing.saturating_add(created) > spans_max {
+                return Ok(SpansIngested::TooMany { existing });
+            }
+            for (i, s) in spans.iter().enumerate() {
+                // `seq` orders the run's spans by first ingest; a replacement keeps its own.
+                let seq = i64::try_from(existing + i).unwrap_or(i64::MAX);
+                tx.execute(
+                    "INSERT INTO run_spans (run_id, span_id, parent_span_id, document, created_at, updated_at, seq)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
+                     ON CONFLICT (run_id, span_id) DO UPDATE SET
+                       parent_span_id = excluded.parent_span_id,
+                       document = excluded.document,
+                       updated_at = excluded.updated_at",
+                    params![
+                        run_id.as_str(),
+                        s.span_id,
+                        s.parent_span_id,
+                        s.document.to_string(),
+                        actor.now.0,
+                        seq,
+                    ],
+                )
+                .map_err(unavailable)?;
+            }
+            let replaced = spans.len() - created;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(env.as_str()),
+                    kind: "run.spans_ingested",
+                    subject: run_id.as_str(),
+                    before: None,
+                    after: Some(json!({"runId": run_id, "created": created, "replaced": replaced})),
+                },
+            )?;
+            Ok(SpansIngested::Stored { created, replaced })
+        })
+        .await
+    }
+
+    async fn spans(&self, env: &EnvironmentId, run_id: &RunId) -> StoreResult<Vec<SpanRecord>> {
+        let (env, run_id) = (env.clone(), run_id.clone());
+        self.read(move |conn| {
+            query_all(
+                conn,
+                "SELECT s.run_id, s.span_id, s.parent_span_id, s.document, s.created_at, s.updated_at
+                 FROM run_spans s JOIN runs r ON r.id = s.run_id
+                 WHERE r.env_id = ?1 AND s.run_id = ?2 ORDER BY s.seq",
+                &[&env.as_str(), &run_id.as_str()],
+                span_row,
+            )
+        })
+        .await
+    }
+
+    async fn add_feedback(&self, f: &FeedbackRecord, actor: &Actor) -> StoreResult<()> {
+        let (f, actor) = (f.clone(), actor.clone());
+        self.write(move |tx| {
+            require_run(tx, &f.env_id, &f.run_id)?;
+            tx.execute(
+                "INSERT INTO run_feedback (id, env_id, run_id, span_id, document, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    f.id.as_str(),
+                    f.env_id.as_str(),
+                    f.run_id.as_str(),
+                    f.span_id,
+                    f.document.to_string(),
+                    f.created_at.0,
+                ],
+            )
+            .map_err(|e| constraint(e, "feedback"))?;
+            append(
+                tx,
+                &actor,
+                Entry {
+                    env: Some(f.env_id.as_str()),
+                    kind: "run.feedback_added",
+                    subject: f.run_id.as_str(),
+                    before: None,
+                    after: Some(
+                        json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id}),
+                    ),
+                },
+            )
+        })
+        .await
+    }
+
+    async fn feedback(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+    ) -> StoreResult<Vec<FeedbackRecord>> {
+        let (env, run_id) = (env.clone(), run_id.clone());
+        self.read(move |conn| {
+            query_all(
+                conn,
+                "SELECT id, env_id, run_id, span_id, document, created_at FROM run_feedback
+                 WHERE env_id = ?1 AND run_id = ?2 ORDER BY created_at, id",
+                &[&env.as_str(), &run_id.as_str()],
+                feedback_row,
+            )
+        })
+        .await
+    }
+
+    async fn run_timeline(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+    ) -> StoreResult<(Vec<InvocationRecord>, Vec<RunApproval>)> {
+        let (env, run_id) = (env.clone(), run_id.clone());
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {} FROM invocations WHERE env_id = ?1 AND run_id = ?2 ORDER BY created_at, id",
+                rows::INVOCATION_COLUMNS
+            );
+            let invocations = query_all(
+                conn,
+                &sql,
+                &[&env.as_str(), &run_id.as_str()],
+                rows::invocation,
+            )?;
+            let approvals = query_all(
+                conn,
+                "SELECT id, status, title, invocation_id, created_at, decided_at FROM approvals
+                 WHERE env_id = ?1 AND run_id = ?2 ORDER BY created_at, id",
+                &[&env.as_str(), &run_id.as_str()],
+                approval_row,
+            )?;
+            Ok((invocations, approvals))
+        })
+        .await
+    }
+}

@@ -1,0 +1,58 @@
+//! Runs, their spans and feedback: an agent's trace as its runtime reports it.
+
+use crate::error::StoreResult;
+use crate::records::{Actor, InvocationRecord};
+use crate::runs::{
+    FeedbackRecord, RunApproval, RunEnd, RunEndRefusal, RunFilter, RunRecord, SpanRecord,
+    SpansIngested,
+};
+use async_trait::async_trait;
+use steward_core::{EnvironmentId, RunId};
+
+/// Runs and what hangs off them. Each write appends its audit event in its own transaction:
+/// `run.started`, `run.ended` (a terminal status) or `run.updated`, `run.spans_ingested`,
+/// `run.feedback_added`, each with the run id as subject.
+#[async_trait]
+pub trait Runs: Send + Sync {
+    /// Records a new run, with `run.started`. `Duplicate` if the id exists.
+    async fn start_run(&self, run: &RunRecord, actor: &Actor) -> StoreResult<()>;
+    /// Reads the run, applies [`RunRecord::ended`] and writes the result with its audit event,
+    /// in one transaction. `NotFound` if the environment holds no such run.
+    async fn end_run(
+        &self,
+        env: &EnvironmentId,
+        id: &RunId,
+        change: &RunEnd,
+        actor: &Actor,
+    ) -> StoreResult<Result<RunRecord, RunEndRefusal>>;
+    async fn run(&self, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>>;
+    /// The environment's runs matching `filter`, newest first (`started_at`, then id).
+    async fn list_runs(
+        &self,
+        env: &EnvironmentId,
+        filter: &RunFilter,
+    ) -> StoreResult<Vec<RunRecord>>;
+    /// Inserts or replaces (by span id) each span of `run`, unless the run would then hold more
+    /// than `spans_max` spans, in which case nothing is written. `NotFound` if the environment
+    /// holds no such run.
+    async fn ingest_spans(
+        &self,
+        env: &EnvironmentId,
+        run: &RunId,
+        spans: &[SpanRecord],
+        spans_max: usize,
+        actor: &Actor,
+    ) -> StoreResult<SpansIngested>;
+    /// The run's spans in the order they were first ingested.
+    async fn spans(&self, env: &EnvironmentId, run: &RunId) -> StoreResult<Vec<SpanRecord>>;
+    /// Records feedback on an existing run of the environment (`NotFound` otherwise).
+    async fn add_feedback(&self, feedback: &FeedbackRecord, actor: &Actor) -> StoreResult<()>;
+    /// The run's feedback, oldest first.
+    async fn feedback(&self, env: &EnvironmentId, run: &RunId) -> StoreResult<Vec<FeedbackRecord>>;
+    /// The invocations and approvals of the environment that name the run, oldest first.
+    async fn run_timeline(
+        &self,
+        env: &EnvironmentId,
+        run: &RunId,
+    ) -> StoreResult<(Vec<InvocationRecord>, Vec<RunApproval>)>;
+}
