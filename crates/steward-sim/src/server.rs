@@ -119,6 +119,7 @@ impl World {
             env_id: self.env.clone(),
             effect_id: sub.effect_id.clone(),
             action_name: sub.action.name.clone(),
+            resource: None,
             quantities: steward_server::impact_quantities(&sub.action.definition, &sub.input),
             actor: self.actor(),
         }

@@ -272,6 +272,7 @@ impl World {
             period: Period::Total,
             amount: LIMIT_CENTS,
             action_name: None,
+            resource_prefix: None,
         };
         let limit_record = LimitRecord {
             id: limit.clone(),

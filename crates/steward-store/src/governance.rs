@@ -152,6 +152,9 @@ pub struct ImpactRequest {
     pub env_id: EnvironmentId,
     pub effect_id: EffectId,
     pub action_name: String,
+    /// What the effect changes (`LimitSpec::resource_prefix` narrows by it); `None` when it
+    /// cannot be told.
+    pub resource: Option<String>,
     pub quantities: Vec<Quantity>,
     pub actor: Actor,
 }

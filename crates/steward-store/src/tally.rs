@@ -35,10 +35,11 @@ pub(crate) enum Tally {
 pub(crate) fn tally(request: &ImpactRequest, limits: &[LimitStatus]) -> Tally {
     let mut asked: BTreeMap<LimitId, (&LimitStatus, i64)> = BTreeMap::new();
     for quantity in &request.quantities {
-        for status in limits
-            .iter()
-            .filter(|s| s.limit.spec.applies(&request.action_name, quantity))
-        {
+        for status in limits.iter().filter(|s| {
+            s.limit
+                .spec
+                .applies(&request.action_name, request.resource.as_deref(), quantity)
+        }) {
             let entry = asked.entry(status.limit.id.clone()).or_insert((status, 0));
             let mut usage = status.usage;
             usage.reserved = usage.reserved.saturating_add(entry.1);
@@ -116,6 +117,7 @@ mod tests {
                     period: Period::Day,
                     amount,
                     action_name: action.map(str::to_string),
+                    resource_prefix: None,
                 },
                 archived_at: None,
                 created_at: Millis(0),
@@ -135,6 +137,7 @@ mod tests {
             env_id: EnvironmentId::from_unique("e"),
             effect_id: EffectId::from_unique("f"),
             action_name: "refund".into(),
+            resource: None,
             quantities: amounts
                 .iter()
                 .map(|&amount| Quantity {

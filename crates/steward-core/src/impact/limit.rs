@@ -71,7 +71,14 @@ pub struct LimitSpec {
     pub amount: i64,
     /// Narrows the limit to one action; `None` caps every action in the environment.
     pub action_name: Option<String>,
+    /// Narrows the limit to effects whose resource (the URL of what they change, see
+    /// `Steward's adapters::resource`) starts with this; an effect whose resource cannot be told
+    /// counts against it anyway (a cap never under-counts).
+    pub resource_prefix: Option<String>,
 }
+
+/// The longest `resourcePrefix`, in bytes.
+pub const RESOURCE_PREFIX_LEN_MAX: usize = 512;
 
 /// The fields a limit create body may carry.
 pub const LIMIT_FIELDS: [&str; 8] = [
@@ -120,11 +127,15 @@ pub fn check_limit_amount(value: &Value) -> Result<i64, FieldError> {
 impl LimitSpec {
     /// A limit from a create body; errors name the field.
     pub fn from_create(body: &Map<String, Value>) -> Result<LimitSpec, FieldError> {
-        if body.get("resourcePrefix").is_some_and(|v| !v.is_null()) {
-            return Err(FieldError::new(
-                "resourcePrefix",
-                "is not supported by this server; narrow a limit with actionName",
-            ));
+        let resource_prefix = text(body, "resourcePrefix")?;
+        if let Some(prefix) = &resource_prefix {
+            if prefix.is_empty() || prefix.len() > RESOURCE_PREFIX_LEN_MAX {
+                return Err(FieldError::new(
+                    "resourcePrefix",
+                    format!("must be 1-{RESOURCE_PREFIX_LEN_MAX} bytes"),
+                ));
+            }
+            crate::check_text("resourcePrefix", prefix, crate::TextKind::Line)?;
         }
         let name = check_limit_name(
             &text(body, "name")?.ok_or_else(|| FieldError::new("name", "is required"))?,
@@ -187,12 +198,19 @@ impl LimitSpec {
             period,
             amount,
             action_name,
+            resource_prefix,
         })
     }
 
-    /// Does this limit cap `quantity` of an invocation of `action_name`?
-    pub fn applies(&self, action_name: &str, quantity: &Quantity) -> bool {
-        self.dimension == quantity.dimension
+    /// Does this limit cap `quantity` of an invocation of `action_name` changing `resource`?
+    pub fn applies(&self, action_name: &str, resource: Option<&str>, quantity: &Quantity) -> bool {
+        let resource_matches = match (&self.resource_prefix, resource) {
+            (Some(prefix), Some(resource)) => resource.starts_with(prefix.as_str()),
+            // No prefix, or a resource that cannot be told: the limit counts it.
+            _ => true,
+        };
+        resource_matches
+            && self.dimension == quantity.dimension
             && self.unit == quantity.unit
             && self
                 .action_name
@@ -434,7 +452,11 @@ mod tests {
                 "currency",
             ),
             (
-                json!({"name": "x", "dimension": "emails", "period": "day", "amount": 1, "resourcePrefix": "a/"}),
+                json!({"name": "x", "dimension": "emails", "period": "day", "amount": 1, "resourcePrefix": ""}),
+                "resourcePrefix",
+            ),
+            (
+                json!({"name": "x", "dimension": "emails", "period": "day", "amount": 1, "resourcePrefix": "a\nb"}),
                 "resourcePrefix",
             ),
             (
@@ -465,9 +487,23 @@ mod tests {
             unit: "eur".into(),
             ..usd.clone()
         };
-        assert!(limit.applies("refund", &usd));
-        assert!(!limit.applies("refund", &eur));
-        assert!(!limit.applies("other", &usd));
+        assert!(limit.applies("refund", None, &usd));
+        assert!(!limit.applies("refund", None, &eur));
+        assert!(!limit.applies("other", None, &usd));
+        let narrowed = LimitSpec {
+            resource_prefix: Some("https://api.example.com/repos/acme/".into()),
+            ..limit.clone()
+        };
+        assert!(narrowed.applies("refund", Some("https://api.example.com/repos/acme/x"), &usd));
+        assert!(!narrowed.applies(
+            "refund",
+            Some("https://api.example.com/repos/other/x"),
+            &usd
+        ));
+        assert!(
+            narrowed.applies("refund", None, &usd),
+            "an unknown resource counts"
+        );
     }
 
     #[test]

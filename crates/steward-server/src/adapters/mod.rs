@@ -60,6 +60,12 @@ pub trait Adapter: Send + Sync {
     /// The quantities one call with `input` changes, for impact limits and policies.
     fn impact(&self, spec: &AdapterSpec, input: &Value) -> Vec<Quantity>;
 
+    /// The URL of what one call with `input` changes, for limits narrowed by `resourcePrefix`;
+    /// `None` when it cannot be told (the limit then counts the call).
+    fn resource(&self, _spec: &AdapterSpec, _input: &Value) -> Option<String> {
+        None
+    }
+
     /// How long the provider keeps an idempotency key, in milliseconds: a replay under the same
     /// key is safe only inside it.
     fn replay_window_ms(&self, spec: &AdapterSpec) -> i64;
@@ -190,6 +196,17 @@ pub fn quantities(def: &ActionDefinition, input: &Value) -> Vec<Quantity> {
     match of(def) {
         Some((adapter, spec)) => adapter.impact(spec, input),
         None => steward_core::impact::quantities(def, input),
+    }
+}
+
+/// What one invocation of `def` with `input` changes, as a URL: the adapter's, or a template
+/// action's URL rendered over the input (none when it names a secret).
+pub fn resource(def: &ActionDefinition, input: &Value) -> Option<String> {
+    match of(def) {
+        Some((adapter, spec)) => adapter.resource(spec, input),
+        None => steward_core::render(def, input, &Default::default())
+            .ok()
+            .map(|r| r.url),
     }
 }
 

@@ -261,6 +261,15 @@ impl Adapter for StripeRefund {
 
     /// Reads the payment intent: what was paid and what is already refunded, so the preview can
     /// say whether this refund fits.
+    /// A refund changes its payment intent.
+    fn resource(&self, spec: &AdapterSpec, input: &Value) -> Option<String> {
+        let payment_intent = input.get("paymentIntent").and_then(Value::as_str)?;
+        Some(format!(
+            "{}/v1/payment_intents/{payment_intent}",
+            base_url(spec).trim_end_matches('/')
+        ))
+    }
+
     async fn preview_reads(
         &self,
         state: &AppState,

@@ -31,7 +31,7 @@ fn record_view(l: &LimitRecord) -> Value {
         "period": l.spec.period.as_str(),
         "amount": l.spec.amount,
         "actionName": l.spec.action_name,
-        "resourcePrefix": null,
+        "resourcePrefix": l.spec.resource_prefix,
         "archived": l.archived_at.is_some(),
         "archivedAt": l.archived_at.map(|t| t.to_rfc3339()),
         "createdAt": l.created_at.to_rfc3339(),

@@ -118,6 +118,7 @@ async fn impact(
     input: &Value,
 ) -> ApiResult<Value> {
     let quantities = crate::adapters::quantities(&action.definition, input);
+    let resource = crate::adapters::resource(&action.definition, input);
     let limits = state
         .store
         .list_limits(&caller.env.id, false, state.clock.now())
@@ -126,7 +127,7 @@ async fn impact(
     for q in &quantities {
         for status in limits
             .iter()
-            .filter(|l| l.limit.spec.applies(&action.name, q))
+            .filter(|l| l.limit.spec.applies(&action.name, resource.as_deref(), q))
         {
             let available = status.available();
             out.push(json!({

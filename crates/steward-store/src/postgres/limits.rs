@@ -23,7 +23,7 @@ use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
 use steward_core::{EnvironmentId, LimitId, Millis};
 use tokio_postgres::Row;
 
-const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
+const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at, resource_prefix";
 
 /// Leaves out the limit rows that hold per-key budgets (`crate::budget`): they are reserved at
 /// admission, never by the impact tally, and are read through the budgets API only.
@@ -42,6 +42,7 @@ fn decode(row: &Row) -> StoreResult<LimitRecord> {
             period: Period::parse(period).ok_or_else(|| rows::corrupt("period", period))?,
             amount: col(row, 7)?,
             action_name: col(row, 8)?,
+            resource_prefix: col(row, 12)?,
         },
         archived_at: millis_opt(row, 9)?,
         created_at: millis(row, 10)?,
@@ -53,6 +54,7 @@ fn audit_view(l: &LimitRecord) -> serde_json::Value {
     json!({
         "name": l.spec.name, "dimension": l.spec.dimension, "unit": l.spec.unit,
         "period": l.spec.period.as_str(), "amount": l.spec.amount, "actionName": l.spec.action_name,
+        "resourcePrefix": l.spec.resource_prefix,
         "archived": l.archived_at.is_some(),
     })
 }
@@ -178,7 +180,7 @@ pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResul
         .filter(|l| {
             r.quantities
                 .iter()
-                .any(|q| l.spec.applies(&r.action_name, q))
+                .any(|q| l.spec.applies(&r.action_name, r.resource.as_deref(), q))
         })
         .collect();
     Ok(TallyReads {
@@ -369,10 +371,10 @@ impl Limits for PostgresStore {
             tx.lock_environment(l.env_id.as_str()).await?;
             tx.execute_unique(
                 "impact limit",
-                &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10)"),
+                &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $10, $10, $11)"),
                 &[
                     &l.id.as_str(), &l.env_id.as_str(), &s.name, &s.dimension, &s.unit, &s.currency,
-                    &s.period.as_str(), &s.amount, &s.action_name, &actor.now.0,
+                    &s.period.as_str(), &s.amount, &s.action_name, &actor.now.0, &s.resource_prefix,
                 ],
             )
             .await?;

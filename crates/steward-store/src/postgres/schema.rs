@@ -28,7 +28,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (10, "execution-bound previews", PREVIEWS),
     (11, "webhooks", super::webhooks::WEBHOOKS),
     (12, "runs, spans and feedback", RUNS),
+    (
+        13,
+        "impact limits narrowed by resource",
+        LIMIT_RESOURCE_PREFIX,
+    ),
 ];
+
+/// `resourcePrefix` on impact limits.
+const LIMIT_RESOURCE_PREFIX: &str = r#"
+ALTER TABLE impact_limits ADD COLUMN IF NOT EXISTS resource_prefix TEXT;
+"#;
 
 /// Links between effects (`crate::links`), as in the embedded store.
 const LINKS: &str = r#"

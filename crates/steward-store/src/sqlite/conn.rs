@@ -375,6 +375,7 @@ impl Pool {
         for (table, column, kind) in super::schema::KEY_LIFECYCLE_COLUMNS {
             add_column_if_missing(&tx, table, column, kind)?;
         }
+        add_column_if_missing(&tx, "impact_limits", "resource_prefix", "TEXT")?;
         for (table, column) in super::schema::RUN_COLUMNS {
             add_column_if_missing(&tx, table, column, "TEXT")?;
         }

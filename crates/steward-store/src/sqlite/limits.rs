@@ -17,7 +17,7 @@ use serde_json::json;
 use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
 use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
 
-const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at";
+const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at, resource_prefix";
 
 /// Leaves out the limit rows that hold per-key budgets (`crate::budget`): they are reserved at
 /// admission, never by the impact tally, and are read through the budgets API only.
@@ -37,6 +37,7 @@ fn decode(row: &Row<'_>) -> StoreResult<LimitRecord> {
             period: Period::parse(&period).ok_or_else(|| rows::corrupt("period", &period))?,
             amount: col(row, 7)?,
             action_name: col(row, 8)?,
+            resource_prefix: col(row, 12)?,
         },
         archived_at: col::<Option<i64>>(row, 9)?.map(Millis),
         created_at: Millis(col(row, 10)?),
@@ -48,6 +49,7 @@ fn audit_view(l: &LimitRecord) -> serde_json::Value {
     json!({
         "name": l.spec.name, "dimension": l.spec.dimension, "unit": l.spec.unit,
         "period": l.spec.period.as_str(), "amount": l.spec.amount, "actionName": l.spec.action_name,
+        "resourcePrefix": l.spec.resource_prefix,
         "archived": l.archived_at.is_some(),
     })
 }
@@ -254,10 +256,10 @@ impl Limits for SqliteStore {
             let s = &l.spec;
             super::conn::execute_cached(
                 tx,
-                &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?10)"),
+                &format!("INSERT INTO impact_limits ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?10, ?11)"),
                 params![
                     l.id.as_str(), l.env_id.as_str(), s.name, s.dimension, s.unit, s.currency,
-                    s.period.as_str(), s.amount, s.action_name, actor.now.0
+                    s.period.as_str(), s.amount, s.action_name, actor.now.0, s.resource_prefix
                 ],
             )
             .map_err(|e| super::conn::constraint(e, "impact limit"))?;

@@ -54,6 +54,7 @@ pub fn impact_request(
         env_id: env.id.clone(),
         effect_id: effect.clone(),
         action_name: "refund".into(),
+        resource: None,
         quantities,
         actor: env.actor(at),
     }

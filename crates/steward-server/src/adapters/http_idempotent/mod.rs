@@ -106,6 +106,12 @@ impl Adapter for HttpIdempotent {
         Config::parse(config, allow_http).map(|_| ())
     }
 
+    /// The URL it writes to, rendered over the input.
+    fn resource(&self, spec: &AdapterSpec, input: &Value) -> Option<String> {
+        let config = config(spec).ok()?;
+        rendered(&config, &config.url, input).ok().map(|r| r.url)
+    }
+
     fn check_input(&self, spec: &AdapterSpec, input: &Value) -> Result<(), FieldError> {
         let config = config(spec)?;
         match rendered(&config, &config.url, input) {

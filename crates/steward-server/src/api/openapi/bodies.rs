@@ -273,9 +273,11 @@ pub struct LimitBody {
     unit: Option<String>,
     /// Only invocations of this action count.
     action_name: Option<String>,
-    /// Not supported here (use `actionName`): any value but `null` is refused.
-    #[schema(value_type = Option<()>)]
-    resource_prefix: Option<()>,
+    /// Only effects whose resource (the URL of what they change: a refund's payment intent, a
+    /// template action's rendered URL) starts with this count; an effect whose resource cannot be
+    /// told counts anyway.
+    #[schema(min_length = 1, max_length = 512)]
+    resource_prefix: Option<String>,
 }
 
 /// The window a limit counts over.

@@ -424,9 +424,8 @@ pub struct Limit {
     period: String,
     amount: i64,
     action_name: Option<String>,
-    /// Not supported here: always `null`.
-    #[schema(value_type = Option<()>)]
-    resource_prefix: Option<()>,
+    /// Only effects whose resource starts with this count (`null`: every effect).
+    resource_prefix: Option<String>,
     archived: bool,
     archived_at: Option<String>,
     created_at: String,
