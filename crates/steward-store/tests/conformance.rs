@@ -1379,10 +1379,23 @@ async fn postgres_the_hot_path_takes_few_round_trips() {
             (submitted, postgres.round_trips() - before, begun)
         }
     };
-    // The first prepares the statements on the pool's one connection.
+    // The first prepares the statements on the pool's one connection. Each count is the
+    // fewest of three invokes: a transaction the server asks to retry (a transient failure
+    // under a loaded machine) adds round trips to one invoke, while a round trip the hot path
+    // gained shows in all three.
     invoke_and_answer(0).await;
-    let (submitted, answered, begun) = invoke_and_answer(1).await;
-    assert!(begun);
+    let fewest = |runs: Vec<(u64, u64, bool)>| {
+        assert!(runs.iter().all(|r| r.2), "every invoke began its attempt");
+        (
+            runs.iter().map(|r| r.0).min().unwrap_or(u64::MAX),
+            runs.iter().map(|r| r.1).min().unwrap_or(u64::MAX),
+        )
+    };
+    let (submitted, answered) = fewest(vec![
+        invoke_and_answer(1).await,
+        invoke_and_answer(11).await,
+        invoke_and_answer(21).await,
+    ]);
     eprintln!("hot path round trips: submit_and_begin {submitted}, answer {answered}");
     assert!(
         submitted <= SUBMIT_AND_BEGIN_ROUND_TRIPS_MAX,
@@ -1402,8 +1415,11 @@ async fn postgres_the_hot_path_takes_few_round_trips() {
         .await
         .expect("create_limit");
     invoke_and_answer(2).await;
-    let (submitted, answered, begun) = invoke_and_answer(3).await;
-    assert!(begun);
+    let (submitted, answered) = fewest(vec![
+        invoke_and_answer(3).await,
+        invoke_and_answer(13).await,
+        invoke_and_answer(23).await,
+    ]);
     eprintln!("hot path round trips with a limit: submit_and_begin {submitted}, answer {answered}");
     assert!(
         submitted <= SUBMIT_AND_BEGIN_LIMITED_ROUND_TRIPS_MAX,
@@ -1413,7 +1429,8 @@ async fn postgres_the_hot_path_takes_few_round_trips() {
         answered <= ANSWER_ROUND_TRIPS_MAX,
         "the answer took {answered}"
     );
-    assert_eq!(usage_of(&env, &limit.id, 3_000).await.consumed, 2);
+    // Invokes 2, 3, 13 and 23 each consumed one mutation.
+    assert_eq!(usage_of(&env, &limit.id, 3_000).await.consumed, 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
