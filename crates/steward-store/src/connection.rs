@@ -31,3 +31,13 @@ pub struct ConnectionRecord {
     pub created_at: Millis,
     pub updated_at: Millis,
 }
+
+impl ConnectionRecord {
+    /// What the audit log records of a connection: never any part of its credential.
+    pub(crate) fn audit_view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "integrationId": self.integration_id, "authKind": self.auth_kind,
+            "health": self.health.status, "reason": self.health.reason,
+        })
+    }
+}

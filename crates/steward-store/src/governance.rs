@@ -132,6 +132,19 @@ pub struct LimitRecord {
     pub updated_at: Millis,
 }
 
+impl LimitRecord {
+    /// What the audit log records of a limit.
+    pub(crate) fn audit_view(&self) -> serde_json::Value {
+        let s = &self.spec;
+        serde_json::json!({
+            "name": s.name, "dimension": s.dimension, "unit": s.unit,
+            "period": s.period.as_str(), "amount": s.amount, "actionName": s.action_name,
+            "resourcePrefix": s.resource_prefix,
+            "archived": self.archived_at.is_some(),
+        })
+    }
+}
+
 /// A limit with its usage in the window that contains "now".
 #[derive(Debug, Clone, PartialEq)]
 pub struct LimitStatus {

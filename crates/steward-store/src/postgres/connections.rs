@@ -9,7 +9,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::Actor;
 use crate::store::Connections;
 use async_trait::async_trait;
-use serde_json::json;
+
 use steward_core::EnvironmentId;
 use tokio_postgres::Row;
 
@@ -46,13 +46,6 @@ async fn one(
     tx.one(&sql, &[&env.as_str(), &name], decode).await
 }
 
-fn audit_view(c: &ConnectionRecord) -> serde_json::Value {
-    json!({
-        "integrationId": c.integration_id, "authKind": c.auth_kind,
-        "health": c.health.status, "reason": c.health.reason,
-    })
-}
-
 #[async_trait]
 impl Connections for PostgresStore {
     async fn record_connection(
@@ -86,7 +79,7 @@ impl Connections for PostgresStore {
                     kind: "connection.connected",
                     subject: &c.secret_name,
                     before: None,
-                    after: Some(audit_view(c)),
+                    after: Some(c.audit_view()),
                 },
             )
             .await?;
@@ -141,8 +134,8 @@ impl Connections for PostgresStore {
                     env: Some(env.as_str()),
                     kind: "connection.checked",
                     subject: name,
-                    before: Some(audit_view(&before)),
-                    after: Some(audit_view(&after)),
+                    before: Some(before.audit_view()),
+                    after: Some(after.audit_view()),
                 },
             )
             .await?;

@@ -50,15 +50,6 @@ fn decode(row: &Row) -> StoreResult<LimitRecord> {
     })
 }
 
-fn audit_view(l: &LimitRecord) -> serde_json::Value {
-    json!({
-        "name": l.spec.name, "dimension": l.spec.dimension, "unit": l.spec.unit,
-        "period": l.spec.period.as_str(), "amount": l.spec.amount, "actionName": l.spec.action_name,
-        "resourcePrefix": l.spec.resource_prefix,
-        "archived": l.archived_at.is_some(),
-    })
-}
-
 async fn record(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -386,7 +377,7 @@ impl Limits for PostgresStore {
                     kind: "impact_limit.created",
                     subject: l.id.as_str(),
                     before: None,
-                    after: Some(audit_view(l)),
+                    after: Some(l.audit_view()),
                 },
             )
             .await
@@ -421,8 +412,8 @@ impl Limits for PostgresStore {
                     env: Some(env.as_str()),
                     kind: "impact_limit.updated",
                     subject: id.as_str(),
-                    before: Some(audit_view(&before)),
-                    after: Some(audit_view(&after)),
+                    before: Some(before.audit_view()),
+                    after: Some(after.audit_view()),
                 },
             )
             .await?;

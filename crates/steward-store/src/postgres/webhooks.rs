@@ -11,7 +11,7 @@ use crate::error::StoreResult;
 use crate::records::Actor;
 use crate::store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
 use tokio_postgres::Row;
 
@@ -110,12 +110,6 @@ fn dead_letter(row: &Row) -> StoreResult<DeadLetter> {
     })
 }
 
-/// What the audit log keeps of a subscription: never its secrets or header values.
-fn audited(s: &WebhookSubscription) -> Value {
-    json!({"topic": s.topic, "url": s.url, "eventTypes": s.event_types, "enabled": s.enabled,
-           "secretRotated": s.previous_secret.is_some()})
-}
-
 async fn audit(tx: &Tx<'_>, actor: &Actor, kind: &str, s: &WebhookSubscription) -> StoreResult<()> {
     append(
         tx,
@@ -125,7 +119,7 @@ async fn audit(tx: &Tx<'_>, actor: &Actor, kind: &str, s: &WebhookSubscription) 
             kind,
             subject: &s.id,
             before: None,
-            after: Some(audited(s)),
+            after: Some(s.audit_view()),
         },
     )
     .await

@@ -10,7 +10,7 @@ use crate::records::Actor;
 use crate::store::Connections;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
-use serde_json::json;
+
 use steward_core::{EnvironmentId, Millis};
 
 /// The accounts whose secret still exists as it was when they were connected.
@@ -47,13 +47,6 @@ fn one(
     query_one(conn, &sql, &[&env.as_str(), &name], decode)
 }
 
-fn audit_view(c: &ConnectionRecord) -> serde_json::Value {
-    json!({
-        "integrationId": c.integration_id, "authKind": c.auth_kind,
-        "health": c.health.status, "reason": c.health.reason,
-    })
-}
-
 #[async_trait]
 impl Connections for SqliteStore {
     async fn record_connection(
@@ -88,7 +81,7 @@ impl Connections for SqliteStore {
                     kind: "connection.connected",
                     subject: &c.secret_name,
                     before: None,
-                    after: Some(audit_view(&c)),
+                    after: Some(c.audit_view()),
                 },
             )?;
             one(tx, &c.env_id, &c.secret_name)?.ok_or(StoreError::NotFound { what: "secret" })
@@ -144,8 +137,8 @@ impl Connections for SqliteStore {
                     env: Some(env.as_str()),
                     kind: "connection.checked",
                     subject: &name,
-                    before: Some(audit_view(&before)),
-                    after: Some(audit_view(&after)),
+                    before: Some(before.audit_view()),
+                    after: Some(after.audit_view()),
                 },
             )?;
             Ok(after)

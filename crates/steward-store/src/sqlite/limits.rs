@@ -45,15 +45,6 @@ fn decode(row: &Row<'_>) -> StoreResult<LimitRecord> {
     })
 }
 
-fn audit_view(l: &LimitRecord) -> serde_json::Value {
-    json!({
-        "name": l.spec.name, "dimension": l.spec.dimension, "unit": l.spec.unit,
-        "period": l.spec.period.as_str(), "amount": l.spec.amount, "actionName": l.spec.action_name,
-        "resourcePrefix": l.spec.resource_prefix,
-        "archived": l.archived_at.is_some(),
-    })
-}
-
 fn record(
     conn: &Connection,
     env: &EnvironmentId,
@@ -271,7 +262,7 @@ impl Limits for SqliteStore {
                     kind: "impact_limit.created",
                     subject: l.id.as_str(),
                     before: None,
-                    after: Some(audit_view(&l)),
+                    after: Some(l.audit_view()),
                 },
             )
         })
@@ -314,8 +305,8 @@ impl Limits for SqliteStore {
                     env: Some(env.as_str()),
                     kind: "impact_limit.updated",
                     subject: id.as_str(),
-                    before: Some(audit_view(&before)),
-                    after: Some(audit_view(&after)),
+                    before: Some(before.audit_view()),
+                    after: Some(after.audit_view()),
                 },
             )?;
             Ok(after)

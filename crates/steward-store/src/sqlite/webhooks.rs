@@ -9,7 +9,7 @@ use crate::records::Actor;
 use crate::store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
 use async_trait::async_trait;
 use rusqlite::{params, Row, Transaction};
-use serde_json::{json, Value};
+use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
 
 /// The subscriptions and the dead-letter list (issue #15 item 4).
@@ -105,12 +105,6 @@ fn dead_letter(row: &Row<'_>) -> StoreResult<DeadLetter> {
     })
 }
 
-/// What the audit log keeps of a subscription: never its secrets or header values.
-fn audited(s: &WebhookSubscription) -> Value {
-    json!({"topic": s.topic, "url": s.url, "eventTypes": s.event_types, "enabled": s.enabled,
-           "secretRotated": s.previous_secret.is_some()})
-}
-
 fn audit(
     tx: &Transaction<'_>,
     actor: &Actor,
@@ -125,7 +119,7 @@ fn audit(
             kind,
             subject: &s.id,
             before: None,
-            after: Some(audited(s)),
+            after: Some(s.audit_view()),
         },
     )
 }

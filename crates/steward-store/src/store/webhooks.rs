@@ -40,6 +40,14 @@ pub struct WebhookSubscription {
     pub updated_at: Millis,
 }
 
+impl WebhookSubscription {
+    /// What the audit log keeps of a subscription: never its secrets or header values.
+    pub(crate) fn audit_view(&self) -> serde_json::Value {
+        serde_json::json!({"topic": self.topic, "url": self.url, "eventTypes": self.event_types,
+            "enabled": self.enabled, "secretRotated": self.previous_secret.is_some()})
+    }
+}
+
 /// A secret sealed by the vault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SealedSecret {
