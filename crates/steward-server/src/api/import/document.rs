@@ -8,7 +8,7 @@
 //! they are dropped from input schemas anyway); 3.0's `nullable` is read from the JSON by
 //! `schema.rs`.
 
-use super::{SPEC_BYTES_MAX, SPEC_FIELD};
+use super::{references, SPEC_BYTES_MAX, SPEC_FIELD};
 use crate::error::{ApiError, ApiResult};
 use serde_json::Value;
 
@@ -61,6 +61,8 @@ pub(super) fn load(spec: &Value) -> ApiResult<Document> {
             format!("is {version}; the import reads OpenAPI 3.0 and 3.1"),
         ));
     }
+    // Before anything follows a reference: `oas3` resolves chains by recursion.
+    references::check(&raw)?;
     let mut model = raw.clone();
     if version.starts_with("3.0") {
         exclusive_bounds_as_numbers(&mut model);

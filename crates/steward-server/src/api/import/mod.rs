@@ -11,6 +11,7 @@
 mod document;
 mod operation;
 mod plan;
+mod references;
 mod schema;
 
 use super::body::{self, only_known, optional_string};
