@@ -11,6 +11,10 @@ use std::time::Duration;
 /// the process list).
 pub const API_KEY_ENV: &str = "STEWARD_API_KEY";
 
+/// The server an operator command talks to unless `--server` or `STEWARD_SERVER` says otherwise:
+/// the address `steward serve` listens on by default.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:4000";
+
 /// How long one request may take, in seconds: longer than the server's dispatch deadline, so an
 /// approval that dispatches answers before the command gives up.
 pub const REQUEST_TIMEOUT_S: u64 = 60;
@@ -18,13 +22,9 @@ pub const REQUEST_TIMEOUT_S: u64 = 60;
 /// Where and how an operator command talks to the server.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RemoteArgs {
-    /// The Steward server, e.g. http://127.0.0.1:8080 (the key comes from STEWARD_API_KEY).
-    #[arg(
-        long,
-        env = "STEWARD_SERVER",
-        global = true,
-        default_value = "http://127.0.0.1:8080"
-    )]
+    /// The Steward server (the key comes from STEWARD_API_KEY); by default where `steward serve`
+    /// listens by default.
+    #[arg(long, env = "STEWARD_SERVER", global = true, default_value = DEFAULT_SERVER)]
     server: String,
     /// Print the API's JSON (`data`) instead of a table, for scripts.
     #[arg(long, global = true)]
@@ -100,14 +100,27 @@ impl Remote {
             .bearer_auth(&self.key)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("cannot reach the server: {}", e.without_url()))?;
+            .map_err(|e| unreachable(&self.base, &e))?;
         let status = response.status();
-        let body: Value = response
-            .json()
-            .await
-            .map_err(|e| anyhow::anyhow!("the server's answer is not JSON: {}", e.without_url()))?;
+        let body: Value = response.json().await.map_err(|e| {
+            anyhow::anyhow!(
+                "{} answered HTTP {} with something that is not JSON ({}): is it a Steward \
+                 server? Point --server or STEWARD_SERVER at one",
+                self.base,
+                status.as_u16(),
+                e.without_url()
+            )
+        })?;
         if body["success"] == Value::Bool(true) {
             return Ok(body["data"].clone());
+        }
+        if body["success"] != Value::Bool(false) {
+            bail!(
+                "{} answered HTTP {} without Steward's envelope: is it a Steward server? Point \
+                 --server or STEWARD_SERVER at one",
+                self.base,
+                status.as_u16()
+            );
         }
         Err(Refused {
             status: status.as_u16(),
@@ -136,7 +149,48 @@ impl Remote {
     }
 }
 
+/// Why `server` could not be asked anything: the URL, the cause (refused, timed out, TLS, ...)
+/// and how to point the command elsewhere.
+fn unreachable(server: &url::Url, error: &reqwest::Error) -> anyhow::Error {
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    let cause = causes.last().cloned().unwrap_or_else(|| error.to_string());
+    let what = if error.is_timeout() {
+        format!("did not answer within {REQUEST_TIMEOUT_S} s")
+    } else if causes.iter().any(|c| {
+        let c = c.to_ascii_lowercase();
+        c.contains("tls") || c.contains("certificate") || c.contains("handshake")
+    }) {
+        format!("failed the TLS handshake ({cause})")
+    } else if error.is_connect() {
+        format!("could not be reached ({cause})")
+    } else {
+        format!("could not be asked ({cause})")
+    };
+    anyhow::anyhow!(
+        "the Steward server at {server} {what}; start it with `steward serve`, or point --server \
+         or STEWARD_SERVER at it (the default is {DEFAULT_SERVER})"
+    )
+}
+
 /// A path segment from user input, percent-encoded (an id or a name).
 pub fn segment(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_server_is_where_serve_listens_by_default() {
+        assert_eq!(
+            DEFAULT_SERVER,
+            format!("http://{}", crate::commands::serve::DEFAULT_LISTEN)
+        );
+    }
 }

@@ -14,12 +14,16 @@ use steward_server::{
     McpKeyPolicy as KeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
 
+/// Where `serve` listens unless told otherwise; every client command's default server is this
+/// address (`remote::DEFAULT_SERVER`), so a quickstart's server and its operator commands meet.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4000";
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     data: DataArgs,
     /// The address to listen on.
-    #[arg(long, env = "STEWARD_LISTEN", default_value = "127.0.0.1:4000")]
+    #[arg(long, env = "STEWARD_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// Allow http and loopback/private destinations (for local fixtures only).
     #[arg(long, env = "STEWARD_ALLOW_INSECURE_DESTINATIONS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]

@@ -455,3 +455,59 @@ async fn a_policy_file_is_planned_tested_and_applied_exactly_from_the_cli() {
         refused.stderr
     );
 }
+
+/// Runs `steward ARGS` against `url` with a key nobody checks: for servers that are not there or
+/// are not Steward.
+async fn cli_at(url: &str, args: &[&str]) -> Ran {
+    let out = tokio::process::Command::new(steward_bin())
+        .args(args)
+        .env("STEWARD_SERVER", url)
+        .env("STEWARD_API_KEY", "stw_not_checked")
+        .env_remove("STEWARD_DATA")
+        .output()
+        .await
+        .expect("the CLI runs");
+    Ran {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_not_there_or_not_steward_is_named_with_the_way_to_point_elsewhere() {
+    // A port nothing listens on: bound, read and let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nowhere = format!("http://127.0.0.1:{port}");
+    let ran = cli_at(&nowhere, &["approvals", "list"]).await;
+    assert!(!ran.ok, "{}", ran.stdout);
+    for needle in [
+        nowhere.as_str(),
+        "could not be reached",
+        "--server",
+        "STEWARD_SERVER",
+    ] {
+        assert!(
+            ran.stderr.contains(needle),
+            "no {needle:?} in {}",
+            ran.stderr
+        );
+    }
+
+    // The fixture answers HTTP, but it is not Steward.
+    let fixture = fixture().await;
+    let url = format!("http://{}", fixture.addr());
+    let ran = cli_at(&url, &["approvals", "list"]).await;
+    assert!(!ran.ok, "{}", ran.stdout);
+    for needle in [url.as_str(), "is it a Steward server", "--server"] {
+        assert!(
+            ran.stderr.contains(needle),
+            "no {needle:?} in {}",
+            ran.stderr
+        );
+    }
+}
