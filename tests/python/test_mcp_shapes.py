@@ -143,6 +143,25 @@ def test_mcp_an_input_named_operation_key_is_received_and_the_meta_key_still_ded
     assert steward.fixture_writes() == before + 1, "two calls with one key, one write"
 
 
+def test_invoke_takes_a_non_object_input_only_where_the_schema_declares_one(
+        shapes: Shapes, steward: Steward) -> None:
+    """The HTTP API agrees with the MCP door: the array action takes an array; an object
+    action still refuses one, naming `input`, and sends nothing."""
+    before = steward.fixture_writes()
+    pi = new_pi()
+    done = post_api(steward, shapes.agent_key, "/actions/shapes.pair/invoke",
+                    {"input": [pi, 120], "operationKey": f"rest-{uuid.uuid4()}"})
+    assert done["data"]["status"] == "succeeded", done
+    assert steward.fixture_writes() == before + 1
+    for action, bad in (("shapes.own-key", [pi]), ("shapes.pair", {"0": pi, "1": 5})):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post_api(steward, shapes.agent_key, f"/actions/{action}/invoke",
+                     {"input": bad, "operationKey": f"rest-{uuid.uuid4()}"})
+        error = json.loads(refused.value.read())["error"]
+        assert refused.value.code == 400 and error["details"]["field"] == "input", error
+    assert steward.fixture_writes() == before + 1
+
+
 # -- malformed messages ---------------------------------------------------------------------
 
 REQUEST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -215,6 +234,7 @@ STDIO_LINES: list[tuple[str, Any, int | None]] = [
     (json.dumps({"jsonrpc": "2.0", "id": 15, "method": "tools/call", "params": {"arguments": {}}}),
      15, -32602),
     (json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), None, None),
+    (json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": 5}), None, None),
     (json.dumps({"jsonrpc": "2.0", "id": 16, "method": "ping"}), 16, 0),
 ]
 

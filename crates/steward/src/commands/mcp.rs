@@ -241,6 +241,10 @@ impl Proxy {
             vec![body.trim().to_string()]
         };
         let answers: Vec<String> = answers.into_iter().filter(|a| is_message(a)).collect();
+        if !answered {
+            // JSON-RPC answers no notification or response, even one the server refused.
+            return Vec::new();
+        }
         if !status.is_success() && answers.is_empty() {
             return failed(format!(
                 "the Steward server refused the request (HTTP {}): {}",
@@ -356,7 +360,8 @@ async fn watch_tools(
 }
 
 /// False only for a well-formed notification (a string `method`, no `id`) or response (an `id`
-/// with a `result` or an `error`, no `method`): JSON-RPC answers neither. Anything else is a
+/// with a `result` or an `error`, no `method`): JSON-RPC answers neither, whatever the server
+/// says of it. Anything else is a
 /// request or a malformed message, and gets an answer.
 fn expects_answer(message: &Value) -> bool {
     let Some(m) = message.as_object() else {
