@@ -104,11 +104,10 @@ def test_budgets_are_read_put_and_deleted_by_an_operator_only(
         other_operator: anlyon.Client, refund_action: dict[str, Any]) -> None:
     client, key_id = new_agent(steward, "budget-crud")
     expect(lambda: operator.budgets.get(key_id), status=404, code="NOT_FOUND")
-    created = operator.budgets.put(key_id, dimension_caps={"invocations": 1},
-                                   monthly_cost_cents_cap=500).data
+    created = operator.budgets.put(key_id, dimension_caps={"invocations": 1}).data
     assert created["apiKeyId"] == key_id
     assert created["enabled"] is True and created["alertThreshold"] == 0.8
-    assert created["monthlyCostCentsCap"] == 500 and created["estimatedCostCents"] == 0
+    assert created["monthlyCostCentsCap"] is None and created["estimatedCostCents"] == 0
     assert created["period"] == "month"
     # A put changes only what it names.
     changed = operator.budgets.put(key_id, alert_threshold=0.5).data
@@ -163,6 +162,32 @@ def test_budgets_are_read_put_and_deleted_by_an_operator_only(
     assert steward.fixture_writes() == before + 4
     # Budget rows are not impact limits.
     assert all(not l["name"].startswith("budget:") for l in operator.impact_limits.list().data)
+
+
+def test_a_cost_cap_is_refused_at_save_naming_the_field_and_never_reported(
+        backend: tuple[Steward, str | None]) -> None:
+    """Nothing prices a call, so a cost cap could never refuse: a put naming one is refused
+    (and saves nothing), on both stores; `null` is accepted and the answer never claims a cap."""
+    steward, database = backend
+    operator = steward.client(steward.keys["operator"], retry=NO_RETRY)
+    _, key_id = new_agent(steward, "budget-cost-cap", database)
+    for cap in (500, 0):
+        bad = expect(lambda: operator.budgets.put(key_id, monthly_cost_cents_cap=cap,
+                                                  dimension_caps={"invocations": 3}),
+                     status=400, code="VALIDATION_ERROR")
+        assert bad.details["field"] == "monthlyCostCentsCap", bad
+        assert "prices no call" in str(bad), bad
+    # The refused put saved nothing, not even its other fields.
+    expect(lambda: operator.budgets.get(key_id), status=404, code="NOT_FOUND")
+    saved = operator.budgets.put(key_id, monthly_cost_cents_cap=None,
+                                 dimension_caps={"invocations": 3}).data
+    assert saved["monthlyCostCentsCap"] is None and saved["dimensionCaps"] == {"invocations": 3}
+    bad = expect(lambda: operator.budgets.put(key_id, monthly_cost_cents_cap=1),
+                 status=400, code="VALIDATION_ERROR")
+    assert bad.details["field"] == "monthlyCostCentsCap"
+    for view in (operator.budgets.get(key_id).data,
+                 next(b for b in operator.budgets.list().data if b["apiKeyId"] == key_id)):
+        assert view["monthlyCostCentsCap"] is None and view["dimensionCaps"] == {"invocations": 3}
 
 
 def test_unknown_exposure_that_alone_blocks_admission_requires_reconciliation(

@@ -104,6 +104,16 @@ pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 pub const APPROVAL_EXPIRY_SECONDS_MAX: u64 = 30 * 24 * 3600;
 
 impl ActionDefinition {
+    /// True when the action's input is a JSON object: it declares no input schema, or one whose
+    /// `type` is absent or `object`. An action whose schema declares another type (an array, a
+    /// string, a list of types) takes any JSON value its schema accepts.
+    pub fn takes_object_input(&self) -> bool {
+        match &self.input_schema {
+            None => true,
+            Some(schema) => schema.get("type").is_none_or(|t| t == "object"),
+        }
+    }
+
     /// Every invocation of a governed action is a tracked effect with a receipt grade.
     pub fn is_governed(&self) -> bool {
         self.adapter.is_some() || self.impact.is_some() || self.verify.is_some() || self.governed

@@ -6,7 +6,8 @@
 //! One invocation counts 1 in the `invocations` dimension when it is recorded (approval-gated
 //! ones included); its reservation is consumed when it succeeds, released when it fails or is
 //! refused, denied or expired, and kept as exposure while its outcome is unknown. Steward prices
-//! nothing, so `estimatedCostCents` is always 0 and `monthlyCostCentsCap` never refuses.
+//! nothing, so `estimatedCostCents` is always 0, and a `monthlyCostCentsCap`, which could never
+//! refuse, is refused at save ([`COST_CAP_REFUSED`]) and always answered as `null`.
 
 use super::body::{self, only_known};
 use super::idempotent;
@@ -39,6 +40,10 @@ pub(crate) const FIELDS: [&str; 4] = [
 /// the view reports `alerting` (the hosted product's documented default is the same 80%).
 pub(crate) const BUDGET_ALERT_THRESHOLD_DEFAULT: f64 = 0.8;
 
+/// Why a put naming a cost cap is refused: nothing prices a call (every call would cost 0
+/// cents), so the cap could never refuse, and a stored cap that never refuses would mislead.
+pub(crate) const COST_CAP_REFUSED: &str = "Steward prices no call (every call costs 0 cents), so a cost cap could never refuse; leave it out or null, and cap `dimensionCaps.invocations` instead";
+
 /// The answer to an invoke its key's budget refused (no invocation exists).
 pub(crate) fn refused(refusal: &BudgetRefusal) -> ApiError {
     let (code, message) = match refusal {
@@ -66,7 +71,9 @@ fn view(s: &BudgetStatus) -> Value {
     json!({
         "apiKeyId": b.key_id,
         "enabled": b.spec.enabled,
-        "monthlyCostCentsCap": b.spec.monthly_cost_cents_cap,
+        // Never the stored value: a cap put before caps were refused at save enforces nothing,
+        // and the answer must not claim one.
+        "monthlyCostCentsCap": Value::Null,
         "dimensionCaps": b.spec.dimension_caps,
         "alertThreshold": b.spec.alert_threshold,
         "period": "month",
@@ -131,7 +138,8 @@ fn dimension_caps(value: &Value) -> ApiResult<BTreeMap<String, i64>> {
 }
 
 /// The spec after applying the body to `current` (or to the defaults): a field left out keeps
-/// its value, `null` clears a cap.
+/// its value, `null` clears a cap. A cost cap is refused ([`COST_CAP_REFUSED`]); one stored by
+/// an earlier version is cleared by any put.
 fn apply(map: &Map<String, Value>, current: Option<BudgetSpec>) -> ApiResult<BudgetSpec> {
     let mut spec = current.unwrap_or(BudgetSpec {
         monthly_cost_cents_cap: None,
@@ -140,9 +148,13 @@ fn apply(map: &Map<String, Value>, current: Option<BudgetSpec>) -> ApiResult<Bud
         enabled: true,
     });
     match map.get("monthlyCostCentsCap") {
-        None => {}
-        Some(Value::Null) => spec.monthly_cost_cents_cap = None,
-        Some(v) => spec.monthly_cost_cents_cap = Some(amount("monthlyCostCentsCap", v)?),
+        None | Some(Value::Null) => spec.monthly_cost_cents_cap = None,
+        Some(_) => {
+            return Err(ApiError::validation(
+                "monthlyCostCentsCap",
+                COST_CAP_REFUSED,
+            ))
+        }
     }
     match map.get("dimensionCaps") {
         None => {}

@@ -46,10 +46,10 @@ struct Request {
 fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Request> {
     let map = body::object(bytes)?;
     only_known(&map, &FIELDS)?;
+    // Any JSON value: whether it must be an object depends on the action (`check`).
     let input = match map.get("input") {
         None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(ApiError::validation("input", "must be a JSON object")),
+        Some(v) => v.clone(),
     };
     let retry_of = optional_string(&map, "retryOf")?
         .map(|r| {
@@ -128,6 +128,9 @@ pub(super) fn check(action: &ActionRecord, input: &Value) -> ApiResult<()> {
             codes::ACTION_DISABLED,
             "this action is disabled",
         ));
+    }
+    if !input.is_object() && def.takes_object_input() {
+        return Err(ApiError::validation("input", "must be a JSON object"));
     }
     if let Some(schema) = &def.input_schema {
         crate::input_schema::validate(schema, input)?;

@@ -1,12 +1,14 @@
-//! A `tools/call` turned into an invoke: the tool names the action, the arguments are its
-//! input, and the operation key comes from the `operationKey` argument or the `_meta` key
-//! [`META_OPERATION_KEY`], never from the JSON-RPC id (a per-connection counter). The invoke
+//! A `tools/call` turned into an invoke: the tool names the action, the arguments carry its
+//! input (the arguments themselves, or their `input` when the action's input is not an
+//! object: [`tools::Arguments`]), and the operation key comes from the `operationKey` argument
+//! or the `_meta` key [`META_OPERATION_KEY`] (only `_meta` when the action's own input has an
+//! `operationKey` property), never from the JSON-RPC id (a per-connection counter). The invoke
 //! runs through `api::invoke::run`, the code `POST /actions/{ref}/invoke` runs, so governance,
 //! operation keys, approvals, limits and the halt apply exactly as there.
 
 use super::derive::{self, KeyPolicy};
 use super::result::{Envelope, Status};
-use super::tools::{self, OPERATION_KEY_ARGUMENT};
+use super::tools::{self, Arguments, INPUT_ARGUMENT, OPERATION_KEY_ARGUMENT};
 use crate::api::invoke;
 use crate::api::views;
 use crate::auth::Caller;
@@ -79,8 +81,19 @@ pub async fn call(
             None,
         ));
     };
-    let mut input = arguments.unwrap_or_default();
-    let argument_key = input.remove(OPERATION_KEY_ARGUMENT);
+    let shape = tools::arguments(&action.definition);
+    let mut arguments = arguments.unwrap_or_default();
+    let argument_key = match shape {
+        Arguments::InputOwningOperationKey => None,
+        Arguments::Input | Arguments::Wrapped => arguments.remove(OPERATION_KEY_ARGUMENT),
+    };
+    let input = match shape {
+        Arguments::Wrapped => match unwrapped(arguments) {
+            Ok(input) => input,
+            Err(e) => return Ok(Envelope::of_error(&e, None)),
+        },
+        Arguments::Input | Arguments::InputOwningOperationKey => Value::Object(arguments),
+    };
     let operation_key = match operation_key(argument_key.as_ref(), meta_key) {
         Ok(key) => key,
         Err(e) => return Ok(Envelope::of_error(&e, None)),
@@ -155,15 +168,14 @@ async fn derived_key(
     keys: &KeyPolicy,
     caller: &Caller,
     action: &ActionRecord,
-    input: &Map<String, Value>,
+    input: &Value,
 ) -> Result<OperationKey, ApiError> {
     let now = state.clock.now();
-    let input = Value::Object(input.clone());
     let basis = derive::Basis {
         key: &caller.key.id,
         action: &action.id,
         version: action.version,
-        input: &input,
+        input,
     };
     let [current, previous] = derive::candidates(&basis, keys, now);
     let earlier = state
@@ -187,6 +199,25 @@ async fn denial_note(state: &AppState, invocation: &InvocationRecord) -> Option<
         .ok()
         .flatten()?;
     views::decision_note(&approval).map(str::to_string)
+}
+
+/// The input of a wrapped tool: its `input` argument, which must be there and alone (beside
+/// the operation key, already taken out).
+fn unwrapped(mut arguments: Map<String, Value>) -> Result<Value, ApiError> {
+    if let Some(other) = arguments.keys().find(|k| *k != INPUT_ARGUMENT) {
+        return Err(ApiError::validation(
+            other.clone(),
+            format!(
+                "is not an argument of this tool: pass the action's input as `{INPUT_ARGUMENT}`"
+            ),
+        ));
+    }
+    arguments.remove(INPUT_ARGUMENT).ok_or_else(|| {
+        ApiError::validation(
+            INPUT_ARGUMENT,
+            "is required: this action's input is not an object, so the tool takes it whole as `input`",
+        )
+    })
 }
 
 /// The operation key from the argument or `_meta`; both given must agree.
@@ -240,5 +271,22 @@ mod tests {
         assert!(err.message.contains("operationKey"));
         let err = operation_key(Some(&json!(7)), None).unwrap_err();
         assert!(err.message.contains("operationKey: must be a string"));
+    }
+
+    #[test]
+    fn a_wrapped_input_is_the_input_argument_alone() {
+        let args = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(
+            unwrapped(args(json!({"input": [1, 2]}))).unwrap(),
+            json!([1, 2])
+        );
+        assert_eq!(
+            unwrapped(args(json!({"input": null}))).unwrap(),
+            Value::Null
+        );
+        let err = unwrapped(args(json!({}))).unwrap_err();
+        assert_eq!(err.details.as_ref().unwrap()["field"], "input");
+        let err = unwrapped(args(json!({"input": "x", "extra": 1}))).unwrap_err();
+        assert_eq!(err.details.as_ref().unwrap()["field"], "extra");
     }
 }

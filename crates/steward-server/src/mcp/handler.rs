@@ -17,7 +17,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 /// What every host shows the model about this server.
-const INSTRUCTIONS: &str = "Each tool is a governed action of Steward. Governed tools take an operationKey: choose one per business operation and reuse it on every retry of that operation, so it runs at most once. Every result has a status and an instruction: follow the instruction (for example, do not retry an unknown outcome; call again with the same operationKey to observe an approval).";
+const INSTRUCTIONS: &str = "Each tool is a governed action of Steward. Governed tools take an operationKey (in _meta \"steward/operationKey\" when a tool's description says so, because its own input has an operationKey field): choose one per business operation and reuse it on every retry of that operation, so it runs at most once. Every result has a status and an instruction: follow the instruction (for example, do not retry an unknown outcome; call again with the same operationKey to observe an approval).";
 
 #[derive(Clone)]
 pub struct Handler {

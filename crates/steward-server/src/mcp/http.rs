@@ -9,12 +9,19 @@
 //!    `403 origin_not_allowed` (a browser page of another site may not drive the tools).
 //! 3. The bearer key: missing, unknown, revoked or expired is `401`, with
 //!    `WWW-Authenticate: Bearer`.
+//!
+//! Then [`well_formed`] answers a POST whose body is not one JSON-RPC message rmcp can read
+//! with the JSON-RPC error the specification names (`message.rs`). Only POST is served: a GET
+//! (the optional server-to-client stream) or a DELETE is `405`, so no request on `/mcp` stays
+//! open longer than a `tools/call`, which the dispatch deadline bounds.
 
 use super::handler::Handler;
+use super::message;
 use crate::error::ApiError;
 use crate::state::AppState;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -106,6 +113,7 @@ pub fn route(state: AppState, settings: super::Settings) -> Router<AppState> {
     );
     Router::new()
         .route_service(PATH, service)
+        .route_layer(middleware::from_fn(well_formed))
         .route_layer(middleware::from_fn_with_state(
             (state, Arc::new(hosts)),
             guard,
@@ -148,6 +156,36 @@ async fn guard(
         return response;
     }
     next.run(request).await
+}
+
+/// A POST's body, checked as `message.rs` says before rmcp reads it; a refused one is answered
+/// with its JSON-RPC error.
+async fn well_formed(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if let Some(refusal) = message::content_type(content_type) {
+        return refused(&refusal);
+    }
+    let (parts, body) = request.into_parts();
+    let bytes_max = crate::api::JSON_BODY_BYTES_MAX;
+    let Ok(bytes) = axum::body::to_bytes(body, bytes_max).await else {
+        return refused(&message::too_large(bytes_max));
+    };
+    if let Some(refusal) = message::check(&bytes) {
+        return refused(&refusal);
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn refused(refusal: &message::Refusal) -> Response {
+    let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, axum::Json(refusal.body())).into_response()
 }
 
 async fn authenticated(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {

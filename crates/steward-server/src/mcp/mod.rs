@@ -6,12 +6,14 @@
 //! - [`derive`]: the operation key of a call that carries none, where the action allows it.
 //! - [`result`]: the one result envelope every call answers with.
 //! - [`handler`]: the rmcp server handler tying them together, per request, holding no state.
+//! - [`message`]: a POST's body checked before rmcp, so a malformed one gets its JSON-RPC error.
 //! - [`http`]: Streamable HTTP at `/mcp`, behind the bearer key and the `Host`/`Origin` checks.
 
 mod call;
 pub mod derive;
 mod handler;
 pub mod http;
+mod message;
 mod result;
 mod tools;
 

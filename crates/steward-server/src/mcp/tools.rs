@@ -7,6 +7,18 @@
 //! whose name needs no mapping keeps it and the mapped one is not offered; between mapped
 //! names alone, the first in byte order of the action name keeps it. Each skipped action is
 //! logged. The rule depends only on the set of names, so every replica offers the same tools.
+//!
+//! A tool's arguments are an object (MCP requires `inputSchema` to be `type: object`), so how
+//! they carry the action's input depends on the action's input schema ([`Arguments`]):
+//!
+//! - an object schema (or none, or one without a `type`): the arguments are the input, and the
+//!   `operationKey` argument, taken out before the invoke, is the operation key;
+//! - an object schema that declares an `operationKey` property of its own: the arguments are
+//!   the input, that argument included, and the operation key travels only in `_meta`
+//!   (`steward/operationKey`, [`super::call::META_OPERATION_KEY`]);
+//! - any other schema (an array, a string, a type list, a boolean schema): wrapped as
+//!   `{"type": "object", "properties": {"input": <schema>}, "required": ["input"]}`, and the
+//!   `input` argument is the action's input (with `operationKey` beside it).
 
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -21,6 +33,37 @@ pub const OPERATION_KEY_ARGUMENT: &str = "operationKey";
 
 /// What the model is told about [`OPERATION_KEY_ARGUMENT`].
 pub const OPERATION_KEY_DESCRIPTION: &str = "A stable key for this business operation. Reuse the same key when you retry this same operation; use a new key for a new one.";
+
+/// The argument that carries the input of an action whose input is not an object.
+pub const INPUT_ARGUMENT: &str = "input";
+
+/// How a tool's arguments carry its action's input (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arguments {
+    /// The arguments are the input; the `operationKey` argument is the operation key.
+    Input,
+    /// The arguments are the input, `operationKey` included; the key travels in `_meta` only.
+    InputOwningOperationKey,
+    /// The input is not an object: it is the `input` argument.
+    Wrapped,
+}
+
+/// How `def`'s tool carries its input.
+pub fn arguments(def: &ActionDefinition) -> Arguments {
+    if !def.takes_object_input() {
+        return Arguments::Wrapped;
+    }
+    let owns_key = def
+        .input_schema
+        .as_ref()
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .is_some_and(|p| p.contains_key(OPERATION_KEY_ARGUMENT));
+    match owns_key {
+        true => Arguments::InputOwningOperationKey,
+        false => Arguments::Input,
+    }
+}
 
 /// The tool name for an action name: `.` becomes `_`. `None` when the result is not a valid
 /// MCP tool name (cannot happen for a valid action name; checked rather than assumed).
@@ -66,12 +109,22 @@ pub fn catalog(actions: &[ActionRecord]) -> BTreeMap<String, &ActionRecord> {
 /// The tool's JSON (`name`, `description`, `inputSchema`, `annotations`).
 pub fn tool(name: &str, def: &ActionDefinition) -> Value {
     let governed = def.is_governed();
-    let mut schema = match &def.input_schema {
-        Some(Value::Object(s)) if s.get("type").is_none_or(|t| t == "object") => s.clone(),
+    let shape = arguments(def);
+    let mut schema = match (&def.input_schema, shape) {
+        (Some(input), Arguments::Wrapped) => {
+            let mut wrapper = Map::new();
+            wrapper.insert(
+                "properties".into(),
+                json!({ INPUT_ARGUMENT: input.clone() }),
+            );
+            wrapper.insert("required".into(), json!([INPUT_ARGUMENT]));
+            wrapper
+        }
+        (Some(Value::Object(s)), _) => s.clone(),
         _ => Map::new(),
     };
     schema.insert("type".into(), json!("object"));
-    if governed {
+    if governed && shape != Arguments::InputOwningOperationKey {
         let properties = schema.entry("properties").or_insert_with(|| json!({}));
         if let Value::Object(properties) = properties {
             properties.insert(
@@ -157,10 +210,21 @@ pub fn description(def: &ActionDefinition) -> String {
     if def.requires_approval {
         parts.push("A person may have to approve each call before it runs.".into());
     }
-    if def.is_governed() {
+    let shape = arguments(def);
+    if shape == Arguments::Wrapped {
         parts.push(format!(
-            "Pass {OPERATION_KEY_ARGUMENT}: the same key on every retry of one operation."
+            "The action's input is not an object: pass it whole as the `{INPUT_ARGUMENT}` argument."
         ));
+    }
+    match (def.is_governed(), shape) {
+        (false, _) => {}
+        (true, Arguments::InputOwningOperationKey) => parts.push(format!(
+            "The `{OPERATION_KEY_ARGUMENT}` argument is this action's own input: pass the operation key in _meta \"{}\", the same key on every retry of one operation.",
+            super::call::META_OPERATION_KEY
+        )),
+        (true, _) => parts.push(format!(
+            "Pass {OPERATION_KEY_ARGUMENT}: the same key on every retry of one operation."
+        )),
     }
     parts.join(" ")
 }
@@ -259,5 +323,58 @@ mod tests {
         assert!(t["annotations"].get("destructiveHint").is_none());
         assert!(t["inputSchema"]["properties"].get("operationKey").is_none());
         assert_eq!(t["inputSchema"]["required"], json!(["q"]));
+    }
+
+    fn governed_with(input_schema: Value) -> ActionDefinition {
+        serde_json::from_value(json!({
+            "name": "shaped", "urlTemplate": "https://example.test/x", "governed": true,
+            "inputSchema": input_schema,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_non_object_input_schema_is_wrapped_as_the_input_argument() {
+        for input in [
+            json!({"type": "array", "items": {"type": "integer"}}),
+            json!({"type": "string"}),
+            json!({"type": ["object", "null"]}),
+        ] {
+            let def = governed_with(input.clone());
+            assert_eq!(arguments(&def), Arguments::Wrapped, "{input}");
+            let t = tool("shaped", &def);
+            let schema = &t["inputSchema"];
+            assert_eq!(schema["type"], "object", "{input}");
+            assert_eq!(schema["properties"]["input"], input);
+            assert_eq!(schema["required"], json!(["input"]));
+            assert_eq!(
+                schema["properties"]["operationKey"]["description"],
+                OPERATION_KEY_DESCRIPTION
+            );
+            assert!(t["description"]
+                .as_str()
+                .unwrap()
+                .contains("`input` argument"));
+        }
+    }
+
+    #[test]
+    fn an_input_with_its_own_operation_key_keeps_it_and_the_key_goes_in_meta() {
+        let own = json!({"type": "string", "description": "the caller's own field"});
+        let def = governed_with(json!({
+            "type": "object", "properties": {"operationKey": own.clone()},
+            "required": ["operationKey"],
+        }));
+        assert_eq!(arguments(&def), Arguments::InputOwningOperationKey);
+        let t = tool("shaped", &def);
+        assert_eq!(t["inputSchema"]["properties"]["operationKey"], own);
+        assert_eq!(t["inputSchema"]["required"], json!(["operationKey"]));
+        let description = t["description"].as_str().unwrap();
+        assert!(
+            description.contains("steward/operationKey"),
+            "{description}"
+        );
+        let plain = governed_with(json!({"type": "object", "properties": {"q": {}}}));
+        assert_eq!(arguments(&plain), Arguments::Input);
     }
 }

@@ -9,6 +9,13 @@
 //! later request (`MCP-Protocol-Version`), and the last tool list it saw: it asks for the list
 //! every `--tools-poll-ms` and tells the host `notifications/tools/list_changed` when it
 //! differs, which the stateless HTTP transport cannot push.
+//!
+//! Every line that is not a well-formed notification or response is answered: a line that is
+//! not JSON with a parse error (-32700); anything else with what the server answered (its
+//! JSON-RPC error for a malformed message: invalid request -32600, method not found -32601,
+//! invalid params -32602), or, when the server could not be reached, refused without a JSON-RPC
+//! answer or answered nothing, with [`PROXY_ERROR_CODE`] and the line's `id` (`null` when it has
+//! no valid one). Notifications and responses are never answered.
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
@@ -187,13 +194,18 @@ impl Proxy {
                 .to_string()]
             }
         };
-        let id = message.get("id").cloned();
+        let answered = expects_answer(&message);
+        let id = message
+            .get("id")
+            .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+            .cloned()
+            .unwrap_or(Value::Null);
         let request = self.post(line.to_string());
-        let failed = |message: String| match &id {
-            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id,
+        let failed = |message: String| match answered {
+            true => vec![json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": PROXY_ERROR_CODE, "message": message}})
             .to_string()],
-            None => Vec::new(),
+            false => Vec::new(),
         };
         let response = match request.send().await {
             Ok(r) => r,
@@ -229,11 +241,21 @@ impl Proxy {
             vec![body.trim().to_string()]
         };
         let answers: Vec<String> = answers.into_iter().filter(|a| is_message(a)).collect();
+        if !answered {
+            // JSON-RPC answers no notification or response, even one the server refused.
+            return Vec::new();
+        }
         if !status.is_success() && answers.is_empty() {
             return failed(format!(
                 "the Steward server refused the request (HTTP {}): {}",
                 status.as_u16(),
                 error_message(&body)
+            ));
+        }
+        if answers.is_empty() {
+            return failed(format!(
+                "the Steward server answered nothing (HTTP {})",
+                status.as_u16()
             ));
         }
         answers.into_iter().map(|a| self.inspect(a)).collect()
@@ -337,6 +359,24 @@ async fn watch_tools(
     }
 }
 
+/// False only for a well-formed notification (a string `method`, no `id`) or response (an `id`
+/// with a `result` or an `error`, no `method`): JSON-RPC answers neither, whatever the server
+/// says of it. Anything else is a
+/// request or a malformed message, and gets an answer.
+fn expects_answer(message: &Value) -> bool {
+    let Some(m) = message.as_object() else {
+        return true;
+    };
+    if m.get("jsonrpc") != Some(&json!("2.0")) {
+        return true;
+    }
+    let notification = m.get("method").is_some_and(Value::is_string) && !m.contains_key("id");
+    let response = !m.contains_key("method")
+        && m.contains_key("id")
+        && (m.contains_key("result") || m.contains_key("error"));
+    !(notification || response)
+}
+
 /// True for a JSON-RPC message (not an empty priming event).
 fn is_message(data: &str) -> bool {
     serde_json::from_str::<Value>(data).is_ok_and(|v| v.get("jsonrpc").is_some())
@@ -383,6 +423,28 @@ mod tests {
         let body =
             "id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"a\":1}\n\ndata: {\"b\":2}\n";
         assert_eq!(sse_data(body), vec!["{\"a\":1}", "{\"b\":2}"]);
+    }
+
+    #[test]
+    fn only_well_formed_notifications_and_responses_go_unanswered() {
+        for silent in [
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": "a", "error": {"code": 1, "message": "m"}}),
+        ] {
+            assert!(!expects_answer(&silent), "{silent}");
+        }
+        for answered in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]),
+            json!(42),
+            json!({"method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "method": 5}),
+            json!({"jsonrpc": "2.0"}),
+            json!({"jsonrpc": "2.0", "id": 1}),
+        ] {
+            assert!(expects_answer(&answered), "{answered}");
+        }
     }
 
     #[test]

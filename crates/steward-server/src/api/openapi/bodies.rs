@@ -131,7 +131,8 @@ pub struct ImportAuth {
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
 pub struct InvokeBody {
-    /// The action's input (default `{}`).
+    /// The action's input (default `{}`): a JSON object, unless the action's `inputSchema`
+    /// declares another `type` (an array, a string...), when it is any value that schema accepts.
     #[schema(value_type = Object)]
     input: Option<Value>,
     run_id: Option<String>,

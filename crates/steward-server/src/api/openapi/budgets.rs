@@ -3,7 +3,18 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
+
+/// `monthlyCostCentsCap`: always `null` (a cost cap is refused at save and never reported).
+fn always_null() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Null)
+        .description(Some(
+            "Always `null`: Steward prices no call, so it holds no cost cap.",
+        ))
+        .build()
+}
 
 /// The API key a budget caps, by id (`key_...`); a key of another environment is 404.
 #[derive(IntoParams)]
@@ -20,8 +31,9 @@ pub struct ApiKeyPath {
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
 pub struct BudgetBody {
-    /// Stored and reported; Steward prices nothing, so it never refuses.
-    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    /// Only `null` (or left out): Steward prices no call, so a cost cap could never refuse and
+    /// any number is `VALIDATION_ERROR` naming `monthlyCostCentsCap`.
+    #[schema(schema_with = always_null)]
     monthly_cost_cents_cap: Option<i64>,
     /// Per dimension, the most it may count in a UTC calendar month; only `invocations`.
     dimension_caps: Option<BTreeMap<String, i64>>,
@@ -55,6 +67,8 @@ pub struct BudgetUsage {
 pub struct Budget {
     api_key_id: String,
     enabled: bool,
+    /// Always `null`: Steward prices no call, so it holds no cost cap.
+    #[schema(schema_with = always_null)]
     monthly_cost_cents_cap: Option<i64>,
     dimension_caps: BTreeMap<String, i64>,
     alert_threshold: f64,

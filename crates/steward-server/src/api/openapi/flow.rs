@@ -440,7 +440,7 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     let key = steward_core::KeyId::from_unique("drift2");
     let one = "/budgets/{apiKeyId}";
     let path = format!("/budgets/{key}");
-    let budget = json!({"dimensionCaps": {"invocations": 10}, "monthlyCostCentsCap": 500,
+    let budget = json!({"dimensionCaps": {"invocations": 10}, "monthlyCostCentsCap": null,
                         "alertThreshold": 0.5, "enabled": true});
     f.call(a, M::PUT, one, &path, Some(budget)).await;
     f.call(a, M::GET, one, &path, None).await;
