@@ -40,8 +40,8 @@ const PROXY_ERROR_CODE: i64 = -32000;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The Steward server to forward to, e.g. http://127.0.0.1:8080.
-    #[arg(long, env = "STEWARD_SERVER")]
+    /// The Steward server to forward to; by default where `steward serve` listens by default.
+    #[arg(long, env = "STEWARD_SERVER", default_value = super::remote::DEFAULT_SERVER)]
     server: String,
     /// How often to ask the server for the tool list, in milliseconds, to tell the host when it
     /// changed (`notifications/tools/list_changed`): actions added, edited, disabled or deleted.
