@@ -153,7 +153,7 @@ def test_a_revoked_keys_stream_ends_with_a_closed_event_and_delivers_nothing_aft
 
 def test_an_expiring_keys_stream_ends_at_its_expiry(steward: Steward) -> None:
     env = "life-expire"
-    lifetime_s = 4
+    lifetime_s = 6
     other = steward.client(create_key(steward.data_dir, env, "other", role="agent"))
     asked = time.monotonic()
     reader = cli(steward.data_dir, "create", "--env", env, "--name", "short", "--role", "agent",
@@ -183,7 +183,7 @@ def test_an_expiring_keys_stream_ends_at_its_expiry(steward: Steward) -> None:
 
 def test_a_rotated_keys_stream_ends_when_the_overlap_does(steward: Steward) -> None:
     env = "life-rotate"
-    overlap_s = 3
+    overlap_s = 4
     old = create_key(steward.data_dir, env, "rotating", role="agent")
     other = steward.client(create_key(steward.data_dir, env, "other", role="agent"))
     stream = open_stream(steward, old)
