@@ -20,9 +20,10 @@ from typing import Any
 
 import anlyon
 import httpx
+from anlyon import AnlyonError
 
 from conftest import CLI_TIMEOUT_S, Steward, child_env, create_key, steward_bin
-from events_support import Server
+from events_support import Reader, Server
 from recovery_support import fresh_database
 
 # The documented bound: a key is read again every second (KEY_RECHECK_INTERVAL_MS), a caught-up
@@ -117,6 +118,7 @@ def assert_closed(stream: RawStream, reason: str) -> dict[str, Any]:
     last = stream.frames[-1]
     assert last.get("event") == "closed", stream.frames[-3:]
     assert last["data"]["reason"] == reason and last["data"]["message"], last
+    assert last["data"]["type"] == "closed", last
     assert last["id"] is None, "the closing frame carries no id: a resume starts after the last event"
     assert stream.error is None, stream.error
     return last
@@ -275,3 +277,27 @@ def test_on_postgresql_a_stream_on_one_replica_ends_when_the_key_is_revoked_else
         finally:
             a.stop()
             b.stop()
+
+
+def test_through_the_sdk_a_revoked_keys_stream_yields_closed_then_raises_401(
+        steward: Steward) -> None:
+    env = "life-sdk"
+    reader_key = create_key(steward.data_dir, env, "reader", role="agent")
+    other = steward.client(create_key(steward.data_dir, env, "other", role="agent"))
+    reader = Reader(anlyon.Client(api_key=reader_key, base_url=steward.url))
+    try:
+        assert reader.quiet(0.5) == []
+        before = other.approvals.request(title="before").data["id"]
+        assert reader.take(1)[0]["data"]["approvalId"] == before
+        cli(steward.data_dir, "revoke", key_id(steward, reader_key))
+        # The SDK yields the closing frame's data like an event's, then reconnects and is
+        # refused: the iterator raises instead of streaming on.
+        closed = reader.take(1)[0]
+        assert closed["type"] == "closed" and closed["reason"] == "key_revoked", closed
+        deadline = time.monotonic() + WAIT_S
+        while reader.error is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert isinstance(reader.error, AnlyonError) and reader.error.status == 401, reader.error
+        assert reader.quiet(0) == []
+    finally:
+        reader.close()

@@ -15,8 +15,8 @@
 //! ([`KeyWatch`]): before every batch of events is sent, and at least every
 //! [`KEY_RECHECK_INTERVAL_MS`] while none arrive. When it no longer authenticates (revoked,
 //! expired, or rotated out at the end of the overlap), the stream sends one last frame,
-//! `event: closed` with `data: {"reason": "key_revoked" | "key_expired" | "key_missing" |
-//! "key_unverified", "message": ...}` and no `id:`, and ends. No event read after the key
+//! `event: closed` with `data: {"type": "closed", "reason": "key_revoked" | "key_expired" |
+//! "key_missing" | "key_unverified", "message": ...}` and no `id:`, and ends. No event read after the key
 //! stopped authenticating is sent, so nothing committed after a revocation reaches the client.
 
 use super::openapi as doc;
@@ -111,7 +111,7 @@ pub struct LastEventIdHeader {
     tag = "events",
     params(LastEventIdHeader),
     responses(
-        (status = 200, description = "Server-Sent Events: `ready`, then one frame per event of the key's environment (`id: evt_<seq>`, `event: <type>`, `data: <event JSON>`), and heartbeats. The key is checked again every second while the stream is open: within about two seconds of it being revoked, expiring or being rotated out, the stream sends `event: closed` (no `id:`) with `data: {\"reason\": \"key_revoked\" | \"key_expired\" | \"key_missing\" | \"key_unverified\", \"message\": ...}` and ends; nothing committed after the revocation is sent", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-Sent Events: `ready`, then one frame per event of the key's environment (`id: evt_<seq>`, `event: <type>`, `data: <event JSON>`), and heartbeats. The key is checked again every second while the stream is open: within about two seconds of it being revoked, expiring or being rotated out, the stream sends `event: closed` (no `id:`) with `data: {\"type\": \"closed\", \"reason\": \"key_revoked\" | \"key_expired\" | \"key_missing\" | \"key_unverified\", \"message\": ...}` and ends; nothing committed after the revocation is sent", content_type = "text/event-stream", body = String),
         doc::Guarded,
         doc::Invalid,
         (status = 429, description = "the key already holds the most streams a key may (`RATE_LIMIT_EXCEEDED`)", body = doc::ErrorEnvelope),
@@ -246,9 +246,10 @@ fn frame(seq: Option<i64>, event: &str, data: &str) -> Bytes {
 }
 
 /// The last frame of a stream whose key stopped authenticating: no `id:`, so a client that
-/// reconnects (with another key) resumes after the last event it was sent.
+/// reconnects (with another key) resumes after the last event it was sent. Its data carries
+/// `type` as every event's does, for clients (the SDK) that yield the data and read its type.
 fn closed(end: KeyEnd) -> Bytes {
-    let data = json!({"reason": end.reason(), "message": end.message()});
+    let data = json!({"type": "closed", "reason": end.reason(), "message": end.message()});
     frame(None, "closed", &data.to_string())
 }
 
@@ -302,5 +303,6 @@ mod tests {
             .expect("one closed frame without an id");
         let data: serde_json::Value = serde_json::from_str(data).unwrap();
         assert_eq!(data["reason"], "key_revoked");
+        assert_eq!(data["type"], "closed");
     }
 }
