@@ -5,7 +5,7 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::query::Query;
 use super::{idempotent, views};
-use crate::auth::Caller;
+use crate::auth::{Caller, KeyWatch};
 use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -44,7 +44,12 @@ async fn find(
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct WaitQuery {
-    /// Wait up to this many seconds (at most 55) for a pending approval to be decided.
+    /// Wait up to this many seconds (at most 55) for a pending approval to be decided. The
+    /// key is checked again every second of the wait: one revoked, expired or rotated out
+    /// meanwhile gets 401 `AUTHENTICATION_FAILED` with `details.reason` (`key_revoked`,
+    /// `key_expired`, `key_missing`) within about two seconds, not the approval; 503
+    /// `STORAGE_UNAVAILABLE` (`key_unverified`) when the key could not be read again for
+    /// about five seconds.
     #[param(minimum = 0, maximum = 55)]
     #[serde(rename = "waitSeconds")]
     wait_seconds: Option<u64>,
@@ -73,6 +78,13 @@ pub async fn get(
     let id = parse_id(&id)?;
     let wait = Duration::from_secs(q.wait_seconds.unwrap_or(0).min(LONG_POLL_WAIT_S_MAX));
     let deadline = tokio::time::Instant::now() + wait;
+    // The key was checked when the request came in; while it waits, it is read again every
+    // second, and once more before an answer that waited, so a key revoked, expired or rotated
+    // out mid-wait gets a 401 naming why, not the approval.
+    let watch = KeyWatch::new(&state, &caller);
+    let key_ended = watch.ended();
+    tokio::pin!(key_ended);
+    let mut waited = false;
     loop {
         // Register for the wake-up before reading, so a decision between the read and the wait
         // is not missed.
@@ -81,12 +93,19 @@ pub async fn get(
         notified.as_mut().enable();
         let approval = find(&*state.store, &caller.env.id, &id).await?;
         if approval.status != ApprovalStatus::Pending || tokio::time::Instant::now() >= deadline {
+            if waited {
+                if let Some(end) = watch.check().await {
+                    return Err(end.error());
+                }
+            }
             return Ok(ok(views::approval(&approval)));
         }
         tokio::select! {
             () = &mut notified => {}
             () = tokio::time::sleep_until(deadline) => {}
+            end = &mut key_ended => return Err(end.error()),
         }
+        waited = true;
     }
 }
 

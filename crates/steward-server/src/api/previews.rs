@@ -5,8 +5,9 @@
 //! (`dispatch::prepare::prepare_call`), reads the provider read-only (`Adapter::preview_reads`),
 //! states the impact against every applicable limit, and records all of it with an expiry. It
 //! sends nothing and reserves nothing. An invoke naming it must be of the same action version,
-//! with the same input, render the same request, before expiry, and be its first: otherwise it
-//! is refused, before anything is recorded, with a code that says which.
+//! with the same input, render the same request, before expiry, be its first, and come from the
+//! key that asked for the preview: otherwise it is refused, before anything is recorded, with a
+//! code that says which.
 
 use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
@@ -155,7 +156,7 @@ fn guarantees(action: &ActionRecord, expires_at: Millis) -> Value {
         "providerIdempotencyWindowSeconds": replay.map(|ms| ms / 1000),
         "unknownOutcomes": "recorded as unknown and settled by a read-only lookup, never re-sent silently",
         "binding": format!(
-            "an invoke with this previewId must name action version {} with the same input and render the same request before {}",
+            "an invoke with this previewId must come from the key that asked for it, name action version {} with the same input and render the same request before {}",
             action.version,
             expires_at.to_rfc3339()
         ),
@@ -357,6 +358,7 @@ pub async fn refresh(
             .ok_or_else(|| ApiError::not_found("preview"))?;
         // A bound preview may be refreshed (to review what the provider holds now before an
         // approval, say); the new one is unbound, and the invocation keeps the old binding.
+        own(&old, &caller)?;
         if let Some(newer) = &old.superseded_by {
             return Err(superseded(newer));
         }
@@ -388,6 +390,19 @@ pub async fn refresh(
     .await
 }
 
+/// 403 unless `caller` is the key that asked for `preview`: what a preview shows was read for
+/// that key, and an approval of it is an approval of that key's call, so another key of the
+/// environment (a rotation's new key included) previews for itself.
+fn own(preview: &PreviewRecord, caller: &Caller) -> ApiResult<()> {
+    if preview.created_by == caller.key.id {
+        return Ok(());
+    }
+    Err(ApiError::of(
+        codes::PREVIEW_OTHER_KEY,
+        "this preview was asked for by another key; preview with this key instead",
+    ))
+}
+
 fn already_used(effect: &EffectId) -> ApiError {
     ApiError::of(
         codes::PREVIEW_ALREADY_USED,
@@ -407,7 +422,8 @@ fn superseded(newer: &PreviewId) -> ApiError {
 /// Checks that an invoke of `action` with `input` may bind to `id`; nothing is recorded when it
 /// may not. An invoke under an operation key that already names an effect bound to this preview
 /// passes (the submission answers with that effect); one bound to another preview, or to none,
-/// is refused: a binding, and the approval that came with it, never carries over.
+/// is refused: a binding, and the approval that came with it, never carries over. Only the key
+/// that asked for the preview may bind to it.
 pub(super) async fn check_binding(
     state: &AppState,
     caller: &Caller,
@@ -421,6 +437,7 @@ pub(super) async fn check_binding(
         .preview(&caller.env.id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("preview"))?;
+    own(&preview, caller)?;
     if let Some(key) = operation_key {
         if let Some(existing) = state
             .store

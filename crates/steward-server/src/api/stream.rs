@@ -10,9 +10,17 @@
 //! (`event: <type>`, `data:` the event as JSON), and `event: heartbeat` every
 //! [`STREAM_HEARTBEAT_INTERVAL_MS`] carrying the position scanned so far as its id, so a resume
 //! skips what was already filtered out.
+//!
+//! The key is checked at connect and then again for as long as the stream is open
+//! ([`KeyWatch`]): before every batch of events is sent, and at least every
+//! [`KEY_RECHECK_INTERVAL_MS`] while none arrive. When it no longer authenticates (revoked,
+//! expired, or rotated out at the end of the overlap), the stream sends one last frame,
+//! `event: closed` with `data: {"type": "closed", "reason": "key_revoked" | "key_expired" |
+//! "key_missing" | "key_unverified", "message": ...}` and no `id:`, and ends. No event read after the key
+//! stopped authenticating is sent, so nothing committed after a revocation reaches the client.
 
 use super::openapi as doc;
-use crate::auth::Caller;
+use crate::auth::{Caller, KeyEnd, KeyWatch, KEY_RECHECK_INTERVAL_MS};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::events::{event_id, parse_event_id, Feed};
 use crate::state::AppState;
@@ -103,7 +111,7 @@ pub struct LastEventIdHeader {
     tag = "events",
     params(LastEventIdHeader),
     responses(
-        (status = 200, description = "Server-Sent Events: `ready`, then one frame per event of the key's environment (`id: evt_<seq>`, `event: <type>`, `data: <event JSON>`), and heartbeats", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-Sent Events: `ready`, then one frame per event of the key's environment (`id: evt_<seq>`, `event: <type>`, `data: <event JSON>`), and heartbeats. The key is checked again every second while the stream is open: within about two seconds of it being revoked, expiring or being rotated out, the stream sends `event: closed` (no `id:`) with `data: {\"type\": \"closed\", \"reason\": \"key_revoked\" | \"key_expired\" | \"key_missing\" | \"key_unverified\", \"message\": ...}` and ends; nothing committed after the revocation is sent", content_type = "text/event-stream", body = String),
         doc::Guarded,
         doc::Invalid,
         (status = 429, description = "the key already holds the most streams a key may (`RATE_LIMIT_EXCEEDED`)", body = doc::ErrorEnvelope),
@@ -149,7 +157,8 @@ pub async fn stream(
         env: caller.env.id.to_string(),
         cursor,
     };
-    tokio::spawn(pump(state, feed, tx, slot));
+    let watch = KeyWatch::new(&state, &caller);
+    tokio::spawn(pump(state, feed, watch, tx, slot));
     let body = Body::from_stream(Frames(rx));
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
@@ -161,10 +170,12 @@ pub async fn stream(
     Ok(response)
 }
 
-/// Reads the log and sends frames until the client goes away; then gives the slot back.
+/// Reads the log and sends frames until the client goes away or the key stops authenticating;
+/// then gives the slot back.
 async fn pump(
     state: AppState,
     mut feed: Feed,
+    watch: KeyWatch,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     _slot: Slot,
 ) {
@@ -180,11 +191,23 @@ async fn pump(
         return;
     }
     let heartbeat = Duration::from_millis(STREAM_HEARTBEAT_INTERVAL_MS);
+    let recheck = Duration::from_millis(KEY_RECHECK_INTERVAL_MS);
     let mut last_frame = tokio::time::Instant::now();
+    let mut last_check = tokio::time::Instant::now();
     loop {
         let before = feed.cursor;
         match feed.next(&*state.store).await {
             Ok(events) => {
+                // Read after the events: a key revoked before they were committed is seen
+                // revoked here, and they are not sent.
+                if !events.is_empty() || last_check.elapsed() >= recheck {
+                    last_check = tokio::time::Instant::now();
+                    if let Some(end) = watch.check().await {
+                        // The client may be gone already; the stream ends either way.
+                        let _ = tx.send(Ok(closed(end))).await;
+                        return;
+                    }
+                }
                 for (seq, event) in events {
                     let kind = event["type"].as_str().unwrap_or("event").to_string();
                     let text = frame(Some(seq), &kind, &event.to_string());
@@ -220,6 +243,14 @@ fn frame(seq: Option<i64>, event: &str, data: &str) -> Bytes {
         .map(|s| format!("id: {}\n", event_id(s)))
         .unwrap_or_default();
     Bytes::from(format!("{id}event: {event}\ndata: {data}\n\n"))
+}
+
+/// The last frame of a stream whose key stopped authenticating: no `id:`, so a client that
+/// reconnects (with another key) resumes after the last event it was sent. Its data carries
+/// `type` as every event's does, for clients (the SDK) that yield the data and read its type.
+fn closed(end: KeyEnd) -> Bytes {
+    let data = json!({"type": "closed", "reason": end.reason(), "message": end.message()});
+    frame(None, "closed", &data.to_string())
 }
 
 /// The frames as the body's stream.
@@ -261,5 +292,17 @@ mod tests {
         );
         let f = frame(None, "ready", "{}");
         assert_eq!(&f[..], b"event: ready\ndata: {}\n\n");
+    }
+
+    #[test]
+    fn the_closing_frame_names_the_reason_and_carries_no_id() {
+        let f = String::from_utf8(closed(KeyEnd::Revoked).to_vec()).unwrap();
+        let data = f
+            .strip_prefix("event: closed\ndata: ")
+            .and_then(|rest| rest.strip_suffix("\n\n"))
+            .expect("one closed frame without an id");
+        let data: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(data["reason"], "key_revoked");
+        assert_eq!(data["type"], "closed");
     }
 }

@@ -1,9 +1,11 @@
 //! Sign-in with an operator key, and sign-out. The key is checked as a bearer key is
-//! (`Store::caller`: unknown, revoked or expired keys are refused) and never stored, shown or
-//! logged; the browser gets a session token in a cookie, the store its hash.
+//! (`Store::caller`: unknown, revoked or expired keys are refused), must hold
+//! [`CONSOLE_SCOPE`] (an agent's or a read-only key is refused with a page that says so), and is
+//! never stored, shown or logged; the browser gets a session token in a cookie, the store its
+//! hash.
 
 use super::layout;
-use super::session::{self, Operator, SESSION_LIFETIME_S};
+use super::session::{self, Operator, CONSOLE_SCOPE, SESSION_LIFETIME_S};
 use super::ConsoleMode;
 use crate::error::ApiError;
 use crate::keys::hash_token;
@@ -56,6 +58,13 @@ pub async fn sign_in(
         }
         Err(e) => return layout::error_page(&ApiError::from(e)),
     };
+    if !key.scopes.iter().any(|s| s == CONSOLE_SCOPE) {
+        tracing::warn!(key = %key.id, "console sign-in refused: the key cannot decide approvals");
+        let refusal = format!(
+            "This key cannot sign in to the console: it lacks the {CONSOLE_SCOPE} scope (agent and read-only keys do not hold it). Sign in with an operator key."
+        );
+        return form(StatusCode::FORBIDDEN, mode, Some(&refusal));
+    }
     let token = session::new_token();
     let record = ConsoleSessionRecord {
         id: format!("ses_{}", crate::clock::unique().to_ascii_lowercase()),

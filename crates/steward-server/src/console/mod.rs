@@ -9,7 +9,8 @@
 //! Where each check is made:
 //!
 //! 1. **Sign-in** (`login.rs`): the operator key is checked like a bearer key
-//!    (`Store::caller`); a session token is generated, only its hash is stored
+//!    (`Store::caller`) and must hold `approvals:decide` (`session::CONSOLE_SCOPE`: agent and
+//!    read-only keys are refused); a session token is generated, only its hash is stored
 //!    (`Store::create_console_session`), and the token goes to the browser in a `__Host-`
 //!    cookie (`session.rs`: `Secure`, `HttpOnly`, `SameSite=Strict`, `Path=/`).
 //! 2. **Every request** (`session.rs`, [`session::Operator`]): the session and its key are read

@@ -12,7 +12,13 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+use steward_core::scopes;
 use steward_store::ConsoleSessionRecord;
+
+/// The scope a key needs to sign in to the console, and to keep its session: the console is
+/// where approvals are decided, so a key that cannot decide them (an agent's, a read-only
+/// key) is refused at sign-in rather than shown buttons the API would refuse.
+pub const CONSOLE_SCOPE: &str = scopes::APPROVALS_DECIDE;
 
 /// The cookie's name. The `__Host-` prefix makes the browser refuse it unless it is `Secure`,
 /// has `Path=/` and no `Domain`: no other host, and no page on plain http from another site,
@@ -84,7 +90,8 @@ pub fn token_from(headers: &HeaderMap) -> Option<String> {
 }
 
 /// A signed-in operator: the session, and the key it authenticates as, as the API's
-/// [`Caller`]. Without a live session a page answers with a redirect to sign-in.
+/// [`Caller`]. Without a live session, or when the key lacks [`CONSOLE_SCOPE`], a page
+/// answers with a redirect to sign-in.
 #[derive(Debug, Clone)]
 pub struct Operator {
     pub caller: Caller,
@@ -108,6 +115,9 @@ impl FromRequestParts<AppState> for Operator {
             .console_session(&token_hash, state.clock.now())
             .await
             .map_err(|e| layout::error_page(&ApiError::from(e)).into_response())?;
+        // A session whose key cannot decide approvals (signed in before sign-in required it)
+        // is no session either.
+        let found = found.filter(|(_, key, _)| key.scopes.iter().any(|s| s == CONSOLE_SCOPE));
         let Some((session, key, env)) = found else {
             let mut answer = layout::see_other("/console/login");
             answer

@@ -104,6 +104,8 @@ codes! {
         "The action has a new version since the preview; refresh it. Nothing was recorded or sent.");
     PREVIEW_MISMATCH = ("preview_mismatch", CONFLICT,
         "The invoke does not match its preview: another input, another rendered request, or an operationKey bound elsewhere; `details.field` says which.");
+    PREVIEW_OTHER_KEY = ("preview_other_key", FORBIDDEN,
+        "The preview was asked for by another key: a preview binds an invoke (and is refreshed) only by the key that asked for it. Nothing was recorded or sent.");
     PREVIEW_BLOCKED = ("preview_blocked", CONFLICT,
         "The request would not be sent (a secret, a host, the destination); `details.reason` names it. Nothing was recorded.");
     FEATURE_NOT_AVAILABLE = ("FEATURE_NOT_AVAILABLE", PAYMENT_REQUIRED,
