@@ -11,9 +11,12 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -267,3 +270,62 @@ def test_a_sigkilled_servers_successor_delivers_without_waiting_out_its_lease(
     finally:
         hook.close()
         s.stop()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_RAW = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def console(s: Server, path: str, *, cookie: str = "", form: dict[str, str] | None = None,
+            ) -> tuple[int, dict[str, str], str]:
+    """One console request as a same-origin browser form would send it, redirects not followed."""
+    headers = {"Cookie": cookie, "Origin": s.url, "Sec-Fetch-Site": "same-origin"}
+    data = None if form is None else urllib.parse.urlencode(form).encode()
+    request = urllib.request.Request(s.url + path, data=data, headers=headers,
+                                     method="GET" if data is None else "POST")
+    try:
+        with _RAW.open(request, timeout=10) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, \
+                response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read().decode()
+
+
+def test_the_console_redelivers_a_dead_letter_once_behind_its_csrf_check(tmp_path: Path) -> None:
+    hook = Hook()
+    hook.failing = True
+    try:
+        with server(tmp_path, SHORT_RETRY) as s:
+            key = s.key("hooks-console", "op", role="operator")
+            op = s.client(key)
+            sub = op.events.create_subscription("environment", url=hook.url,
+                                                event_types=["environment.halted"]).data
+            op.environment.halt(reason="console drill")
+            letter = dead_letter(op, set())
+            hook.failing = False
+
+            status, headers, _ = console(s, "/console/login", form={"key": key})
+            assert status == 303, status
+            cookie = headers["set-cookie"].split(";")[0]
+            status, _, page = console(s, "/console/webhooks", cookie=cookie)
+            assert status == 200 and letter["id"] in page and sub["id"] in page
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+            action = f"/console/dlq/{letter['id']}/redeliver"
+            # Without the form's token the guard refuses and the handler never runs.
+            assert console(s, action, cookie=cookie, form={"csrf": "forged"})[0] == 403
+            time.sleep(0.5)
+            assert hook.delivered() == [] and op.dlq.get(letter["id"]).data["redelivery"] == "dead"
+            status, headers, _ = console(s, action, cookie=cookie, form={"csrf": csrf})
+            assert (status, headers["location"]) == (303, "/console/webhooks?done=letter")
+            (delivery,) = hook.wait(1)
+            assert delivery["id"] == letter["eventId"]
+            time.sleep(1.0)
+            assert len(hook.delivered()) == 1, "exactly once"
+            _, _, page = console(s, "/console/webhooks?done=letter", cookie=cookie)
+            assert "Redelivery requested" in page and "redelivered" in page
+    finally:
+        hook.close()
