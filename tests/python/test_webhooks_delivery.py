@@ -329,3 +329,41 @@ def test_the_console_redelivers_a_dead_letter_once_behind_its_csrf_check(tmp_pat
             assert "Redelivery requested" in page and "redelivered" in page
     finally:
         hook.close()
+
+
+def metric(s: Server, token: str, name: str) -> int:
+    request = urllib.request.Request(s.url + "/metrics", headers={"Authorization": f"Bearer {token}"})
+    with _DIRECT.open(request, timeout=10) as response:
+        text = response.read().decode()
+    (line,) = [l for l in text.splitlines() if l.startswith(name + " ")]
+    return int(line.split()[1])
+
+
+def test_the_backlog_counts_what_a_failing_receiver_has_not_taken_and_drains(
+    tmp_path: Path,
+) -> None:
+    hook = Hook()
+    hook.failing = True
+    token = "metrics-token-0123456789"
+    with server(tmp_path, ["--metrics-token", token, "--webhook-retry-first-delay-ms", "500",
+                           "--webhook-retry-max-delay-ms", "500"]) as s:
+        try:
+            op = s.client(s.key("hooks-backlog", "op", role="operator"))
+            sub = op.events.create_subscription("environment", url=hook.url).data
+            time.sleep(0.5)
+            burst(op, 5)
+            time.sleep(1.0)  # sealed, and the first attempt failed
+            (listed,) = op.events.list_subscriptions("environment").data
+            assert listed["id"] == sub["id"] and listed["backlog"] >= 10, listed
+            assert metric(s, token, "steward_webhook_backlog_events") >= 10
+            assert metric(s, token, "steward_webhook_subscriptions_behind") == 1
+            hook.failing = False
+            hook.wait(10)
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline and metric(s, token, "steward_webhook_backlog_events"):
+                time.sleep(0.1)
+            assert metric(s, token, "steward_webhook_backlog_events") == 0
+            assert metric(s, token, "steward_webhook_subscriptions_behind") == 0
+            assert op.events.list_subscriptions("environment").data[0]["backlog"] == 0
+        finally:
+            hook.close()
