@@ -23,6 +23,7 @@ from typing import Any
 
 from conftest import steward_bin
 from events_support import Server, server
+from recovery_support import fresh_database
 
 # A short retry schedule, so a dead letter is made in well under a second.
 SHORT_RETRY = ["--webhook-retry-attempts", "2", "--webhook-retry-first-delay-ms", "100",
@@ -367,3 +368,41 @@ def test_the_backlog_counts_what_a_failing_receiver_has_not_taken_and_drains(
             assert op.events.list_subscriptions("environment").data[0]["backlog"] == 0
         finally:
             hook.close()
+
+
+def test_a_sigkilled_postgresql_replicas_subscriptions_move_to_a_live_one_at_once(
+    tmp_path: Path,
+) -> None:
+    hook = Hook()
+    hook.hold = True
+    data = tmp_path / "data"
+    data.mkdir()
+    with fresh_database() as database:
+        a = Server(data, tmp_path, database=database, name="replica-a")
+        a.start()
+        b: Server | None = None
+        try:
+            key = a.key("hooks-pg-kill", "op", role="operator")
+            on_a = a.client(key)
+            on_a.events.create_subscription("environment", url=hook.url,
+                                            event_types=["environment.halted"])
+            on_a.environment.halt(reason="held by replica a")
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline and not hook.requests:
+                time.sleep(0.02)
+            assert len(hook.requests) == 1, "replica a holds the lease, its POST in flight"
+            b = Server(data, tmp_path, database=database, name="replica-b")
+            b.start()
+            hook.hold = False
+            a.sigkill()
+            killed = time.monotonic()
+            (delivery,) = hook.wait(1, timeout=20.0)
+            took = delivery["at"] - killed
+            print(f"replica b delivered {took:.2f} s after replica a was killed")
+            assert took < 5.0, f"waited {took:.1f} s for the dead replica's lease"
+            assert delivery["id"] == hook.requests[0]["id"]
+        finally:
+            hook.close()
+            a.stop()
+            if b is not None:
+                b.stop()
