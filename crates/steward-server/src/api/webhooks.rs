@@ -558,15 +558,12 @@ pub async fn dead_letter(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    let letters = state
+    let letter = state
         .store
-        .dead_letters(&caller.env.id, 10 * DEAD_LETTERS_LIST_MAX)
-        .await?;
-    let letter = letters
-        .iter()
-        .find(|d| d.id == id)
+        .dead_letter(&caller.env.id, &id)
+        .await?
         .ok_or_else(|| ApiError::not_found("dead letter"))?;
-    Ok(ok(letter_view(letter)))
+    Ok(ok(letter_view(&letter)))
 }
 
 #[utoipa::path(
