@@ -145,15 +145,17 @@ enum Next {
     Done,
 }
 
-/// One subscription's worker: its requested redeliveries, then its events in order until it
-/// is caught up (and stays so for [`WEBHOOK_IDLE_MS`]) or an attempt fails.
+/// One subscription's worker: its requested redeliveries and its events in order, batch after
+/// batch, until it is caught up (and stays so for [`WEBHOOK_IDLE_MS`]) or an attempt fails.
 async fn work(state: &AppState, retry: &RetrySchedule, mut s: WebhookSubscription) {
     let owner = state.replica.to_string();
-    if let Next::Done = redeliver(state, &owner, &s).await {
-        return;
-    }
     let mut idle_since: Option<Instant> = None;
     loop {
+        // Every batch, not only at the lease: a busy subscription keeps its worker for as long
+        // as events come, and an operator's request must not wait for a quiet moment.
+        if let Next::Done = redeliver(state, &owner, &s).await {
+            return;
+        }
         if s.next_attempt_at > state.clock.now() {
             // Leased only for its redeliveries; its next event waits for its retry time.
             record(state, &owner, &s, &unchanged(&s, state.clock.now()), None).await;
