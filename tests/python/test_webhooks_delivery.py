@@ -406,3 +406,46 @@ def test_a_sigkilled_postgresql_replicas_subscriptions_move_to_a_live_one_at_onc
             a.stop()
             if b is not None:
                 b.stop()
+
+
+def test_a_busy_subscriptions_redelivery_does_not_wait_for_a_quiet_moment(
+    tmp_path: Path,
+) -> None:
+    hook = Hook()
+    hook.failing = True
+    try:
+        with server(tmp_path, SHORT_RETRY) as s:
+            key = s.key("hooks-busy", "op", role="operator")
+            op = s.client(key)
+            op.events.create_subscription("environment", url=hook.url)
+            op.environment.halt(reason="down")
+            letter = dead_letter(op, set())
+            hook.failing = False
+            op.environment.resume()
+            hook.wait(1)
+            stop = threading.Event()
+
+            def keep_busy() -> None:
+                busy = s.client(key)
+                while not stop.is_set():
+                    busy.environment.halt(reason="busy")
+                    busy.environment.resume()
+
+            thread = threading.Thread(target=keep_busy, daemon=True)
+            thread.start()
+            try:
+                time.sleep(0.5)
+                asked = time.monotonic()
+                assert post(s, key, f"/dlq/{letter['id']}/redeliver")[0] == 202
+                deadline = asked + 3.0
+                while time.monotonic() < deadline and not any(
+                        r["id"] == letter["eventId"] for r in hook.delivered()):
+                    time.sleep(0.02)
+                redelivered = [r for r in hook.delivered() if r["id"] == letter["eventId"]]
+                assert len(redelivered) == 1, "redelivered once while events keep coming"
+                assert redelivered[0]["at"] - asked < 3.0
+            finally:
+                stop.set()
+                thread.join(timeout=10)
+    finally:
+        hook.close()
