@@ -20,7 +20,10 @@ from anlyon import AnlyonError, Receiver
 from events_support import Reader, Server, server
 from recovery_support import fresh_database
 
-ATTEMPTS_MAX = 6  # WEBHOOK_ATTEMPTS_MAX
+ATTEMPTS_MAX = 6
+# The schedule these tests were written for (the default is days long): 6 attempts, 0.5 s doubling.
+RETRY = ["--webhook-retry-attempts", str(ATTEMPTS_MAX), "--webhook-retry-first-delay-ms", "500",
+         "--webhook-retry-max-delay-ms", "60000"]
 DELIVERY_WAIT_S = 15.0
 DEAD_LETTER_WAIT_S = 40.0  # 0.5 + 1 + 2 + 4 + 8 s of backoff, plus polling
 
@@ -144,7 +147,7 @@ def test_a_delivery_is_verified_by_the_receiver_and_a_tampered_one_is_refused(
 def test_a_receiver_failing_three_times_gets_the_event_once(tmp_path: Path) -> None:
     hook = Hook(fail_first=3)
     try:
-        with server(tmp_path) as s:
+        with server(tmp_path, RETRY) as s:
             op = s.client(s.key("hooks-r", "op", role="operator"))
             sub = op.events.create_subscription("environment", url=hook.url,
                                                 event_types=["environment.halted"]).data
@@ -167,7 +170,7 @@ def test_a_receiver_failing_three_times_gets_the_event_once(tmp_path: Path) -> N
 def test_a_receiver_down_past_the_budget_leaves_a_dead_letter(tmp_path: Path) -> None:
     hook = Hook(always_fail=True)
     try:
-        with server(tmp_path) as s:
+        with server(tmp_path, RETRY) as s:
             op = s.client(s.key("hooks-d", "op", role="operator"))
             other = s.client(s.key("hooks-d-other", "op", role="operator"))
             sub = op.events.create_subscription("environment", url=hook.url).data

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// The integrations accounts can be connected for (`--integrations`, else the built-in
     /// catalog).
     pub integrations: crate::integrations::Integrations,
+    /// How often and how long webhook deliveries are retried before an event is dead-lettered
+    /// (`--webhook-retry-*`; `webhooks/retry.rs`).
+    pub webhook_retry: crate::RetrySchedule,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -165,7 +168,14 @@ pub async fn serve(
     }
     tokio::spawn(expire_approvals(state.clone()));
     tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
-    tokio::spawn(crate::webhooks::deliver::run(state.clone()));
+    tokio::spawn(crate::webhooks::deliver::run(
+        state.clone(),
+        crate::webhooks::deliver::DeliverySettings {
+            retry: config.webhook_retry,
+            shared,
+            replica_lease: config.lease,
+        },
+    ));
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
     }

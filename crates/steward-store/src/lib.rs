@@ -89,7 +89,10 @@ pub use store::Previews;
 pub use store::Replicas;
 pub use store::Runs;
 pub use store::Store;
-pub use store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
+pub use store::{
+    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
+    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)

@@ -40,7 +40,10 @@ pub use policies::Policies;
 pub use previews::Previews;
 pub use replicas::Replicas;
 pub use runs::Runs;
-pub use webhooks::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
+pub use webhooks::{
+    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
+    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
 
 /// The whole store: every part. Implemented for every type that implements all of them, so a
 /// backend implements the parts and never this.

@@ -78,6 +78,9 @@ enum Command {
     /// test (decide cases against the file, writing nothing).
     #[command(subcommand)]
     Policies(commands::operate::policies::Command),
+    /// Webhook dead letters: dlq list, dlq redeliver (one by id, or --subscription all of one).
+    #[command(subcommand)]
+    Webhooks(commands::operate::webhooks::Command),
     /// Serve MCP on stdio, forwarding to a Steward server (agent key from STEWARD_API_KEY).
     Mcp(commands::mcp::Args),
     /// Load-test the governed write path and report throughput and latency percentiles.
@@ -130,6 +133,7 @@ fn main() -> std::process::ExitCode {
                 operated(commands::operate::environment::run(command)).await
             }
             Command::Policies(command) => operated(commands::operate::policies::run(command)).await,
+            Command::Webhooks(command) => operated(commands::operate::webhooks::run(command)).await,
             Command::Sim(args) => commands::sim::run(args).await,
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,
         }

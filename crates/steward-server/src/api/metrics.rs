@@ -81,11 +81,26 @@ pub async fn scrape(state: AppState, headers: HeaderMap, token: Option<MetricsTo
 
 async fn render(State(state): State<AppState>) -> Response {
     let unknown = state.store.count_unknown().await.unwrap_or(0);
-    let gauges = [(
-        "steward_unknown_effects",
-        "effects whose outcome is unknown, in every environment",
-        unknown,
-    )];
+    // Per subscription on the subscription's listing; here the sum and how many are behind, so
+    // the number of series does not grow with the subscriptions.
+    let backlog = state.store.webhook_backlog(None).await.unwrap_or_default();
+    let gauges = [
+        (
+            "steward_unknown_effects",
+            "effects whose outcome is unknown, in every environment",
+            unknown,
+        ),
+        (
+            "steward_webhook_backlog_events",
+            "sealed events after the webhook subscriptions' cursors, summed over every subscription",
+            backlog.iter().map(|b| b.events).sum(),
+        ),
+        (
+            "steward_webhook_subscriptions_behind",
+            "webhook subscriptions with events after their cursor",
+            backlog.iter().filter(|b| b.events > 0).count() as u64,
+        ),
+    ];
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(&gauges),

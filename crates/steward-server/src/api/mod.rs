@@ -158,6 +158,10 @@ fn v2_routes() -> OpenApiRouter<AppState> {
             webhooks::dead_letters
         )))
         .routes(plain(routes!(webhooks::dead_letter)))
+        .routes(plain(routes!(webhooks::redeliver_dead_letter)))
+        .routes(plain(routes!(
+            webhooks::redeliver_subscription_dead_letters
+        )))
         .routes(query::<runs::ListQuery>(routes!(runs::list)))
         .routes(plain(routes!(runs::start)))
         .routes(plain(routes!(runs::import_trace)))

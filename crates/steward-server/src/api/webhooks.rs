@@ -13,7 +13,7 @@ use super::openapi as doc;
 use super::query::Query;
 use crate::auth::Caller;
 use crate::envelope::ok;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{codes, ApiError, ApiResult};
 use crate::events::event_id;
 use crate::state::AppState;
 use crate::webhooks::deliver::secret_name;
@@ -27,7 +27,7 @@ use rand::RngCore;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use steward_core::scopes;
-use steward_store::{Actor, DeadLetter, SealedSecret, WebhookSubscription};
+use steward_store::{Actor, DeadLetter, RedeliveryTarget, SealedSecret, WebhookSubscription};
 
 /// The longest subscription URL, in bytes.
 pub const WEBHOOK_URL_BYTES_MAX: usize = 2_048;
@@ -80,6 +80,8 @@ fn letter_view(d: &DeadLetter) -> Value {
         "attempts": d.attempts,
         "lastError": d.last_error,
         "createdAt": d.created_at.to_rfc3339(),
+        "redelivery": d.redelivery.as_str(),
+        "redeliveredAt": d.redelivered_at.map(|m| m.to_rfc3339()),
     })
 }
 
@@ -285,7 +287,14 @@ pub async fn list_subscriptions(
         .store
         .subscriptions(&caller.env.id, Some(topic.name))
         .await?;
-    Ok(ok(Value::Array(list.iter().map(view).collect())))
+    let backlog = state.store.webhook_backlog(Some(&caller.env.id)).await?;
+    let listed = list.iter().map(|s| {
+        let mut v = view(s);
+        let behind = backlog.iter().find(|b| b.subscription_id == s.id);
+        v["backlog"] = json!(behind.map_or(0, |b| b.events));
+        v
+    });
+    Ok(ok(Value::Array(listed.collect())))
 }
 
 #[utoipa::path(
@@ -549,15 +558,115 @@ pub async fn dead_letter(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    let letters = state
+    let letter = state
         .store
-        .dead_letters(&caller.env.id, 10 * DEAD_LETTERS_LIST_MAX)
-        .await?;
-    let letter = letters
-        .iter()
-        .find(|d| d.id == id)
+        .dead_letter(&caller.env.id, &id)
+        .await?
         .ok_or_else(|| ApiError::not_found("dead letter"))?;
-    Ok(ok(letter_view(letter)))
+    Ok(ok(letter_view(&letter)))
+}
+
+#[utoipa::path(
+    post,
+    path = "/dlq/{id}/redeliver",
+    operation_id = "dlq_redeliver",
+    tag = "events",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    responses(
+        (status = 202, description = "the dead letter, its redelivery `requested`: its subscription's worker POSTs it once, before the subscription's next event, and records the answer (`redelivered`, or `dead` again with the error)", body = doc::Single<doc::DeadLetter>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+    )
+)]
+pub async fn redeliver_dead_letter(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_WRITE)?;
+    let request = json!({"op": "dlq.redeliver", "id": id});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let letter = state
+            .store
+            .dead_letter(&caller.env.id, &id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("dead letter"))?;
+        if state
+            .store
+            .subscription(&caller.env.id, &letter.subscription_id)
+            .await?
+            .is_none()
+        {
+            return Err(ApiError::of(
+                codes::DEAD_LETTER_SUBSCRIPTION_GONE,
+                "the dead letter's subscription was deleted; nothing can redeliver it",
+            ));
+        }
+        let now = state.clock.now();
+        let actor = Actor::key(&caller.key.id, now);
+        let marked = state
+            .store
+            .request_redelivery(&caller.env.id, RedeliveryTarget::Letter(&id), &actor, now)
+            .await?;
+        // Already requested (or deleted meanwhile): the letter as it stands now.
+        let letter = match marked.into_iter().next() {
+            Some(marked) => marked,
+            None => state
+                .store
+                .dead_letter(&caller.env.id, &id)
+                .await?
+                .ok_or_else(|| ApiError::not_found("dead letter"))?,
+        };
+        Ok((StatusCode::ACCEPTED, letter_view(&letter)))
+    })
+    .await
+}
+
+#[utoipa::path(
+    post,
+    path = "/events/subscriptions/{id}/dlq/redeliver",
+    operation_id = "events_subscriptions_dlq_redeliver",
+    tag = "events",
+    params(doc::IdPath, doc::IdempotencyHeader),
+    responses(
+        (status = 202, description = "every dead letter of the subscription not already requested is `requested`, each to be POSTed once by the subscription's worker, oldest first", body = doc::Single<doc::RedeliveryRequested>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Idempotent,
+    )
+)]
+pub async fn redeliver_subscription_dead_letters(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    caller.require(scopes::ACTIONS_WRITE)?;
+    let request = json!({"op": "dlq.redeliver_subscription", "id": id});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        find(&state, &caller, &id).await?;
+        let now = state.clock.now();
+        let actor = Actor::key(&caller.key.id, now);
+        let marked = state
+            .store
+            .request_redelivery(
+                &caller.env.id,
+                RedeliveryTarget::Subscription(&id),
+                &actor,
+                now,
+            )
+            .await?;
+        let ids: Vec<&str> = marked.iter().map(|d| d.id.as_str()).collect();
+        Ok((
+            StatusCode::ACCEPTED,
+            json!({"subscriptionId": id, "requested": ids.len(), "deadLetterIds": ids}),
+        ))
+    })
+    .await
 }
 
 #[cfg(test)]

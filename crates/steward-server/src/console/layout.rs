@@ -90,6 +90,7 @@ pub fn page(title: &str, operator: Option<&Operator>, mode: ConsoleMode, body: M
                         a href="/console/keys" { "Keys" }
                         a href="/console/environment" { "Kill switch" }
                         a href="/console/audit" { "Audit" }
+                        a href="/console/webhooks" { "Webhooks" }
                         span.who {
                             (op.caller.key.name) " (" (op.caller.key.id) ") in " (op.caller.env.name)
                             @if !mode.writable() { " · read-only" }

@@ -33,6 +33,7 @@ mod login;
 mod session;
 mod timeline;
 mod unknown;
+mod webhooks;
 
 use crate::state::AppState;
 use axum::extract::DefaultBodyLimit;
@@ -88,6 +89,15 @@ pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
         .route("/console/environment/halt", post(environment::halt))
         .route("/console/environment/resume", post(environment::resume))
         .route("/console/audit", get(environment::audit))
+        .route("/console/webhooks", get(webhooks::page))
+        .route(
+            "/console/dlq/{id}/redeliver",
+            post(webhooks::redeliver_letter),
+        )
+        .route(
+            "/console/webhooks/subscriptions/{id}/redeliver",
+            post(webhooks::redeliver_subscription),
+        )
         .route("/console/{*rest}", get(layout::not_found))
         .layer(middleware::from_fn(move |request, next| {
             guard::writes(mode, request, next)

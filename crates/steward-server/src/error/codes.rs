@@ -78,6 +78,8 @@ codes! {
         "A record with this name (or key) already exists.");
     CONCURRENT_MODIFICATION = ("concurrent_modification", CONFLICT,
         "Another request changed the record first; read it again.");
+    DEAD_LETTER_SUBSCRIPTION_GONE = ("dead_letter_subscription_gone", CONFLICT,
+        "A dead letter cannot be redelivered: its webhook subscription was deleted.");
     STALE_PLAN = ("STALE_PLAN", CONFLICT,
         "A policy file's apply: the file or the live policies changed since the plan; nothing was changed (`details.currentDigest` is the plan now).");
     ENVIRONMENT_HALTED = ("environment_halted", CONFLICT,

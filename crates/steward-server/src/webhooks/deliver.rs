@@ -1,84 +1,378 @@
-//! The delivery loop: every replica leases due subscriptions, POSTs each one's next event, and
-//! records the outcome (`Webhooks::record_delivery`).
+//! The delivery loop (issue #30 item 4): a dispatcher leases due subscriptions and gives each
+//! one a worker of its own; the worker delivers the subscription's events one after the other,
+//! back to back, until it is caught up or an attempt fails, and records each outcome
+//! (`Webhooks::record_delivery`) before the next POST. A slow or failing receiver holds up only
+//! its own worker: the dispatcher never waits for one.
 //!
-//! The cursor moves only after the receiver answered 2xx (or the event went to the dead-letter
-//! list), in a transaction after the POST: a process that dies before it delivers the event
-//! again after its restart (at least once; receivers dedupe by the event id). Which outcome an
-//! attempt leaves is [`outcome`], a pure function of the attempt's result and the count so far.
+//! Per subscription, one POST is in flight at a time, so a receiver sees its events in order;
+//! a worker reads the log a batch at a time ([`Feed::next`]) and keeps its lease
+//! while it works through the batch, so a healthy receiver gets events as fast as it answers,
+//! not one per poll. The cursor moves only after the receiver answered 2xx (or the event went
+//! to the dead-letter list), in a transaction after the POST: a process that dies before it
+//! delivers the event again after its restart (at least once; receivers dedupe by the event
+//! id). Which outcome an attempt leaves is [`outcome`], a pure function of the attempt's result,
+//! the count so far and the [`RetrySchedule`].
+//!
+//! A dead letter an operator asked to redeliver is POSTed, once, by the worker of its
+//! subscription before the subscription's next event (`Webhooks::record_redelivery`).
 
+use super::retry::RetrySchedule;
 use super::signature;
 use super::topics::Topic;
 use crate::events::Feed;
 use crate::state::AppState;
 use serde_json::Value;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use steward_core::Millis;
-use steward_store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription};
+use steward_store::{
+    DeadLetter, DeliveryOutcome, Redelivery, SealedSecret, Sweep, WebhookSubscription,
+};
 
-/// How often a replica looks for due subscriptions, in milliseconds. With the sealer's 200 ms
-/// an event reaches its receivers within about half a second of its commit.
+/// How often the dispatcher looks for due subscriptions, in milliseconds. With the sealer's
+/// 200 ms an event reaches an idle subscription's receiver within about half a second of its
+/// commit; a subscription with a worker gets it as soon as the worker reads the log again.
 pub const WEBHOOK_POLL_INTERVAL_MS: u64 = 250;
-/// How many subscriptions one replica leases per round, in subscriptions; their attempts run
-/// concurrently.
+/// How many subscriptions the dispatcher leases per round, in subscriptions.
 pub const WEBHOOK_CLAIM_SUBSCRIPTIONS_MAX: u32 = 32;
+/// How many subscriptions one replica delivers to at once, in workers (one each): bounds the
+/// connections and tasks a replica spends on webhooks; the rest wait for a free worker.
+pub const WEBHOOK_WORKERS_MAX: usize = 256;
 /// How long a receiver may take to answer, in milliseconds; past it the attempt failed.
 pub const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
 /// How long a lease keeps a subscription away from other replicas, in milliseconds: longer than
-/// an attempt can take, so a live deliverer is never overtaken.
+/// an attempt can take, so a live deliverer is never overtaken. A worker extends it with every
+/// outcome it records.
 pub const WEBHOOK_LEASE_MS: i64 = 30_000;
-/// Attempts at one event before it goes to the dead-letter list, in attempts.
-pub const WEBHOOK_ATTEMPTS_MAX: u32 = 6;
-/// The wait before the first retry, in milliseconds; each further retry waits twice as long.
-pub const WEBHOOK_RETRY_DELAY_MS_FIRST: i64 = 500;
-/// The longest wait between two attempts, in milliseconds.
-pub const WEBHOOK_RETRY_DELAY_MS_MAX: i64 = 60_000;
+/// How long a worker waits for an event it has not seen yet when its receiver is caught up, in
+/// milliseconds, before it gives its lease back: a busy subscription keeps its worker (no
+/// dispatcher round between two events), an idle one frees it.
+pub const WEBHOOK_IDLE_MS: u64 = 1_000;
+/// How often a worker that is caught up reads the log again while it waits, in milliseconds.
+pub const WEBHOOK_IDLE_POLL_MS: u64 = 50;
+/// How many requested redeliveries one worker POSTs per lease, in letters: each may take
+/// [`WEBHOOK_TIMEOUT_MS`], and the worker extends its lease after each.
+pub const WEBHOOK_REDELIVERIES_PER_LEASE: u32 = 20;
 /// The longest receiver error text kept with a retry or a dead letter, in bytes.
 const ERROR_TEXT_BYTES_MAX: usize = 200;
 
-/// Delivers forever, every [`WEBHOOK_POLL_INTERVAL_MS`].
-pub(crate) async fn run(state: AppState) {
+/// How this replica delivers: its retry schedule, and how it tells whose leases are dead.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliverySettings {
+    pub retry: RetrySchedule,
+    /// Several replicas share the store (PostgreSQL): a lease's owner is dead once its
+    /// heartbeat lapsed for `replica_lease`. Otherwise this process is the store's only one.
+    pub shared: bool,
+    pub replica_lease: Duration,
+}
+
+/// Delivers forever: takes back dead processes' leases at once, then every
+/// [`WEBHOOK_POLL_INTERVAL_MS`] leases what is due and starts a worker for each.
+pub(crate) async fn run(state: AppState, settings: DeliverySettings) {
+    let reclaim_every = crate::replica::heartbeat_every(settings.replica_lease);
+    reclaim(&state, &settings).await;
+    let mut reclaimed = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
     let mut tick = tokio::time::interval(Duration::from_millis(WEBHOOK_POLL_INTERVAL_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        round(&state).await;
+        while workers.try_join_next().is_some() {}
+        if settings.shared && reclaimed.elapsed() >= reclaim_every {
+            reclaim(&state, &settings).await;
+            reclaimed = Instant::now();
+        }
+        let room = WEBHOOK_WORKERS_MAX.saturating_sub(workers.len());
+        if room == 0 {
+            continue;
+        }
+        let limit = (room as u32).min(WEBHOOK_CLAIM_SUBSCRIPTIONS_MAX);
+        for subscription in claim(&state, limit).await {
+            let state = state.clone();
+            workers.spawn(async move { work(&state, &settings.retry, subscription).await });
+        }
     }
 }
 
-/// One round: lease what is due and attempt each, concurrently.
-async fn round(state: &AppState) {
+/// Releases the leases of processes known dead: at start every other owner of an embedded
+/// store (its lock file proves them gone), on a shared store the replicas whose heartbeat
+/// lapsed or whose database session closed. The restarted process's own earlier leases are
+/// among them: each start is a new replica id.
+async fn reclaim(state: &AppState, settings: &DeliverySettings) {
+    let now = state.clock.now();
+    let sweep = if settings.shared {
+        Sweep::lease(
+            &state.replica,
+            now,
+            settings.replica_lease.as_millis() as i64,
+        )
+    } else {
+        Sweep::sole(&state.replica, now)
+    };
+    match state.store.release_dead_webhook_leases(&sweep).await {
+        Ok(0) => {}
+        Ok(released) => {
+            tracing::info!(
+                released,
+                "took back webhook leases of stopped Steward processes"
+            )
+        }
+        Err(e) => tracing::warn!(error = %e, "releasing dead webhook leases failed; retrying"),
+    }
+}
+
+/// Leases at most `limit` due subscriptions to this replica.
+async fn claim(state: &AppState, limit: u32) -> Vec<WebhookSubscription> {
     let now = state.clock.now();
     let owner = state.replica.to_string();
-    let due = match state
+    match state
         .store
-        .claim_subscriptions(
-            &owner,
-            now,
-            now.plus_ms(WEBHOOK_LEASE_MS),
-            WEBHOOK_CLAIM_SUBSCRIPTIONS_MAX,
-        )
+        .claim_subscriptions(&owner, now, now.plus_ms(WEBHOOK_LEASE_MS), limit)
         .await
     {
         Ok(due) => due,
         Err(e) => {
             tracing::warn!(error = %e, "claiming webhook subscriptions failed; retrying");
-            return;
+            Vec::new()
         }
-    };
-    let mut attempts = tokio::task::JoinSet::new();
-    for subscription in due {
-        let state = state.clone();
-        let owner = owner.clone();
-        attempts.spawn(async move { attempt(&state, &owner, subscription).await });
     }
-    while attempts.join_next().await.is_some() {}
 }
 
-/// The next event `subscription` takes after its cursor, and how far the scan got.
-async fn next_event(
+/// What a worker does next with its lease.
+enum Next {
+    /// Keep the lease and go on: there may be more to deliver.
+    More,
+    /// The lease is released (or lost): the worker ends.
+    Done,
+}
+
+/// One subscription's worker: its requested redeliveries and its events in order, batch after
+/// batch, until it is caught up (and stays so for [`WEBHOOK_IDLE_MS`]) or an attempt fails.
+async fn work(state: &AppState, retry: &RetrySchedule, mut s: WebhookSubscription) {
+    let owner = state.replica.to_string();
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        // Every batch, not only at the lease: a busy subscription keeps its worker for as long
+        // as events come, and an operator's request must not wait for a quiet moment.
+        if let Next::Done = redeliver(state, &owner, &s).await {
+            return;
+        }
+        if s.next_attempt_at > state.clock.now() {
+            // Leased only for its redeliveries; its next event waits for its retry time.
+            record(state, &owner, &s, &unchanged(&s, state.clock.now()), None).await;
+            return;
+        }
+        match deliver_batch(state, &owner, retry, &mut s).await {
+            Step::Delivered => idle_since = None,
+            Step::CaughtUp => {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= Duration::from_millis(WEBHOOK_IDLE_MS) {
+                    let now = state.clock.now();
+                    record(state, &owner, &s, &unchanged(&s, now), None).await;
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(WEBHOOK_IDLE_POLL_MS)).await;
+            }
+            Step::Stop => return,
+        }
+    }
+}
+
+/// What one batch of the log left.
+enum Step {
+    /// Something was delivered, dead-lettered or scanned past: the lease is kept.
+    Delivered,
+    /// Nothing new in the sealed log.
+    CaughtUp,
+    /// The lease is released or lost: an attempt failed, or another replica moved on.
+    Stop,
+}
+
+/// Delivers the events of one batch of the log in order, recording each outcome.
+async fn deliver_batch(
+    state: &AppState,
+    owner: &str,
+    retry: &RetrySchedule,
+    s: &mut WebhookSubscription,
+) -> Step {
+    let (events, scanned) = match next_events(state, s).await {
+        Ok(found) => found,
+        Err(e) => {
+            // Not the receiver's failure: try again next round, the attempt count unchanged.
+            tracing::warn!(subscription = %s.id, error = %e, "reading events for a webhook failed");
+            let now = state.clock.now();
+            let outcome = DeliveryOutcome::Retry {
+                attempts: s.attempts,
+                next_attempt_at: now.plus_ms(WEBHOOK_POLL_INTERVAL_MS as i64),
+                error: "the event log could not be read".into(),
+            };
+            record(state, owner, s, &outcome, None).await;
+            return Step::Stop;
+        }
+    };
+    if events.is_empty() && scanned == s.cursor {
+        return Step::CaughtUp;
+    }
+    for (seq, event) in events {
+        if let Some(fresh) = refreshed(state, s).await {
+            *s = fresh;
+        } else {
+            return Step::Stop;
+        }
+        let now = state.clock.now();
+        let body = event.to_string();
+        let result = post(state, s, &body, &event, now).await;
+        if let Err(reason) = &result {
+            tracing::info!(subscription = %s.id, event = seq, attempt = s.attempts + 1,
+                           reason = %reason, "webhook delivery failed");
+        }
+        let now = state.clock.now();
+        let outcome = outcome(s, seq, &event, body, result, now, retry);
+        let keep = !matches!(outcome, DeliveryOutcome::Retry { .. });
+        let keep_until = keep.then(|| now.plus_ms(WEBHOOK_LEASE_MS));
+        if !record(state, owner, s, &outcome, keep_until).await || !keep {
+            return Step::Stop;
+        }
+        s.cursor = seq;
+        s.attempts = 0;
+    }
+    if scanned > s.cursor {
+        let now = state.clock.now();
+        let outcome = DeliveryOutcome::Advance { cursor: scanned };
+        if !record(
+            state,
+            owner,
+            s,
+            &outcome,
+            Some(now.plus_ms(WEBHOOK_LEASE_MS)),
+        )
+        .await
+        {
+            return Step::Stop;
+        }
+        s.cursor = scanned;
+        s.attempts = 0;
+    }
+    Step::Delivered
+}
+
+/// The subscription as stored now (its secrets, URL and headers may have changed since the
+/// lease), if it is still there, enabled, and at the cursor this worker left it.
+async fn refreshed(state: &AppState, s: &WebhookSubscription) -> Option<WebhookSubscription> {
+    match state.store.subscription(&s.env_id, &s.id).await {
+        Ok(Some(fresh)) if fresh.enabled && fresh.cursor == s.cursor => Some(fresh),
+        Ok(_) => {
+            let now = state.clock.now();
+            record(
+                state,
+                &state.replica.to_string(),
+                s,
+                &unchanged(s, now),
+                None,
+            )
+            .await;
+            None
+        }
+        Err(e) => {
+            tracing::warn!(subscription = %s.id, error = %e, "reading a webhook subscription failed");
+            let now = state.clock.now();
+            record(
+                state,
+                &state.replica.to_string(),
+                s,
+                &unchanged(s, now),
+                None,
+            )
+            .await;
+            None
+        }
+    }
+}
+
+/// Records `outcome` for `s` at its cursor; `keep_until` keeps the lease. `false` when it was
+/// not recorded (the lease or the cursor moved on, or the store failed).
+async fn record(
+    state: &AppState,
+    owner: &str,
+    s: &WebhookSubscription,
+    outcome: &DeliveryOutcome,
+    keep_until: Option<Millis>,
+) -> bool {
+    let now = state.clock.now();
+    match state
+        .store
+        .record_delivery(&s.id, owner, s.cursor, outcome, now, keep_until)
+        .await
+    {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            tracing::warn!(subscription = %s.id, error = %e, "recording a webhook delivery failed");
+            false
+        }
+    }
+}
+
+/// The outcome that leaves `s` as it is (used to extend or give back its lease).
+fn unchanged(s: &WebhookSubscription, now: Millis) -> DeliveryOutcome {
+    if s.attempts == 0 && s.next_attempt_at <= now {
+        return DeliveryOutcome::Advance { cursor: s.cursor };
+    }
+    DeliveryOutcome::Retry {
+        attempts: s.attempts,
+        next_attempt_at: s.next_attempt_at,
+        error: s.last_error.clone().unwrap_or_default(),
+    }
+}
+
+/// POSTs the subscription's requested redeliveries, each once, recording each answer.
+async fn redeliver(state: &AppState, owner: &str, s: &WebhookSubscription) -> Next {
+    let letters = match state
+        .store
+        .requested_redeliveries(&s.id, WEBHOOK_REDELIVERIES_PER_LEASE)
+        .await
+    {
+        Ok(letters) => letters,
+        Err(e) => {
+            tracing::warn!(subscription = %s.id, error = %e, "reading redeliveries failed");
+            return Next::More;
+        }
+    };
+    for letter in letters {
+        redeliver_one(state, owner, s, &letter).await;
+        // Each POST may take the receiver's whole timeout: keep the lease ahead of it.
+        let now = state.clock.now();
+        let keep = Some(now.plus_ms(WEBHOOK_LEASE_MS));
+        if !record(state, owner, s, &unchanged(s, now), keep).await {
+            return Next::Done;
+        }
+    }
+    Next::More
+}
+
+/// POSTs one dead letter's body again, byte for byte, freshly signed, and records the answer.
+async fn redeliver_one(state: &AppState, owner: &str, s: &WebhookSubscription, d: &DeadLetter) {
+    debug_assert_eq!(d.redelivery, Redelivery::Requested, "letter {}", d.id);
+    let event: Value = serde_json::from_str(&d.body).unwrap_or(Value::Null);
+    let now = state.clock.now();
+    let result = post(state, s, &d.body, &event, now).await;
+    if let Err(reason) = &result {
+        tracing::info!(subscription = %s.id, letter = %d.id, reason = %reason,
+                       "webhook redelivery failed");
+    }
+    if let Err(e) = state
+        .store
+        .record_redelivery(&d.id, owner, result, state.clock.now())
+        .await
+    {
+        tracing::warn!(letter = %d.id, error = %e, "recording a webhook redelivery failed");
+    }
+}
+
+/// The events `subscription` takes after its cursor in one batch of the log, in order, and
+/// how far the batch scanned.
+async fn next_events(
     state: &AppState,
     s: &WebhookSubscription,
-) -> steward_store::StoreResult<(Option<(i64, Value)>, i64)> {
+) -> steward_store::StoreResult<(Vec<(i64, Value)>, i64)> {
     let topic = Topic::by_name(&s.topic);
     let mut feed = Feed {
         env: s.env_id.to_string(),
@@ -91,45 +385,13 @@ async fn next_event(
     };
     let found = events
         .into_iter()
-        .find(|(_, e)| wanted(e["type"].as_str().unwrap_or_default()));
+        .filter(|(_, e)| wanted(e["type"].as_str().unwrap_or_default()))
+        .collect();
     Ok((found, feed.cursor))
 }
 
-/// One subscription's turn: deliver its next event if it has one, and record what happened.
-async fn attempt(state: &AppState, owner: &str, s: WebhookSubscription) {
-    let now = state.clock.now();
-    let outcome = match next_event(state, &s).await {
-        Err(e) => {
-            // Not the receiver's failure: try again next round, the attempt count unchanged.
-            tracing::warn!(subscription = %s.id, error = %e, "reading events for a webhook failed");
-            DeliveryOutcome::Retry {
-                attempts: s.attempts,
-                next_attempt_at: now.plus_ms(WEBHOOK_POLL_INTERVAL_MS as i64),
-                error: "the event log could not be read".into(),
-            }
-        }
-        Ok((None, scanned)) => DeliveryOutcome::Advance { cursor: scanned },
-        Ok((Some((seq, event)), _)) => {
-            let body = event.to_string();
-            let result = post(state, &s, &body, &event, now).await;
-            if let Err(reason) = &result {
-                tracing::info!(subscription = %s.id, event = seq, attempt = s.attempts + 1,
-                               reason = %reason, "webhook delivery failed");
-            }
-            outcome(&s, seq, &event, body, result, now)
-        }
-    };
-    if let Err(e) = state
-        .store
-        .record_delivery(&s.id, owner, s.cursor, &outcome, now)
-        .await
-    {
-        tracing::warn!(subscription = %s.id, error = %e, "recording a webhook delivery failed");
-    }
-}
-
-/// What an attempt at the event at `seq` leaves: the cursor past it after a 2xx, a retry with
-/// a doubling delay, or a dead letter once [`WEBHOOK_ATTEMPTS_MAX`] attempts failed.
+/// What an attempt at the event at `seq` leaves: the cursor past it after a 2xx, a retry after
+/// the schedule's delay, or a dead letter once the schedule's attempts all failed.
 fn outcome(
     s: &WebhookSubscription,
     seq: i64,
@@ -137,13 +399,14 @@ fn outcome(
     body: String,
     result: Result<(), String>,
     now: Millis,
+    retry: &RetrySchedule,
 ) -> DeliveryOutcome {
     let error = match result {
         Ok(()) => return DeliveryOutcome::Advance { cursor: seq },
         Err(error) => error,
     };
     let failures = s.attempts + 1;
-    if failures >= WEBHOOK_ATTEMPTS_MAX {
+    if failures >= retry.attempts {
         return DeliveryOutcome::DeadLetter {
             letter: DeadLetter {
                 id: format!("dlq_{}", crate::clock::unique().to_ascii_lowercase()),
@@ -155,20 +418,16 @@ fn outcome(
                 attempts: failures,
                 last_error: error,
                 created_at: now,
+                redelivery: Redelivery::Dead,
+                redelivered_at: None,
             },
         };
     }
     DeliveryOutcome::Retry {
         attempts: failures,
-        next_attempt_at: now.plus_ms(retry_delay_ms(failures)),
+        next_attempt_at: now.plus_ms(retry.delay_ms(failures)),
         error,
     }
-}
-
-/// The wait after the `failures`-th failed attempt, in milliseconds.
-fn retry_delay_ms(failures: u32) -> i64 {
-    let doublings = failures.saturating_sub(1).min(20);
-    (WEBHOOK_RETRY_DELAY_MS_FIRST << doublings).min(WEBHOOK_RETRY_DELAY_MS_MAX)
 }
 
 /// The secrets that sign now: the current one, and the previous one within its grace.
@@ -285,11 +544,17 @@ mod tests {
         }
     }
 
+    const RETRY: RetrySchedule = RetrySchedule {
+        attempts: 6,
+        first_delay_ms: 500,
+        max_delay_ms: 60_000,
+    };
+
     #[test]
     fn a_2xx_moves_past_the_event_and_a_failure_retries_then_dead_letters() {
         let event = json!({"id": "evt_5", "type": "effect.settled"});
         let now = Millis(1_000);
-        let ok = outcome(&subscription(3), 5, &event, "b".into(), Ok(()), now);
+        let ok = outcome(&subscription(3), 5, &event, "b".into(), Ok(()), now, &RETRY);
         assert_eq!(ok, DeliveryOutcome::Advance { cursor: 5 });
         let retry = outcome(
             &subscription(0),
@@ -298,6 +563,7 @@ mod tests {
             "b".into(),
             Err("HTTP 500".into()),
             now,
+            &RETRY,
         );
         assert_eq!(
             retry,
@@ -307,11 +573,20 @@ mod tests {
                 error: "HTTP 500".into()
             }
         );
-        let last = subscription(WEBHOOK_ATTEMPTS_MAX - 1);
-        match outcome(&last, 5, &event, "b".into(), Err("HTTP 503".into()), now) {
+        let last = subscription(RETRY.attempts - 1);
+        match outcome(
+            &last,
+            5,
+            &event,
+            "b".into(),
+            Err("HTTP 503".into()),
+            now,
+            &RETRY,
+        ) {
             DeliveryOutcome::DeadLetter { letter } => {
                 assert_eq!(letter.event_seq, 5);
-                assert_eq!(letter.attempts, WEBHOOK_ATTEMPTS_MAX);
+                assert_eq!(letter.attempts, RETRY.attempts);
+                assert_eq!(letter.redelivery, Redelivery::Dead);
                 assert_eq!(letter.event_type, "effect.settled");
             }
             other => panic!("expected a dead letter, got {other:?}"),
@@ -319,11 +594,22 @@ mod tests {
     }
 
     #[test]
-    fn retries_back_off_doubling_up_to_the_cap() {
-        let delays: Vec<i64> = (1..=10).map(retry_delay_ms).collect();
-        assert_eq!(&delays[..4], &[500, 1_000, 2_000, 4_000]);
-        assert!(delays.windows(2).all(|w| w[0] <= w[1]));
-        assert_eq!(*delays.last().unwrap(), WEBHOOK_RETRY_DELAY_MS_MAX);
-        assert_eq!(retry_delay_ms(u32::MAX), WEBHOOK_RETRY_DELAY_MS_MAX);
+    fn leaving_a_subscription_unchanged_keeps_its_retry_or_its_cursor() {
+        let now = Millis(1_000);
+        assert_eq!(
+            unchanged(&subscription(0), now),
+            DeliveryOutcome::Advance { cursor: 4 }
+        );
+        let mut waiting = subscription(2);
+        waiting.next_attempt_at = Millis(9_000);
+        waiting.last_error = Some("HTTP 500".into());
+        assert_eq!(
+            unchanged(&waiting, now),
+            DeliveryOutcome::Retry {
+                attempts: 2,
+                next_attempt_at: Millis(9_000),
+                error: "HTTP 500".into()
+            }
+        );
     }
 }

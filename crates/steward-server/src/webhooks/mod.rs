@@ -4,11 +4,13 @@
 //! Topics are built in, one per event family ([`topics`]). A subscription's secret (`whsec_`)
 //! is sealed by the vault and shown once, at creation and at each rotation; after a rotation
 //! deliveries are signed with both secrets for [`WEBHOOK_SECRET_GRACE_MS`]. Each replica runs
-//! [`deliver::run`], which leases due subscriptions, POSTs the next event each one takes, and
-//! records the outcome; the cursor moves only after a 2xx (or a dead letter), so an event
-//! committed before a crash is delivered after the restart.
+//! [`deliver::run`], which leases due subscriptions and gives each its own worker that POSTs
+//! its events in order and records each outcome; the cursor moves only after a 2xx (or a dead
+//! letter, after the [`retry`] schedule), so an event committed before a crash is delivered
+//! after the restart. Dead letters can be redelivered on an operator's request.
 
 pub(crate) mod deliver;
+pub mod retry;
 pub(crate) mod signature;
 pub(crate) mod topics;
 

@@ -117,7 +117,7 @@ impl Heartbeats {
 /// `$2`, and the session it heartbeats on is still open (see the module's doc). A session start
 /// hidden from this database user (another role's session, without `pg_read_all_stats`) counts
 /// as open: the lease alone decides then.
-const ALIVE: &str = "r.heartbeat_at >= $2 AND (r.session_pid IS NULL OR EXISTS (
+pub(super) const ALIVE: &str = "r.heartbeat_at >= $2 AND (r.session_pid IS NULL OR EXISTS (
         SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.session_pid
             AND (a.backend_start IS NULL OR r.session_started IS NULL
                  OR a.backend_start = r.session_started)))";

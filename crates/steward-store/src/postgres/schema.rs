@@ -33,6 +33,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "impact limits narrowed by resource",
         LIMIT_RESOURCE_PREFIX,
     ),
+    (
+        14,
+        "webhook dead-letter redelivery",
+        super::webhooks::REDELIVERY,
+    ),
 ];
 
 /// `resourcePrefix` on impact limits.

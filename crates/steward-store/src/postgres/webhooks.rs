@@ -9,7 +9,11 @@ use super::rows::{col, corrupt};
 use super::PostgresStore;
 use crate::error::StoreResult;
 use crate::records::Actor;
-use crate::store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
+use crate::records::Sweep;
+use crate::store::{
+    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
+    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
 use async_trait::async_trait;
 use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
@@ -56,6 +60,24 @@ CREATE TABLE IF NOT EXISTS webhook_dead_letters (
 );
 CREATE INDEX IF NOT EXISTS webhook_dead_letters_env ON webhook_dead_letters(env_id, created_at);
 "#;
+
+/// Redelivery of dead letters (issue #30 item 4): where each letter's redelivery stands; letters
+/// from before are `dead`.
+pub(crate) const REDELIVERY: &str = r#"
+ALTER TABLE webhook_dead_letters ADD COLUMN IF NOT EXISTS redelivery TEXT NOT NULL DEFAULT 'dead';
+ALTER TABLE webhook_dead_letters ADD COLUMN IF NOT EXISTS redelivered_at BIGINT;
+CREATE INDEX IF NOT EXISTS webhook_dead_letters_requested
+    ON webhook_dead_letters(subscription_id, created_at) WHERE redelivery = 'requested';
+CREATE INDEX IF NOT EXISTS webhook_dead_letters_subscription
+    ON webhook_dead_letters(subscription_id, created_at);
+"#;
+
+const LETTER_COLUMNS: &str = "id, subscription_id, env_id, event_seq, event_type, body, attempts,
+    last_error, created_at, redelivery, redelivered_at";
+
+/// True (as SQL) when the subscription `s` has a letter waiting for its redelivery.
+const REDELIVERY_WAITING: &str = "EXISTS (SELECT 1 FROM webhook_dead_letters d
+    WHERE d.subscription_id = s.id AND d.redelivery = 'requested')";
 
 const COLUMNS: &str = "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
     previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
@@ -107,6 +129,9 @@ fn dead_letter(row: &Row) -> StoreResult<DeadLetter> {
         attempts: col::<i64>(row, 6)? as u32,
         last_error: col(row, 7)?,
         created_at: Millis(col(row, 8)?),
+        redelivery: Redelivery::parse(&col::<String>(row, 9)?)
+            .ok_or_else(|| corrupt("redelivery", "an unknown state"))?,
+        redelivered_at: col::<Option<i64>>(row, 10)?.map(Millis),
     })
 }
 
@@ -280,10 +305,10 @@ impl Webhooks for PostgresStore {
                 &format!(
                     "UPDATE webhook_subscriptions SET lease_owner = $2, lease_until = $3
                      WHERE id IN (
-                         SELECT id FROM webhook_subscriptions
-                         WHERE enabled AND next_attempt_at <= $1
-                           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < $1)
-                         ORDER BY next_attempt_at, id LIMIT $4
+                         SELECT s.id FROM webhook_subscriptions s
+                         WHERE s.enabled AND (s.lease_owner IS NULL OR s.lease_until < $1)
+                           AND (s.next_attempt_at <= $1 OR {REDELIVERY_WAITING})
+                         ORDER BY s.next_attempt_at, s.id LIMIT $4
                          FOR UPDATE SKIP LOCKED)
                      RETURNING {COLUMNS}"
                 ),
@@ -301,7 +326,12 @@ impl Webhooks for PostgresStore {
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,
+        keep_until: Option<Millis>,
     ) -> StoreResult<bool> {
+        let (lease_owner, lease_until) = match keep_until {
+            Some(until) => (Some(owner), until.0),
+            None => (None, 0),
+        };
         let (cursor, attempts, next, error) = match outcome {
             DeliveryOutcome::Advance { cursor } => (*cursor, 0i64, now, None),
             DeliveryOutcome::Retry {
@@ -322,9 +352,19 @@ impl Webhooks for PostgresStore {
             let changed = tx
                 .execute(
                     "UPDATE webhook_subscriptions SET cursor = $1, attempts = $2,
-                        next_attempt_at = $3, last_error = $4, lease_owner = NULL, lease_until = 0
+                        next_attempt_at = $3, last_error = $4, lease_owner = $8, lease_until = $9
                      WHERE id = $5 AND lease_owner = $6 AND cursor = $7",
-                    &[&cursor, &attempts, &next.0, &error, &id, &owner, &from],
+                    &[
+                        &cursor,
+                        &attempts,
+                        &next.0,
+                        &error,
+                        &id,
+                        &owner,
+                        &from,
+                        &lease_owner,
+                        &lease_until,
+                    ],
                 )
                 .await?;
             if changed == 0 {
@@ -335,8 +375,8 @@ impl Webhooks for PostgresStore {
                 tx.execute_unique(
                     "dead letter",
                     "INSERT INTO webhook_dead_letters (id, subscription_id, env_id, event_seq,
-                        event_type, body, attempts, last_error, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                        event_type, body, attempts, last_error, created_at, redelivery)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'dead')",
                     &[
                         &letter.id,
                         &letter.subscription_id,
@@ -370,15 +410,202 @@ impl Webhooks for PostgresStore {
         })
     }
 
+    async fn release_dead_webhook_leases(&self, sweep: &Sweep) -> StoreResult<u64> {
+        let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+            tx.execute(
+                &format!(
+                    "UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = 0
+                     WHERE lease_owner IS NOT NULL AND lease_owner <> $1
+                       AND lease_owner <> ALL (ARRAY(SELECT r.id FROM replicas r WHERE {}))",
+                    super::replicas::ALIVE
+                ),
+                &[&replica, &dead_before],
+            )
+            .await
+        })
+    }
+
     async fn dead_letters(&self, env: &EnvironmentId, limit: u32) -> StoreResult<Vec<DeadLetter>> {
         let limit = limit as i64;
         in_transaction!(self, Mode::Read, |tx| async {
             tx.all(
-                "SELECT id, subscription_id, env_id, event_seq, event_type, body, attempts,
-                        last_error, created_at
-                 FROM webhook_dead_letters WHERE env_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters
+                     WHERE env_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+                ),
                 &[&env.as_str(), &limit],
                 dead_letter,
+            )
+            .await
+        })
+    }
+
+    async fn dead_letter(&self, env: &EnvironmentId, id: &str) -> StoreResult<Option<DeadLetter>> {
+        in_transaction!(self, Mode::Read, |tx| async {
+            tx.one(
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters WHERE env_id = $1 AND id = $2"
+                ),
+                &[&env.as_str(), &id],
+                dead_letter,
+            )
+            .await
+        })
+    }
+
+    async fn request_redelivery(
+        &self,
+        env: &EnvironmentId,
+        target: RedeliveryTarget<'_>,
+        actor: &Actor,
+        now: Millis,
+    ) -> StoreResult<Vec<DeadLetter>> {
+        let (letter, subscription) = match target {
+            RedeliveryTarget::Letter(id) => (Some(id), None),
+            RedeliveryTarget::Subscription(id) => (None, Some(id)),
+        };
+        in_transaction!(self, Mode::Write, |tx| async {
+            let marked = tx
+                .all(
+                    &format!(
+                        "UPDATE webhook_dead_letters SET redelivery = 'requested'
+                         WHERE env_id = $1 AND redelivery <> 'requested'
+                           AND ($2::TEXT IS NULL OR id = $2) AND ($3::TEXT IS NULL OR subscription_id = $3)
+                           AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE env_id = $1)
+                         RETURNING {LETTER_COLUMNS}"
+                    ),
+                    &[&env.as_str(), &letter, &subscription],
+                    dead_letter,
+                )
+                .await?;
+            for d in &marked {
+                append(
+                    &tx,
+                    actor,
+                    Entry {
+                        env: Some(env.as_str()),
+                        kind: "webhook.redelivery.requested",
+                        subject: &d.subscription_id,
+                        before: None,
+                        after: Some(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
+                                           "requestedAt": now.0})),
+                    },
+                )
+                .await?;
+            }
+            Ok(marked)
+        })
+    }
+
+    async fn requested_redeliveries(
+        &self,
+        subscription: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<DeadLetter>> {
+        let limit = limit as i64;
+        in_transaction!(self, Mode::Read, |tx| async {
+            tx.all(
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters
+                     WHERE subscription_id = $1 AND redelivery = 'requested'
+                     ORDER BY created_at, id LIMIT $2"
+                ),
+                &[&subscription, &limit],
+                dead_letter,
+            )
+            .await
+        })
+    }
+
+    async fn record_redelivery(
+        &self,
+        letter: &str,
+        owner: &str,
+        result: Result<(), String>,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+            let held = format!(
+                "d.id = $1 AND d.redelivery = 'requested'
+                 AND EXISTS (SELECT 1 FROM webhook_subscriptions s
+                             WHERE s.id = d.subscription_id AND s.lease_owner = $2)
+                 RETURNING {LETTER_COLUMNS}"
+            );
+            let (changed, kind) = match &result {
+                Ok(()) => (
+                    tx.one(
+                        &format!(
+                            "UPDATE webhook_dead_letters d
+                             SET redelivery = 'redelivered', redelivered_at = $3 WHERE {held}"
+                        ),
+                        &[&letter, &owner, &now.0],
+                        dead_letter,
+                    )
+                    .await?,
+                    "webhook.redelivered",
+                ),
+                Err(error) => (
+                    tx.one(
+                        &format!(
+                            "UPDATE webhook_dead_letters d SET redelivery = 'dead',
+                                 attempts = attempts + 1, last_error = $3 WHERE {held}"
+                        ),
+                        &[&letter, &owner, error],
+                        dead_letter,
+                    )
+                    .await?,
+                    "webhook.redelivery.failed",
+                ),
+            };
+            let Some(d) = changed else {
+                return Ok(false);
+            };
+            let after = match &result {
+                Ok(()) => json!({"deadLetterId": d.id, "eventSeq": d.event_seq}),
+                Err(error) => {
+                    json!({"deadLetterId": d.id, "eventSeq": d.event_seq, "error": error})
+                }
+            };
+            append(
+                &tx,
+                &Actor::system(now),
+                Entry {
+                    env: Some(d.env_id.as_str()),
+                    kind,
+                    subject: &d.subscription_id,
+                    before: None,
+                    after: Some(after),
+                },
+            )
+            .await?;
+            Ok(true)
+        })
+    }
+
+    async fn webhook_backlog(
+        &self,
+        env: Option<&EnvironmentId>,
+    ) -> StoreResult<Vec<WebhookBacklog>> {
+        let env = env.map(|e| e.as_str());
+        in_transaction!(self, Mode::Read, |tx| async {
+            tx.all(
+                "SELECT s.id, s.env_id,
+                        (SELECT COUNT(*) FROM (SELECT a.env_id FROM audit a
+                                               WHERE a.seq > s.cursor ORDER BY a.seq LIMIT $2) n
+                         WHERE n.env_id = s.env_id)
+                 FROM webhook_subscriptions s
+                 WHERE $1::TEXT IS NULL OR s.env_id = $1 ORDER BY s.created_at, s.id",
+                &[&env, &WEBHOOK_BACKLOG_SCAN_EVENTS_MAX],
+                |row| {
+                    let env: String = col(row, 1)?;
+                    Ok(WebhookBacklog {
+                        subscription_id: col(row, 0)?,
+                        env_id: EnvironmentId::parse(&env)
+                            .map_err(|e| corrupt("webhook env", e))?,
+                        events: col::<i64>(row, 2)?.max(0) as u64,
+                    })
+                },
             )
             .await
         })

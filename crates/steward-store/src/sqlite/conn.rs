@@ -376,6 +376,11 @@ impl Pool {
             add_column_if_missing(&tx, table, column, kind)?;
         }
         add_column_if_missing(&tx, "impact_limits", "resource_prefix", "TEXT")?;
+        for (table, column, kind) in super::webhooks::WEBHOOK_COLUMNS {
+            add_column_if_missing(&tx, table, column, kind)?;
+        }
+        tx.execute_batch(super::webhooks::WEBHOOK_INDEXES)
+            .map_err(unavailable)?;
         for (table, column) in super::schema::RUN_COLUMNS {
             add_column_if_missing(&tx, table, column, "TEXT")?;
         }

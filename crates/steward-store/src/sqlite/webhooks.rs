@@ -6,7 +6,11 @@ use super::rows::{col, corrupt, query_all};
 use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::records::Actor;
-use crate::store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription, Webhooks};
+use crate::records::Sweep;
+use crate::store::{
+    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
+    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
 use async_trait::async_trait;
 use rusqlite::{params, Row, Transaction};
 use serde_json::json;
@@ -47,10 +51,38 @@ CREATE TABLE IF NOT EXISTS webhook_dead_letters (
     body TEXT NOT NULL,
     attempts INTEGER NOT NULL,
     last_error TEXT NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    redelivery TEXT NOT NULL DEFAULT 'dead',
+    redelivered_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS webhook_dead_letters_env ON webhook_dead_letters(env_id, created_at);
 "#;
+
+/// `(table, column, type)`: redelivery of dead letters (issue #30 item 4), added when missing so
+/// a store made by an earlier Steward opens; its letters are `dead`.
+pub const WEBHOOK_COLUMNS: &[(&str, &str, &str)] = &[
+    (
+        "webhook_dead_letters",
+        "redelivery",
+        "TEXT NOT NULL DEFAULT 'dead'",
+    ),
+    ("webhook_dead_letters", "redelivered_at", "INTEGER"),
+];
+
+/// Indexes over [`WEBHOOK_COLUMNS`], made once the columns exist.
+pub const WEBHOOK_INDEXES: &str = r#"
+CREATE INDEX IF NOT EXISTS webhook_dead_letters_requested
+    ON webhook_dead_letters(subscription_id, created_at) WHERE redelivery = 'requested';
+CREATE INDEX IF NOT EXISTS webhook_dead_letters_subscription
+    ON webhook_dead_letters(subscription_id, created_at);
+"#;
+
+const LETTER_COLUMNS: &str = "id, subscription_id, env_id, event_seq, event_type, body, attempts,
+    last_error, created_at, redelivery, redelivered_at";
+
+/// True (as SQL) when the subscription `s` has a letter waiting for its redelivery.
+const REDELIVERY_WAITING: &str = "EXISTS (SELECT 1 FROM webhook_dead_letters d
+    WHERE d.subscription_id = s.id AND d.redelivery = 'requested')";
 
 const COLUMNS: &str = "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
     previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
@@ -102,6 +134,9 @@ fn dead_letter(row: &Row<'_>) -> StoreResult<DeadLetter> {
         attempts: col::<i64>(row, 6)? as u32,
         last_error: col(row, 7)?,
         created_at: Millis(col(row, 8)?),
+        redelivery: Redelivery::parse(&col::<String>(row, 9)?)
+            .ok_or_else(|| corrupt("redelivery", "an unknown state"))?,
+        redelivered_at: col::<Option<i64>>(row, 10)?.map(Millis),
     })
 }
 
@@ -273,8 +308,11 @@ impl Webhooks for SqliteStore {
         let any_due = self
             .read(move |c| {
                 c.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions
-                                    WHERE enabled = 1 AND next_attempt_at <= ?1)",
+                    &format!(
+                        "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions s
+                                        WHERE s.enabled = 1 AND s.lease_until < ?1
+                                          AND (s.next_attempt_at <= ?1 OR {REDELIVERY_WAITING}))"
+                    ),
                     [now.0],
                     |r| r.get::<_, bool>(0),
                 )
@@ -288,12 +326,12 @@ impl Webhooks for SqliteStore {
             let due = query_all(
                 tx,
                 &format!(
-                    "SELECT {COLUMNS} FROM webhook_subscriptions
-                     WHERE enabled = 1 AND next_attempt_at <= ?1
-                       AND (lease_owner IS NULL OR lease_owner = ?2 OR lease_until < ?1)
-                     ORDER BY next_attempt_at, id LIMIT ?3"
+                    "SELECT {COLUMNS} FROM webhook_subscriptions s
+                     WHERE s.enabled = 1 AND (s.lease_owner IS NULL OR s.lease_until < ?1)
+                       AND (s.next_attempt_at <= ?1 OR {REDELIVERY_WAITING})
+                     ORDER BY s.next_attempt_at, s.id LIMIT ?2"
                 ),
-                &[&now.0, &owner, &limit],
+                &[&now.0, &limit],
                 subscription,
             )?;
             for s in &due {
@@ -316,8 +354,13 @@ impl Webhooks for SqliteStore {
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,
+        keep_until: Option<Millis>,
     ) -> StoreResult<bool> {
         let (id, owner, outcome) = (id.to_string(), owner.to_string(), outcome.clone());
+        let (lease_owner, lease_until) = match keep_until {
+            Some(until) => (Some(owner.clone()), until.0),
+            None => (None, 0),
+        };
         self.write(move |tx| {
             let (cursor, attempts, next, error) = match &outcome {
                 DeliveryOutcome::Advance { cursor } => (*cursor, 0, now, None),
@@ -333,9 +376,19 @@ impl Webhooks for SqliteStore {
             let changed = tx
                 .execute(
                     "UPDATE webhook_subscriptions SET cursor = ?1, attempts = ?2,
-                        next_attempt_at = ?3, last_error = ?4, lease_owner = NULL, lease_until = 0
+                        next_attempt_at = ?3, last_error = ?4, lease_owner = ?8, lease_until = ?9
                      WHERE id = ?5 AND lease_owner = ?6 AND cursor = ?7",
-                    params![cursor, attempts, next.0, error, id, owner, from],
+                    params![
+                        cursor,
+                        attempts,
+                        next.0,
+                        error,
+                        id,
+                        owner,
+                        from,
+                        lease_owner,
+                        lease_until
+                    ],
                 )
                 .map_err(unavailable)?;
             if changed == 0 {
@@ -344,8 +397,8 @@ impl Webhooks for SqliteStore {
             if let DeliveryOutcome::DeadLetter { letter } = &outcome {
                 tx.execute(
                     "INSERT INTO webhook_dead_letters (id, subscription_id, env_id, event_seq,
-                        event_type, body, attempts, last_error, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        event_type, body, attempts, last_error, created_at, redelivery)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'dead')",
                     params![
                         letter.id,
                         letter.subscription_id,
@@ -379,16 +432,210 @@ impl Webhooks for SqliteStore {
         .await
     }
 
+    async fn release_dead_webhook_leases(&self, sweep: &Sweep) -> StoreResult<u64> {
+        let (replica, dead_before) = (sweep.replica.to_string(), sweep.dead_before.0);
+        self.write(move |tx| {
+            let released = tx
+                .execute(
+                    "UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = 0
+                     WHERE lease_owner IS NOT NULL AND lease_owner <> ?1
+                       AND lease_owner NOT IN (SELECT id FROM replicas WHERE heartbeat_at >= ?2)",
+                    params![replica, dead_before],
+                )
+                .map_err(unavailable)?;
+            Ok(released as u64)
+        })
+        .await
+    }
+
     async fn dead_letters(&self, env: &EnvironmentId, limit: u32) -> StoreResult<Vec<DeadLetter>> {
         let env = env.to_string();
         self.read(move |c| {
             query_all(
                 c,
-                "SELECT id, subscription_id, env_id, event_seq, event_type, body, attempts,
-                        last_error, created_at
-                 FROM webhook_dead_letters WHERE env_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters
+                     WHERE env_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+                ),
                 &[&env, &limit],
                 dead_letter,
+            )
+        })
+        .await
+    }
+
+    async fn dead_letter(&self, env: &EnvironmentId, id: &str) -> StoreResult<Option<DeadLetter>> {
+        let (env, id) = (env.to_string(), id.to_string());
+        self.read(move |c| {
+            Ok(query_all(
+                c,
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters WHERE env_id = ?1 AND id = ?2"
+                ),
+                &[&env, &id],
+                dead_letter,
+            )?
+            .pop())
+        })
+        .await
+    }
+
+    async fn request_redelivery(
+        &self,
+        env: &EnvironmentId,
+        target: RedeliveryTarget<'_>,
+        actor: &Actor,
+        now: Millis,
+    ) -> StoreResult<Vec<DeadLetter>> {
+        let env = env.to_string();
+        let (letter, subscription) = match target {
+            RedeliveryTarget::Letter(id) => (Some(id.to_string()), None),
+            RedeliveryTarget::Subscription(id) => (None, Some(id.to_string())),
+        };
+        let actor = actor.clone();
+        self.write(move |tx| {
+            let marked = query_all(
+                tx,
+                &format!(
+                    "UPDATE webhook_dead_letters SET redelivery = 'requested'
+                     WHERE env_id = ?1 AND redelivery <> 'requested'
+                       AND (?2 IS NULL OR id = ?2) AND (?3 IS NULL OR subscription_id = ?3)
+                       AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE env_id = ?1)
+                     RETURNING {LETTER_COLUMNS}"
+                ),
+                &[&env, &letter, &subscription],
+                dead_letter,
+            )?;
+            for d in &marked {
+                append(
+                    tx,
+                    &actor,
+                    Entry {
+                        env: Some(env.as_str()),
+                        kind: "webhook.redelivery.requested",
+                        subject: &d.subscription_id,
+                        before: None,
+                        after: Some(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
+                                           "requestedAt": now.0})),
+                    },
+                )?;
+            }
+            Ok(marked)
+        })
+        .await
+    }
+
+    async fn requested_redeliveries(
+        &self,
+        subscription: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<DeadLetter>> {
+        let subscription = subscription.to_string();
+        self.read(move |c| {
+            query_all(
+                c,
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters
+                     WHERE subscription_id = ?1 AND redelivery = 'requested'
+                     ORDER BY created_at, id LIMIT ?2"
+                ),
+                &[&subscription, &limit],
+                dead_letter,
+            )
+        })
+        .await
+    }
+
+    async fn record_redelivery(
+        &self,
+        letter: &str,
+        owner: &str,
+        result: Result<(), String>,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        let (letter, owner) = (letter.to_string(), owner.to_string());
+        self.write(move |tx| {
+            let held = query_all(
+                tx,
+                &format!(
+                    "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters d
+                     WHERE d.id = ?1 AND d.redelivery = 'requested'
+                       AND EXISTS (SELECT 1 FROM webhook_subscriptions s
+                                   WHERE s.id = d.subscription_id AND s.lease_owner = ?2)"
+                ),
+                &[&letter, &owner],
+                dead_letter,
+            )?
+            .pop();
+            let Some(d) = held else {
+                return Ok(false);
+            };
+            let (kind, after) = match &result {
+                Ok(()) => {
+                    tx.execute(
+                        "UPDATE webhook_dead_letters SET redelivery = 'redelivered',
+                            redelivered_at = ?2 WHERE id = ?1",
+                        params![d.id, now.0],
+                    )
+                    .map_err(unavailable)?;
+                    (
+                        "webhook.redelivered",
+                        json!({"deadLetterId": d.id, "eventSeq": d.event_seq}),
+                    )
+                }
+                Err(error) => {
+                    tx.execute(
+                        "UPDATE webhook_dead_letters SET redelivery = 'dead',
+                            attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+                        params![d.id, error],
+                    )
+                    .map_err(unavailable)?;
+                    (
+                        "webhook.redelivery.failed",
+                        json!({"deadLetterId": d.id, "eventSeq": d.event_seq, "error": error}),
+                    )
+                }
+            };
+            append(
+                tx,
+                &Actor::system(now),
+                Entry {
+                    env: Some(d.env_id.as_str()),
+                    kind,
+                    subject: &d.subscription_id,
+                    before: None,
+                    after: Some(after),
+                },
+            )?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn webhook_backlog(
+        &self,
+        env: Option<&EnvironmentId>,
+    ) -> StoreResult<Vec<WebhookBacklog>> {
+        let env = env.map(|e| e.to_string());
+        self.read(move |c| {
+            query_all(
+                c,
+                "SELECT s.id, s.env_id,
+                        (SELECT COUNT(*) FROM (SELECT a.env_id FROM audit a
+                                               WHERE a.seq > s.cursor ORDER BY a.seq LIMIT ?2)
+                         WHERE env_id = s.env_id)
+                 FROM webhook_subscriptions s
+                 WHERE ?1 IS NULL OR s.env_id = ?1 ORDER BY s.created_at, s.id",
+                &[&env, &WEBHOOK_BACKLOG_SCAN_EVENTS_MAX],
+                |row| {
+                    let env: String = col(row, 1)?;
+                    Ok(WebhookBacklog {
+                        subscription_id: col(row, 0)?,
+                        env_id: EnvironmentId::parse(&env)
+                            .map_err(|e| corrupt("webhook env", e))?,
+                        events: col::<i64>(row, 2)?.max(0) as u64,
+                    })
+                },
             )
         })
         .await

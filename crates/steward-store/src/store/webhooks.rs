@@ -8,7 +8,7 @@
 //! dedupe by event id).
 
 use crate::error::StoreResult;
-use crate::records::Actor;
+use crate::records::{Actor, Sweep};
 use async_trait::async_trait;
 use serde_json::Value;
 use steward_core::{EnvironmentId, Millis};
@@ -68,7 +68,66 @@ pub struct DeadLetter {
     pub attempts: u32,
     pub last_error: String,
     pub created_at: Millis,
+    /// Where an operator's redelivery of it stands.
+    pub redelivery: Redelivery,
+    /// When a redelivery was last answered 2xx.
+    pub redelivered_at: Option<Millis>,
 }
+
+/// Where a dead letter's redelivery stands. A letter starts `Dead`; an operator's request makes
+/// it `Requested` (durably, audited); the lease holder of its subscription then POSTs its body
+/// once: a 2xx makes it `Redelivered`, a failure `Dead` again with the error and one more
+/// attempt, for the operator to ask again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redelivery {
+    Dead,
+    Requested,
+    Redelivered,
+}
+
+impl Redelivery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Redelivery::Dead => "dead",
+            Redelivery::Requested => "requested",
+            Redelivery::Redelivered => "redelivered",
+        }
+    }
+
+    /// The state stored as `text`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "dead" => Some(Redelivery::Dead),
+            "requested" => Some(Redelivery::Requested),
+            "redelivered" => Some(Redelivery::Redelivered),
+            _ => None,
+        }
+    }
+}
+
+/// Which dead letters an operator asks to redeliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedeliveryTarget<'a> {
+    /// One letter, by id.
+    Letter(&'a str),
+    /// Every letter of one subscription that is not already requested.
+    Subscription(&'a str),
+}
+
+/// How far one subscription is behind: the sealed events of its environment after its cursor,
+/// counted over at most [`WEBHOOK_BACKLOG_SCAN_EVENTS_MAX`] sealed events of the whole log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookBacklog {
+    pub subscription_id: String,
+    pub env_id: EnvironmentId,
+    /// Events after the cursor, an upper bound on those still to deliver (some may be of types
+    /// the subscription does not take).
+    pub events: u64,
+}
+
+/// The most sealed events one backlog count scans per subscription, in events: bounds a
+/// scrape's work whatever the backlog; a backlog this long reads as at least this.
+pub const WEBHOOK_BACKLOG_SCAN_EVENTS_MAX: i64 = 100_000;
 
 /// What one delivery attempt (or a scan that found nothing to deliver) leaves behind.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,11 +184,12 @@ pub trait Webhooks: Send + Sync {
         actor: &Actor,
     ) -> StoreResult<bool>;
 
-    /// Leases at most `limit` enabled subscriptions that are due (`next_attempt_at <= now`)
-    /// and not leased by another replica until after `now`, to `owner` until `lease_until`,
-    /// and returns them. Two replicas never hold one subscription's lease at once, so one
-    /// event is not POSTed by both (a lease that runs out mid-attempt can still cause a repeat:
-    /// at least once).
+    /// Leases at most `limit` enabled subscriptions that are due (`next_attempt_at <= now`, or
+    /// a dead letter of theirs is `Requested`) and not leased until after `now` (by anyone,
+    /// `owner` included: a replica's worker keeps its lease while it delivers, and must not be
+    /// doubled), to `owner` until `lease_until`, and returns them. Two replicas never hold one
+    /// subscription's lease at once, so one event is not POSTed by both (a lease that runs out
+    /// mid-attempt can still cause a repeat: at least once).
     async fn claim_subscriptions(
         &self,
         owner: &str,
@@ -138,9 +198,11 @@ pub trait Webhooks: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<WebhookSubscription>>;
 
-    /// Records an attempt's outcome for a subscription `owner` leased at cursor `from`, and
-    /// releases the lease. `false` (and nothing written) when the lease or the cursor is no
-    /// longer what the caller saw: another replica moved on.
+    /// Records an attempt's outcome for a subscription `owner` leased at cursor `from`. With
+    /// `keep_until` the lease stays `owner`'s until then (it delivers the next event at once);
+    /// without, the lease is released. `false` (and nothing written) when the lease or the
+    /// cursor is no longer what the caller saw: another replica moved on. Once this returns
+    /// `true` the cursor (and a dead letter) is durable: after a crash delivery resumes after it.
     async fn record_delivery(
         &self,
         id: &str,
@@ -148,8 +210,55 @@ pub trait Webhooks: Send + Sync {
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,
+        keep_until: Option<Millis>,
     ) -> StoreResult<bool>;
+
+    /// Releases every subscription lease whose owner is dead for `sweep`: not the sweeping
+    /// replica and not alive (for the embedded store's start-up sweep, every other owner). A
+    /// restarted process calls it at start, so deliveries a killed process held resume at once
+    /// instead of after the lease. Answers how many leases it released.
+    async fn release_dead_webhook_leases(&self, sweep: &Sweep) -> StoreResult<u64>;
 
     /// The environment's dead letters, newest first, at most `limit`.
     async fn dead_letters(&self, env: &EnvironmentId, limit: u32) -> StoreResult<Vec<DeadLetter>>;
+
+    /// One dead letter of the environment.
+    async fn dead_letter(&self, env: &EnvironmentId, id: &str) -> StoreResult<Option<DeadLetter>>;
+
+    /// Marks the target's letters `Requested` (a letter already requested stays as it is), with
+    /// one audit event per letter marked, and makes their subscription claimable at once. Only
+    /// letters of the environment whose subscription still exists are marked. Answers the
+    /// letters marked. Once this returns the request is durable: a crash before the POST
+    /// redelivers after the restart.
+    async fn request_redelivery(
+        &self,
+        env: &EnvironmentId,
+        target: RedeliveryTarget<'_>,
+        actor: &Actor,
+        now: Millis,
+    ) -> StoreResult<Vec<DeadLetter>>;
+
+    /// The subscription's letters in state `Requested`, oldest first, at most `limit`.
+    async fn requested_redeliveries(
+        &self,
+        subscription: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<DeadLetter>>;
+
+    /// Records a redelivery's answer (`Ok` for a 2xx, else the error), with its audit event,
+    /// if `owner` still holds the letter's subscription's lease and the letter is still
+    /// `Requested`; `false` and nothing written otherwise.
+    async fn record_redelivery(
+        &self,
+        letter: &str,
+        owner: &str,
+        result: Result<(), String>,
+        now: Millis,
+    ) -> StoreResult<bool>;
+
+    /// How far each subscription is behind (of `env` if given), oldest subscription first.
+    async fn webhook_backlog(
+        &self,
+        env: Option<&EnvironmentId>,
+    ) -> StoreResult<Vec<WebhookBacklog>>;
 }

@@ -2,7 +2,9 @@
 //! cursor moves only by a recorded outcome from the lease holder at the cursor it read.
 
 use super::*;
-use steward_store::{DeadLetter, DeliveryOutcome, SealedSecret, WebhookSubscription};
+use steward_store::{
+    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookSubscription,
+};
 
 fn subscription(env: &Env, topic: &str) -> WebhookSubscription {
     WebhookSubscription {
@@ -111,15 +113,15 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
         error: "HTTP 500".into(),
     };
     assert!(!store
-        .record_delivery(&s.id, "replica-b", 10, &retry, now)
+        .record_delivery(&s.id, "replica-b", 10, &retry, now, None)
         .await
         .unwrap());
     assert!(!store
-        .record_delivery(&s.id, "replica-a", 9, &retry, now)
+        .record_delivery(&s.id, "replica-a", 9, &retry, now, None)
         .await
         .unwrap());
     assert!(store
-        .record_delivery(&s.id, "replica-a", 10, &retry, now)
+        .record_delivery(&s.id, "replica-a", 10, &retry, now, None)
         .await
         .unwrap());
     let read = store.subscription(&env.id, &s.id).await.unwrap().unwrap();
@@ -146,12 +148,14 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
         attempts: 6,
         last_error: "HTTP 503".into(),
         created_at: due,
+        redelivery: Redelivery::Dead,
+        redelivered_at: None,
     };
     let dead = DeliveryOutcome::DeadLetter {
         letter: letter.clone(),
     };
     assert!(store
-        .record_delivery(&s.id, "replica-b", 10, &dead, due)
+        .record_delivery(&s.id, "replica-b", 10, &dead, due, None)
         .await
         .unwrap());
     let read = store.subscription(&env.id, &s.id).await.unwrap().unwrap();
@@ -172,7 +176,7 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
     );
     let advance = DeliveryOutcome::Advance { cursor: 20 };
     assert!(store
-        .record_delivery(&s.id, "replica-a", 11, &advance, due)
+        .record_delivery(&s.id, "replica-a", 11, &advance, due, None)
         .await
         .unwrap());
     assert_eq!(
@@ -199,4 +203,207 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
         1,
         "letters stay"
     );
+}
+
+fn letter(s: &WebhookSubscription, seq: i64, at: Millis) -> DeadLetter {
+    DeadLetter {
+        id: format!("dlq_{}", unique("letter")),
+        subscription_id: s.id.clone(),
+        env_id: s.env_id.clone(),
+        event_seq: seq,
+        event_type: "effect.settled".into(),
+        body: format!("{{\"id\":\"evt_{seq}\"}}"),
+        attempts: 3,
+        last_error: "HTTP 500".into(),
+        created_at: at,
+        redelivery: Redelivery::Dead,
+        redelivered_at: None,
+    }
+}
+
+/// A worker keeps its lease while it delivers (no one, itself included, claims the
+/// subscription twice); a dead owner's lease is released at once; a dead letter an operator
+/// asks for is redelivered once, by the lease holder, and audited; the backlog counts the
+/// sealed events after the cursor.
+pub async fn webhook_leases_are_kept_released_when_dead_and_letters_redelivered_once(
+    store: Arc<dyn Store>,
+) {
+    let env = Env::new(&store, "hooks-redeliver").await;
+    let other = Env::new(&store, "hooks-redeliver-other").await;
+    let actor = Actor::system(T0);
+    let mut s = subscription(&env, "effects");
+    s.cursor = 0;
+    store.create_subscription(&s, &actor).await.expect("create");
+    let alive = ReplicaId::from_unique(&unique("alive"));
+    let dead = ReplicaId::from_unique(&unique("dead"));
+    let now = Millis(T0.0 + 5);
+    store.heartbeat(&alive, now).await.expect("heartbeat");
+    let ours = |claimed: Vec<WebhookSubscription>| claimed.iter().any(|c| c.id == s.id);
+
+    // Kept: recording with `keep_until` holds the lease against every claimer, the holder too.
+    let until = Millis(now.0 + 10_000);
+    assert!(ours(
+        store
+            .claim_subscriptions(alive.as_str(), now, until, 1_000)
+            .await
+            .unwrap()
+    ));
+    let advance = DeliveryOutcome::Advance { cursor: 1 };
+    assert!(store
+        .record_delivery(&s.id, alive.as_str(), 0, &advance, now, Some(until))
+        .await
+        .unwrap());
+    for claimer in [&alive, &dead] {
+        let claimed = store
+            .claim_subscriptions(claimer.as_str(), now, until, 1_000)
+            .await
+            .unwrap();
+        assert!(!ours(claimed), "{claimer} claimed a held lease");
+    }
+    // A sweep by a live replica leaves a live owner's lease alone.
+    let sweep = Sweep::lease(&alive, now, 5_000);
+    store.release_dead_webhook_leases(&sweep).await.unwrap();
+    assert!(!ours(
+        store
+            .claim_subscriptions(dead.as_str(), now, until, 1_000)
+            .await
+            .unwrap()
+    ));
+    // Dead: the owner never heartbeated. Its lease is released at once, not after `until`.
+    let mut dead_held = subscription(&env, "effects");
+    dead_held.cursor = 0;
+    store.create_subscription(&dead_held, &actor).await.unwrap();
+    let claimed = store
+        .claim_subscriptions(dead.as_str(), now, until, 1_000)
+        .await
+        .unwrap();
+    assert!(claimed.iter().any(|c| c.id == dead_held.id));
+    assert!(store.release_dead_webhook_leases(&sweep).await.unwrap() >= 1);
+    let retaken = store
+        .claim_subscriptions(alive.as_str(), now, until, 1_000)
+        .await
+        .unwrap();
+    assert!(retaken.iter().any(|c| c.id == dead_held.id), "released");
+    assert!(!ours(retaken), "the live holder's lease stays");
+    store
+        .delete_subscription(&env.id, &dead_held.id, &actor)
+        .await
+        .unwrap();
+
+    // A dead letter, then a retry far off: the subscription is not due ...
+    let d = letter(&s, 2, now);
+    let dead_letter = DeliveryOutcome::DeadLetter { letter: d.clone() };
+    assert!(store
+        .record_delivery(&s.id, alive.as_str(), 1, &dead_letter, now, Some(until))
+        .await
+        .unwrap());
+    let later = Millis(now.0 + 3_600_000);
+    let retry = DeliveryOutcome::Retry {
+        attempts: 1,
+        next_attempt_at: later,
+        error: "HTTP 500".into(),
+    };
+    assert!(store
+        .record_delivery(&s.id, alive.as_str(), 2, &retry, now, None)
+        .await
+        .unwrap());
+    assert!(!ours(
+        store
+            .claim_subscriptions(alive.as_str(), now, until, 1_000)
+            .await
+            .unwrap()
+    ));
+    assert_eq!(
+        store.dead_letter(&env.id, &d.id).await.unwrap().as_ref(),
+        Some(&d)
+    );
+    assert_eq!(store.dead_letter(&other.id, &d.id).await.unwrap(), None);
+    // ... until an operator asks for the letter: requested once, audited, due at once.
+    let nothing = store
+        .request_redelivery(&other.id, RedeliveryTarget::Letter(&d.id), &actor, now)
+        .await
+        .unwrap();
+    assert!(nothing.is_empty(), "walled by environment");
+    let marked = store
+        .request_redelivery(&env.id, RedeliveryTarget::Letter(&d.id), &actor, now)
+        .await
+        .unwrap();
+    assert_eq!(marked.len(), 1);
+    assert_eq!(marked[0].redelivery, Redelivery::Requested);
+    let again = store
+        .request_redelivery(&env.id, RedeliveryTarget::Subscription(&s.id), &actor, now)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "already requested");
+    assert!(ours(
+        store
+            .claim_subscriptions(alive.as_str(), now, until, 1_000)
+            .await
+            .unwrap()
+    ));
+    let waiting = store.requested_redeliveries(&s.id, 10).await.unwrap();
+    assert_eq!(waiting.iter().map(|l| &l.id).collect::<Vec<_>>(), [&d.id]);
+    // Only the holder records the answer, once.
+    assert!(!store
+        .record_redelivery(&d.id, dead.as_str(), Ok(()), now)
+        .await
+        .unwrap());
+    assert!(store
+        .record_redelivery(&d.id, alive.as_str(), Ok(()), now)
+        .await
+        .unwrap());
+    assert!(!store
+        .record_redelivery(&d.id, alive.as_str(), Ok(()), now)
+        .await
+        .unwrap());
+    let read = store.dead_letter(&env.id, &d.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.redelivery, read.redelivered_at),
+        (Redelivery::Redelivered, Some(now))
+    );
+    assert!(store
+        .requested_redeliveries(&s.id, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // A failed redelivery leaves the letter dead again, one attempt more, for another request.
+    let marked = store
+        .request_redelivery(&env.id, RedeliveryTarget::Subscription(&s.id), &actor, now)
+        .await
+        .unwrap();
+    assert_eq!(marked.len(), 1);
+    assert!(store
+        .record_redelivery(&d.id, alive.as_str(), Err("HTTP 502".into()), now)
+        .await
+        .unwrap());
+    let read = store.dead_letter(&env.id, &d.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.redelivery, read.attempts, read.last_error.as_str()),
+        (Redelivery::Dead, 4, "HTTP 502")
+    );
+    let kinds: Vec<String> = all_audit_events(&store)
+        .await
+        .into_iter()
+        .filter(|e| e.subject == s.id)
+        .map(|e| e.kind)
+        .collect();
+    for kind in [
+        "webhook.redelivery.requested",
+        "webhook.redelivered",
+        "webhook.redelivery.failed",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+
+    // The backlog: sealed events of the environment after the cursor.
+    seal_all(&store).await;
+    let backlog = store.webhook_backlog(Some(&env.id)).await.unwrap();
+    assert_eq!(backlog.len(), 1);
+    assert_eq!(backlog[0].subscription_id, s.id);
+    assert!(backlog[0].events >= 3, "{backlog:?}");
+    assert!(store
+        .webhook_backlog(Some(&other.id))
+        .await
+        .unwrap()
+        .is_empty());
 }

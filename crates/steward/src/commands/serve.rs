@@ -13,6 +13,10 @@ use steward_server::{
 use steward_server::{
     McpKeyPolicy as KeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
+use steward_server::{
+    RetrySchedule, WEBHOOK_RETRY_ATTEMPTS_DEFAULT, WEBHOOK_RETRY_FIRST_DELAY_MS_DEFAULT,
+    WEBHOOK_RETRY_MAX_DELAY_MS_DEFAULT,
+};
 
 /// Where `serve` listens unless told otherwise; every client command's default server is this
 /// address (`remote::DEFAULT_SERVER`), so a quickstart's server and its operator commands meet.
@@ -112,6 +116,17 @@ pub struct Args {
     /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` is read; with neither, nothing is exported.
     #[arg(long, env = "STEWARD_OTLP_ENDPOINT")]
     otlp_endpoint: Option<String>,
+    /// Attempts at one webhook event (the first included) before it goes to the dead-letter
+    /// list, 1 to 100. The default, with the default delays, spans about three days.
+    #[arg(long, env = "STEWARD_WEBHOOK_RETRY_ATTEMPTS", default_value_t = WEBHOOK_RETRY_ATTEMPTS_DEFAULT)]
+    webhook_retry_attempts: u32,
+    /// The wait after a webhook delivery's first failure, in milliseconds; each further
+    /// failure doubles it, up to --webhook-retry-max-delay-ms.
+    #[arg(long, env = "STEWARD_WEBHOOK_RETRY_FIRST_DELAY_MS", default_value_t = WEBHOOK_RETRY_FIRST_DELAY_MS_DEFAULT)]
+    webhook_retry_first_delay_ms: u64,
+    /// The longest wait between two attempts at a webhook event, in milliseconds.
+    #[arg(long, env = "STEWARD_WEBHOOK_RETRY_MAX_DELAY_MS", default_value_t = WEBHOOK_RETRY_MAX_DELAY_MS_DEFAULT)]
+    webhook_retry_max_delay_ms: u64,
 }
 
 /// `--mcp-missing-operation-key`.
@@ -165,6 +180,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(path) => Integrations::load(path).map_err(anyhow::Error::msg)?,
             None => Integrations::builtin(),
         },
+        webhook_retry: RetrySchedule::new(
+            args.webhook_retry_attempts,
+            args.webhook_retry_first_delay_ms,
+            args.webhook_retry_max_delay_ms,
+        )?,
     };
     let served = serve(config, super::shutdown_signal()).await;
     super::telemetry::shutdown();

@@ -556,10 +556,27 @@ async fn every_operation_answers_a_real_flow_as_documented() {
         None,
     )
     .await;
+    let redeliver = format!("{path}/dlq/redeliver");
+    f.call(
+        a,
+        M::POST,
+        "/events/subscriptions/{id}/dlq/redeliver",
+        &redeliver,
+        None,
+    )
+    .await;
     f.call(a, M::DELETE, one, &path, None).await;
     f.call(a, M::GET, "/dlq", "/dlq?page=1&limit=10", None)
         .await;
     f.call(a, M::GET, "/dlq/{id}", "/dlq/dlq_none", None).await;
+    f.call(
+        a,
+        M::POST,
+        "/dlq/{id}/redeliver",
+        "/dlq/dlq_none/redeliver",
+        None,
+    )
+    .await;
 
     f.call(a, M::DELETE, action, "/actions/refund", None).await;
     f.call(a, M::DELETE, secret, "/secrets/STRIPE_TEST_KEY", None)

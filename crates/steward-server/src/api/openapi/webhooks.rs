@@ -38,6 +38,9 @@ pub struct Subscription {
     last_event_id: String,
     /// Failed attempts at the next event.
     attempts: u32,
+    /// Only in listings: the sealed events of the environment after the cursor, an upper bound
+    /// on those still to deliver (counted over at most the next 100,000 sealed events).
+    backlog: Option<u64>,
     next_attempt_at: String,
     last_error: Option<String>,
     /// Until when the secret before the last rotation still signs deliveries.
@@ -64,6 +67,23 @@ pub struct DeadLetter {
     attempts: u32,
     last_error: String,
     created_at: String,
+    /// `dead`, `requested` (an operator asked; the subscription's worker POSTs it once) or
+    /// `redelivered` (answered 2xx).
+    redelivery: String,
+    /// When the last redelivery was answered 2xx.
+    redelivered_at: Option<String>,
+}
+
+/// The answer to `POST /events/subscriptions/{id}/dlq/redeliver`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct RedeliveryRequested {
+    subscription_id: String,
+    /// How many letters were requested by this call (those already requested are not
+    /// counted).
+    requested: u64,
+    dead_letter_ids: Vec<String>,
 }
 
 /// `POST /events/topics/{ref}/subscriptions`.

@@ -1,5 +1,5 @@
-//! Operator commands: a running server's approvals, effects, invocations, actions, kill switch
-//! and policy files, through its API with an operator key (`--server`/`STEWARD_SERVER`,
+//! Operator commands: a running server's approvals, effects, invocations, actions, kill switch,
+//! policy files and webhook dead letters, through its API with an operator key (`--server`/`STEWARD_SERVER`,
 //! `STEWARD_API_KEY`), as tables or, with `--json`, the API's JSON.
 
 pub mod actions;
@@ -8,3 +8,4 @@ pub mod effects;
 pub mod environment;
 pub mod invocations;
 pub mod policies;
+pub mod webhooks;
