@@ -94,6 +94,33 @@ pub struct Pagination {
     page: u64,
     total_pages: u64,
     has_more: bool,
+    /// Where the next page starts (`offset`), or `null` at the end. A page may end before
+    /// `limit` items when the next would take the answer past 4 MiB (`ANSWER_BYTES_MAX`).
+    #[schema(required = false)]
+    next_offset: Option<u64>,
+    /// The `cursor` of the next page, or `null` at the end.
+    #[schema(required = false)]
+    next_cursor: Option<String>,
+}
+
+/// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
+/// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
+#[derive(ToSchema)]
+pub struct CursorPage<T> {
+    success: bool,
+    data: Vec<T>,
+    #[schema(inline)]
+    pagination: CursorPagination,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct CursorPagination {
+    #[schema(minimum = 1)]
+    limit: u32,
+    has_more: bool,
+    /// The `cursor` of the next page, or `null` at the end.
+    next_cursor: Option<String>,
 }
 
 /// A page of policy versions, newest first; `nextBefore` asks for the next page.
