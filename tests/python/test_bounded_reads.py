@@ -113,6 +113,7 @@ class Scenario:
     def read(self, what: str, path: str, key: str | None = None) -> dict[str, Any]:
         status, raw, _ = request(self.api + path, key or self.agent)
         self.note(what, len(raw))
+        assert len(raw) <= ANSWER_BYTES_MAX or not STRICT, f"{what}: {len(raw)} bytes"
         if status != 200 and not STRICT:
             # Measuring a server without this route (`__main__` against an older binary).
             return {"data": [], "pagination": {"hasMore": False, "nextCursor": None}}

@@ -37,6 +37,7 @@ pub struct HeavyReads {
 }
 
 /// One running heavy read's place in [`HeavyReads`], given back when it is dropped.
+#[derive(Debug)]
 pub struct HeavyRead {
     reads: Arc<HeavyReads>,
     key: String,
@@ -167,9 +168,9 @@ mod tests {
     fn a_key_runs_at_most_its_heavy_reads_and_gets_its_place_back() {
         let reads = Arc::new(HeavyReads::default());
         let held: Vec<HeavyRead> = (0..HEAVY_READS_PER_KEY_MAX)
-            .map(|_| reads.admit("key_a").ok().expect("a free place"))
+            .map(|_| reads.admit("key_a").expect("a free place"))
             .collect();
-        let refused = reads.admit("key_a").err().expect("a refusal");
+        let refused = reads.admit("key_a").unwrap_err();
         assert_eq!(refused.code, codes::TOO_MANY_READS.code);
         assert!(reads.admit("key_b").is_ok(), "another key is not held back");
         drop(held);

@@ -168,6 +168,7 @@ async fn invocations_page(
         (status = 200, description = "a page of invocations, newest first", body = doc::Page<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
+        doc::Busy,
     )
 )]
 pub async fn list_invocations(
@@ -188,6 +189,7 @@ pub async fn list_invocations(
         (status = 200, description = "a page of the action's invocations", body = doc::Page<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
+        doc::Busy,
         doc::Missing,
     )
 )]

@@ -218,6 +218,14 @@ error_set!(
 );
 
 error_set!(
+    /// A heavy read (a run, a run's spans or its trace, a list of invocations) past the key's
+    /// concurrent reads (`api/bounded.rs`).
+    Busy {
+        "429" => "the key already runs the most heavy reads a key may at once (`TOO_MANY_READS`); `Retry-After` says when to ask again",
+    }
+);
+
+error_set!(
     /// A hosted-product feature Steward does not offer.
     NotOffered {
         "402" => "not offered by Steward, which is self-hosted and bills nothing (`FEATURE_NOT_AVAILABLE`)",

@@ -403,6 +403,7 @@ pub async fn list(
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
+        doc::Busy,
     )
 )]
 pub async fn get(
@@ -440,6 +441,7 @@ pub struct SpansQuery {
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
+        doc::Busy,
     )
 )]
 pub async fn list_spans(
@@ -737,6 +739,8 @@ pub async fn list_feedback(
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
+        doc::Busy,
+        (status = 422, description = "the run's spans hold more than one answer carries (`ANSWER_TOO_LARGE`); read them from `/runs/{id}/spans`", body = doc::ErrorEnvelope),
     )
 )]
 pub async fn export_trace(
