@@ -246,6 +246,23 @@ def test_reads_of_large_records_stay_under_the_answer_bound_and_the_memory_bound
     assert s.console_status == 200
 
 
+def test_a_list_of_runs_with_large_inputs_stays_small_and_links_each_run() -> None:
+    with running_steward(["--reconcile-interval-ms", "0"]) as steward:
+        s = Scenario(steward)
+        for i in range(8):
+            status, raw, _ = request(s.api + "/runs", s.agent, method="POST",
+                                     body={"name": f"r{i}", "input": {"blob": "r" * 1_000_000}})
+            assert status == 201, raw[:300]
+        listed = s.read("GET /runs", "/runs?limit=200")["data"]
+        assert len(listed) == 8
+        assert s.sizes["GET /runs"] < 64 * 1024, s.sizes
+        run = listed[0]
+        assert run["elidedFields"] == ["input"] and run["input"]["bytes"] > 1_000_000
+        assert run["input"]["href"] == f"/api/v2/runs/{run['id']}"
+        whole = s.read("one run", run["input"]["href"].removeprefix("/api/v2"))["data"]
+        assert whole["input"]["blob"] == "r" * 1_000_000
+
+
 def test_the_single_invocation_read_returns_its_input_whole() -> None:
     with running_steward(["--reconcile-interval-ms", "0"]) as steward:
         s = Scenario(steward)

@@ -36,6 +36,15 @@ pub fn elided_bytes(value: &Value) -> Option<u64> {
 /// replaced by its marker. Read from its stored text; the whole document is parsed once and
 /// the large fields dropped at once.
 pub fn elide_document(text: &str) -> Result<Value, serde_json::Error> {
+    elide_fields(text, None)
+}
+
+/// The fields of a run's body a list may elide: those that hold the caller's documents. The
+/// others are short, typed values (tags, version, counts) that a marker would not fit.
+pub const RUN_ELIDED_FIELDS: [&str; 4] = ["input", "output", "error", "metadata"];
+
+/// [`elide_document`] for the top-level fields `only` names (all of them when `None`).
+pub fn elide_fields(text: &str, only: Option<&[&str]>) -> Result<Value, serde_json::Error> {
     if text.len() <= LISTED_FIELD_BYTES_MAX {
         return serde_json::from_str(text);
     }
@@ -43,7 +52,8 @@ pub fn elide_document(text: &str) -> Result<Value, serde_json::Error> {
     Ok(Value::Object(
         map.into_iter()
             .map(|(k, v)| {
-                let bytes = json_len(&v);
+                let named = only.is_none_or(|names| names.contains(&k.as_str()));
+                let bytes = if named { json_len(&v) } else { 0 };
                 let v = if bytes > LISTED_FIELD_BYTES_MAX {
                     marker(bytes)
                 } else {
@@ -108,6 +118,19 @@ mod tests {
         assert_eq!(
             elide_document(&small).unwrap(),
             serde_json::from_str::<Value>(&small).unwrap()
+        );
+    }
+
+    #[test]
+    fn only_the_named_fields_are_elided() {
+        let big = "x".repeat(LISTED_FIELD_BYTES_MAX);
+        let text = json!({"input": big, "agentVersion": big}).to_string();
+        let elided = elide_fields(&text, Some(&RUN_ELIDED_FIELDS)).unwrap();
+        assert!(elided_bytes(&elided["input"]).is_some());
+        assert_eq!(
+            elided["agentVersion"],
+            json!(big),
+            "a typed field is never a marker"
         );
     }
 

@@ -63,8 +63,8 @@ pub use budget::{
 pub use connection::{ConnectionHealth, ConnectionRecord};
 pub use console_session::ConsoleSessionRecord;
 pub use elide::{
-    elide_document, elided_bytes, json_len, marker as elision_marker, SpanOutline, ELIDED_KEY,
-    LISTED_FIELD_BYTES_MAX,
+    elide_document, elide_fields, elided_bytes, json_len, marker as elision_marker, SpanOutline,
+    ELIDED_KEY, LISTED_FIELD_BYTES_MAX, RUN_ELIDED_FIELDS,
 };
 pub use error::{StoreError, StoreResult};
 pub use governance::{

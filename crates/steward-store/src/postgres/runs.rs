@@ -47,6 +47,26 @@ fn span_row(row: &Row) -> StoreResult<SpanRecord> {
     })
 }
 
+/// [`RUN_COLUMNS`] for a list: each of the body's [`crate::RUN_ELIDED_FIELDS`] longer than
+/// [`crate::LISTED_FIELD_BYTES_MAX`] replaced, in the query, by its elision marker.
+fn listed_run_columns() -> String {
+    let names = crate::RUN_ELIDED_FIELDS
+        .iter()
+        .map(|f| format!("'{f}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let body = format!(
+        "CASE WHEN octet_length(body) <= {max} THEN body ELSE
+           (SELECT COALESCE(json_object_agg(e.key, CASE WHEN e.key IN ({names})
+                AND octet_length(e.value::text) > {max}
+                THEN json_build_object('{key}', octet_length(e.value::text)) ELSE e.value END), '{{}}'::json)::text
+            FROM json_each(body::json) e) END",
+        max = crate::LISTED_FIELD_BYTES_MAX,
+        key = crate::ELIDED_KEY,
+    );
+    RUN_COLUMNS.replace(" body,", &format!(" {body},"))
+}
+
 fn listed_span_row(row: &Row) -> StoreResult<(i64, SpanRecord)> {
     Ok((col(row, 6)?, span_row(row)?))
 }
@@ -210,7 +230,10 @@ impl Runs for PostgresStore {
     }
 
     async fn list_runs(&self, env: &EnvironmentId, f: &RunFilter) -> StoreResult<Vec<RunRecord>> {
-        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = $1");
+        let mut sql = format!(
+            "SELECT {} FROM runs WHERE env_id = $1",
+            listed_run_columns()
+        );
         let mut values: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(env.as_str().to_string())];
         let mut term = |clause: &str, value: Box<dyn ToSql + Sync + Send>| {

@@ -17,8 +17,14 @@ const RUN_COLUMNS: &str =
     "id, env_id, status, name, agent_id, user_id, trace_id, body, started_at, ended_at, updated_at";
 
 fn run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
-    let status: String = col(row, 2)?;
     let body: String = col(row, 7)?;
+    let body = serde_json::from_str(&body).map_err(|e| corrupt("run body", e))?;
+    run_row_with(row, body)
+}
+
+/// A run's row with `body` as its body (read whole or elided by the caller).
+fn run_row_with(row: &Row<'_>, body: RunBody) -> StoreResult<RunRecord> {
+    let status: String = col(row, 2)?;
     Ok(RunRecord {
         id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("run id", e))?,
         env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
@@ -28,11 +34,21 @@ fn run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
         agent_id: col(row, 4)?,
         user_id: col(row, 5)?,
         trace_id: col(row, 6)?,
-        body: serde_json::from_str(&body).map_err(|e| corrupt("run body", e))?,
+        body,
         started_at: Millis(col(row, 8)?),
         ended_at: col::<Option<i64>>(row, 9)?.map(Millis),
         updated_at: Millis(col(row, 10)?),
     })
+}
+
+/// A run as a list carries it: the large documents of its body elided while the row is read.
+fn listed_run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
+    let body: String = col(row, 7)?;
+    let elided = crate::elide_fields(&body, Some(&crate::RUN_ELIDED_FIELDS))
+        .map_err(|e| corrupt("run body", e))?;
+    let mut run = run_row_with(row, RunBody::default())?;
+    run.body = serde_json::from_value(elided).map_err(|e| corrupt("run body", e))?;
+    Ok(run)
 }
 
 fn span_row(row: &Row<'_>) -> StoreResult<SpanRecord> {
@@ -257,7 +273,7 @@ impl Runs for SqliteStore {
             );
             term(" OFFSET ?", Box::new(f.offset));
             let refs: Vec<&dyn ToSql> = values.iter().map(|v| v.as_ref()).collect();
-            query_all(conn, &sql, &refs, run_row)
+            query_all(conn, &sql, &refs, listed_run_row)
         })
         .await
     }

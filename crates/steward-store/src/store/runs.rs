@@ -27,7 +27,9 @@ pub trait Runs: Send + Sync {
         actor: &Actor,
     ) -> StoreResult<Result<RunRecord, RunEndRefusal>>;
     async fn run(&self, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>>;
-    /// The environment's runs matching `filter`, newest first (`started_at`, then id).
+    /// The environment's runs matching `filter`, newest first (`started_at`, then id). Each
+    /// of the body's [`crate::RUN_ELIDED_FIELDS`] longer than [`crate::LISTED_FIELD_BYTES_MAX`]
+    /// is its elision marker, as the backend reads the row; [`Runs::run`] reads one whole.
     async fn list_runs(
         &self,
         env: &EnvironmentId,

@@ -6,7 +6,7 @@
 use super::*;
 use steward_core::RunId;
 use steward_store::{
-    elided_bytes, RunBody, RunRecord, RunStatus, SpanRecord, LISTED_FIELD_BYTES_MAX,
+    elided_bytes, RunBody, RunFilter, RunRecord, RunStatus, SpanRecord, LISTED_FIELD_BYTES_MAX,
 };
 
 pub async fn large_fields_are_elided_from_lists_and_read_whole_alone(store: Arc<dyn Store>) {
@@ -46,7 +46,12 @@ pub async fn large_fields_are_elided_from_lists_and_read_whole_alone(store: Arc<
         agent_id: None,
         user_id: None,
         trace_id: "cd".repeat(16),
-        body: RunBody::default(),
+        body: RunBody {
+            agent_version: Some("v".repeat(LISTED_FIELD_BYTES_MAX + 1)),
+            input: Some(big.clone()),
+            output: Some(json!("done")),
+            ..RunBody::default()
+        },
         started_at: T0,
         ended_at: None,
         updated_at: T0,
@@ -55,6 +60,28 @@ pub async fn large_fields_are_elided_from_lists_and_read_whole_alone(store: Arc<
         .start_run(&run, &env.actor(T0.0))
         .await
         .expect("start_run");
+    let listed = store
+        .list_runs(
+            &env.id,
+            &RunFilter {
+                limit: 10,
+                ..RunFilter::default()
+            },
+        )
+        .await
+        .expect("list_runs");
+    let body = &listed[0].body;
+    assert_eq!(elided_bytes(body.input.as_ref().unwrap()), Some(big_bytes));
+    assert_eq!(body.output, Some(json!("done")));
+    assert_eq!(
+        body.agent_version, run.body.agent_version,
+        "only documents are elided"
+    );
+    assert_eq!(
+        store.run(&env.id, &run.id).await.expect("run").as_ref(),
+        Some(&run),
+        "read whole alone"
+    );
     let span = |id: &str, parent: Option<&str>, input: Value| SpanRecord {
         run_id: run.id.clone(),
         span_id: id.to_string(),

@@ -656,7 +656,9 @@ pub struct SkippedOperation {
     reason: String,
 }
 
-/// A run (`POST /runs`, `GET /runs`, `PATCH /runs/{id}`, `POST /runs/import`).
+/// A run (`POST /runs`, `GET /runs`, `PATCH /runs/{id}`, `POST /runs/import`). In `GET /runs`,
+/// an `input`, `output`, `error` or `metadata` longer than 16 KiB is an `Elided` marker (its
+/// size and `href`, the run read whole) and `elidedFields` names it.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
@@ -681,6 +683,8 @@ pub struct Run {
     started_at: String,
     ended_at: Option<String>,
     updated_at: String,
+    #[schema(required = false)]
+    elided_fields: Option<Vec<String>>,
 }
 
 /// `GET /runs/{id}`: the run, its first spans (large fields elided), every span's outline as a

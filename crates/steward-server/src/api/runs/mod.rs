@@ -333,7 +333,9 @@ pub struct ListQuery {
     /// Runs started before this RFC 3339 time.
     #[serde(rename = "startedBefore")]
     started_before: Option<String>,
-    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped. A page ends early
+    /// rather than pass 4 MiB; the answer then has `pagination` with `hasMore` and
+    /// `nextOffset`.
     #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// How many to skip.
@@ -389,7 +391,28 @@ pub async fn list(
         offset: q.offset.unwrap_or(0),
     };
     let runs = state.store.list_runs(&caller.env.id, &filter).await?;
-    Ok(ok(Value::Array(runs.iter().map(view).collect())))
+    let listed: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let mut v = view(r);
+            bounded::mark_elided(&mut v, &format!("/api/v2/runs/{}", r.id));
+            v
+        })
+        .collect();
+    drop(runs);
+    // A page ends early rather than pass the bound; `pagination` then says where to go on
+    // (the runs list has no total, so it appears only then).
+    let (listed, cut) = bounded::fit(listed, bounded::ANSWER_BYTES_MAX - 1024);
+    if !cut {
+        return Ok(ok(Value::Array(listed)));
+    }
+    let next = u64::from(filter.offset) + listed.len() as u64;
+    let body = json!({
+        "success": true,
+        "data": listed,
+        "pagination": {"limit": filter.limit, "offset": filter.offset, "hasMore": true, "nextOffset": next},
+    });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
 #[utoipa::path(
