@@ -178,6 +178,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_heavy_read_is_a_429_envelope_with_retry_after() {
+        use axum::response::IntoResponse;
+        let reads = Arc::new(HeavyReads::default());
+        let _held: Vec<HeavyRead> = (0..HEAVY_READS_PER_KEY_MAX)
+            .map(|_| reads.admit("key_a").expect("a free place"))
+            .collect();
+        let response = reads.admit("key_a").unwrap_err().into_response();
+        assert_eq!(response.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            response.headers()[axum::http::header::RETRY_AFTER],
+            HEAVY_READ_RETRY_AFTER_S.to_string().as_str()
+        );
+    }
+
+    #[test]
     fn a_page_ends_before_its_budget_and_keeps_at_least_one_item() {
         let item = json!({"input": "x".repeat(1000)});
         let one = json_len(&item) + 1;
