@@ -118,6 +118,22 @@ pub fn fit(items: Vec<Value>, budget: usize) -> (Vec<Value>, bool) {
     (kept, cut)
 }
 
+/// The first items that fit in `budget` bytes, none if the first does not, and whether any were
+/// left out: for a part of an answer that shares the bound with other parts.
+pub fn fit_strict(items: Vec<Value>, budget: usize) -> (Vec<Value>, bool) {
+    let mut used = 0usize;
+    let total = items.len();
+    let kept: Vec<Value> = items
+        .into_iter()
+        .take_while(|item| {
+            used += json_len(item) + 1;
+            used <= budget
+        })
+        .collect();
+    let cut = kept.len() < total;
+    (kept, cut)
+}
+
 /// Room the envelope around a page's items takes (`success`, `pagination`), in bytes.
 const ENVELOPE_BYTES: usize = 1024;
 
@@ -202,6 +218,14 @@ mod tests {
         assert_eq!((kept.len(), cut), (1, true), "one item always goes");
         let (kept, cut) = fit(vec![item; 2], one * 2);
         assert_eq!((kept.len(), cut), (2, false));
+    }
+
+    #[test]
+    fn a_strict_fit_may_keep_nothing() {
+        let item = json!({"input": "x".repeat(1000)});
+        assert_eq!(fit_strict(vec![item.clone(); 2], 10), (vec![], true));
+        let one = json_len(&item) + 1;
+        assert_eq!(fit_strict(vec![item.clone(); 3], one * 2 + 5).0.len(), 2);
     }
 
     #[test]

@@ -721,11 +721,17 @@ pub struct RunDetail {
     /// The cursor of `GET /runs/{id}/spans` for the spans after `spans`; `null` when `spans`
     /// holds them all.
     spans_next_cursor: Option<String>,
-    /// Every span's outline (no content), nested: each with its `children`.
+    /// Every span's outline (no content), nested: each with its `children`; the roots that fit
+    /// in half of what the run's own fields leave of the 4 MiB bound.
     span_tree: Vec<SpanNode>,
+    /// `false` when `spanTree` was cut short to stay under the bound (read the spans by page).
+    span_tree_complete: bool,
     /// Each invocation naming the run, as `GET /actions/invocations` lists it (large fields
-    /// elided), with the `parentSpanId` it was made under.
+    /// elided), with the `parentSpanId` it was made under; those that fit in a quarter of what
+    /// the run's own fields leave of the bound.
     invocations: Vec<Value>,
+    /// `false` when `invocations` was cut short to stay under the bound.
+    invocations_complete: bool,
     approvals: Vec<RunApproval>,
 }
 

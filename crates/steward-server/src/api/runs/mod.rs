@@ -188,7 +188,8 @@ async fn find(state: &AppState, caller: &Caller, id: &RunId) -> ApiResult<RunRec
 }
 
 /// A page of the run's spans after `after` (a span's place), its large fields elided, within
-/// `budget` bytes, and the cursor of the next page (`None` at the end).
+/// `budget` bytes (`strict`: possibly none; otherwise at least one), and the cursor of the next
+/// page (`None` at the end).
 async fn span_page(
     state: &AppState,
     caller: &Caller,
@@ -196,6 +197,7 @@ async fn span_page(
     after: Option<i64>,
     limit: u32,
     budget: usize,
+    strict: bool,
 ) -> ApiResult<(Vec<Value>, Option<String>)> {
     let page = state
         .store
@@ -205,12 +207,17 @@ async fn span_page(
     let last_seqs: Vec<i64> = page.iter().map(|(seq, _)| *seq).collect();
     let views: Vec<Value> = page.iter().map(|(_, s)| listed_span_view(s)).collect();
     drop(page);
-    let (kept, cut) = bounded::fit(views, budget);
+    let (kept, cut) = if strict {
+        bounded::fit_strict(views, budget)
+    } else {
+        bounded::fit(views, budget)
+    };
     let more = cut || fetched == limit as usize;
-    let next = more
-        .then(|| kept.len().checked_sub(1).map(|i| last_seqs[i]))
-        .flatten()
-        .map(|seq| format!("s{seq}"));
+    // After the last span kept; before the first when none fit (`s-1`: every place is after it).
+    let next = more.then(|| match kept.len().checked_sub(1) {
+        Some(i) => format!("s{}", last_seqs[i]),
+        None => format!("s{}", after.unwrap_or(-1)),
+    });
     Ok((kept, next))
 }
 
@@ -235,31 +242,37 @@ async fn detail(state: &AppState, caller: &Caller, run: &RunRecord) -> ApiResult
         .map_err(|e| ApiError::internal("building a run's span tree", &e))?;
     let (invocations, approvals) = state.store.run_timeline(&caller.env.id, &run.id).await?;
     let mut v = view(run);
-    v["spanTree"] = Value::Array(span_tree);
-    v["invocations"] = Value::Array(
-        invocations
-            .iter()
-            .map(|i| {
-                let mut view = views::listed_invocation(i);
-                view["parentSpanId"] = json!(i.parent_span_id);
-                view
-            })
-            .collect(),
-    );
     v["approvals"] = Value::Array(approvals.iter().map(approval_view).collect());
-    let (v_without_spans, used) = (v, 0usize);
-    let mut v = v_without_spans;
-    let used = used + bounded::json_len(&v);
-    let budget = bounded::ANSWER_BYTES_MAX.saturating_sub(used + 256);
+    // The run's own fields are bounded by what was accepted (well under the bound); the rest
+    // of the answer shares what is left: half for the tree, a quarter for the invocations,
+    // the remainder for the first spans. A part cut short says so.
+    let left = bounded::ANSWER_BYTES_MAX.saturating_sub(bounded::json_len(&v) + 1024);
+    let (span_tree, tree_cut) = bounded::fit_strict(span_tree, left / 2);
+    let invocations: Vec<Value> = invocations
+        .iter()
+        .map(|i| {
+            let mut view = views::listed_invocation(i);
+            view["parentSpanId"] = json!(i.parent_span_id);
+            view
+        })
+        .collect();
+    let (invocations, invocations_cut) = bounded::fit_strict(invocations, left / 4);
+    let used = bounded::json_len(&Value::Array(span_tree.clone()))
+        + bounded::json_len(&Value::Array(invocations.clone()));
     let (spans, next) = span_page(
         state,
         caller,
         &run.id,
         None,
         SPANS_PAGE_DEFAULT,
-        budget.max(1),
+        left.saturating_sub(used),
+        true,
     )
     .await?;
+    v["spanTree"] = Value::Array(span_tree);
+    v["spanTreeComplete"] = json!(!tree_cut);
+    v["invocations"] = Value::Array(invocations);
+    v["invocationsComplete"] = json!(!invocations_cut);
     v["spans"] = Value::Array(spans);
     v["spanCount"] = json!(span_count);
     v["spansNextCursor"] = json!(next);
@@ -489,6 +502,7 @@ pub async fn list_spans(
         after,
         limit,
         bounded::ANSWER_BYTES_MAX - 1024,
+        false,
     )
     .await?;
     let body = json!({
