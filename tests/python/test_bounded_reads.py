@@ -294,4 +294,5 @@ if __name__ == "__main__":
         scenario = run_scenario(steward)
     print(json.dumps({"answers": scenario.sizes, "largestAnswerBytes": scenario.largest,
                       "peakRssBytes": scenario.peak_rss,
+                      "consoleInvocationsStatus": scenario.console_status,
                       "seconds": round(time.monotonic() - started, 1)}, indent=1))
