@@ -154,6 +154,7 @@ pub async fn serve(
         key_usage: Arc::default(),
         integrations: Arc::new(config.integrations.clone()),
         stream_slots: Arc::default(),
+        heavy_reads: Arc::default(),
     };
     crate::replica::took_over(&state, &report);
     if shared {

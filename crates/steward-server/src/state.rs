@@ -37,6 +37,8 @@ pub struct AppState {
     pub integrations: Arc<crate::integrations::Integrations>,
     /// The event streams open on this process, by key (`api/stream.rs`).
     pub stream_slots: Arc<crate::api::stream::StreamSlots>,
+    /// The heavy reads running on this process, by key (`api/bounded.rs`).
+    pub heavy_reads: Arc<crate::api::bounded::HeavyReads>,
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

@@ -37,6 +37,7 @@ mod audit;
 mod budget;
 mod connection;
 mod console_session;
+mod elide;
 mod error;
 mod governance;
 mod links;
@@ -61,6 +62,10 @@ pub use budget::{
 };
 pub use connection::{ConnectionHealth, ConnectionRecord};
 pub use console_session::ConsoleSessionRecord;
+pub use elide::{
+    elide_document, elide_fields, elided_bytes, json_len, marker as elision_marker, SpanOutline,
+    ELIDED_KEY, LISTED_FIELD_BYTES_MAX, RUN_ELIDED_FIELDS,
+};
 pub use error::{StoreError, StoreResult};
 pub use governance::{
     ImpactRequest, LimitRecord, LimitStatus, PolicyChange, PolicyRecord, PolicySetChange,

@@ -81,6 +81,9 @@ use budgets::*;
 #[path = "conformance/runs.rs"]
 mod runs;
 use runs::*;
+#[path = "conformance/bounded_reads.rs"]
+mod bounded_reads;
+use bounded_reads::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -144,6 +147,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_preview_binds_one_effect_and_is_refreshed_once(store.clone()).await;
     actual_impact_settles_a_resolution_and_nothing_else(store.clone()).await;
     runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
+    large_fields_are_elided_from_lists_and_read_whole_alone(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -576,6 +580,7 @@ conformance_tests!(
     a_preview_binds_one_effect_and_is_refreshed_once,
     actual_impact_settles_a_resolution_and_nothing_else,
     runs_spans_and_feedback_are_walled_and_audited,
+    large_fields_are_elided_from_lists_and_read_whole_alone,
     audit_chain_verifies_and_detects_tampering,
 );
 

@@ -4,6 +4,7 @@ pub(crate) mod actions;
 pub(crate) mod approvals;
 mod billing;
 mod body;
+pub(crate) mod bounded;
 pub(crate) mod budgets;
 mod connections;
 pub(crate) mod environment;
@@ -167,6 +168,8 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(runs::import_trace)))
         .routes(plain(routes!(runs::get, runs::end)))
         .routes(plain(routes!(runs::ingest_spans)))
+        .routes(query::<runs::SpansQuery>(routes!(runs::list_spans)))
+        .routes(plain(routes!(runs::get_span)))
         .routes(plain(routes!(runs::add_feedback)))
         .routes(plain(routes!(runs::list_feedback)))
         .routes(plain(routes!(runs::export_trace)))

@@ -1,5 +1,6 @@
 //! Reading invocations and effects, with the SDK's filters.
 
+use super::bounded;
 use super::openapi as doc;
 use super::query::Query;
 use super::views;
@@ -21,11 +22,16 @@ pub struct InvocationQuery {
     action: Option<String>,
     #[param(value_type = Option<doc::InvocationStatusParam>, inline)]
     status: Option<String>,
-    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped. A page also ends
+    /// before its answer passes 4 MiB (`hasMore` and `nextCursor` then say where to go on).
     #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// How many to skip.
     offset: Option<u32>,
+    /// Where to start: the `pagination.nextCursor` of the page before (takes the place of
+    /// `offset`).
+    #[param(max_length = 16)]
+    cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
@@ -111,7 +117,12 @@ async fn invocations_page(
     q: &InvocationQuery,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    let (limit, offset) = page(q.limit, q.offset);
+    let _read = state.heavy_reads.admit(caller.key.id.as_str())?;
+    let offset = match q.cursor.as_deref() {
+        Some(c) => Some(bounded::cursor_offset(c)?),
+        None => q.offset,
+    };
+    let (limit, offset) = page(q.limit, offset);
     let states = match q.status.as_deref() {
         None => None,
         Some(s) => {
@@ -139,8 +150,8 @@ async fn invocations_page(
         .store
         .list_invocations(&caller.env.id, &filter)
         .await?;
-    Ok(paged(
-        found.items.iter().map(views::invocation).collect(),
+    Ok(bounded::page(
+        found.items.iter().map(views::listed_invocation).collect(),
         found.total,
         limit,
         offset,
@@ -157,6 +168,7 @@ async fn invocations_page(
         (status = 200, description = "a page of invocations, newest first", body = doc::Page<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
+        doc::Busy,
     )
 )]
 pub async fn list_invocations(
@@ -177,6 +189,7 @@ pub async fn list_invocations(
         (status = 200, description = "a page of the action's invocations", body = doc::Page<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
+        doc::Busy,
         doc::Missing,
     )
 )]

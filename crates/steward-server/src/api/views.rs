@@ -138,6 +138,14 @@ pub fn invocation(i: &InvocationRecord) -> Value {
     v
 }
 
+/// An invocation as a list shows it: an input or response body the store elided is a link to
+/// the invocation read alone (`api/bounded.rs`).
+pub fn listed_invocation(i: &InvocationRecord) -> Value {
+    let mut v = invocation(i);
+    super::bounded::mark_elided(&mut v, &format!("/api/v2/actions/invocations/{}", i.id));
+    v
+}
+
 pub fn effect(e: &EffectRecord) -> Value {
     json!({
         "id": e.id,

@@ -17,6 +17,13 @@ const ANSWER_BYTES_MAX: usize = 32 * 1024 * 1024;
 
 /// The `data` of a handler's answer, or the handler's error.
 pub async fn data(answer: ApiResult<Response>) -> Result<Value, ApiError> {
+    full(answer)
+        .await
+        .map(|body| body.get("data").cloned().unwrap_or(Value::Null))
+}
+
+/// A handler's whole answer (`data` with its `pagination`), or the handler's error.
+pub async fn full(answer: ApiResult<Response>) -> Result<Value, ApiError> {
     let response = answer?;
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), ANSWER_BYTES_MAX)
@@ -25,7 +32,7 @@ pub async fn data(answer: ApiResult<Response>) -> Result<Value, ApiError> {
     let body: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::internal("console: decoding an API answer", &e))?;
     if status.is_success() {
-        return Ok(body.get("data").cloned().unwrap_or(Value::Null));
+        return Ok(body);
     }
     // An answer replayed from an idempotency record: the envelope's error, as the API said it.
     let message = body

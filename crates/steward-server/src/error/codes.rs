@@ -70,6 +70,10 @@ codes! {
         "The body is not of a content type the endpoint reads.");
     RATE_LIMIT_EXCEEDED = ("RATE_LIMIT_EXCEEDED", TOO_MANY_REQUESTS,
         "Too many at once: the key already holds the most event streams a key may (`STREAM_CONNECTIONS_PER_KEY_MAX`).");
+    ANSWER_TOO_LARGE = ("ANSWER_TOO_LARGE", UNPROCESSABLE_ENTITY,
+        "The answer would be larger than one answer may be (`ANSWER_BYTES_MAX`, 4 MiB); `details` has its size and the bound, and the message says where to read it page by page.");
+    TOO_MANY_READS = ("TOO_MANY_READS", TOO_MANY_REQUESTS,
+        "Too many at once: the key already runs the most heavy reads (runs, spans, invocation lists) a key may at once (`HEAVY_READS_PER_KEY_MAX`); `Retry-After` says when to ask again.");
     IDEMPOTENCY_KEY_REUSED = ("idempotency_key_reused", UNPROCESSABLE_ENTITY,
         "This Idempotency-Key was used for a different request.");
     IDEMPOTENCY_REQUEST_IN_PROGRESS = ("idempotency_request_in_progress", CONFLICT,

@@ -154,8 +154,13 @@ pub const IN_PROGRESS_RETRY_AFTER_S: u32 = 1;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let retry_after = (self.code == codes::IDEMPOTENCY_REQUEST_IN_PROGRESS.code)
-            .then(|| IN_PROGRESS_RETRY_AFTER_S.to_string());
+        let retry_after = if self.code == codes::IDEMPOTENCY_REQUEST_IN_PROGRESS.code {
+            Some(IN_PROGRESS_RETRY_AFTER_S.to_string())
+        } else if self.code == codes::TOO_MANY_READS.code {
+            Some(crate::api::bounded::HEAVY_READ_RETRY_AFTER_S.to_string())
+        } else {
+            None
+        };
         let mut response = (self.status, axum::Json(self.body())).into_response();
         if let Some(seconds) = retry_after.and_then(|s| s.parse().ok()) {
             response

@@ -98,6 +98,7 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         key_usage: Arc::default(),
         integrations: Arc::default(),
         stream_slots: Arc::default(),
+        heavy_reads: Arc::default(),
     };
     let now = SystemClock.now();
     let env = store

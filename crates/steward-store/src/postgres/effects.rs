@@ -893,7 +893,7 @@ impl Effects for PostgresStore {
                 .await?;
             let sql = format!(
                 "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
-                rows::INVOCATION_COLUMNS
+                rows::invocation_listed_columns()
             );
             let items = tx
                 .all(

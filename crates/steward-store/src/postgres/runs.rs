@@ -47,6 +47,56 @@ fn span_row(row: &Row) -> StoreResult<SpanRecord> {
     })
 }
 
+/// [`RUN_COLUMNS`] for a list: each of the body's [`crate::RUN_ELIDED_FIELDS`] longer than
+/// [`crate::LISTED_FIELD_BYTES_MAX`] replaced, in the query, by its elision marker.
+fn listed_run_columns() -> String {
+    let names = crate::RUN_ELIDED_FIELDS
+        .iter()
+        .map(|f| format!("'{f}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let body = format!(
+        "CASE WHEN octet_length(body) <= {max} THEN body ELSE
+           (SELECT COALESCE(json_object_agg(e.key, CASE WHEN e.key IN ({names})
+                AND octet_length(e.value::text) > {max}
+                THEN json_build_object('{key}', octet_length(e.value::text)) ELSE e.value END), '{{}}'::json)::text
+            FROM json_each(body::json) e) END",
+        max = crate::LISTED_FIELD_BYTES_MAX,
+        key = crate::ELIDED_KEY,
+    );
+    RUN_COLUMNS.replace(" body,", &format!(" {body},"))
+}
+
+fn listed_span_row(row: &Row) -> StoreResult<(i64, SpanRecord)> {
+    Ok((col(row, 6)?, span_row(row)?))
+}
+
+fn outline_row(row: &Row) -> StoreResult<crate::SpanOutline> {
+    Ok(crate::SpanOutline {
+        seq: col(row, 0)?,
+        span_id: col(row, 1)?,
+        parent_span_id: col(row, 2)?,
+        name: col(row, 3)?,
+        kind: col(row, 4)?,
+        status: col(row, 5)?,
+        bytes: u64::try_from(col::<i32>(row, 6)?).unwrap_or(0),
+    })
+}
+
+/// A span's document as a list carries it: each top-level field longer than
+/// [`crate::LISTED_FIELD_BYTES_MAX`] replaced, in the query, by its elision marker. `json` (not
+/// `jsonb`) keeps each field's text as stored, so the sizes are those SQLite counts.
+fn listed_document() -> String {
+    format!(
+        "CASE WHEN octet_length(s.document) <= {max} THEN s.document ELSE
+           (SELECT COALESCE(json_object_agg(e.key, CASE WHEN octet_length(e.value::text) > {max}
+                THEN json_build_object('{key}', octet_length(e.value::text)) ELSE e.value END), '{{}}'::json)::text
+            FROM json_each(s.document::json) e) END",
+        max = crate::LISTED_FIELD_BYTES_MAX,
+        key = crate::ELIDED_KEY,
+    )
+}
+
 fn feedback_row(row: &Row) -> StoreResult<FeedbackRecord> {
     let document: &str = col(row, 4)?;
     Ok(FeedbackRecord {
@@ -180,7 +230,10 @@ impl Runs for PostgresStore {
     }
 
     async fn list_runs(&self, env: &EnvironmentId, f: &RunFilter) -> StoreResult<Vec<RunRecord>> {
-        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = $1");
+        let mut sql = format!(
+            "SELECT {} FROM runs WHERE env_id = $1",
+            listed_run_columns()
+        );
         let mut values: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(env.as_str().to_string())];
         let mut term = |clause: &str, value: Box<dyn ToSql + Sync + Send>| {
@@ -306,6 +359,60 @@ impl Runs for PostgresStore {
         ))
     }
 
+    async fn span_outlines(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+    ) -> StoreResult<Vec<crate::SpanOutline>> {
+        // `->>` answers the text of a string and the JSON text of anything else; a name that
+        // is not a string is refused at ingest.
+        in_transaction!(self, Mode::Read, |tx| tx.all(
+            "SELECT s.seq, s.span_id, s.parent_span_id, s.document::json->>'name',
+                    s.document::json->>'type', s.document::json->>'status', octet_length(s.document)
+             FROM run_spans s JOIN runs r ON r.id = s.run_id
+             WHERE r.env_id = $1 AND s.run_id = $2 ORDER BY s.seq",
+            &[&env.as_str(), &run_id.as_str()],
+            outline_row,
+        ))
+    }
+
+    async fn span_page(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+        after: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, SpanRecord)>> {
+        let sql = format!(
+            "SELECT s.run_id, s.span_id, s.parent_span_id, {}, s.created_at, s.updated_at, s.seq
+             FROM run_spans s JOIN runs r ON r.id = s.run_id
+             WHERE r.env_id = $1 AND s.run_id = $2 AND ($3::bigint IS NULL OR s.seq > $3)
+             ORDER BY s.seq LIMIT $4",
+            listed_document()
+        );
+        let limit = i64::from(limit);
+        in_transaction!(self, Mode::Read, |tx| tx.all(
+            &sql,
+            &[&env.as_str(), &run_id.as_str(), &after, &limit],
+            listed_span_row,
+        ))
+    }
+
+    async fn span(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+        span_id: &str,
+    ) -> StoreResult<Option<SpanRecord>> {
+        in_transaction!(self, Mode::Read, |tx| tx.one(
+            "SELECT s.run_id, s.span_id, s.parent_span_id, s.document, s.created_at, s.updated_at
+             FROM run_spans s JOIN runs r ON r.id = s.run_id
+             WHERE r.env_id = $1 AND s.run_id = $2 AND s.span_id = $3",
+            &[&env.as_str(), &run_id.as_str(), &span_id],
+            span_row,
+        ))
+    }
+
     async fn add_feedback(&self, f: &FeedbackRecord, actor: &Actor) -> StoreResult<()> {
         in_transaction!(self, Mode::Write, |tx| async {
             require_run(&tx, &f.env_id, &f.run_id).await?;
@@ -360,7 +467,7 @@ impl Runs for PostgresStore {
     ) -> StoreResult<(Vec<InvocationRecord>, Vec<RunApproval>)> {
         let sql = format!(
             "SELECT {} FROM invocations WHERE env_id = $1 AND run_id = $2 ORDER BY created_at, id",
-            rows::INVOCATION_COLUMNS
+            rows::invocation_listed_columns()
         );
         in_transaction!(self, Mode::Read, |tx| async {
             let invocations = tx

@@ -676,7 +676,7 @@ impl Effects for SqliteStore {
             )?;
             let sql = format!(
                 "SELECT {} FROM invocations WHERE {filter} ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4",
-                rows::INVOCATION_COLUMNS
+                rows::invocation_listed_columns()
             );
             let items = query_all(
                 conn,

@@ -17,8 +17,14 @@ const RUN_COLUMNS: &str =
     "id, env_id, status, name, agent_id, user_id, trace_id, body, started_at, ended_at, updated_at";
 
 fn run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
-    let status: String = col(row, 2)?;
     let body: String = col(row, 7)?;
+    let body = serde_json::from_str(&body).map_err(|e| corrupt("run body", e))?;
+    run_row_with(row, body)
+}
+
+/// A run's row with `body` as its body (read whole or elided by the caller).
+fn run_row_with(row: &Row<'_>, body: RunBody) -> StoreResult<RunRecord> {
+    let status: String = col(row, 2)?;
     Ok(RunRecord {
         id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("run id", e))?,
         env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
@@ -28,11 +34,21 @@ fn run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
         agent_id: col(row, 4)?,
         user_id: col(row, 5)?,
         trace_id: col(row, 6)?,
-        body: serde_json::from_str(&body).map_err(|e| corrupt("run body", e))?,
+        body,
         started_at: Millis(col(row, 8)?),
         ended_at: col::<Option<i64>>(row, 9)?.map(Millis),
         updated_at: Millis(col(row, 10)?),
     })
+}
+
+/// A run as a list carries it: the large documents of its body elided while the row is read.
+fn listed_run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
+    let body: String = col(row, 7)?;
+    let elided = crate::elide_fields(&body, Some(&crate::RUN_ELIDED_FIELDS))
+        .map_err(|e| corrupt("run body", e))?;
+    let mut run = run_row_with(row, RunBody::default())?;
+    run.body = serde_json::from_value(elided).map_err(|e| corrupt("run body", e))?;
+    Ok(run)
 }
 
 fn span_row(row: &Row<'_>) -> StoreResult<SpanRecord> {
@@ -45,6 +61,41 @@ fn span_row(row: &Row<'_>) -> StoreResult<SpanRecord> {
         created_at: Millis(col(row, 4)?),
         updated_at: Millis(col(row, 5)?),
     })
+}
+
+/// A span as a list or tree carries it: its large fields elided while the row is read.
+fn listed_span_row(row: &Row<'_>) -> StoreResult<(i64, SpanRecord)> {
+    let document: String = col(row, 3)?;
+    Ok((
+        col(row, 6)?,
+        SpanRecord {
+            run_id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("span run", e))?,
+            span_id: col(row, 1)?,
+            parent_span_id: col(row, 2)?,
+            document: crate::elide_document(&document).map_err(|e| corrupt("span", e))?,
+            created_at: Millis(col(row, 4)?),
+            updated_at: Millis(col(row, 5)?),
+        },
+    ))
+}
+
+fn outline_row(row: &Row<'_>) -> StoreResult<crate::SpanOutline> {
+    Ok(crate::SpanOutline {
+        seq: col(row, 0)?,
+        span_id: col(row, 1)?,
+        parent_span_id: col(row, 2)?,
+        name: col(row, 3)?,
+        kind: col(row, 4)?,
+        status: col(row, 5)?,
+        bytes: u64::try_from(col::<i64>(row, 6)?).unwrap_or(0),
+    })
+}
+
+/// A top-level text field of a span's document, or NULL when it is absent or not text.
+fn text_field(name: &str) -> String {
+    format!(
+        "CASE WHEN json_type(s.document, '$.{name}') = 'text' THEN json_extract(s.document, '$.{name}') END"
+    )
 }
 
 fn feedback_row(row: &Row<'_>) -> StoreResult<FeedbackRecord> {
@@ -222,7 +273,7 @@ impl Runs for SqliteStore {
             );
             term(" OFFSET ?", Box::new(f.offset));
             let refs: Vec<&dyn ToSql> = values.iter().map(|v| v.as_ref()).collect();
-            query_all(conn, &sql, &refs, run_row)
+            query_all(conn, &sql, &refs, listed_run_row)
         })
         .await
     }
@@ -316,6 +367,70 @@ impl Runs for SqliteStore {
         .await
     }
 
+    async fn span_outlines(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+    ) -> StoreResult<Vec<crate::SpanOutline>> {
+        let (env, run_id) = (env.clone(), run_id.clone());
+        let sql = format!(
+            "SELECT s.seq, s.span_id, s.parent_span_id, {}, {}, {}, length(CAST(s.document AS BLOB))
+             FROM run_spans s JOIN runs r ON r.id = s.run_id
+             WHERE r.env_id = ?1 AND s.run_id = ?2 ORDER BY s.seq",
+            text_field("name"),
+            text_field("type"),
+            text_field("status"),
+        );
+        self.read(move |conn| {
+            query_all(conn, &sql, &[&env.as_str(), &run_id.as_str()], outline_row)
+        })
+        .await
+    }
+
+    async fn span_page(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+        after: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, SpanRecord)>> {
+        let (env, run_id) = (env.clone(), run_id.clone());
+        self.read(move |conn| {
+            // Rows are decoded one at a time: each large document is parsed, elided and
+            // dropped before the next is read.
+            query_all(
+                conn,
+                "SELECT s.run_id, s.span_id, s.parent_span_id, s.document, s.created_at, s.updated_at, s.seq
+                 FROM run_spans s JOIN runs r ON r.id = s.run_id
+                 WHERE r.env_id = ?1 AND s.run_id = ?2 AND (?3 IS NULL OR s.seq > ?3)
+                 ORDER BY s.seq LIMIT ?4",
+                &[&env.as_str(), &run_id.as_str(), &after, &limit],
+                listed_span_row,
+            )
+        })
+        .await
+    }
+
+    async fn span(
+        &self,
+        env: &EnvironmentId,
+        run_id: &RunId,
+        span_id: &str,
+    ) -> StoreResult<Option<SpanRecord>> {
+        let (env, run_id, span_id) = (env.clone(), run_id.clone(), span_id.to_string());
+        self.read(move |conn| {
+            query_one(
+                conn,
+                "SELECT s.run_id, s.span_id, s.parent_span_id, s.document, s.created_at, s.updated_at
+                 FROM run_spans s JOIN runs r ON r.id = s.run_id
+                 WHERE r.env_id = ?1 AND s.run_id = ?2 AND s.span_id = ?3",
+                &[&env.as_str(), &run_id.as_str(), &span_id],
+                span_row,
+            )
+        })
+        .await
+    }
+
     async fn add_feedback(&self, f: &FeedbackRecord, actor: &Actor) -> StoreResult<()> {
         let (f, actor) = (f.clone(), actor.clone());
         self.write(move |tx| {
@@ -377,7 +492,7 @@ impl Runs for SqliteStore {
         self.read(move |conn| {
             let sql = format!(
                 "SELECT {} FROM invocations WHERE env_id = ?1 AND run_id = ?2 ORDER BY created_at, id",
-                rows::INVOCATION_COLUMNS
+                rows::invocation_listed_columns()
             );
             let invocations = query_all(
                 conn,

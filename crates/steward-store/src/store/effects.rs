@@ -116,6 +116,10 @@ pub trait Effects: Send + Sync {
         action: &ActionId,
         operation_key: &OperationKey,
     ) -> StoreResult<Option<InvocationRecord>>;
+    /// A page of the environment's invocations, newest first. An input or response body
+    /// longer than [`crate::LISTED_FIELD_BYTES_MAX`] is replaced by its elision marker in the
+    /// query itself, so a page never holds more than a few MiB whatever was stored
+    /// (`elide.rs`); [`Effects::invocation`] reads one whole.
     async fn list_invocations(
         &self,
         env: &EnvironmentId,

@@ -79,6 +79,7 @@ pub(super) async fn state(dir: &tempfile::TempDir) -> AppState {
         key_usage: Arc::default(),
         integrations: Arc::default(),
         stream_slots: Arc::default(),
+        heavy_reads: Arc::default(),
     }
 }
 
@@ -161,6 +162,7 @@ fn concrete(template: &str) -> String {
         .replace("{apiKeyId}", "nothing")
         .replace("{secretName}", "NO_SUCH_SECRET")
         .replace("{ref}", "nothing")
+        .replace("{spanId}", "nothing")
 }
 
 #[tokio::test]
@@ -507,7 +509,7 @@ fn bounds_in_the_document_are_the_named_constants() {
             }
         }
     }
-    assert_eq!(limits, 6, "every paged listing documents its limit");
+    assert_eq!(limits, 7, "every paged listing documents its limit");
 }
 
 #[test]
@@ -554,7 +556,7 @@ fn every_operation_documents_its_error_statuses_with_the_envelope() {
             }
             let schema = &response["content"]["application/json"]["schema"]["$ref"];
             let expected = if status.starts_with('2') {
-                ["Single_", "List_", "Page_", "VersionPage_"]
+                ["Single_", "List_", "Page_", "VersionPage_", "CursorPage_"]
                     .iter()
                     .any(|envelope| {
                         schema.as_str().is_some_and(|s| {

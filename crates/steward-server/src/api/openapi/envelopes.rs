@@ -94,6 +94,33 @@ pub struct Pagination {
     page: u64,
     total_pages: u64,
     has_more: bool,
+    /// Where the next page starts (`offset`), or `null` at the end. A page may end before
+    /// `limit` items when the next would take the answer past 4 MiB (`ANSWER_BYTES_MAX`).
+    #[schema(required = false)]
+    next_offset: Option<u64>,
+    /// The `cursor` of the next page, or `null` at the end.
+    #[schema(required = false)]
+    next_cursor: Option<String>,
+}
+
+/// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
+/// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
+#[derive(ToSchema)]
+pub struct CursorPage<T> {
+    success: bool,
+    data: Vec<T>,
+    #[schema(inline)]
+    pagination: CursorPagination,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct CursorPagination {
+    #[schema(minimum = 1)]
+    limit: u32,
+    has_more: bool,
+    /// The `cursor` of the next page, or `null` at the end.
+    next_cursor: Option<String>,
 }
 
 /// A page of policy versions, newest first; `nextBefore` asks for the next page.
@@ -187,6 +214,14 @@ error_set!(
         "400" => "a field is malformed or unknown, or the `Idempotency-Key` is not printable ASCII of 1 to 255 bytes (`VALIDATION_ERROR`)",
         "409" => "the original request with this `Idempotency-Key` is still running (`idempotency_request_in_progress`), or the request conflicts with the current state",
         "422" => "this `Idempotency-Key` was used for a different request (`idempotency_key_reused`)",
+    }
+);
+
+error_set!(
+    /// A heavy read (a run, a run's spans or its trace, a list of invocations) past the key's
+    /// concurrent reads (`api/bounded.rs`).
+    Busy {
+        "429" => "the key already runs the most heavy reads a key may at once (`TOO_MANY_READS`); `Retry-After` says when to ask again",
     }
 );
 

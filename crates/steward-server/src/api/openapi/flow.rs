@@ -461,6 +461,20 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     let template = "/runs/{id}/spans";
     let path = format!("/runs/{run}/spans");
     f.call(a, M::POST, template, &path, Some(spans)).await;
+    let page = f
+        .call(a, M::GET, template, &format!("{path}?limit=1"), None)
+        .await;
+    let cursor = page["pagination"]["nextCursor"].as_str().unwrap_or("");
+    f.call(
+        a,
+        M::GET,
+        template,
+        &format!("{path}?cursor={cursor}"),
+        None,
+    )
+    .await;
+    let span = "/runs/{id}/spans/{spanId}";
+    f.call(a, M::GET, span, &format!("{path}/llm"), None).await;
     let template = "/runs/{id}/feedback";
     let path = format!("/runs/{run}/feedback");
     let feedback = json!({"spanId": "llm", "rating": 1, "comment": "good"});

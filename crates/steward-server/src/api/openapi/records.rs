@@ -131,6 +131,69 @@ pub struct Invocation {
     stage: Option<String>,
     #[schema(required = false)]
     unresolved: Option<bool>,
+    /// In a list only: the fields (`input`, `body`) left out because their JSON text is longer
+    /// than 16 KiB; each holds an [`Elided`] marker instead.
+    #[schema(required = false)]
+    elided_fields: Option<Vec<String>>,
+}
+
+/// What a list or tree shows in place of a field longer than 16 KiB (`LISTED_FIELD_BYTES_MAX`)
+/// of JSON text: the field's size and the path that reads the record alone, whole. The record
+/// names such fields in `elidedFields`.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct Elided {
+    /// Always `true`.
+    elided: bool,
+    /// The size of the field left out, in bytes of its JSON text.
+    bytes: u64,
+    /// The path (under the server's origin) that reads the record whole.
+    href: String,
+}
+
+/// One span of a run (`GET /runs/{id}/spans`, `GET /runs/{id}/spans/{spanId}`): the span as
+/// ingested (`id`, `parentSpanId`, `name`, `type`, `status`, times, `input`, `output`,
+/// `attributes`, ...) with `runId`, `ingestedAt` and `updatedAt`. In a page, a field longer
+/// than 16 KiB is an [`Elided`] marker and `elidedFields` names it; the single-span read
+/// returns the span whole.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct Span {
+    id: String,
+    parent_span_id: Option<String>,
+    name: Option<String>,
+    #[schema(required = false)]
+    r#type: Option<String>,
+    #[schema(required = false)]
+    status: Option<String>,
+    #[schema(required = false, value_type = Option<Object>)]
+    input: Option<Value>,
+    #[schema(required = false, value_type = Option<Object>)]
+    output: Option<Value>,
+    run_id: String,
+    ingested_at: String,
+    updated_at: String,
+    #[schema(required = false)]
+    elided_fields: Option<Vec<String>>,
+}
+
+/// A node of a run's `spanTree`: the span's outline, never its content; `href` reads the span
+/// whole.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(rename_all = "camelCase")]
+pub struct SpanNode {
+    id: String,
+    parent_span_id: Option<String>,
+    name: Option<String>,
+    r#type: Option<String>,
+    status: Option<String>,
+    /// The stored span's size, in bytes of its JSON text.
+    bytes: u64,
+    href: String,
+    #[schema(no_recursion)]
+    children: Vec<SpanNode>,
 }
 
 /// One attempt to send an effect.
@@ -593,7 +656,9 @@ pub struct SkippedOperation {
     reason: String,
 }
 
-/// A run (`POST /runs`, `GET /runs`, `PATCH /runs/{id}`, `POST /runs/import`).
+/// A run (`POST /runs`, `GET /runs`, `PATCH /runs/{id}`, `POST /runs/import`). In `GET /runs`,
+/// an `input`, `output`, `error` or `metadata` longer than 16 KiB is an `Elided` marker (its
+/// size and `href`, the run read whole) and `elidedFields` names it.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
@@ -618,10 +683,13 @@ pub struct Run {
     started_at: String,
     ended_at: Option<String>,
     updated_at: String,
+    #[schema(required = false)]
+    elided_fields: Option<Vec<String>>,
 }
 
-/// `GET /runs/{id}`: the run, its spans (flat, in ingest order, and as a tree of `children`),
-/// and the invocations and approvals that name it.
+/// `GET /runs/{id}`: the run, its first spans (large fields elided), every span's outline as a
+/// tree of `children`, and the invocations and approvals that name it. The answer stays under
+/// 4 MiB (`ANSWER_BYTES_MAX`) whatever the run holds.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(rename_all = "camelCase")]
@@ -644,14 +712,26 @@ pub struct RunDetail {
     started_at: String,
     ended_at: Option<String>,
     updated_at: String,
-    /// Each span: `id`, `parentSpanId`, `name`, `type`, `status`, times, input, output,
-    /// attributes, `runId`, `ingestedAt`, `updatedAt`.
-    spans: Vec<Value>,
-    /// The same spans, nested: each with its `children`.
-    span_tree: Vec<Value>,
-    /// Each invocation naming the run, as `GET /actions/invocations/{id}` shows it, with the
-    /// `parentSpanId` it was made under.
+    /// The first spans in ingest order (up to 100, and fewer if they would take the answer
+    /// past 4 MiB), each as a page of `GET /runs/{id}/spans` shows it: a field longer than
+    /// 16 KiB is an `Elided` marker.
+    spans: Vec<Span>,
+    /// How many spans the run holds.
+    span_count: u64,
+    /// The cursor of `GET /runs/{id}/spans` for the spans after `spans`; `null` when `spans`
+    /// holds them all.
+    spans_next_cursor: Option<String>,
+    /// Every span's outline (no content), nested: each with its `children`; the roots that fit
+    /// in half of what the run's own fields leave of the 4 MiB bound.
+    span_tree: Vec<SpanNode>,
+    /// `false` when `spanTree` was cut short to stay under the bound (read the spans by page).
+    span_tree_complete: bool,
+    /// Each invocation naming the run, as `GET /actions/invocations` lists it (large fields
+    /// elided), with the `parentSpanId` it was made under; those that fit in a quarter of what
+    /// the run's own fields leave of the bound.
     invocations: Vec<Value>,
+    /// `false` when `invocations` was cut short to stay under the bound.
+    invocations_complete: bool,
     approvals: Vec<RunApproval>,
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod parse;
 mod trace;
 
 use super::body;
+use super::bounded;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
@@ -20,14 +21,14 @@ use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use steward_core::{scopes, FeedbackId, Millis, RunId};
 use steward_store::{
-    Actor, FeedbackRecord, RunApproval, RunEndRefusal, RunFilter, RunRecord, RunStatus, SpanRecord,
-    SpansIngested,
+    Actor, FeedbackRecord, RunApproval, RunEndRefusal, RunFilter, RunRecord, RunStatus,
+    SpanOutline, SpanRecord, SpansIngested,
 };
 
 /// A fresh run id.
@@ -79,34 +80,84 @@ fn span_view(s: &SpanRecord) -> Value {
     v
 }
 
-/// The spans as a forest: each span with its `children`, roots first in ingest order. A span
-/// whose parent is not (yet) in the run is a root.
-fn tree(spans: &[SpanRecord]) -> Vec<Value> {
-    fn node(spans: &[SpanRecord], at: usize, depth: usize) -> Value {
-        let mut v = span_view(&spans[at]);
-        // Ids are unique within a run and a span is never its own parent, but a client can
-        // still send a cycle (a -> b -> a): depth stops it.
-        let children: Vec<Value> = if depth < SPAN_TREE_DEPTH_MAX {
-            (0..spans.len())
-                .filter(|&i| spans[i].parent_span_id.as_deref() == Some(&spans[at].span_id))
-                .map(|i| node(spans, i, depth + 1))
-                .collect()
+/// The path that reads one span of a run alone and whole.
+fn span_href(run: &RunId, span: &str) -> String {
+    let span: String = form_urlencoded::byte_serialize(span.as_bytes()).collect();
+    format!("/api/v2/runs/{run}/spans/{span}")
+}
+
+/// A span as a page of spans shows it: its large fields elided, each a link to the span alone.
+fn listed_span_view(s: &SpanRecord) -> Value {
+    let mut v = span_view(s);
+    bounded::mark_elided(&mut v, &span_href(&s.run_id, &s.span_id));
+    v
+}
+
+/// The spans as a forest of outlines (id, parent, name, type, status, size and the link to
+/// read the span whole), each with its `children`; roots first in ingest order. A span whose
+/// parent is not (yet) in the run is a root. Built from a map of parent to children in
+/// O(n log n), never a scan per node, and iteratively, so no run nests deep enough to
+/// overflow a stack.
+fn tree(run: &RunId, spans: &[SpanOutline]) -> Vec<Value> {
+    use std::collections::{BTreeMap, HashSet};
+    let known: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
+    let mut children: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for (i, s) in spans.iter().enumerate() {
+        match s.parent_span_id.as_deref() {
+            Some(p) if known.contains(p) => children.entry(p).or_default().push(i),
+            _ => roots.push(i),
+        }
+    }
+    // Ids are unique within a run and a span is never its own parent, but a client can still
+    // send a cycle (a -> b -> a): its spans are no one's descendants and show in no tree;
+    // `spans` lists them. Depth also stops at SPAN_TREE_DEPTH_MAX.
+    fn node(
+        run: &RunId,
+        spans: &[SpanOutline],
+        children: &BTreeMap<&str, Vec<usize>>,
+        at: usize,
+        depth: usize,
+    ) -> Value {
+        let s = &spans[at];
+        let kids: Vec<Value> = if depth < SPAN_TREE_DEPTH_MAX {
+            children
+                .get(s.span_id.as_str())
+                .map(|list| {
+                    list.iter()
+                        .map(|&i| node(run, spans, children, i, depth + 1))
+                        .collect()
+                })
+                .unwrap_or_default()
         } else {
             Vec::new()
         };
-        v["children"] = Value::Array(children);
-        v
+        json!({
+            "id": s.span_id,
+            "parentSpanId": s.parent_span_id,
+            "name": s.name,
+            "type": s.kind,
+            "status": s.status,
+            "bytes": s.bytes,
+            "href": span_href(run, &s.span_id),
+            "children": kids,
+        })
     }
-    let known = |id: &str| spans.iter().any(|s| s.span_id == id);
-    (0..spans.len())
-        .filter(|&i| spans[i].parent_span_id.as_deref().is_none_or(|p| !known(p)))
-        .map(|i| node(spans, i, 0))
+    roots
+        .into_iter()
+        .map(|i| node(run, spans, &children, i, 0))
         .collect()
 }
 
 /// How deep the span tree of `GET /runs/{id}` nests, in levels; deeper spans are listed in
-/// `spans` but not nested further.
+/// `spans` but not nested further. Sixty-four levels of recursion is a few KiB of stack.
 const SPAN_TREE_DEPTH_MAX: usize = 64;
+
+/// How many spans `GET /runs/{id}` and a page of `GET /runs/{id}/spans` carry by default, and
+/// at most: with large fields elided a span is at most a few tens of KiB, and the answer's byte
+/// budget ends a page sooner when they are.
+const SPANS_PAGE_DEFAULT: u32 = 100;
+const SPANS_PAGE_MAX: u32 = PAGE_LIMIT_MAX;
 
 fn approval_view(a: &RunApproval) -> Value {
     json!({
@@ -136,24 +187,95 @@ async fn find(state: &AppState, caller: &Caller, id: &RunId) -> ApiResult<RunRec
         .ok_or_else(|| ApiError::not_found("run"))
 }
 
-/// The run with its spans (flat and as a tree) and the invocations and approvals that name it.
+/// A page of the run's spans after `after` (a span's place), its large fields elided, within
+/// `budget` bytes (`strict`: possibly none; otherwise at least one), and the cursor of the next
+/// page (`None` at the end).
+async fn span_page(
+    state: &AppState,
+    caller: &Caller,
+    run: &RunId,
+    after: Option<i64>,
+    limit: u32,
+    budget: usize,
+    strict: bool,
+) -> ApiResult<(Vec<Value>, Option<String>)> {
+    let page = state
+        .store
+        .span_page(&caller.env.id, run, after, limit)
+        .await?;
+    let fetched = page.len();
+    let last_seqs: Vec<i64> = page.iter().map(|(seq, _)| *seq).collect();
+    let views: Vec<Value> = page.iter().map(|(_, s)| listed_span_view(s)).collect();
+    drop(page);
+    let (kept, cut) = if strict {
+        bounded::fit_strict(views, budget)
+    } else {
+        bounded::fit(views, budget)
+    };
+    let more = cut || fetched == limit as usize;
+    // After the last span kept; before the first when none fit (`s-1`: every place is after it).
+    let next = more.then(|| match kept.len().checked_sub(1) {
+        Some(i) => format!("s{}", last_seqs[i]),
+        None => format!("s{}", after.unwrap_or(-1)),
+    });
+    Ok((kept, next))
+}
+
+/// The place a span cursor (`s<seq>`) stands for, or a validation error naming `cursor`.
+fn span_cursor(cursor: &str) -> ApiResult<i64> {
+    cursor
+        .strip_prefix('s')
+        .and_then(|n| n.parse::<i64>().ok())
+        .ok_or_else(|| ApiError::validation("cursor", "is not a cursor this server gave"))
+}
+
+/// The run with its first page of spans (large fields elided), the whole span tree as
+/// outlines, and the invocations and approvals that name it; under
+/// [`bounded::ANSWER_BYTES_MAX`] whatever the run holds.
 async fn detail(state: &AppState, caller: &Caller, run: &RunRecord) -> ApiResult<Value> {
-    let spans = state.store.spans(&caller.env.id, &run.id).await?;
+    let outlines = state.store.span_outlines(&caller.env.id, &run.id).await?;
+    let span_count = outlines.len();
+    let run_id = run.id.clone();
+    // Up to 10,000 nodes: built on a blocking thread so no async worker stalls on it.
+    let span_tree = tokio::task::spawn_blocking(move || tree(&run_id, &outlines))
+        .await
+        .map_err(|e| ApiError::internal("building a run's span tree", &e))?;
     let (invocations, approvals) = state.store.run_timeline(&caller.env.id, &run.id).await?;
     let mut v = view(run);
-    v["spans"] = Value::Array(spans.iter().map(span_view).collect());
-    v["spanTree"] = Value::Array(tree(&spans));
-    v["invocations"] = Value::Array(
-        invocations
-            .iter()
-            .map(|i| {
-                let mut view = views::invocation(i);
-                view["parentSpanId"] = json!(i.parent_span_id);
-                view
-            })
-            .collect(),
-    );
     v["approvals"] = Value::Array(approvals.iter().map(approval_view).collect());
+    // The run's own fields are bounded by what was accepted (well under the bound); the rest
+    // of the answer shares what is left: half for the tree, a quarter for the invocations,
+    // the remainder for the first spans. A part cut short says so.
+    let left = bounded::ANSWER_BYTES_MAX.saturating_sub(bounded::json_len(&v) + 1024);
+    let (span_tree, tree_cut) = bounded::fit_strict(span_tree, left / 2);
+    let invocations: Vec<Value> = invocations
+        .iter()
+        .map(|i| {
+            let mut view = views::listed_invocation(i);
+            view["parentSpanId"] = json!(i.parent_span_id);
+            view
+        })
+        .collect();
+    let (invocations, invocations_cut) = bounded::fit_strict(invocations, left / 4);
+    let used = bounded::json_len(&Value::Array(span_tree.clone()))
+        + bounded::json_len(&Value::Array(invocations.clone()));
+    let (spans, next) = span_page(
+        state,
+        caller,
+        &run.id,
+        None,
+        SPANS_PAGE_DEFAULT,
+        left.saturating_sub(used),
+        true,
+    )
+    .await?;
+    v["spanTree"] = Value::Array(span_tree);
+    v["spanTreeComplete"] = json!(!tree_cut);
+    v["invocations"] = Value::Array(invocations);
+    v["invocationsComplete"] = json!(!invocations_cut);
+    v["spans"] = Value::Array(spans);
+    v["spanCount"] = json!(span_count);
+    v["spansNextCursor"] = json!(next);
     Ok(v)
 }
 
@@ -224,7 +346,9 @@ pub struct ListQuery {
     /// Runs started before this RFC 3339 time.
     #[serde(rename = "startedBefore")]
     started_before: Option<String>,
-    /// Page size: 1 to 200 (default 50); out-of-range values are clamped.
+    /// Page size: 1 to 200 (default 50); out-of-range values are clamped. A page ends early
+    /// rather than pass 4 MiB; the answer then has `pagination` with `hasMore` and
+    /// `nextOffset`.
     #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// How many to skip.
@@ -280,7 +404,28 @@ pub async fn list(
         offset: q.offset.unwrap_or(0),
     };
     let runs = state.store.list_runs(&caller.env.id, &filter).await?;
-    Ok(ok(Value::Array(runs.iter().map(view).collect())))
+    let listed: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let mut v = view(r);
+            bounded::mark_elided(&mut v, &format!("/api/v2/runs/{}", r.id));
+            v
+        })
+        .collect();
+    drop(runs);
+    // A page ends early rather than pass the bound; `pagination` then says where to go on
+    // (the runs list has no total, so it appears only then).
+    let (listed, cut) = bounded::fit(listed, bounded::ANSWER_BYTES_MAX - 1024);
+    if !cut {
+        return Ok(ok(Value::Array(listed)));
+    }
+    let next = u64::from(filter.offset) + listed.len() as u64;
+    let body = json!({
+        "success": true,
+        "data": listed,
+        "pagination": {"limit": filter.limit, "offset": filter.offset, "hasMore": true, "nextOffset": next},
+    });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
 #[utoipa::path(
@@ -294,6 +439,7 @@ pub async fn list(
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
+        doc::Busy,
     )
 )]
 pub async fn get(
@@ -302,8 +448,97 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::RUNS_READ)?;
+    let _read = state.heavy_reads.admit(caller.key.id.as_str())?;
     let run = find(&state, &caller, &parse_id(&id)?).await?;
     Ok(ok(detail(&state, &caller, &run).await?))
+}
+
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SpansQuery {
+    /// Page size: 1 to 200 (default 100); out-of-range values are clamped. A page also ends
+    /// before its answer passes 4 MiB.
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u32>,
+    /// Where to start: the `pagination.nextCursor` of the page before (or a run's
+    /// `spansNextCursor`).
+    #[param(max_length = 24)]
+    cursor: Option<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/spans",
+    operation_id = "runs_list_spans",
+    tag = "runs",
+    params(doc::IdPath, SpansQuery),
+    responses(
+        (status = 200, description = "a page of the run's spans in ingest order, large fields elided", body = doc::CursorPage<doc::Span>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::Busy,
+    )
+)]
+pub async fn list_spans(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<SpansQuery>,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_READ)?;
+    let _read = state.heavy_reads.admit(caller.key.id.as_str())?;
+    let id = parse_id(&id)?;
+    find(&state, &caller, &id).await?;
+    let after = q.cursor.as_deref().map(span_cursor).transpose()?;
+    let limit = q
+        .limit
+        .unwrap_or(SPANS_PAGE_DEFAULT)
+        .clamp(1, SPANS_PAGE_MAX);
+    let (spans, next) = span_page(
+        &state,
+        &caller,
+        &id,
+        after,
+        limit,
+        bounded::ANSWER_BYTES_MAX - 1024,
+        false,
+    )
+    .await?;
+    let body = json!({
+        "success": true,
+        "data": spans,
+        "pagination": {"limit": limit, "hasMore": next.is_some(), "nextCursor": next},
+    });
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/spans/{spanId}",
+    operation_id = "runs_get_span",
+    tag = "runs",
+    params(doc::IdPath, ("spanId" = String, Path, description = "The span's id within the run.")),
+    responses(
+        (status = 200, description = "the span, whole", body = doc::Single<doc::Span>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+    )
+)]
+pub async fn get_span(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, span_id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    caller.require(scopes::RUNS_READ)?;
+    let id = parse_id(&id)?;
+    let span = state
+        .store
+        .span(&caller.env.id, &id, &span_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("span"))?;
+    Ok(ok(span_view(&span)))
 }
 
 #[utoipa::path(
@@ -481,8 +716,7 @@ pub async fn add_feedback(
     idempotent::run(&state, &caller, &headers, request, || async {
         find(&state, &caller, &id).await?;
         if let Some(span) = &span_id {
-            let spans = state.store.spans(&caller.env.id, &id).await?;
-            if !spans.iter().any(|s| &s.span_id == span) {
+            if state.store.span(&caller.env.id, &id, span).await?.is_none() {
                 return Err(ApiError::validation("spanId", "names no span of this run"));
             }
         }
@@ -542,6 +776,8 @@ pub async fn list_feedback(
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
+        doc::Busy,
+        (status = 422, description = "the run's spans hold more than one answer carries (`ANSWER_TOO_LARGE`); read them from `/runs/{id}/spans`", body = doc::ErrorEnvelope),
     )
 )]
 pub async fn export_trace(
@@ -550,7 +786,28 @@ pub async fn export_trace(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::RUNS_READ)?;
+    let _read = state.heavy_reads.admit(caller.key.id.as_str())?;
     let run = find(&state, &caller, &parse_id(&id)?).await?;
+    // A trace carries every span whole: refused, before anything large is read, when the
+    // spans alone would take the answer past the bound.
+    let stored: u64 = state
+        .store
+        .span_outlines(&caller.env.id, &run.id)
+        .await?
+        .iter()
+        .map(|s| s.bytes)
+        .sum();
+    if stored > bounded::ANSWER_BYTES_MAX as u64 {
+        return Err(ApiError::of(
+            codes::ANSWER_TOO_LARGE,
+            format!(
+                "the run's spans hold {stored} bytes, more than one answer carries ({} bytes); read them page by page from /runs/{}/spans",
+                bounded::ANSWER_BYTES_MAX,
+                run.id
+            ),
+        )
+        .with_details(json!({"bytes": stored, "limitBytes": bounded::ANSWER_BYTES_MAX})));
+    }
     let spans = state.store.spans(&caller.env.id, &run.id).await?;
     Ok(ok(trace::export(&run, &spans)))
 }
@@ -604,4 +861,86 @@ pub async fn import_trace(
         Ok((StatusCode::CREATED, view(&run)))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outline(seq: i64, id: &str, parent: Option<&str>) -> SpanOutline {
+        SpanOutline {
+            seq,
+            span_id: id.to_string(),
+            parent_span_id: parent.map(str::to_string),
+            name: Some(id.to_string()),
+            kind: None,
+            status: None,
+            bytes: 10,
+        }
+    }
+
+    fn count(nodes: &[Value]) -> usize {
+        nodes
+            .iter()
+            .map(|n| 1 + count(n["children"].as_array().unwrap()))
+            .sum()
+    }
+
+    #[test]
+    fn the_tree_nests_by_parent_keeps_ingest_order_and_orphans_are_roots() {
+        let run = fresh_id();
+        let spans = [
+            outline(0, "root", None),
+            outline(1, "b", Some("root")),
+            outline(2, "a", Some("root")),
+            outline(3, "leaf", Some("b")),
+            outline(4, "orphan", Some("not-here")),
+        ];
+        let forest = tree(&run, &spans);
+        let ids: Vec<&str> = forest.iter().map(|n| n["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["root", "orphan"]);
+        let kids: Vec<&str> = forest[0]["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(kids, ["b", "a"], "ingest order, not id order");
+        assert_eq!(forest[0]["children"][0]["children"][0]["id"], "leaf");
+        assert_eq!(
+            forest[0]["href"],
+            json!(format!("/api/v2/runs/{run}/spans/root"))
+        );
+        assert!(
+            forest[0].get("input").is_none(),
+            "outlines carry no content"
+        );
+    }
+
+    /// Ten thousand spans (the per-run bound) in a wide and a deep shape: every span appears
+    /// once, a chain stops nesting at the depth bound, and a cycle is in no tree.
+    #[test]
+    fn ten_thousand_spans_build_once_each_and_cycles_and_depth_stay_bounded() {
+        let run = fresh_id();
+        let wide: Vec<SpanOutline> = (0..10_000)
+            .map(|i| outline(i, &format!("s{i}"), None))
+            .collect();
+        let started = std::time::Instant::now();
+        assert_eq!(count(&tree(&run, &wide)), 10_000);
+        // A scan per node (the old O(n^2) build) took most of a second here in a release
+        // build; the map takes milliseconds. Generous for a loaded debug build.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+
+        let chain: Vec<SpanOutline> = (0..200)
+            .map(|i| {
+                let parent = (i > 0).then(|| format!("c{}", i - 1));
+                outline(i, &format!("c{i}"), parent.as_deref())
+            })
+            .collect();
+        let forest = tree(&run, &chain);
+        assert_eq!(count(&forest), SPAN_TREE_DEPTH_MAX + 1);
+
+        let cycle = [outline(0, "x", Some("y")), outline(1, "y", Some("x"))];
+        assert!(tree(&run, &cycle).is_empty());
+    }
 }
