@@ -24,9 +24,14 @@ impl Ran {
 
 /// Runs `steward ARGS` against `server` with `key`, as an operator would from a terminal.
 async fn cli(server: &Server, key: &str, args: &[&str]) -> Ran {
+    cli_at(&server.url, key, args).await
+}
+
+/// Runs `steward ARGS` against the server at `url` with `key`.
+async fn cli_at(url: &str, key: &str, args: &[&str]) -> Ran {
     let out = tokio::process::Command::new(steward_bin())
         .args(args)
-        .env("STEWARD_SERVER", &server.url)
+        .env("STEWARD_SERVER", url)
         .env("STEWARD_API_KEY", key)
         .env_remove("STEWARD_DATA")
         .output()
@@ -456,24 +461,6 @@ async fn a_policy_file_is_planned_tested_and_applied_exactly_from_the_cli() {
     );
 }
 
-/// Runs `steward ARGS` against `url` with a key nobody checks: for servers that are not there or
-/// are not Steward.
-async fn cli_at(url: &str, args: &[&str]) -> Ran {
-    let out = tokio::process::Command::new(steward_bin())
-        .args(args)
-        .env("STEWARD_SERVER", url)
-        .env("STEWARD_API_KEY", "stw_not_checked")
-        .env_remove("STEWARD_DATA")
-        .output()
-        .await
-        .expect("the CLI runs");
-    Ran {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_not_there_or_not_steward_is_named_with_the_way_to_point_elsewhere() {
     // A port nothing listens on: bound, read and let go.
@@ -483,7 +470,7 @@ async fn a_server_not_there_or_not_steward_is_named_with_the_way_to_point_elsewh
         .unwrap()
         .port();
     let nowhere = format!("http://127.0.0.1:{port}");
-    let ran = cli_at(&nowhere, &["approvals", "list"]).await;
+    let ran = cli_at(&nowhere, "stw_not_checked", &["approvals", "list"]).await;
     assert!(!ran.ok, "{}", ran.stdout);
     for needle in [
         nowhere.as_str(),
@@ -501,7 +488,7 @@ async fn a_server_not_there_or_not_steward_is_named_with_the_way_to_point_elsewh
     // The fixture answers HTTP, but it is not Steward.
     let fixture = fixture().await;
     let url = format!("http://{}", fixture.addr());
-    let ran = cli_at(&url, &["approvals", "list"]).await;
+    let ran = cli_at(&url, "stw_not_checked", &["approvals", "list"]).await;
     assert!(!ran.ok, "{}", ran.stdout);
     for needle in [url.as_str(), "is it a Steward server", "--server"] {
         assert!(
