@@ -126,9 +126,31 @@ pub(crate) fn constraint(err: tokio_postgres::Error, what: &'static str) -> Stor
 }
 
 fn pool_unavailable(err: deadpool_postgres::PoolError) -> StoreError {
-    // The pool's message already spells out its whole cause chain; a source would repeat it.
+    // The pool's own text of a failed connection is only "db error": the database's message
+    // (and the transport's cause) are in the error it wraps, so they are spelled out here. No
+    // source is kept: the message says it all.
+    let cause = match &err {
+        deadpool_postgres::PoolError::Backend(e) => match e.as_db_error() {
+            Some(db) if *db.code() == SqlState::INVALID_CATALOG_NAME => format!(
+                "{} (create it with `createdb`, or name a database that exists)",
+                db.message()
+            ),
+            Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+            None => {
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(e);
+                while let Some(cause) = source {
+                    text.push_str(": ");
+                    text.push_str(&cause.to_string());
+                    source = cause.source();
+                }
+                text
+            }
+        },
+        other => other.to_string(),
+    };
     StoreError::Unavailable {
-        message: format!("no database connection: {err}"),
+        message: format!("no database connection: {cause}"),
         source: None,
     }
 }

@@ -436,12 +436,18 @@ CREATE TABLE IF NOT EXISTS connections (
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     // Also taken by `begin(Write)`; taken here so this function is safe on its own.
     tx.execute(WRITE_LOCK_SQL, &[]).await?;
+    // Created only where it is missing: `CREATE TABLE IF NOT EXISTS` on an existing table makes
+    // the server send a NOTICE, which every start would log.
     tx.batch(
-        "CREATE TABLE IF NOT EXISTS steward_migrations (
-            version BIGINT PRIMARY KEY,
-            name TEXT NOT NULL,
-            applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-        )",
+        "DO $$ BEGIN
+            IF to_regclass('steward_migrations') IS NULL THEN
+                CREATE TABLE steward_migrations (
+                    version BIGINT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                );
+            END IF;
+        END $$",
     )
     .await?;
     let row = tx
@@ -473,6 +479,7 @@ pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
         )
         .await?;
     }
+    tracing::info!(version = known, "PostgreSQL schema is current");
     Ok(())
 }
 

@@ -134,3 +134,28 @@ async fn sigkill_while_the_provider_holds_a_committed_write_ends_unknown_on_post
     let mut w = world(&["--database", &database.url]).await;
     crate::crash::sigkill_during_a_held_write_ends_unknown(&mut w).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_database_is_named_and_a_restart_logs_no_notice() {
+    let database = TestDatabase::create().await;
+    let missing = with_database(&database.admin_url, "steward_no_such_database");
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(steward_bin())
+        .args(["keys", "list", "--data"])
+        .arg(data.path())
+        .args(["--database", &missing])
+        .output()
+        .expect("keys list runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for needle in ["\"steward_no_such_database\" does not exist", "createdb"] {
+        assert!(stderr.contains(needle), "no {needle:?} in {stderr}");
+    }
+
+    // The second start finds the schema current: it says so, and the server sends no NOTICE.
+    let mut w = world(&["--database", &database.url]).await;
+    w.server.restart();
+    let log = w.server.log();
+    assert!(log.contains("PostgreSQL schema is current"), "{log}");
+    assert!(!log.contains("NOTICE"), "{log}");
+}
