@@ -208,10 +208,12 @@ pub(crate) fn router(
     // should not repeat.
     static V2: std::sync::OnceLock<Router<AppState>> = std::sync::OnceLock::new();
     let v2 = V2.get_or_init(|| surface().0).clone();
-    let mut top = Router::new().route(
-        "/healthz",
-        get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
-    );
+    let mut top = Router::new()
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route("/readyz", get(ready));
     if let Some(token) = metrics_token {
         top = top.route("/metrics", scrape(Some(token)));
     }
@@ -220,6 +222,16 @@ pub(crate) fn router(
     // error answer into the API's JSON envelope; they get the request log all the same.
     let console = crate::console::routes(console).layer(middleware::from_fn(request_context));
     edge(top.merge(v2)).merge(console).with_state(state)
+}
+
+/// `GET /readyz`: 200 while the store answers a read and holds the schema this build serves;
+/// otherwise 503 `STORAGE_UNAVAILABLE` (the envelope), so a load balancer stops sending work to
+/// a replica that cannot record it. `/healthz` only says the process answers.
+async fn ready(State(state): State<AppState>) -> Response {
+    match state.store.ready().await {
+        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Err(e) => crate::error::ApiError::from(e).into_response(),
+    }
 }
 
 /// The separate metrics listener's surface: `/metrics` alone, behind `metrics_token` if given.

@@ -493,6 +493,29 @@ async fn claim_all(tx: &Tx<'_>, taken: &[&Orphan], sweep: &Sweep) -> StoreResult
 
 #[async_trait]
 impl Replicas for PostgresStore {
+    async fn ready(&self) -> StoreResult<()> {
+        let applied: i64 = in_transaction!(self, Mode::Read, |tx| async {
+            let row = tx
+                .query_first(
+                    "SELECT COALESCE(MAX(version), 0) FROM steward_migrations",
+                    &[],
+                )
+                .await?
+                .ok_or_else(|| rows::corrupt("schema version", "no row"))?;
+            col(&row, 0)
+        })?;
+        let known = super::schema::current_version();
+        if applied == known {
+            return Ok(());
+        }
+        Err(StoreError::Unavailable {
+            message: format!(
+                "the database schema is at version {applied}; this Steward serves version {known}"
+            ),
+            source: None,
+        })
+    }
+
     async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
         self.heartbeats.beat(replica, now).await
     }

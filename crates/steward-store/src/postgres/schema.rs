@@ -431,6 +431,11 @@ CREATE TABLE IF NOT EXISTS connections (
 );
 "#;
 
+/// The schema version this build migrates to: the last of [`MIGRATIONS`].
+pub(crate) fn current_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |(version, _, _)| *version)
+}
+
 /// Brings the schema up to date; a no-op when it is. Refuses a database migrated by a newer
 /// Steward, whose schema this one does not know.
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
@@ -460,7 +465,7 @@ pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
         Some(row) => super::rows::col(&row, 0)?,
         None => 0,
     };
-    let known = MIGRATIONS.last().map_or(0, |(version, _, _)| *version);
+    let known = current_version();
     if applied > known {
         return Err(StoreError::Unavailable {
             message: format!(

@@ -81,6 +81,19 @@ fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()
 
 #[async_trait]
 impl Replicas for SqliteStore {
+    async fn ready(&self) -> StoreResult<()> {
+        // Opening the store migrated it, and nothing else changes its schema while it is open:
+        // a read that answers is all there is to know.
+        self.read(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|_| ())
+            .map_err(unavailable)
+        })
+        .await
+    }
+
     async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
         let replica = replica.clone();
         self.write(move |tx| {

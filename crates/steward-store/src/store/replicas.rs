@@ -26,4 +26,8 @@ pub trait Replicas: Send + Sync {
     /// owned by a live replica is never touched. Run at start-up before the server accepts
     /// requests, and then periodically.
     async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport>;
+
+    /// Whether this store can serve now: the database answers a read and its schema is the
+    /// version this build knows (`GET /readyz`). It takes no lock and writes nothing.
+    async fn ready(&self) -> StoreResult<()>;
 }

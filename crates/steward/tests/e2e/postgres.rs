@@ -159,3 +159,56 @@ async fn a_missing_database_is_named_and_a_restart_logs_no_notice() {
     assert!(log.contains("PostgreSQL schema is current"), "{log}");
     assert!(!log.contains("NOTICE"), "{log}");
 }
+
+/// `GET /readyz` answers 200 while the database answers and holds this build's schema, and 503
+/// with the envelope when the schema is not the one it serves; `/healthz` stays 200 throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_store_and_its_schema() {
+    let database = TestDatabase::create().await;
+    let w = world(&["--database", &database.url]).await;
+    let http = reqwest::Client::new();
+    let get = |path: &'static str| {
+        let (http, url) = (http.clone(), w.server.url.clone());
+        async move {
+            let answer = http.get(format!("{url}{path}")).send().await.unwrap();
+            let status = answer.status().as_u16();
+            (status, answer.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    assert_eq!(
+        get("/readyz").await,
+        (200, serde_json::json!({"status": "ready"}))
+    );
+
+    // A newer Steward migrated the database under this one.
+    let admin = admin_client(&database.url).await;
+    admin
+        .batch_execute(
+            "INSERT INTO steward_migrations (version, name) VALUES (1000, 'from the future')",
+        )
+        .await
+        .unwrap();
+    let (status, body) = get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "STORAGE_UNAVAILABLE", "{body}");
+    assert_eq!(get("/healthz").await.0, 200);
+
+    admin
+        .batch_execute("DELETE FROM steward_migrations WHERE version = 1000")
+        .await
+        .unwrap();
+    assert_eq!(get("/readyz").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_on_the_embedded_store() {
+    let w = world(&[]).await;
+    let answer = reqwest::get(format!("{}/readyz", w.server.url))
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert_eq!(
+        answer.json::<serde_json::Value>().await.unwrap(),
+        serde_json::json!({"status": "ready"})
+    );
+}
