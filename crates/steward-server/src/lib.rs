@@ -29,6 +29,7 @@ mod keys;
 mod listener;
 mod mcp;
 mod metrics;
+mod per_key;
 mod progress;
 mod reconcile;
 mod replica;

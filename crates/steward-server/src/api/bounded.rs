@@ -14,8 +14,7 @@
 
 use crate::error::{codes, ApiError, ApiResult};
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The largest answer a list or read builds, in bytes of JSON: a few MiB, so a page of records
 /// or a run with its first spans and its tree is read in well under a second on a slow link
@@ -30,26 +29,17 @@ pub const HEAVY_READS_PER_KEY_MAX: usize = 2;
 /// under the bounds above takes well under a second.
 pub const HEAVY_READ_RETRY_AFTER_S: u32 = 1;
 
-/// The heavy reads running on this process, by key.
-#[derive(Debug, Default)]
-pub struct HeavyReads {
-    running: Mutex<HashMap<String, usize>>,
-}
+/// The heavy reads running on this process, at most [`HEAVY_READS_PER_KEY_MAX`] per key.
+pub type HeavyReads = crate::per_key::PerKeySlots<HEAVY_READS_PER_KEY_MAX>;
 
 /// One running heavy read's place in [`HeavyReads`], given back when it is dropped.
-#[derive(Debug)]
-pub struct HeavyRead {
-    reads: Arc<HeavyReads>,
-    key: String,
-}
+pub type HeavyRead = crate::per_key::PerKeySlot<HEAVY_READS_PER_KEY_MAX>;
 
 impl HeavyReads {
     /// A place for one more heavy read of `key`, or `429 TOO_MANY_READS`.
     pub fn admit(self: &Arc<Self>, key: &str) -> ApiResult<HeavyRead> {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let count = running.entry(key.to_string()).or_default();
-        if *count >= HEAVY_READS_PER_KEY_MAX {
-            return Err(ApiError::of(
+        self.take(key).ok_or_else(|| {
+            ApiError::of(
                 codes::TOO_MANY_READS,
                 format!(
                     "this key already runs {HEAVY_READS_PER_KEY_MAX} heavy reads (runs, spans, invocation lists); retry after one ends"
@@ -58,25 +48,8 @@ impl HeavyReads {
             .with_details(json!({
                 "readsMax": HEAVY_READS_PER_KEY_MAX,
                 "retryAfterSeconds": HEAVY_READ_RETRY_AFTER_S,
-            })));
-        }
-        *count += 1;
-        Ok(HeavyRead {
-            reads: self.clone(),
-            key: key.to_string(),
+            }))
         })
-    }
-}
-
-impl Drop for HeavyRead {
-    fn drop(&mut self) {
-        let mut running = self.reads.running.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = running.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                running.remove(&self.key);
-            }
-        }
     }
 }
 

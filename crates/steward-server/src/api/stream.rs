@@ -29,9 +29,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use steward_core::scopes;
 use tokio::sync::mpsc;
@@ -54,44 +52,11 @@ pub const STREAM_CONNECTIONS_PER_KEY_MAX: usize = 5;
 /// How many frames wait for a slow client before the stream stops reading the log, in frames.
 const STREAM_BUFFER_FRAMES: usize = 64;
 
-/// The open streams of this process, by key id.
-#[derive(Debug, Default)]
-pub struct StreamSlots {
-    open: Mutex<HashMap<String, usize>>,
-}
+/// The open streams of this process, at most [`STREAM_CONNECTIONS_PER_KEY_MAX`] per key.
+pub type StreamSlots = crate::per_key::PerKeySlots<STREAM_CONNECTIONS_PER_KEY_MAX>;
 
 /// One open stream's place in [`StreamSlots`], given back when the stream ends.
-struct Slot {
-    slots: Arc<StreamSlots>,
-    key: String,
-}
-
-impl StreamSlots {
-    fn take(self: &Arc<Self>, key: &str) -> Option<Slot> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let count = open.entry(key.to_string()).or_default();
-        if *count >= STREAM_CONNECTIONS_PER_KEY_MAX {
-            return None;
-        }
-        *count += 1;
-        Some(Slot {
-            slots: self.clone(),
-            key: key.to_string(),
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self.slots.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = open.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.key);
-            }
-        }
-    }
-}
+type Slot = crate::per_key::PerKeySlot<STREAM_CONNECTIONS_PER_KEY_MAX>;
 
 /// The resume point of a reconnecting stream.
 #[derive(IntoParams)]
@@ -273,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_key_holds_at_most_its_streams_and_gets_them_back() {
-        let slots = Arc::new(StreamSlots::default());
+        let slots = std::sync::Arc::new(StreamSlots::default());
         let held: Vec<Slot> = (0..STREAM_CONNECTIONS_PER_KEY_MAX)
             .map(|_| slots.take("key_a").expect("a free slot"))
             .collect();

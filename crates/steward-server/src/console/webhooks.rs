@@ -117,10 +117,7 @@ pub async fn redeliver_letter(
         HeaderMap::new(),
     )
     .await;
-    match data(answer).await {
-        Ok(_) => layout::see_other("/console/webhooks?done=letter"),
-        Err(e) => render(&state, mode, &op, None, Some(e)).await,
-    }
+    after_redelivery(&state, mode, &op, answer, "letter").await
 }
 
 pub async fn redeliver_subscription(
@@ -137,8 +134,19 @@ pub async fn redeliver_subscription(
         HeaderMap::new(),
     )
     .await;
+    after_redelivery(&state, mode, &op, answer, "subscription").await
+}
+
+/// Back to the list with what was requested (`done`), or the page with the API's refusal.
+async fn after_redelivery(
+    state: &AppState,
+    mode: ConsoleMode,
+    op: &Operator,
+    answer: crate::error::ApiResult<Response>,
+    done: &str,
+) -> Response {
     match data(answer).await {
-        Ok(_) => layout::see_other("/console/webhooks?done=subscription"),
-        Err(e) => render(&state, mode, &op, None, Some(e)).await,
+        Ok(_) => layout::see_other(&format!("/console/webhooks?done={done}")),
+        Err(e) => render(state, mode, op, None, Some(e)).await,
     }
 }

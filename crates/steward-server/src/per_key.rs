@@ -1,0 +1,48 @@
+//! At most `MAX` of one kind of long or heavy request per API key at once on this process: open
+//! event streams (`api/stream.rs`) and heavy reads (`api/bounded.rs`). A place is taken by
+//! [`PerKeySlots::take`] and given back when its [`PerKeySlot`] is dropped, however the request
+//! ends; a key with no place taken holds no entry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The places taken, by key id.
+#[derive(Debug, Default)]
+pub struct PerKeySlots<const MAX: usize> {
+    taken: Mutex<HashMap<String, usize>>,
+}
+
+/// One request's place in [`PerKeySlots`], given back when dropped.
+#[derive(Debug)]
+pub struct PerKeySlot<const MAX: usize> {
+    slots: Arc<PerKeySlots<MAX>>,
+    key: String,
+}
+
+impl<const MAX: usize> PerKeySlots<MAX> {
+    /// A place for one more request of `key`, or `None` when it already holds `MAX`.
+    pub fn take(self: &Arc<Self>, key: &str) -> Option<PerKeySlot<MAX>> {
+        let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        let count = taken.entry(key.to_string()).or_default();
+        if *count >= MAX {
+            return None;
+        }
+        *count += 1;
+        Some(PerKeySlot {
+            slots: self.clone(),
+            key: key.to_string(),
+        })
+    }
+}
+
+impl<const MAX: usize> Drop for PerKeySlot<MAX> {
+    fn drop(&mut self) {
+        let mut taken = self.slots.taken.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = taken.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                taken.remove(&self.key);
+            }
+        }
+    }
+}
