@@ -28,9 +28,11 @@ mod provider;
 mod queue;
 mod rng;
 mod server;
+mod wire;
 mod world;
 
-/// A deliberate defect in the simulated server, for showing that the checks catch it.
+/// A broken build of the server's dispatcher (`steward_server::Defect`), for showing that the
+/// checks catch it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bug {
     /// A replay is sent under a fresh provider idempotency key instead of the effect's own: a
@@ -39,15 +41,32 @@ pub enum Bug {
     /// The first attempt's request leaves before its `dispatching` attempt is committed (write
     /// path step 3 after step 4): a crash in between loses the record of a write that happened.
     SkipDurableAttempt,
+    /// A send whose outcome is unknown is sent again at once, as a retrying HTTP client would:
+    /// no new attempt on record, and nothing to make a second write harmless.
+    ResendAfterUnknown,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 2] = [Bug::ReplayWithoutIdempotency, Bug::SkipDurableAttempt];
+    pub const ALL: [Bug; 3] = [
+        Bug::ReplayWithoutIdempotency,
+        Bug::SkipDurableAttempt,
+        Bug::ResendAfterUnknown,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Bug::ReplayWithoutIdempotency => "replay-without-idempotency",
             Bug::SkipDurableAttempt => "skip-durable-attempt",
+            Bug::ResendAfterUnknown => "resend-after-unknown",
+        }
+    }
+
+    /// The dispatcher's defect this bug builds.
+    pub fn defect(self) -> steward_server::Defect {
+        match self {
+            Bug::ReplayWithoutIdempotency => steward_server::Defect::ReplayWithoutIdempotency,
+            Bug::SkipDurableAttempt => steward_server::Defect::SendBeforeAttemptIsDurable,
+            Bug::ResendAfterUnknown => steward_server::Defect::ResendAfterUnknown,
         }
     }
 
