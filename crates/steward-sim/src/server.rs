@@ -259,7 +259,7 @@ impl World {
             )
             .await;
             let answer = match submitted {
-                Ok(submitted) => answer_of(&state, submitted).await,
+                Ok(submitted) => answer_of(&state, &submission, submitted).await,
                 Err(e) => Err(e.to_string()),
             };
             Work::Invoke { client, answer }
@@ -479,14 +479,26 @@ impl World {
     }
 }
 
-/// What the invoke front answers for a submission: the recorded answer, else the invocation
-/// as it stands.
-async fn answer_of(state: &AppState, submitted: steward_server::Submitted) -> Result<Answer, String> {
+/// What the invoke front (`api/invoke.rs`) answers for a submission: the recorded answer, else
+/// the invocation as it stands, its request marked answered as the front marks it when no
+/// recorded answer did.
+async fn answer_of(
+    state: &AppState,
+    submission: &Submission,
+    submitted: steward_server::Submitted,
+) -> Result<Answer, String> {
     if let Some(inv) = submitted.answered {
         return Ok(Answer::State(inv.state));
     }
     match submitted.outcome {
         SubmitOutcome::Created(inv) => {
+            if let Some(key) = &submission.idempotency_key {
+                state
+                    .store
+                    .finish_invoke_request(&inv.env_id, &submission.actor, key)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
             let now = state
                 .store
                 .invocation(&inv.env_id, &inv.id)
