@@ -11,7 +11,8 @@
 //!    halted environment leaves it `ready` (`park.rs`). An effect an approval releases takes
 //!    them in the decision's own transaction (`Store::decide_and_begin`, `release.rs`); one
 //!    released later (a resume, a replay, a takeover) as separate transactions ([`dispatch`]);
-//! 4. only then is the request sent, with a deadline;
+//! 4. only then is the request sent, with a deadline, through `AppState::transport`
+//!    (`transport.rs`: the HTTP client in a server process, a simulated network in `steward-sim`);
 //! 5. the answer is classified honestly and committed (with the request's `Idempotency-Key`
 //!    marked answered); a crash before this step leaves the effect `dispatching`, owned by this
 //!    replica, which a recovery sweep turns into `unknown` (at start-up with the embedded store;
