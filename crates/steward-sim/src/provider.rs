@@ -118,7 +118,10 @@ impl Response {
         let mut headers = HeaderMap::new();
         if let Some(retry) = self.should_retry {
             let value = if retry { "true" } else { "false" };
-            headers.insert("stripe-should-retry", value.parse().expect("a header value"));
+            headers.insert(
+                "stripe-should-retry",
+                value.parse().expect("a header value"),
+            );
         }
         Exchange {
             status: self.status,
@@ -185,7 +188,9 @@ impl Provider {
         }
         match fault {
             Fault::None | Fault::Slow => Response::new(200, written),
-            Fault::Reject => Response::new(400, json!({"error": {"type": "invalid_request_error"}})),
+            Fault::Reject => {
+                Response::new(400, json!({"error": {"type": "invalid_request_error"}}))
+            }
             Fault::ErrorBeforeCommit | Fault::ErrorAfterCommit => Response {
                 should_retry: Some(fault == Fault::ErrorBeforeCommit),
                 ..Response::new(500, json!({"error": {"type": "api_error"}}))

@@ -29,7 +29,10 @@ pub(crate) enum Event {
         answer: Answer,
     },
     /// Call `call` of server process `server` reaches the provider.
-    RequestArrives { call: u64, server: u32 },
+    RequestArrives {
+        call: u64,
+        server: u32,
+    },
     /// The provider's response to call `call` reaches the server process that sent it.
     ResponseArrives {
         call: u64,
@@ -37,7 +40,10 @@ pub(crate) enum Event {
         response: Response,
     },
     /// Call `call`'s deadline passes in the server process that sent it.
-    Deadline { call: u64, server: u32 },
+    Deadline {
+        call: u64,
+        server: u32,
+    },
     /// The client gives up waiting for the answer to its `send`-th request for `op`.
     ClientTimeout {
         op: usize,

@@ -17,8 +17,7 @@ use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
 use steward_core::{
-    fingerprint, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome, Millis,
-    ReplicaId,
+    fingerprint, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome, Millis, ReplicaId,
 };
 use steward_core::{EvidenceKind, EvidenceSource};
 use steward_server::{AppState, FailureKind, Progress, TransportFailure};
@@ -167,9 +166,7 @@ impl World {
                 self.answer(done.op, client, answer);
                 Ok(())
             }
-            Work::Invoke {
-                answer: Err(e), ..
-            } => failed("invoke", e),
+            Work::Invoke { answer: Err(e), .. } => failed("invoke", e),
             Work::Replay(Ok(())) => {
                 self.say(format!("replay {name}: done"));
                 Ok(())

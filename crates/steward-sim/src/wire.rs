@@ -123,7 +123,9 @@ impl Wire {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().expect("the wire's lock is never poisoned")
+        self.inner
+            .lock()
+            .expect("the wire's lock is never poisoned")
     }
 
     pub(crate) fn set_calm(&self) {

@@ -2,24 +2,24 @@
 //! picks the next event, and the final phase that heals everything and settles what it can.
 
 use crate::client::Client;
+use crate::provider::Call;
 use crate::provider::Provider;
 use crate::queue::{Event, Queue};
 use crate::rng::Prng;
-use crate::provider::Call;
 use crate::server::Server;
 use crate::wire::{SimClock, SimIds, SimTransport};
-use std::time::Duration;
-use steward_core::ReplicaId;
-use steward_server::{AppState, OutboundPolicy};
 use crate::{Bug, Config, Run};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use steward_core::impact::{LimitSpec, Period, ReservationState};
+use steward_core::ReplicaId;
 use steward_core::{
     ActionDefinition, ActionId, EffectState, EnvironmentId, KeyId, LimitId, Millis,
 };
 use steward_core::{IdempotencyKey, OperationKey};
-use std::collections::BTreeMap;
+use steward_server::{AppState, OutboundPolicy};
 use steward_server::{Metrics, Vault};
 use steward_store::{
     verify_chain, ActionRecord, Actor, AuditLog, Catalog, Identity, LimitRecord, Limits,

@@ -393,9 +393,11 @@ pub async fn submit_and_dispatch(
             let key = submission.idempotency_key.clone();
             match early {
                 Some(sent) => record_answer(state, &inv, 1, sent, &prepared, key).await?,
-                None => send_and_record(state, &inv, def, 1, &prepared, key)
-                    .instrument(tracing::info_span!("steward.dispatch", attempt = 1))
-                    .await?,
+                None => {
+                    send_and_record(state, &inv, def, 1, &prepared, key)
+                        .instrument(tracing::info_span!("steward.dispatch", attempt = 1))
+                        .await?
+                }
             }
         }
         // The kill switch: no attempt was recorded; the effect stays ready until resume.

@@ -88,7 +88,9 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         vault: Vault::from_key([9; 32]),
         clock: clock.clone(),
         http: http_client(outbound).unwrap(),
-        transport: Arc::new(steward_server::HttpTransport::new(http_client(outbound).unwrap())),
+        transport: Arc::new(steward_server::HttpTransport::new(
+            http_client(outbound).unwrap(),
+        )),
         ids: Arc::new(steward_server::UlidIds),
         outbound,
         dispatch_timeout,

@@ -69,7 +69,9 @@ pub(super) async fn state(dir: &tempfile::TempDir) -> AppState {
         vault: crate::Vault::from_key([7; 32]),
         clock: Arc::new(crate::SystemClock),
         http: crate::http_client(outbound).unwrap(),
-        transport: Arc::new(crate::HttpTransport::new(crate::http_client(outbound).unwrap())),
+        transport: Arc::new(crate::HttpTransport::new(
+            crate::http_client(outbound).unwrap(),
+        )),
         ids: Arc::new(crate::UlidIds),
         outbound,
         dispatch_timeout: Duration::from_secs(1),
