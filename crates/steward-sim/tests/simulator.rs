@@ -6,7 +6,7 @@
 
 use steward_sim::{Bug, Config, Run, Simulator};
 
-/// Seeds CI runs: about ten seconds in a debug build.
+/// Seeds CI runs: about 25 seconds in a debug build (0.1 s a seed on a busy machine).
 const CI_SEEDS: u64 = 200;
 /// A broken build must be caught by a seed below this.
 const BROKEN_BUILD_SEEDS_MAX: u64 = 1_000;
