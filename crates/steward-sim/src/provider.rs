@@ -222,3 +222,94 @@ impl Provider {
         self.writes.iter().filter(|w| w.op == op).count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(
+        method: reqwest::Method,
+        url: &str,
+        key: Option<&str>,
+        form: &str,
+    ) -> reqwest::Request {
+        let client = reqwest::Client::new();
+        let mut builder = client.request(method, url).body(form.to_string());
+        if let Some(key) = key {
+            builder = builder.header("Idempotency-Key", key);
+        }
+        builder.build().expect("a request")
+    }
+
+    #[test]
+    fn the_provider_reads_the_requests_the_dispatcher_builds() {
+        let refund = request(
+            reqwest::Method::POST,
+            "https://provider.test/v1/refunds",
+            Some("steward-eff_1"),
+            "payment_intent=pi_op-3&amount=300&currency=usd",
+        );
+        assert_eq!(
+            Call::of(&refund),
+            Call::Refund {
+                op: 3,
+                key: Some("steward-eff_1".into())
+            }
+        );
+        let lookup = request(
+            reqwest::Method::GET,
+            "https://provider.test/v1/refunds?payment_intent=pi_op-12&limit=100",
+            None,
+            "",
+        );
+        assert_eq!(Call::of(&lookup), Call::ListRefunds { op: 12 });
+        let notify = request(
+            reqwest::Method::POST,
+            "https://provider.test/v1/notify/op-0",
+            None,
+            "",
+        );
+        assert_eq!(Call::of(&notify), Call::Notify { op: 0 });
+        let other = request(
+            reqwest::Method::DELETE,
+            "https://provider.test/v1/refunds",
+            None,
+            "",
+        );
+        assert!(matches!(Call::of(&other), Call::Other(_)));
+    }
+
+    #[test]
+    fn a_refund_key_already_written_writes_nothing_and_a_notify_always_writes() {
+        let mut provider = Provider::default();
+        let refund = Call::Refund {
+            op: 0,
+            key: Some("k".into()),
+        };
+        assert_eq!(
+            provider.receive(&refund, Fault::ErrorAfterCommit).status,
+            500
+        );
+        let again = provider.receive(&refund, Fault::None);
+        assert_eq!((again.status, provider.writes_of(0)), (200, 1));
+        assert_eq!(again.body["metadata"]["steward_idempotency_key"], "k");
+        let listed = provider.receive(&Call::ListRefunds { op: 0 }, Fault::None);
+        assert_eq!(listed.body["data"].as_array().map(Vec::len), Some(1));
+        let notify = Call::Notify { op: 1 };
+        provider.receive(&notify, Fault::None);
+        provider.receive(&notify, Fault::None);
+        assert_eq!(provider.writes_of(1), 2);
+        assert_eq!(provider.received, vec![(0, 1), (0, 2), (1, 1), (1, 2)]);
+        let before = provider.receive(
+            &Call::Refund {
+                op: 2,
+                key: Some("j".into()),
+            },
+            Fault::ErrorBeforeCommit,
+        );
+        assert_eq!(
+            (before.should_retry, provider.writes_of(2)),
+            (Some(true), 0)
+        );
+    }
+}
