@@ -65,6 +65,22 @@ pub fn elide_fields(text: &str, only: Option<&[&str]>) -> Result<Value, serde_js
     ))
 }
 
+/// `columns` (a select list) with its ` input,` and ` response_body,` read as their elision
+/// marker (`{"$elided": <bytes>}`) when longer than [`LISTED_FIELD_BYTES_MAX`] bytes, so the
+/// large text never leaves the database. `bytes` is the backend's SQL for a column's length in
+/// bytes (`octet_length(c)`, `length(CAST(c AS BLOB))`).
+pub(crate) fn listed_columns(columns: &str, bytes: fn(&str) -> String) -> String {
+    let elided = |column: &str| {
+        let bytes = bytes(column);
+        format!(
+            "CASE WHEN {bytes} > {LISTED_FIELD_BYTES_MAX} THEN '{{\"{ELIDED_KEY}\":' || {bytes} || '}}' ELSE {column} END"
+        )
+    };
+    columns
+        .replace(" input,", &format!(" {},", elided("input")))
+        .replace(" response_body,", &format!(" {},", elided("response_body")))
+}
+
 /// The length of a value's compact JSON text, in bytes, without writing it out.
 pub fn json_len(value: &Value) -> usize {
     struct Count(usize);

@@ -296,6 +296,11 @@ impl AuditEvent {
     pub fn seq(&self) -> Option<i64> {
         self.link.as_ref().map(|l| l.seq)
     }
+
+    /// What it records; `None` for a stored kind outside [`crate::AuditKind`]'s list.
+    pub fn audit_kind(&self) -> Option<crate::AuditKind> {
+        crate::AuditKind::parse(&self.kind)
+    }
 }
 
 /// A sealed event's place in the chain.

@@ -1,7 +1,7 @@
 //! Environments, API keys and operator console sessions (`console_sessions`): a sign-in, its
 //! lookup with the key's checks, and a sign-out. The same rules as `sqlite/identity.rs`.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::rows::{self, col};
@@ -103,13 +103,12 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(new_id.as_str()),
-                    kind: "environment.created",
-                    subject: new_id.as_str(),
-                    before: None,
-                    after: Some(json!({"name": name})),
-                },
+                AuditEntry::new(
+                    AuditKind::EnvironmentCreated,
+                    new_id.as_str(),
+                    new_id.as_str(),
+                )
+                .after(json!({"name": name})),
             )
             .await?;
             tx.one(&sql, &[&name], rows::environment)
@@ -137,13 +136,8 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(key.env_id.as_str()),
-                    kind: "key.created",
-                    subject: key.id.as_str(),
-                    before: None,
-                    after: Some(key_audit(key)),
-                },
+                AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str())
+                    .after(key_audit(key)),
             )
             .await
         })
@@ -199,13 +193,9 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(before.env_id.as_str()),
-                    kind: "key.revoked",
-                    subject: id.as_str(),
-                    before: Some(key_audit(&before)),
-                    after: Some(key_audit(&after)),
-                },
+                AuditEntry::new(AuditKind::KeyRevoked, before.env_id.as_str(), id.as_str())
+                    .before(key_audit(&before))
+                    .after(key_audit(&after)),
             )
             .await?;
             Ok(true)
@@ -235,15 +225,7 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(old.env_id.as_str()),
-                    kind: "key.rotated",
-                    subject: r.old.as_str(),
-                    before: Some(key_audit(&old)),
-                    after: Some(
-                        json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),
-                    ),
-                },
+                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str()).before(key_audit(&old)).after(json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),),
             )
             .await?;
             key(&tx, &new.id)
@@ -293,13 +275,8 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.started",
-                    subject: &s.id,
-                    before: None,
-                    after: Some(session_audit(s)),
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
+                    .after(session_audit(s)),
             )
             .await
         })
@@ -337,13 +314,8 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.ended",
-                    subject: &s.id,
-                    before: Some(session_audit(&s)),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
+                    .before(session_audit(&s)),
             )
             .await?;
             Ok(true)

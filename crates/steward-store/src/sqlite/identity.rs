@@ -1,7 +1,7 @@
 //! Environments, API keys and operator console sessions (`console_sessions`): a sign-in, its
 //! lookup with the key's checks, and a sign-out.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{constraint, unavailable};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
@@ -103,13 +103,12 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(new_id.as_str()),
-                    kind: "environment.created",
-                    subject: new_id.as_str(),
-                    before: None,
-                    after: Some(json!({"name": name})),
-                },
+                AuditEntry::new(
+                    AuditKind::EnvironmentCreated,
+                    new_id.as_str(),
+                    new_id.as_str(),
+                )
+                .after(json!({"name": name})),
             )?;
             query_one(tx, &sql, &[&name], rows::environment)?.ok_or(StoreError::NotFound {
                 what: "environment",
@@ -135,13 +134,7 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(key.env_id.as_str()),
-                    kind: "key.created",
-                    subject: key.id.as_str(),
-                    before: None,
-                    after: Some(key_audit(&key)),
-                },
+                AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str()).after(key_audit(&key)),
             )
         })
         .await
@@ -198,13 +191,9 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(before.env_id.as_str()),
-                    kind: "key.revoked",
-                    subject: id.as_str(),
-                    before: Some(key_audit(&before)),
-                    after: Some(key_audit(&after)),
-                },
+                AuditEntry::new(AuditKind::KeyRevoked, before.env_id.as_str(), id.as_str())
+                    .before(key_audit(&before))
+                    .after(key_audit(&after)),
             )?;
             Ok(true)
         })
@@ -230,15 +219,7 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(old.env_id.as_str()),
-                    kind: "key.rotated",
-                    subject: r.old.as_str(),
-                    before: Some(key_audit(&old)),
-                    after: Some(
-                        json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),
-                    ),
-                },
+                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str()).before(key_audit(&old)).after(json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),),
             )?;
             key(tx, &new.id)?.ok_or(StoreError::NotFound { what: "key" })
         })
@@ -285,13 +266,7 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.started",
-                    subject: &s.id,
-                    before: None,
-                    after: Some(session_audit(&s)),
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id).after(session_audit(&s)),
             )
         })
         .await
@@ -329,13 +304,8 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.ended",
-                    subject: &s.id,
-                    before: Some(session_audit(&s)),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
+                    .before(session_audit(&s)),
             )?;
             Ok(true)
         })
