@@ -40,7 +40,7 @@ pub(crate) struct Settlement {
 
 impl Settlement {
     /// The states it takes reservations from, by name.
-    pub(crate) fn from_names(&self) -> Vec<&'static str> {
+    pub(crate) fn source_names(&self) -> Vec<&'static str> {
         self.from.iter().map(|s| s.as_str()).collect()
     }
 }

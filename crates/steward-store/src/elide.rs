@@ -118,6 +118,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn listed_columns_elide_only_the_input_and_the_response_body() {
+        let sql = listed_columns("id, input, state, response_body, error", |c| {
+            format!("len({c})")
+        });
+        assert_eq!(sql.matches("CASE WHEN").count(), 2, "{sql}");
+        assert!(
+            sql.starts_with("id, CASE WHEN len(input) > 16384 THEN '{\"$elided\":'"),
+            "{sql}"
+        );
+        assert!(sql.contains("ELSE response_body END, error"), "{sql}");
+        assert!(sql.contains("ELSE input END, state,"), "{sql}");
+    }
+
+    #[test]
     fn only_fields_over_the_bound_are_replaced_with_their_size() {
         let big = "x".repeat(LISTED_FIELD_BYTES_MAX);
         let doc = json!({"name": "n", "input": big, "output": {"ok": true}});

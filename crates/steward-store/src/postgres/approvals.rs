@@ -178,7 +178,8 @@ pub(crate) async fn insert(
     append(
         tx,
         &Actor::key(requested_by, now),
-        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str()).after(json!({"title": a.title, "requiredApprovals": required, "invocationId": binding.as_ref().map(|b| b.invocation.as_str())}),),
+        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str())
+            .after(json!({"title": a.title, "requiredApprovals": required, "invocationId": binding.as_ref().map(|b| b.invocation.as_str())})),
     )
     .await
 }

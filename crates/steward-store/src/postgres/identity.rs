@@ -26,18 +26,6 @@ pub(crate) async fn environment(
     tx.one(&sql, &[&id.as_str()], rows::environment).await
 }
 
-/// What the audit log says about a key: never its hash.
-fn key_audit(key: &ApiKeyRecord) -> serde_json::Value {
-    let mut view = json!({"name": key.name, "scopes": key.scopes});
-    if let Some(at) = key.expires_at {
-        view["expiresAt"] = json!(at.0);
-    }
-    if let Some(at) = key.revoked_at {
-        view["revokedAt"] = json!(at.0);
-    }
-    view
-}
-
 pub(crate) async fn key(tx: &Tx<'_>, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
     let sql = format!("SELECT {} FROM api_keys WHERE id = $1", rows::KEY_COLUMNS);
     tx.one(&sql, &[&id.as_str()], rows::api_key).await
@@ -137,7 +125,7 @@ impl Identity for PostgresStore {
                 &tx,
                 actor,
                 AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str())
-                    .after(key_audit(key)),
+                    .after(key.audit_view()),
             )
             .await
         })
@@ -194,8 +182,8 @@ impl Identity for PostgresStore {
                 &tx,
                 actor,
                 AuditEntry::new(AuditKind::KeyRevoked, before.env_id.as_str(), id.as_str())
-                    .before(key_audit(&before))
-                    .after(key_audit(&after)),
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )
             .await?;
             Ok(true)
@@ -225,7 +213,9 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str()).before(key_audit(&old)).after(json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),),
+                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str())
+                    .before(old.audit_view())
+                    .after(json!({"old": after_old.audit_view(), "newKeyId": new.id, "new": new.audit_view()})),
             )
             .await?;
             key(&tx, &new.id)

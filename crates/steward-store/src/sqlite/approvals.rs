@@ -120,7 +120,8 @@ pub(crate) fn insert(
     append(
         tx,
         &Actor::key(requested_by, now),
-        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str()).after(json!({"title": a.title, "requiredApprovals": a.required_approvals.max(1), "invocationId": binding.as_ref().map(|b| b.invocation.as_str())}),),
+        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str())
+            .after(json!({"title": a.title, "requiredApprovals": a.required_approvals.max(1), "invocationId": binding.as_ref().map(|b| b.invocation.as_str())})),
     )
 }
 

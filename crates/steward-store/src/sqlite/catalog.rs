@@ -220,7 +220,8 @@ impl Catalog for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ActionCreated, a.env_id.as_str(), a.id.as_str()).after(json!({"version": 1, "definition": a.definition})),
+                AuditEntry::new(AuditKind::ActionCreated, a.env_id.as_str(), a.id.as_str())
+                    .after(json!({"version": 1, "definition": a.definition})),
             )
         })
         .await
@@ -254,7 +255,9 @@ impl Catalog for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ActionUpdated, env.as_str(), id.as_str()).before(json!({"version": expected, "definition": current.definition})).after(json!({"version": version, "definition": def})),
+                AuditEntry::new(AuditKind::ActionUpdated, env.as_str(), id.as_str())
+                    .before(json!({"version": expected, "definition": current.definition}))
+                    .after(json!({"version": version, "definition": def})),
             )?;
             if let Some(why) = Cancellation::of_update(current.definition.enabled, def.enabled) {
                 super::approvals::cancel_for_action(tx, &env, &id, why, actor.now)?;

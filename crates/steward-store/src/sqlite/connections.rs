@@ -61,7 +61,8 @@ impl Connections for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ConnectionConnected, c.env_id.as_str(), &c.secret_name).after(c.audit_view()),
+                AuditEntry::new(AuditKind::ConnectionConnected, c.env_id.as_str(), &c.secret_name)
+                    .after(c.audit_view()),
             )?;
             one(tx, &c.env_id, &c.secret_name)?.ok_or(StoreError::NotFound { what: "secret" })
         })
@@ -112,7 +113,9 @@ impl Connections for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ConnectionChecked, env.as_str(), &name).before(before.audit_view()).after(after.audit_view()),
+                AuditEntry::new(AuditKind::ConnectionChecked, env.as_str(), &name)
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )?;
             Ok(after)
         })

@@ -25,18 +25,6 @@ pub(crate) fn environment(
     query_one(conn, &sql, &[&id.as_str()], rows::environment)
 }
 
-/// What the audit log says about a key: never its hash.
-fn key_audit(key: &ApiKeyRecord) -> serde_json::Value {
-    let mut view = json!({"name": key.name, "scopes": key.scopes});
-    if let Some(at) = key.expires_at {
-        view["expiresAt"] = json!(at.0);
-    }
-    if let Some(at) = key.revoked_at {
-        view["revokedAt"] = json!(at.0);
-    }
-    view
-}
-
 pub(crate) fn key(conn: &Connection, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
     let sql = format!("SELECT {} FROM api_keys WHERE id = ?1", rows::KEY_COLUMNS);
     query_one(conn, &sql, &[&id.as_str()], rows::api_key)
@@ -134,7 +122,8 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str()).after(key_audit(&key)),
+                AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str())
+                    .after(key.audit_view()),
             )
         })
         .await
@@ -192,8 +181,8 @@ impl Identity for SqliteStore {
                 tx,
                 &actor,
                 AuditEntry::new(AuditKind::KeyRevoked, before.env_id.as_str(), id.as_str())
-                    .before(key_audit(&before))
-                    .after(key_audit(&after)),
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )?;
             Ok(true)
         })
@@ -219,7 +208,9 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str()).before(key_audit(&old)).after(json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),),
+                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str())
+                    .before(old.audit_view())
+                    .after(json!({"old": after_old.audit_view(), "newKeyId": new.id, "new": new.audit_view()})),
             )?;
             key(tx, &new.id)?.ok_or(StoreError::NotFound { what: "key" })
         })
@@ -266,7 +257,8 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id).after(session_audit(&s)),
+                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
+                    .after(session_audit(&s)),
             )
         })
         .await

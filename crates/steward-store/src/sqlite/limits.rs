@@ -244,7 +244,8 @@ impl Limits for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ImpactLimitCreated, l.env_id.as_str(), l.id.as_str()).after(l.audit_view()),
+                AuditEntry::new(AuditKind::ImpactLimitCreated, l.env_id.as_str(), l.id.as_str())
+                    .after(l.audit_view()),
             )
         })
         .await
@@ -282,7 +283,9 @@ impl Limits for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ImpactLimitUpdated, env.as_str(), id.as_str()).before(before.audit_view()).after(after.audit_view()),
+                AuditEntry::new(AuditKind::ImpactLimitUpdated, env.as_str(), id.as_str())
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )?;
             Ok(after)
         })
@@ -307,7 +310,8 @@ impl Limits for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    AuditEntry::new(AuditKind::ImpactLimitArchived, env.as_str(), id.as_str()).after(json!({"archived": true})),
+                    AuditEntry::new(AuditKind::ImpactLimitArchived, env.as_str(), id.as_str())
+                        .after(json!({"archived": true})),
                 )?;
             }
             Ok(changed > 0)

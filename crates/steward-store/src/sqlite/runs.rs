@@ -169,7 +169,8 @@ impl Runs for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::RunStarted, r.env_id.as_str(), r.id.as_str()).after(run_audit(&r)),
+                AuditEntry::new(AuditKind::RunStarted, r.env_id.as_str(), r.id.as_str())
+                    .after(run_audit(&r)),
             )
         })
         .await
@@ -333,7 +334,8 @@ impl Runs for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::RunSpansIngested, env.as_str(), run_id.as_str()).after(json!({"runId": run_id, "created": created, "replaced": replaced})),
+                AuditEntry::new(AuditKind::RunSpansIngested, env.as_str(), run_id.as_str())
+                    .after(json!({"runId": run_id, "created": created, "replaced": replaced})),
             )?;
             Ok(SpansIngested::Stored { created, replaced })
         })

@@ -503,7 +503,8 @@ impl Webhooks for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    AuditEntry::new(AuditKind::WebhookRedeliveryRequested, env.as_str(), &d.subscription_id).after(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
+                    AuditEntry::new(AuditKind::WebhookRedeliveryRequested, env.as_str(), &d.subscription_id)
+                        .after(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
                                            "requestedAt": now.0})),
                 )?;
             }
