@@ -526,7 +526,10 @@ async fn write_change(tx: &Tx<'_>, plan: &ChangePlan<'_>) -> StoreResult<tokio_p
         None => (None, None, None),
     };
     let settle_to = plan.settlement.map(|s| s.after.as_str());
-    let settle_from = plan.settlement.map(|s| s.source_names()).unwrap_or_default();
+    let settle_from = plan
+        .settlement
+        .map(|s| s.source_names())
+        .unwrap_or_default();
     let e = plan.evidence.as_ref();
     let i = &plan.invocation;
     tx.query_first(
