@@ -23,7 +23,7 @@
 //! verify as they always did.
 
 use crate::error::StoreResult;
-use crate::records::AuditEvent;
+use crate::records::{AuditEvent, ChainLink};
 use crate::store::Store;
 use serde_json::json;
 use steward_core::{canonical_json, fingerprint_str, Millis, ReplicaId};
@@ -182,6 +182,90 @@ pub struct AuditSeal {
     pub lease_ms: i64,
     /// At most this many events ([`SEAL_BATCH_EVENTS_MAX`] in the server).
     pub events_max: u32,
+}
+
+/// Whether another registered replica holds the sealer's lease at `seal.now`: then a seal
+/// writes nothing and answers [`SealOutcome::Held`]. (`registered`: the holder still has its
+/// replica row; a holder whose row the sweep removed is dead, whatever its lease says.)
+pub(crate) fn held_by_another(
+    head: &AuditHead,
+    registered: bool,
+    seal: &AuditSeal,
+) -> Option<SealOutcome> {
+    let holder = head.sealer.as_ref()?;
+    (*holder != seal.sealer && head.lease_until > seal.now && registered).then(|| {
+        SealOutcome::Held {
+            by: holder.clone(),
+            until: head.lease_until,
+        }
+    })
+}
+
+/// One event's place in the chain, as a seal gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewLink {
+    /// The event's insertion id.
+    pub id: i64,
+    pub link: ChainLink,
+}
+
+/// The seal plan of `batch` (the oldest unsealed events, in insertion order) after `head`: each
+/// event's `seq`, previous hash and chain hash. The last link is the new head. Both backends
+/// write exactly these.
+pub(crate) fn seal_links(head: &AuditHead, batch: &[AuditEvent]) -> Vec<NewLink> {
+    let (mut seq, mut hash) = (head.seq, head.hash.clone());
+    let mut links = Vec::with_capacity(batch.len());
+    for event in batch {
+        let prev_hash = std::mem::take(&mut hash);
+        seq += 1;
+        // An unsealed event always has a content hash; one without was tampered with, and
+        // sealing it over an empty one keeps that visible to verification.
+        hash = link_hash(
+            seq,
+            &prev_hash,
+            event.content_hash.as_deref().unwrap_or_default(),
+        );
+        links.push(NewLink {
+            id: event.id,
+            link: ChainLink {
+                seq,
+                prev_hash,
+                hash: hash.clone(),
+            },
+        });
+    }
+    links
+}
+
+/// A stored event's place in the chain from its columns: none before it is sealed. A sealed row
+/// missing its hashes was tampered with: verification says so.
+pub(crate) fn stored_link(
+    seq: Option<i64>,
+    prev_hash: Option<String>,
+    hash: Option<String>,
+) -> Option<ChainLink> {
+    seq.map(|seq| ChainLink {
+        seq,
+        prev_hash: prev_hash.unwrap_or_default(),
+        hash: hash.unwrap_or_default(),
+    })
+}
+
+/// A stored audit event from its row (the columns `id, at, env_id, actor, kind, subject,
+/// before, after, content_hash, seq, prev_hash, hash`).
+pub(crate) fn stored_event(row: &impl crate::columns::Columns) -> StoreResult<AuditEvent> {
+    Ok(AuditEvent {
+        id: row.get(0)?,
+        at: row.get(1)?,
+        env_id: row.get(2)?,
+        actor: row.get(3)?,
+        kind: row.get(4)?,
+        subject: row.get(5)?,
+        before: row.json_opt(6, "audit before")?,
+        after: row.json_opt(7, "audit after")?,
+        content_hash: row.get(8)?,
+        link: stored_link(row.get(9)?, row.get(10)?, row.get(11)?),
+    })
 }
 
 /// What one seal did.

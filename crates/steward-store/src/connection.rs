@@ -33,6 +33,27 @@ pub struct ConnectionRecord {
 }
 
 impl ConnectionRecord {
+    /// One row of the backends' `SELECT` of connections: `env_id, secret_name, integration_id,
+    /// auth_kind, description, health_status, health_reason, checked_at, secret_created_at,
+    /// created_at, updated_at`.
+    pub(crate) fn read(row: &impl crate::columns::Columns) -> crate::StoreResult<Self> {
+        Ok(ConnectionRecord {
+            env_id: row.id(0, EnvironmentId::parse)?,
+            secret_name: row.get(1)?,
+            integration_id: row.get(2)?,
+            auth_kind: row.get(3)?,
+            description: row.get(4)?,
+            health: ConnectionHealth {
+                status: row.get(5)?,
+                reason: row.get(6)?,
+                checked_at: row.millis(7)?,
+            },
+            secret_created_at: row.millis(8)?,
+            created_at: row.millis(9)?,
+            updated_at: row.millis(10)?,
+        })
+    }
+
     /// What the audit log records of a connection: never any part of its credential.
     pub(crate) fn audit_view(&self) -> serde_json::Value {
         serde_json::json!({

@@ -65,6 +65,22 @@ pub fn elide_fields(text: &str, only: Option<&[&str]>) -> Result<Value, serde_js
     ))
 }
 
+/// `columns` (a select list) with its ` input,` and ` response_body,` read as their elision
+/// marker (`{"$elided": <bytes>}`) when longer than [`LISTED_FIELD_BYTES_MAX`] bytes, so the
+/// large text never leaves the database. `bytes` is the backend's SQL for a column's length in
+/// bytes (`octet_length(c)`, `length(CAST(c AS BLOB))`).
+pub(crate) fn listed_columns(columns: &str, bytes: fn(&str) -> String) -> String {
+    let elided = |column: &str| {
+        let bytes = bytes(column);
+        format!(
+            "CASE WHEN {bytes} > {LISTED_FIELD_BYTES_MAX} THEN '{{\"{ELIDED_KEY}\":' || {bytes} || '}}' ELSE {column} END"
+        )
+    };
+    columns
+        .replace(" input,", &format!(" {},", elided("input")))
+        .replace(" response_body,", &format!(" {},", elided("response_body")))
+}
+
 /// The length of a value's compact JSON text, in bytes, without writing it out.
 pub fn json_len(value: &Value) -> usize {
     struct Count(usize);
@@ -100,6 +116,20 @@ pub struct SpanOutline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_columns_elide_only_the_input_and_the_response_body() {
+        let sql = listed_columns("id, input, state, response_body, error", |c| {
+            format!("len({c})")
+        });
+        assert_eq!(sql.matches("CASE WHEN").count(), 2, "{sql}");
+        assert!(
+            sql.starts_with("id, CASE WHEN len(input) > 16384 THEN '{\"$elided\":'"),
+            "{sql}"
+        );
+        assert!(sql.contains("ELSE response_body END, error"), "{sql}");
+        assert!(sql.contains("ELSE input END, state,"), "{sql}");
+    }
 
     #[test]
     fn only_fields_over_the_bound_are_replaced_with_their_size() {

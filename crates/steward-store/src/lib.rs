@@ -34,7 +34,10 @@
 
 mod approval_change;
 mod audit;
+mod audit_entry;
 mod budget;
+mod change_plan;
+mod columns;
 mod connection;
 mod console_session;
 mod elide;
@@ -56,6 +59,7 @@ pub use audit::{
     verify_unsealed, AuditHead, AuditSeal, ChainError, LogReport, SealOutcome, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
+pub use audit_entry::AuditKind;
 pub use budget::{
     admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
     BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,

@@ -33,6 +33,30 @@ pub(crate) struct Raw {
     pub bound_effect: Option<String>,
 }
 
+impl Raw {
+    /// One row of [`COLUMNS`].
+    pub(crate) fn read(row: &impl crate::columns::Columns) -> StoreResult<Raw> {
+        Ok(Raw {
+            id: row.get(0)?,
+            env_id: row.get(1)?,
+            action_id: row.get(2)?,
+            action_name: row.get(3)?,
+            action_version: row.get(4)?,
+            input: row.get(5)?,
+            input_fingerprint: row.get(6)?,
+            request_digest: row.get(7)?,
+            body: row.get(8)?,
+            run_id: row.get(9)?,
+            created_by: row.get(10)?,
+            created_at: row.get(11)?,
+            expires_at: row.get(12)?,
+            refreshes: row.get(13)?,
+            superseded_by: row.get(14)?,
+            bound_effect: row.get(15)?,
+        })
+    }
+}
+
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("preview {what}: {detail}"))
 }

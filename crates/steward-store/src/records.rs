@@ -38,6 +38,19 @@ pub struct ApiKeyRecord {
 }
 
 impl ApiKeyRecord {
+    /// What the audit log records of a key: its name, scopes, expiry and revocation, never its
+    /// token's hash.
+    pub(crate) fn audit_view(&self) -> Value {
+        let mut view = serde_json::json!({"name": self.name, "scopes": self.scopes});
+        if let Some(at) = self.expires_at {
+            view["expiresAt"] = serde_json::json!(at.0);
+        }
+        if let Some(at) = self.revoked_at {
+            view["revokedAt"] = serde_json::json!(at.0);
+        }
+        view
+    }
+
     /// True when the key may authenticate a request at `now`: not revoked, not expired.
     pub fn usable_at(&self, now: Millis) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|at| now < at)
@@ -295,6 +308,11 @@ impl AuditEvent {
     /// Its sequence number in the sealed chain, once sealed.
     pub fn seq(&self) -> Option<i64> {
         self.link.as_ref().map(|l| l.seq)
+    }
+
+    /// What it records; `None` for a stored kind outside [`crate::AuditKind`]'s list.
+    pub fn audit_kind(&self) -> Option<crate::AuditKind> {
+        crate::AuditKind::parse(&self.kind)
     }
 }
 

@@ -1,6 +1,7 @@
 //! What a recovery sweep does with one orphaned effect, the same in every backend. Each backend
 //! finds the orphans (its own SQL) and applies the answer in the sweep's transaction.
 
+use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::records::*;
 use serde_json::json;
 use steward_core::{EffectEvent, EffectId, EffectState, EnvironmentId, InvocationId};
@@ -101,4 +102,52 @@ pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
             other.name()
         ),
     }
+}
+
+/// One orphan's step in a sweep, in the order the orphans were found.
+#[derive(Debug, Clone)]
+pub(crate) enum Step<'a> {
+    /// Apply this change, as `change_effect` would.
+    Change(Box<EffectChange>),
+    /// Make this approved orphan the sweeping replica's: its owner becomes the sweeper, with
+    /// this audit entry.
+    TakeOver(&'a Orphan, AuditEntry),
+}
+
+/// What a sweep does with its orphans: the steps, and the report it answers once they are
+/// written. The same for every backend; each applies the steps with its own SQL.
+pub(crate) fn plan<'a>(orphans: &'a [Orphan], sweep: &Sweep) -> (Vec<Step<'a>>, RecoveryReport) {
+    let mut report = RecoveryReport::default();
+    let mut steps = Vec::with_capacity(orphans.len());
+    for orphan in orphans {
+        match settle(orphan, sweep) {
+            Settle::Change(change) => {
+                match orphan.state {
+                    EffectState::Dispatching => {
+                        report.dispatching_to_unknown.push(orphan.effect.clone())
+                    }
+                    _ => report.ready_to_failed.push(orphan.effect.clone()),
+                }
+                steps.push(Step::Change(change));
+            }
+            Settle::TakeOver => {
+                report
+                    .approved_to_dispatch
+                    .push((orphan.env.clone(), orphan.invocation.clone()));
+                steps.push(Step::TakeOver(orphan, taken_over(orphan, sweep)));
+            }
+        }
+    }
+    (steps, report)
+}
+
+/// The audit entry of an approved orphan taken over by the sweeping replica.
+fn taken_over(orphan: &Orphan, sweep: &Sweep) -> AuditEntry {
+    AuditEntry::new(
+        AuditKind::EffectTakenOver,
+        orphan.env.as_str(),
+        orphan.effect.as_str(),
+    )
+    .before(json!({"owner": orphan.owner}))
+    .after(json!({"owner": sweep.replica}))
 }

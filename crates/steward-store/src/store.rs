@@ -32,6 +32,7 @@ pub use budgets::Budgets;
 pub use catalog::Catalog;
 pub use connections::Connections;
 pub use effects::Effects;
+pub(crate) use idempotency::seen_before;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
 pub use kill_switch::KillSwitch;

@@ -84,6 +84,9 @@ use runs::*;
 #[path = "conformance/bounded_reads.rs"]
 mod bounded_reads;
 use bounded_reads::*;
+#[path = "conformance/sweep_batch.rs"]
+mod sweep_batch;
+use sweep_batch::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -104,6 +107,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     effect_change_under_concurrency_moves_once(store.clone()).await;
     recover_settles_what_a_crash_left(store.clone()).await;
     recover_settles_reservations_and_audits_each_change(store.clone()).await;
+    a_sweeps_batch_writes_what_settling_one_by_one_writes(store.clone()).await;
     retry_of_requires_a_settled_failure(store.clone()).await;
     generic_idempotency(store.clone()).await;
     actions_are_versioned(store.clone()).await;
@@ -530,6 +534,7 @@ macro_rules! conformance_tests {
 }
 
 conformance_tests!(
+    a_sweeps_batch_writes_what_settling_one_by_one_writes,
     revoked_and_expired_keys_do_not_authenticate,
     a_rotated_key_works_until_the_overlap_ends,
     a_keys_last_use_only_moves_forward,

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 use steward_core::Millis;
-use steward_store::AuditEvent;
+use steward_store::{AuditEvent, AuditKind};
 
 /// Every event type Steward publishes, by family: what `eventTypes` filters may name, and the
 /// built-in topics' contents (`webhooks`).
@@ -54,40 +54,82 @@ fn public_type(event: &AuditEvent) -> Option<&'static str> {
         .as_ref()
         .and_then(|b| b.get("state"))
         .and_then(Value::as_str);
-    match event.kind.as_str() {
-        "run.started" => Some("run.started"),
-        "run.ended" => Some("run.ended"),
-        "approval.requested" => Some("approval.requested"),
-        "approval.settled" => match after("status").as_deref() {
+    let settled = |to: &str| {
+        matches!(
+            to,
+            "succeeded_confirmed"
+                | "succeeded_acknowledged"
+                | "failed"
+                | "denied"
+                | "expired"
+                | "refused"
+        )
+    };
+    match event.audit_kind()? {
+        AuditKind::RunStarted => Some("run.started"),
+        AuditKind::RunEnded => Some("run.ended"),
+        AuditKind::ApprovalRequested => Some("approval.requested"),
+        AuditKind::ApprovalSettled => match after("status").as_deref() {
             Some("expired") => Some("approval.expired"),
             Some("approved" | "denied") => Some("approval.decided"),
             _ => None,
         },
-        "effect.transition" => match after("state").as_deref() {
+        AuditKind::EffectTransition => match after("state").as_deref() {
             Some("dispatching") => Some("effect.dispatched"),
             Some("unknown") => Some("effect.unknown"),
-            Some(
-                "succeeded_confirmed"
-                | "succeeded_acknowledged"
-                | "failed"
-                | "denied"
-                | "expired"
-                | "refused",
-            ) if before_state == Some("unknown") => Some("effect.resolved"),
-            Some(
-                "succeeded_confirmed"
-                | "succeeded_acknowledged"
-                | "failed"
-                | "denied"
-                | "expired"
-                | "refused",
-            ) => Some("effect.settled"),
+            Some(to) if settled(to) && before_state == Some("unknown") => Some("effect.resolved"),
+            Some(to) if settled(to) => Some("effect.settled"),
             // `ready`, `awaiting_approval`: steps on the way, not news.
             _ => None,
         },
-        "environment.halted" => Some("environment.halted"),
-        "environment.resumed" => Some("environment.resumed"),
-        _ => None,
+        AuditKind::EnvironmentHalted => Some("environment.halted"),
+        AuditKind::EnvironmentResumed => Some("environment.resumed"),
+        // Configuration changes, impact bookkeeping, ballots, sessions, deliveries: not
+        // published. Listed one by one, so a new kind is a decision here.
+        AuditKind::ActionCreated
+        | AuditKind::ActionDeleted
+        | AuditKind::ActionUpdated
+        | AuditKind::ApprovalDecision
+        | AuditKind::BudgetDeleted
+        | AuditKind::BudgetPut
+        | AuditKind::BudgetRefused
+        | AuditKind::BudgetReserved
+        | AuditKind::ConnectionChecked
+        | AuditKind::ConnectionConnected
+        | AuditKind::ConsoleSessionEnded
+        | AuditKind::ConsoleSessionStarted
+        | AuditKind::EffectEvidence
+        | AuditKind::EffectTakenOver
+        | AuditKind::EnvironmentCreated
+        | AuditKind::ImpactActual
+        | AuditKind::ImpactRefused
+        | AuditKind::ImpactReserved
+        | AuditKind::ImpactSettled
+        | AuditKind::ImpactLimitArchived
+        | AuditKind::ImpactLimitCreated
+        | AuditKind::ImpactLimitUpdated
+        | AuditKind::InvocationCreated
+        | AuditKind::KeyCreated
+        | AuditKind::KeyRevoked
+        | AuditKind::KeyRotated
+        | AuditKind::PolicyCreated
+        | AuditKind::PolicyDeleted
+        | AuditKind::PolicyUpdated
+        | AuditKind::PreviewCreated
+        | AuditKind::RunFeedbackAdded
+        | AuditKind::RunSpansIngested
+        | AuditKind::RunUpdated
+        | AuditKind::SecretCreated
+        | AuditKind::SecretDeleted
+        | AuditKind::SecretRotated
+        | AuditKind::VaultKeyCheckRecorded
+        | AuditKind::WebhookDeadLettered
+        | AuditKind::WebhookRedelivered
+        | AuditKind::WebhookRedeliveryFailed
+        | AuditKind::WebhookRedeliveryRequested
+        | AuditKind::WebhookSubscriptionCreated
+        | AuditKind::WebhookSubscriptionDeleted
+        | AuditKind::WebhookSubscriptionUpdated => None,
     }
 }
 
@@ -240,6 +282,23 @@ mod tests {
         for (kind, before, after, expected) in cases {
             assert_eq!(type_of(kind, before, after).as_deref(), expected, "{kind}");
         }
+    }
+
+    #[test]
+    fn every_audit_kind_is_published_or_not_by_its_name_alone_unless_it_carries_a_state() {
+        let published_bare = [
+            "run.started",
+            "run.ended",
+            "approval.requested",
+            "environment.halted",
+            "environment.resumed",
+        ];
+        for kind in AuditKind::ALL {
+            let name = kind.as_str();
+            let expected = published_bare.contains(&name).then_some(name);
+            assert_eq!(type_of(name, None, None).as_deref(), expected, "{name}");
+        }
+        assert_eq!(type_of("effect.moved", None, None), None);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! action's parked approvals), so a decision never moves an effect that one of them moved.
 //! Changes are announced once committed (`notify`), not inside the transaction.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::effects::{change_effect, invocation};
@@ -178,15 +178,8 @@ pub(crate) async fn insert(
     append(
         tx,
         &Actor::key(requested_by, now),
-        Entry {
-            env: Some(env.as_str()),
-            kind: "approval.requested",
-            subject: a.id.as_str(),
-            before: None,
-            after: Some(
-                json!({"title": a.title, "requiredApprovals": required, "invocationId": binding.as_ref().map(|b| b.invocation.as_str())}),
-            ),
-        },
+        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str())
+            .after(json!({"title": a.title, "requiredApprovals": required, "invocationId": binding.as_ref().map(|b| b.invocation.as_str())})),
     )
     .await
 }
@@ -220,13 +213,9 @@ async fn settle(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(a.env_id.as_str()),
-            kind: "approval.settled",
-            subject: a.id.as_str(),
-            before: Some(json!({"status": "pending"})),
-            after: Some(json!({"status": status.as_str(), "origin": origin})),
-        },
+        AuditEntry::new(AuditKind::ApprovalSettled, a.env_id.as_str(), a.id.as_str())
+            .before(json!({"status": "pending"}))
+            .after(json!({"status": status.as_str(), "origin": origin})),
     )
     .await
 }
@@ -335,13 +324,7 @@ async fn decide(
     append(
         tx,
         &actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "approval.decision",
-            subject: id.as_str(),
-            before: None,
-            after: Some(audit),
-        },
+        AuditEntry::new(AuditKind::ApprovalDecision, env.as_str(), id.as_str()).after(audit),
     )
     .await?;
     if status != ApprovalStatus::Pending {

@@ -16,39 +16,20 @@
 //! released, and the next sealer carries on from the stored head.
 
 use super::conn::{in_transaction, Mode, PendingAudit, Tx};
-use super::rows::{col, corrupt, json_opt};
+use super::rows::{col, corrupt};
 use super::PostgresStore;
-use crate::audit::{content_hash, link_hash, AuditHead, AuditSeal, SealOutcome};
+use crate::audit::{held_by_another, seal_links, stored_event, AuditHead, AuditSeal, SealOutcome};
+pub(crate) use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::StoreResult;
-use crate::records::{Actor, AuditEvent, ChainLink};
+use crate::records::{Actor, AuditEvent};
 use serde_json::Value;
 use steward_core::{Millis, ReplicaId};
 use tokio_postgres::Row;
 
-pub(crate) struct Entry<'a> {
-    pub env: Option<&'a str>,
-    pub kind: &'a str,
-    pub subject: &'a str,
-    pub before: Option<Value>,
-    pub after: Option<Value>,
-}
-
 /// Queues `entry` with its content hash: it is inserted when the transaction commits, or not at
 /// all.
-pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: Entry<'_>) -> StoreResult<()> {
-    let event = AuditEvent {
-        id: 0,
-        at: actor.now.0,
-        env_id: entry.env.map(str::to_string),
-        actor: actor.key.as_ref().map(|k| k.to_string()),
-        kind: entry.kind.to_string(),
-        subject: entry.subject.to_string(),
-        before: entry.before,
-        after: entry.after,
-        content_hash: None,
-        link: None,
-    };
-    let content_hash = content_hash(&event);
+pub(crate) async fn append(tx: &Tx<'_>, actor: &Actor, entry: AuditEntry) -> StoreResult<()> {
+    let (event, content_hash) = entry.into_event(actor);
     tx.audit(PendingAudit {
         at: event.at,
         env_id: event.env_id,
@@ -110,34 +91,11 @@ pub(crate) async fn insert(tx: &Tx<'_>, pending: Vec<PendingAudit>) -> StoreResu
 const COLUMNS: &str =
     "id, at, env_id, actor, kind, subject, before, after, content_hash, seq, prev_hash, hash";
 
-fn event(row: &Row) -> StoreResult<AuditEvent> {
-    let seq: Option<i64> = col(row, 9)?;
-    Ok(AuditEvent {
-        id: col(row, 0)?,
-        at: col(row, 1)?,
-        env_id: col(row, 2)?,
-        actor: col(row, 3)?,
-        kind: col(row, 4)?,
-        subject: col(row, 5)?,
-        before: json_opt(row, 6, "audit before")?,
-        after: json_opt(row, 7, "audit after")?,
-        content_hash: col(row, 8)?,
-        // A sealed row missing its hashes was tampered with: verification says so.
-        link: match seq {
-            Some(seq) => Some(ChainLink {
-                seq,
-                prev_hash: col::<Option<String>>(row, 10)?.unwrap_or_default(),
-                hash: col::<Option<String>>(row, 11)?.unwrap_or_default(),
-            }),
-            None => None,
-        },
-    })
-}
-
 /// Sealed events with `seq > after`, in chain order.
 pub(crate) async fn events(tx: &Tx<'_>, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
     let sql = format!("SELECT {COLUMNS} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2");
-    tx.all(&sql, &[&after, &i64::from(limit)], event).await
+    tx.all(&sql, &[&after, &i64::from(limit)], stored_event)
+        .await
 }
 
 /// Unsealed events with `id > after_id`, in insertion order.
@@ -148,7 +106,8 @@ pub(crate) async fn unsealed(
 ) -> StoreResult<Vec<AuditEvent>> {
     let sql =
         format!("SELECT {COLUMNS} FROM audit WHERE seq IS NULL AND id > $1 ORDER BY id LIMIT $2");
-    tx.all(&sql, &[&after_id, &i64::from(limit)], event).await
+    tx.all(&sql, &[&after_id, &i64::from(limit)], stored_event)
+        .await
 }
 
 /// The head row's columns, and whether its sealer is a registered replica.
@@ -181,17 +140,6 @@ pub(crate) async fn head(tx: &Tx<'_>) -> StoreResult<AuditHead> {
     head_and_holder(tx, HEAD_SQL).await.map(|(head, _)| head)
 }
 
-/// Whether another registered replica holds the lease at `seal.now`.
-fn held(head: &AuditHead, registered: bool, seal: &AuditSeal) -> Option<SealOutcome> {
-    let holder = head.sealer.as_ref()?;
-    (*holder != seal.sealer && head.lease_until > seal.now && registered).then(|| {
-        SealOutcome::Held {
-            by: holder.clone(),
-            until: head.lease_until,
-        }
-    })
-}
-
 /// Seals the oldest unsealed events. A read first, without a lock, so that an idle log or a
 /// lease held by another replica costs no write; then one transaction for the batch.
 pub(crate) async fn seal(store: &PostgresStore, seal: &AuditSeal) -> StoreResult<SealOutcome> {
@@ -203,7 +151,7 @@ pub(crate) async fn seal(store: &PostgresStore, seal: &AuditSeal) -> StoreResult
             .is_some();
         Ok((head, anything))
     })?;
-    if let Some(held) = held(&head, registered, seal) {
+    if let Some(held) = held_by_another(&head, registered, seal) {
         return Ok(held);
     }
     if !anything {
@@ -215,36 +163,19 @@ pub(crate) async fn seal(store: &PostgresStore, seal: &AuditSeal) -> StoreResult
 
 async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
     let (head, registered) = head_and_holder(tx, &format!("{HEAD_SQL} FOR UPDATE OF h")).await?;
-    if let Some(held) = held(&head, registered, seal) {
+    if let Some(held) = held_by_another(&head, registered, seal) {
         return Ok(held);
     }
     let batch = unsealed(tx, 0, seal.events_max).await?;
     if batch.is_empty() {
         return Ok(SealOutcome::Idle);
     }
-    let (mut seq, mut hash) = (head.seq, head.hash);
     let n = batch.len();
-    let (mut ids, mut seqs, mut prevs, mut hashes) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for event in &batch {
-        let prev = std::mem::take(&mut hash);
-        seq += 1;
-        // An unsealed event always has a content hash; one without was tampered with, and
-        // sealing it over an empty one keeps that visible to verification.
-        hash = link_hash(
-            seq,
-            &prev,
-            event.content_hash.as_deref().unwrap_or_default(),
-        );
-        ids.push(event.id);
-        seqs.push(seq);
-        prevs.push(prev);
-        hashes.push(hash.clone());
-    }
+    let links = seal_links(&head, &batch);
+    let ids: Vec<i64> = links.iter().map(|l| l.id).collect();
+    let seqs: Vec<i64> = links.iter().map(|l| l.link.seq).collect();
+    let prevs: Vec<&str> = links.iter().map(|l| l.link.prev_hash.as_str()).collect();
+    let hashes: Vec<&str> = links.iter().map(|l| l.link.hash.as_str()).collect();
     let sealed = tx
         .execute(
             "UPDATE audit SET seq = u.seq, prev_hash = u.prev, hash = u.hash
@@ -259,6 +190,8 @@ async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
             format!("{sealed} of {n} events sealed"),
         ));
     }
+    let last = &links.last().expect("a batch of one event or more").link;
+    let (seq, hash) = (last.seq, last.hash.clone());
     tx.execute(
         "UPDATE audit_head SET seq = $1, hash = $2, sealer = $3, lease_until = $4, sealed_at = $5
          WHERE id = 1",

@@ -4,7 +4,7 @@
 //! reservation committed by the submissions of the same key that held the lock before, from any
 //! replica, and their sum never passes the cap. Submissions by other keys do not wait.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::rows::{self, col, id, millis};
 use super::PostgresStore;
@@ -95,13 +95,12 @@ pub(crate) async fn admit(tx: &Tx<'_>, s: &Submission) -> StoreResult<Option<Sub
         append(
             tx,
             &actor,
-            Entry {
-                env: Some(s.env_id.as_str()),
-                kind: "budget.refused",
-                subject: s.actor.as_str(),
-                before: None,
-                after: Some(refusal.details()),
-            },
+            AuditEntry::new(
+                AuditKind::BudgetRefused,
+                s.env_id.as_str(),
+                s.actor.as_str(),
+            )
+            .after(refusal.details()),
         )
         .await?;
         return Ok(Some(SubmitOutcome::BudgetRefused(refusal)));
@@ -118,16 +117,15 @@ pub(crate) async fn admit(tx: &Tx<'_>, s: &Submission) -> StoreResult<Option<Sub
     append(
         tx,
         &actor,
-        Entry {
-            env: Some(s.env_id.as_str()),
-            kind: "budget.reserved",
-            subject: s.effect_id.as_str(),
-            before: None,
-            after: Some(serde_json::json!({
-                "keyId": s.actor, "limitId": status.budget.limit_id,
-                "amount": BUDGET_INVOCATION_UNITS,
-            })),
-        },
+        AuditEntry::new(
+            AuditKind::BudgetReserved,
+            s.env_id.as_str(),
+            s.effect_id.as_str(),
+        )
+        .after(serde_json::json!({
+            "keyId": s.actor, "limitId": status.budget.limit_id,
+            "amount": BUDGET_INVOCATION_UNITS,
+        })),
     )
     .await?;
     Ok(None)
@@ -188,13 +186,9 @@ async fn put(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "budget.put",
-            subject: key.as_str(),
-            before,
-            after: Some(spec.audit_view()),
-        },
+        AuditEntry::new(AuditKind::BudgetPut, env.as_str(), key.as_str())
+            .before(before)
+            .after(spec.audit_view()),
     )
     .await?;
     live(tx, env, key)
@@ -285,13 +279,8 @@ impl Budgets for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "budget.deleted",
-                    subject: key.as_str(),
-                    before: Some(before.spec.audit_view()),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::BudgetDeleted, env.as_str(), key.as_str())
+                    .before(before.spec.audit_view()),
             )
             .await?;
             Ok(true)

@@ -1,6 +1,6 @@
 //! Secrets, the master key's check value, and actions with their versions.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::rows;
@@ -135,17 +135,17 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: if existing.is_some() {
-                        "secret.rotated"
+                AuditEntry::new(
+                    if existing.is_some() {
+                        AuditKind::SecretRotated
                     } else {
-                        "secret.created"
+                        AuditKind::SecretCreated
                     },
-                    subject: &s.name,
-                    before: existing.as_ref().map(secret_audit),
-                    after: Some(secret_audit(&stored)),
-                },
+                    s.env_id.as_str(),
+                    &s.name,
+                )
+                .before(existing.as_ref().map(secret_audit))
+                .after(secret_audit(&stored)),
             )
             .await?;
             Ok(stored)
@@ -184,13 +184,8 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "secret.deleted",
-                    subject: name,
-                    before: Some(secret_audit(&existing)),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::SecretDeleted, env.as_str(), name)
+                    .before(secret_audit(&existing)),
             )
             .await?;
             Ok(true)
@@ -216,13 +211,7 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: None,
-                    kind: "vault.key_check_recorded",
-                    subject: MASTER_KEY_CHECK,
-                    before: None,
-                    after: None,
-                },
+                AuditEntry::global(AuditKind::VaultKeyCheckRecorded, MASTER_KEY_CHECK),
             )
             .await?;
             Ok(check.to_string())
@@ -252,13 +241,8 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(a.env_id.as_str()),
-                    kind: "action.created",
-                    subject: a.id.as_str(),
-                    before: None,
-                    after: Some(json!({"version": 1, "definition": a.definition})),
-                },
+                AuditEntry::new(AuditKind::ActionCreated, a.env_id.as_str(), a.id.as_str())
+                    .after(json!({"version": 1, "definition": a.definition})),
             )
             .await
         })
@@ -300,13 +284,9 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "action.updated",
-                    subject: id.as_str(),
-                    before: Some(json!({"version": expected, "definition": current.definition})),
-                    after: Some(json!({"version": version, "definition": def})),
-                },
+                AuditEntry::new(AuditKind::ActionUpdated, env.as_str(), id.as_str())
+                    .before(json!({"version": expected, "definition": current.definition}))
+                    .after(json!({"version": version, "definition": def})),
             )
             .await?;
             if let Some(why) = Cancellation::of_update(current.definition.enabled, def.enabled) {
@@ -354,13 +334,7 @@ impl Catalog for PostgresStore {
                 append(
                     &tx,
                     actor,
-                    Entry {
-                        env: Some(env.as_str()),
-                        kind: "action.deleted",
-                        subject: id.as_str(),
-                        before: None,
-                        after: None,
-                    },
+                    AuditEntry::new(AuditKind::ActionDeleted, env.as_str(), id.as_str()),
                 )
                 .await?;
                 super::approvals::cancel_for_action(

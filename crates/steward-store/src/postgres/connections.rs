@@ -1,8 +1,7 @@
 //! Connected accounts (`crate::connection`) in the shared store.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
-use super::rows::{col, id, millis};
 use super::PostgresStore;
 use crate::connection::{ConnectionHealth, ConnectionRecord};
 use crate::error::{StoreError, StoreResult};
@@ -20,21 +19,7 @@ const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_k
       ON s.env_id = c.env_id AND s.name = c.secret_name AND s.created_at = c.secret_created_at";
 
 fn decode(row: &Row) -> StoreResult<ConnectionRecord> {
-    Ok(ConnectionRecord {
-        env_id: id(row, 0, EnvironmentId::parse)?,
-        secret_name: col(row, 1)?,
-        integration_id: col(row, 2)?,
-        auth_kind: col(row, 3)?,
-        description: col(row, 4)?,
-        health: ConnectionHealth {
-            status: col(row, 5)?,
-            reason: col(row, 6)?,
-            checked_at: millis(row, 7)?,
-        },
-        secret_created_at: millis(row, 8)?,
-        created_at: millis(row, 9)?,
-        updated_at: millis(row, 10)?,
-    })
+    ConnectionRecord::read(row)
 }
 
 async fn one(
@@ -74,13 +59,12 @@ impl Connections for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(c.env_id.as_str()),
-                    kind: "connection.connected",
-                    subject: &c.secret_name,
-                    before: None,
-                    after: Some(c.audit_view()),
-                },
+                AuditEntry::new(
+                    AuditKind::ConnectionConnected,
+                    c.env_id.as_str(),
+                    &c.secret_name,
+                )
+                .after(c.audit_view()),
             )
             .await?;
             one(&tx, &c.env_id, &c.secret_name)
@@ -130,13 +114,9 @@ impl Connections for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "connection.checked",
-                    subject: name,
-                    before: Some(before.audit_view()),
-                    after: Some(after.audit_view()),
-                },
+                AuditEntry::new(AuditKind::ConnectionChecked, env.as_str(), name)
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )
             .await?;
             Ok(after)

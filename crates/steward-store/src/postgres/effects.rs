@@ -1,10 +1,11 @@
 //! Invocations and effects: the invoke write path's records.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx};
 use super::rows::{self, col};
 use super::PostgresStore;
+use crate::change_plan::{ChangePlan, EvidenceRow};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Effects;
@@ -246,8 +247,8 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         &s.now.0,
         &s.owner.as_str(),
     ];
-    let evidence = EvidenceParams::new(&s.effect_id, &s.evidence, &actor);
-    let evidence_params = evidence.params();
+    let evidence = EvidenceRow::new(&s.effect_id, &s.evidence, &actor);
+    let evidence_row_params = evidence_params(&evidence);
     let key_params;
     let mut statements: Vec<Statement<'_>> = vec![
         (&insert_invocation, invocation_params),
@@ -257,7 +258,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)",
             effect_params,
         ),
-        (INSERT_EVIDENCE_SQL, &evidence_params),
+        (INSERT_EVIDENCE_SQL, &evidence_row_params),
     ];
     let in_progress = "in_progress";
     let (env, invocation, owner, sender) = (
@@ -300,20 +301,19 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
     append(
         tx,
         &actor,
-        Entry {
-            env: Some(s.env_id.as_str()),
-            kind: "invocation.created",
-            subject: s.invocation_id.as_str(),
-            before: None,
-            after: Some(crate::links::audited(
-                json!({
-                    "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                    "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                    "decision": s.decision,
-                }),
-                &s.links,
-            )),
-        },
+        AuditEntry::new(
+            AuditKind::InvocationCreated,
+            s.env_id.as_str(),
+            s.invocation_id.as_str(),
+        )
+        .after(crate::links::audited(
+            json!({
+                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                "decision": s.decision,
+            }),
+            &s.links,
+        )),
     )
     .await?;
     Ok(created)
@@ -327,41 +327,17 @@ const INSERT_EVIDENCE_SQL: &str = "INSERT INTO evidence (effect_id, seq, at, kin
      FROM evidence WHERE effect_id = $1::TEXT
      RETURNING seq";
 
-/// The parameters of [`INSERT_EVIDENCE_SQL`], owned where they are computed.
-struct EvidenceParams<'a> {
-    effect: &'a str,
-    at: i64,
-    kind: &'a str,
-    source: &'a str,
-    message: &'a str,
-    data: Option<String>,
-    actor: Option<&'a str>,
-}
-
-impl<'a> EvidenceParams<'a> {
-    fn new(effect: &'a EffectId, e: &'a NewEvidence, actor: &'a Actor) -> Self {
-        EvidenceParams {
-            effect: effect.as_str(),
-            at: actor.now.0,
-            kind: e.kind.as_str(),
-            source: e.source.as_str(),
-            message: &e.message,
-            data: e.data.as_ref().map(Value::to_string),
-            actor: actor.key.as_ref().map(|k| k.as_str()),
-        }
-    }
-
-    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
-        [
-            &self.effect,
-            &self.at,
-            &self.kind,
-            &self.source,
-            &self.message,
-            &self.data,
-            &self.actor,
-        ]
-    }
+/// The parameters of [`INSERT_EVIDENCE_SQL`] for `row`.
+fn evidence_params<'a>(row: &'a EvidenceRow<'_>) -> [&'a (dyn ToSql + Sync); 7] {
+    [
+        &row.effect,
+        &row.at,
+        &row.kind,
+        &row.source,
+        &row.message,
+        &row.data,
+        &row.actor,
+    ]
 }
 
 pub(crate) async fn insert_evidence(
@@ -370,8 +346,10 @@ pub(crate) async fn insert_evidence(
     e: &NewEvidence,
     actor: &Actor,
 ) -> StoreResult<u32> {
-    let evidence = EvidenceParams::new(effect, e, actor);
-    let next = tx.count(INSERT_EVIDENCE_SQL, &evidence.params()).await?;
+    let evidence = EvidenceRow::new(effect, e, actor);
+    let next = tx
+        .count(INSERT_EVIDENCE_SQL, &evidence_params(&evidence))
+        .await?;
     u32::try_from(next).map_err(|_| rows::corrupt("evidence seq", next))
 }
 
@@ -474,100 +452,9 @@ async fn change_effect_known_halt(
     halted: Option<bool>,
 ) -> StoreResult<Option<InvocationRecord>> {
     c.check_legal()?;
-    let now = c.actor.now.0;
-    let to = c.to.name();
-    let (begun, deadline, owner) = match &c.attempt {
-        Some(AttemptChange::Begin {
-            number,
-            deadline_at,
-            owner,
-        }) => (
-            Some(i64::from(*number)),
-            Some(deadline_at.0),
-            Some(owner.as_str()),
-        ),
-        _ => (None, None, None),
-    };
-    let (finished, finish_status, finish_error) = match &c.attempt {
-        Some(AttemptChange::Finish {
-            number,
-            response_status,
-            error,
-        }) => (
-            Some(i64::from(*number)),
-            response_status.map(i64::from),
-            error.clone(),
-        ),
-        _ => (None, None, None),
-    };
-    // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
-    // halted. Read under the environment's lock, held shared to the commit, so an attempt
-    // committed after a halt cannot exist; checked before anything is written, so a caller that
-    // goes on in the same transaction (`submit_and_begin`) keeps nothing of the attempt. A stale
-    // `from` is still a conflict.
-    let halted = match (begun, halted) {
-        (Some(_), Some(known)) => known,
-        (Some(_), None) => super::kill_switch::is_halted(tx, &c.env_id).await?,
-        (None, _) => false,
-    };
-    if halted {
-        let found = current_state(tx, &c.env_id, &c.effect_id).await?;
-        return Err(if found == c.from {
-            StoreError::Halted
-        } else {
-            StoreError::StateConflict {
-                expected: c.from,
-                found,
-            }
-        });
-    }
-    let (settle_to, settle_from) = settlement(c.settles);
-    let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
-    let evidence = c
-        .evidence
-        .as_ref()
-        .map(|e| EvidenceParams::new(&c.effect_id, e, &c.actor));
-    let evidence_kind = evidence.as_ref().map(|e| e.kind);
-    let evidence_source = evidence.as_ref().map(|e| e.source);
-    let evidence_message = evidence.as_ref().map(|e| e.message);
-    let evidence_data = evidence.as_ref().and_then(|e| e.data.clone());
-    let evidence_actor = evidence.as_ref().and_then(|e| e.actor);
-    let response_status = c.response_status.map(i64::from);
-    let response_body = c.response_body.as_ref().map(Value::to_string);
-    let error = c.error.as_ref().map(Value::to_string);
-    let answers = c.answers_request.as_ref().map(|k| k.as_str());
-    let row = tx
-        .query_first(
-            &CHANGE_EFFECT_SQL,
-            &[
-                &to,
-                &now,
-                &begun,
-                &c.external_reference,
-                &owner,
-                &c.env_id.as_str(),
-                &c.effect_id.as_str(),
-                &c.from.name(),
-                &deadline,
-                &finished,
-                &finish_status,
-                &finish_error,
-                &settle_to,
-                &settle_from,
-                &response_status,
-                &response_body,
-                &error,
-                &completed,
-                &evidence_kind,
-                &evidence_source,
-                &evidence_message,
-                &evidence_data,
-                &evidence_actor,
-                &answers,
-            ],
-        )
-        .await?
-        .ok_or_else(|| rows::corrupt("effect change", "no row"))?;
+    let plan = ChangePlan::of(c);
+    refuse_when_halted(tx, &plan, halted).await?;
+    let row = write_change(tx, &plan).await?;
     let at = change_counts_at();
     let moved: i64 = col(&row, at)?;
     if moved == 0 {
@@ -577,44 +464,19 @@ async fn change_effect_known_halt(
             found,
         });
     }
-    if let Some(number) = finished {
+    if let Some(f) = plan.finished {
         let closed: i64 = col(&row, at + 1)?;
         if closed != 1 {
             return Err(StoreError::Corrupt(format!(
-                "attempt {number} of {} does not exist",
-                c.effect_id
+                "attempt {} of {} does not exist",
+                f.number, c.effect_id
             )));
         }
     }
     let settled: i64 = col(&row, at + 2)?;
-    if let (Some(after), true) = (c.settles, settled > 0) {
-        append(
-            tx,
-            &c.actor,
-            Entry {
-                env: Some(c.env_id.as_str()),
-                kind: "impact.settled",
-                subject: c.effect_id.as_str(),
-                before: None,
-                after: Some(json!({"reservations": after.as_str(), "count": settled})),
-            },
-        )
-        .await?;
+    for entry in plan.audit(settled.max(0) as u64) {
+        append(tx, &c.actor, entry).await?;
     }
-    append(
-        tx,
-        &c.actor,
-        Entry {
-            env: Some(c.env_id.as_str()),
-            kind: "effect.transition",
-            subject: c.effect_id.as_str(),
-            before: Some(json!({"state": c.from.name()})),
-            after: Some(
-                json!({"state": to, "attempt": begun, "responseStatus": c.response_status}),
-            ),
-        },
-    )
-    .await?;
     if let Some(actual) = &c.actual_impact {
         super::limits::settle_actual(tx, c, actual).await?;
     }
@@ -622,17 +484,85 @@ async fn change_effect_known_halt(
     has_invocation.then(|| rows::invocation(&row)).transpose()
 }
 
-/// What a move's settlement (`EffectChange::settles`) does to the effect's reservations: their
-/// new state, and the states it takes them from (success consumes, failure or rejection
-/// releases, unknown keeps them as exposure). Nothing for `None`.
-fn settlement(settles: Option<ReservationState>) -> (Option<&'static str>, Vec<&'static str>) {
-    let Some(after) = settles else {
-        return (None, Vec::new());
+/// The kill switch: no attempt is recorded, so nothing is sent, while the environment is
+/// halted. Read under the environment's lock, held shared to the commit, so an attempt
+/// committed after a halt cannot exist; checked before anything is written, so a caller that
+/// goes on in the same transaction (`submit_and_begin`) keeps nothing of the attempt. A stale
+/// `from` is still a conflict. `halted` is the switch when the caller read it already.
+async fn refuse_when_halted(
+    tx: &Tx<'_>,
+    plan: &ChangePlan<'_>,
+    halted: Option<bool>,
+) -> StoreResult<()> {
+    let c = plan.change;
+    let halted = match (plan.begun, halted) {
+        (Some(_), Some(known)) => known,
+        (Some(_), None) => super::kill_switch::is_halted(tx, &c.env_id).await?,
+        (None, _) => false,
     };
-    (
-        Some(after.as_str()),
-        after.settles_from().iter().map(|s| s.as_str()).collect(),
+    if !halted {
+        return Ok(());
+    }
+    let found = current_state(tx, &c.env_id, &c.effect_id).await?;
+    Err(if found == c.from {
+        StoreError::Halted
+    } else {
+        StoreError::StateConflict {
+            expected: c.from,
+            found,
+        }
+    })
+}
+
+/// Runs [`CHANGE_EFFECT_SQL`] for `plan`: its one row.
+async fn write_change(tx: &Tx<'_>, plan: &ChangePlan<'_>) -> StoreResult<tokio_postgres::Row> {
+    let c = plan.change;
+    let (begun, deadline, owner) = match plan.begun {
+        Some(b) => (Some(b.number), Some(b.deadline_at), Some(b.owner)),
+        None => (None, None, None),
+    };
+    let (finished, finish_status, finish_error) = match plan.finished {
+        Some(f) => (Some(f.number), f.response_status, f.error),
+        None => (None, None, None),
+    };
+    let settle_to = plan.settlement.map(|s| s.after.as_str());
+    let settle_from = plan
+        .settlement
+        .map(|s| s.source_names())
+        .unwrap_or_default();
+    let e = plan.evidence.as_ref();
+    let i = &plan.invocation;
+    tx.query_first(
+        &CHANGE_EFFECT_SQL,
+        &[
+            &plan.to,
+            &plan.now,
+            &begun,
+            &c.external_reference,
+            &owner,
+            &c.env_id.as_str(),
+            &c.effect_id.as_str(),
+            &c.from.name(),
+            &deadline,
+            &finished,
+            &finish_status,
+            &finish_error,
+            &settle_to,
+            &settle_from,
+            &i.response_status,
+            &i.response_body,
+            &i.error,
+            &i.completed_at,
+            &e.map(|e| e.kind),
+            &e.map(|e| e.source),
+            &e.map(|e| e.message),
+            &e.and_then(|e| e.data.as_deref()),
+            &e.and_then(|e| e.actor),
+            &plan.answers,
+        ],
     )
+    .await?
+    .ok_or_else(|| rows::corrupt("effect change", "no row"))
 }
 
 /// The state filter as a text array parameter: `None` matches every state, an empty list none.
@@ -788,13 +718,8 @@ impl Effects for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "effect.evidence",
-                    subject: effect.as_str(),
-                    before: None,
-                    after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
-                },
+                AuditEntry::new(AuditKind::EffectEvidence, env.as_str(), effect.as_str())
+                    .after(json!({"seq": seq, "kind": e.kind, "source": e.source})),
             )
             .await
         })

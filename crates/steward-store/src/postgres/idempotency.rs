@@ -7,7 +7,7 @@ use super::rows::{col, int_opt};
 use super::PostgresStore;
 use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
-use crate::store::Idempotency;
+use crate::store::{seen_before, Idempotency};
 use async_trait::async_trait;
 use serde_json::Value;
 use steward_core::{EnvironmentId, IdempotencyKey, KeyId, Millis, ReplicaId};
@@ -88,22 +88,13 @@ impl Idempotency for PostgresStore {
                 .await?;
                 return Ok(IdempotencyBegin::Begun);
             };
-            let stored: &str = col(&row, 0)?;
-            if stored != fingerprint {
-                return Ok(IdempotencyBegin::Mismatch);
-            }
-            let state: &str = col(&row, 1)?;
-            let status: Option<u16> = int_opt(&row, 2)?;
-            let body: Option<&str> = col(&row, 3)?;
-            Ok(match (state, status, body) {
-                ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
-                    status,
-                    body: serde_json::from_str(body).unwrap_or(Value::Null),
-                },
-                ("in_progress", _, _) => IdempotencyBegin::InProgress,
-                // A key first used for an invoke, now sent with another endpoint's request.
-                _ => IdempotencyBegin::Mismatch,
-            })
+            Ok(seen_before(
+                fingerprint,
+                col(&row, 0)?,
+                col(&row, 1)?,
+                int_opt(&row, 2)?,
+                col(&row, 3)?,
+            ))
         })
     }
 

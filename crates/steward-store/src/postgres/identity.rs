@@ -1,7 +1,7 @@
 //! Environments, API keys and operator console sessions (`console_sessions`): a sign-in, its
 //! lookup with the key's checks, and a sign-out. The same rules as `sqlite/identity.rs`.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::rows::{self, col};
@@ -24,18 +24,6 @@ pub(crate) async fn environment(
         rows::ENVIRONMENT_COLUMNS
     );
     tx.one(&sql, &[&id.as_str()], rows::environment).await
-}
-
-/// What the audit log says about a key: never its hash.
-fn key_audit(key: &ApiKeyRecord) -> serde_json::Value {
-    let mut view = json!({"name": key.name, "scopes": key.scopes});
-    if let Some(at) = key.expires_at {
-        view["expiresAt"] = json!(at.0);
-    }
-    if let Some(at) = key.revoked_at {
-        view["revokedAt"] = json!(at.0);
-    }
-    view
 }
 
 pub(crate) async fn key(tx: &Tx<'_>, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
@@ -103,13 +91,12 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(new_id.as_str()),
-                    kind: "environment.created",
-                    subject: new_id.as_str(),
-                    before: None,
-                    after: Some(json!({"name": name})),
-                },
+                AuditEntry::new(
+                    AuditKind::EnvironmentCreated,
+                    new_id.as_str(),
+                    new_id.as_str(),
+                )
+                .after(json!({"name": name})),
             )
             .await?;
             tx.one(&sql, &[&name], rows::environment)
@@ -137,13 +124,8 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(key.env_id.as_str()),
-                    kind: "key.created",
-                    subject: key.id.as_str(),
-                    before: None,
-                    after: Some(key_audit(key)),
-                },
+                AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str())
+                    .after(key.audit_view()),
             )
             .await
         })
@@ -199,13 +181,9 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(before.env_id.as_str()),
-                    kind: "key.revoked",
-                    subject: id.as_str(),
-                    before: Some(key_audit(&before)),
-                    after: Some(key_audit(&after)),
-                },
+                AuditEntry::new(AuditKind::KeyRevoked, before.env_id.as_str(), id.as_str())
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )
             .await?;
             Ok(true)
@@ -235,15 +213,9 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(old.env_id.as_str()),
-                    kind: "key.rotated",
-                    subject: r.old.as_str(),
-                    before: Some(key_audit(&old)),
-                    after: Some(
-                        json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),
-                    ),
-                },
+                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str())
+                    .before(old.audit_view())
+                    .after(json!({"old": after_old.audit_view(), "newKeyId": new.id, "new": new.audit_view()})),
             )
             .await?;
             key(&tx, &new.id)
@@ -293,13 +265,8 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.started",
-                    subject: &s.id,
-                    before: None,
-                    after: Some(session_audit(s)),
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
+                    .after(session_audit(s)),
             )
             .await
         })
@@ -337,13 +304,8 @@ impl Identity for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.ended",
-                    subject: &s.id,
-                    before: Some(session_audit(&s)),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
+                    .before(session_audit(&s)),
             )
             .await?;
             Ok(true)

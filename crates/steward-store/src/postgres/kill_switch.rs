@@ -1,6 +1,6 @@
 //! The kill switch: halting an environment, and the work a halt parked.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry};
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx, ENV_LOCK_SHARED_SQL};
 use super::identity::environment;
@@ -10,7 +10,6 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::KillSwitch;
 use async_trait::async_trait;
-use serde_json::json;
 use steward_core::EnvironmentId;
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
@@ -56,22 +55,7 @@ impl KillSwitch for PostgresStore {
                 &[&halted, &reason, &env.as_str()],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: if halted {
-                        "environment.halted"
-                    } else {
-                        "environment.resumed"
-                    },
-                    subject: env.as_str(),
-                    before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
-                    after: Some(json!({"halted": halted, "reason": reason})),
-                },
-            )
-            .await?;
+            append(&tx, actor, AuditEntry::halt(&before, halted, reason)).await?;
             environment(&tx, env).await?.ok_or(StoreError::NotFound {
                 what: "environment",
             })

@@ -6,7 +6,7 @@
 //! Settlement runs inside `change_effect`'s transaction and only moves reservations between
 //! states, never adding usage.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx, ENV_LOCK_SHARED_SQL};
 use super::rows::{self, col, id, millis, millis_opt};
@@ -271,13 +271,12 @@ pub(crate) async fn reserve_after(
             append(
                 tx,
                 &r.actor,
-                Entry {
-                    env: Some(r.env_id.as_str()),
-                    kind: "impact.refused",
-                    subject: r.effect_id.as_str(),
-                    before: None,
-                    after: Some(audit),
-                },
+                AuditEntry::new(
+                    AuditKind::ImpactRefused,
+                    r.env_id.as_str(),
+                    r.effect_id.as_str(),
+                )
+                .after(audit),
             )
             .await?;
             return Ok(outcome);
@@ -299,13 +298,12 @@ pub(crate) async fn reserve_after(
         append(
             tx,
             &r.actor,
-            Entry {
-                env: Some(r.env_id.as_str()),
-                kind: "impact.reserved",
-                subject: r.effect_id.as_str(),
-                before: None,
-                after: Some(audit),
-            },
+            AuditEntry::new(
+                AuditKind::ImpactReserved,
+                r.env_id.as_str(),
+                r.effect_id.as_str(),
+            )
+            .after(audit),
         )
         .await?;
     }
@@ -340,13 +338,12 @@ pub(crate) async fn settle_actual(
     append(
         tx,
         &c.actor,
-        Entry {
-            env: Some(c.env_id.as_str()),
-            kind: "impact.actual",
-            subject: c.effect_id.as_str(),
-            before: None,
-            after: Some(crate::governance::actual_audit(actual, changed)),
-        },
+        AuditEntry::new(
+            AuditKind::ImpactActual,
+            c.env_id.as_str(),
+            c.effect_id.as_str(),
+        )
+        .after(crate::governance::actual_audit(actual, changed)),
     )
     .await
 }
@@ -372,13 +369,12 @@ impl Limits for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(l.env_id.as_str()),
-                    kind: "impact_limit.created",
-                    subject: l.id.as_str(),
-                    before: None,
-                    after: Some(l.audit_view()),
-                },
+                AuditEntry::new(
+                    AuditKind::ImpactLimitCreated,
+                    l.env_id.as_str(),
+                    l.id.as_str(),
+                )
+                .after(l.audit_view()),
             )
             .await
         })
@@ -408,13 +404,9 @@ impl Limits for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "impact_limit.updated",
-                    subject: id.as_str(),
-                    before: Some(before.audit_view()),
-                    after: Some(after.audit_view()),
-                },
+                AuditEntry::new(AuditKind::ImpactLimitUpdated, env.as_str(), id.as_str())
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )
             .await?;
             Ok(after)
@@ -440,13 +432,8 @@ impl Limits for PostgresStore {
                 append(
                     &tx,
                     actor,
-                    Entry {
-                        env: Some(env.as_str()),
-                        kind: "impact_limit.archived",
-                        subject: id.as_str(),
-                        before: None,
-                        after: Some(json!({"archived": true})),
-                    },
+                    AuditEntry::new(AuditKind::ImpactLimitArchived, env.as_str(), id.as_str())
+                        .after(json!({"archived": true})),
                 )
                 .await?;
             }

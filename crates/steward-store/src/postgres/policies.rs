@@ -3,7 +3,7 @@
 //! policy version can still be read back. Edits are compare-and-sets on the version, checked
 //! behind the write lock.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::rows::{self, col, id, id_opt, int, millis};
@@ -116,13 +116,8 @@ async fn create_in(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(p.env_id.as_str()),
-            kind: "policy.created",
-            subject: p.id.as_str(),
-            before: None,
-            after: Some(audit_view(1, &p.spec, note)),
-        },
+        AuditEntry::new(AuditKind::PolicyCreated, p.env_id.as_str(), p.id.as_str())
+            .after(audit_view(1, &p.spec, note)),
     )
     .await
 }
@@ -164,13 +159,9 @@ async fn update_in(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.updated",
-            subject: id.as_str(),
-            before: Some(audit_view(expected, &current.spec, None)),
-            after: Some(audit_view(version, new_spec, note)),
-        },
+        AuditEntry::new(AuditKind::PolicyUpdated, env.as_str(), id.as_str())
+            .before(audit_view(expected, &current.spec, None))
+            .after(audit_view(version, new_spec, note)),
     )
     .await?;
     policy(tx, env, id)
@@ -200,13 +191,9 @@ async fn delete_in(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.deleted",
-            subject: id.as_str(),
-            before: Some(audit_view(current.version, &current.spec, None)),
-            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
-        },
+        AuditEntry::new(AuditKind::PolicyDeleted, env.as_str(), id.as_str())
+            .before(audit_view(current.version, &current.spec, None))
+            .after(json!({"version": tombstone, "deleted": true, "changeNote": note})),
     )
     .await?;
     Ok(Some(current.version))

@@ -29,21 +29,20 @@
 //! SELECT FROM UNNEST`), whatever its size; the changes themselves are `recovery::settle`'s,
 //! built by `EffectChange::of`, and each writes what `change_effect` would write for it.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry};
 use super::conn::{self, unavailable, Tx};
 use super::conn::{in_transaction, Mode};
 use super::rows::{self, col};
 use super::PostgresStore;
+use crate::change_plan::{ChangePlan, EvidenceRow, FinishedAttempt, InvocationUpdate, Settlement};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
-use crate::recovery::{self, Orphan, SWEEP_CHUNK_EFFECTS};
+use crate::recovery::{self, Orphan, Step, SWEEP_CHUNK_EFFECTS};
 use crate::store::Replicas;
 use async_trait::async_trait;
-use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
-use steward_core::impact::ReservationState;
-use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
+use steward_core::{EffectId, EnvironmentId, InvocationId, Millis, ReplicaId};
 use tokio::sync::Mutex;
 
 const HEARTBEAT_SQL: &str = "INSERT INTO replicas (id, started_at, heartbeat_at, session_pid, session_started)
@@ -145,8 +144,8 @@ fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
     })
 }
 
-/// A chunk's changes written with one statement per table: for each change what
-/// `change_effect` writes (the compare-and-set of the effect's state, the attempt it closes,
+/// A chunk's changes written with one statement per table: each change's [`ChangePlan`], as
+/// `change_effect` writes it (the compare-and-set of the effect's state, the attempt it closes,
 /// its reservations settled, its invocation, its evidence entry, its audit events), for every
 /// change at once. Only the moves a sweep makes (`recovery::settle`): no attempt begins (no
 /// kill switch to read) and no request is marked answered.
@@ -154,25 +153,53 @@ async fn settle_all(tx: &Tx<'_>, changes: &[EffectChange]) -> StoreResult<()> {
     if changes.is_empty() {
         return Ok(());
     }
-    for c in changes {
-        c.check_legal()?;
-        if matches!(c.attempt, Some(AttemptChange::Begin { .. })) || c.answers_request.is_some() {
-            return Err(StoreError::IllegalTransition {
-                env: c.env_id.clone(),
-                effect: c.effect_id.clone(),
-                from: c.from,
-                step: "a sweep's batch with a begun attempt or an answered request".into(),
-            });
+    let plans = batch_plans(changes)?;
+    move_effects(tx, &plans).await?;
+    close_attempts(tx, &plans).await?;
+    let settled = settle_reservations(tx, &plans).await?;
+    update_invocations(tx, &plans).await?;
+    insert_evidence(tx, &plans).await?;
+    // The audit events, in the order `change_effect` appends them, change by change.
+    for plan in &plans {
+        let count = settled.get(plan.change.effect_id.as_str()).copied();
+        for entry in plan.audit(count.unwrap_or(0)) {
+            append(tx, &plan.change.actor, entry).await?;
         }
     }
-    let ids: Vec<&str> = changes.iter().map(|c| c.effect_id.as_str()).collect();
-    let envs: Vec<&str> = changes.iter().map(|c| c.env_id.as_str()).collect();
-    let froms: Vec<&str> = changes.iter().map(|c| c.from.name()).collect();
-    let tos: Vec<&str> = changes.iter().map(|c| c.to.name()).collect();
-    let ats: Vec<i64> = changes.iter().map(|c| c.actor.now.0).collect();
-    let references: Vec<Option<&str>> = changes
+    Ok(())
+}
+
+/// The plans of a sweep's batch, each change checked as `change_effect` checks it; a change a
+/// sweep never makes (one that begins an attempt or answers a request) is refused.
+fn batch_plans(changes: &[EffectChange]) -> StoreResult<Vec<ChangePlan<'_>>> {
+    changes
         .iter()
-        .map(|c| c.external_reference.as_deref())
+        .map(|c| {
+            c.check_legal()?;
+            let plan = ChangePlan::of(c);
+            if plan.begun.is_some() || plan.answers.is_some() {
+                return Err(StoreError::IllegalTransition {
+                    env: c.env_id.clone(),
+                    effect: c.effect_id.clone(),
+                    from: c.from,
+                    step: "a sweep's batch with a begun attempt or an answered request".into(),
+                });
+            }
+            Ok(plan)
+        })
+        .collect()
+}
+
+/// The compare-and-set of every effect's state; `StateConflict` for the first that did not move.
+async fn move_effects(tx: &Tx<'_>, plans: &[ChangePlan<'_>]) -> StoreResult<()> {
+    let ids: Vec<&str> = plans.iter().map(|p| p.change.effect_id.as_str()).collect();
+    let envs: Vec<&str> = plans.iter().map(|p| p.change.env_id.as_str()).collect();
+    let froms: Vec<&str> = plans.iter().map(|p| p.change.from.name()).collect();
+    let tos: Vec<&str> = plans.iter().map(|p| p.to).collect();
+    let ats: Vec<i64> = plans.iter().map(|p| p.now).collect();
+    let references: Vec<Option<&str>> = plans
+        .iter()
+        .map(|p| p.change.external_reference.as_deref())
         .collect();
     let moved = tx
         .query(
@@ -185,117 +212,123 @@ async fn settle_all(tx: &Tx<'_>, changes: &[EffectChange]) -> StoreResult<()> {
             &[&ids, &envs, &froms, &tos, &ats, &references],
         )
         .await?;
-    if moved.len() != changes.len() {
-        let moved: HashSet<&str> = moved.iter().map(|row| row.get::<_, &str>(0)).collect();
-        let lost = changes
-            .iter()
-            .find(|c| !moved.contains(c.effect_id.as_str()))
-            .expect("fewer rows moved than changes");
-        let found = tx
-            .query_first(
-                "SELECT state FROM effects WHERE env_id = $1 AND id = $2",
-                &[&lost.env_id.as_str(), &lost.effect_id.as_str()],
-            )
-            .await?
-            .ok_or(StoreError::NotFound { what: "effect" })?;
-        return Err(StoreError::StateConflict {
-            expected: lost.from,
-            found: rows::state(col(&found, 0)?)?,
-        });
+    if moved.len() == plans.len() {
+        return Ok(());
     }
-
-    // The attempts the changes close.
-    let finished: Vec<(&EffectChange, u32, Option<u16>, &Option<String>)> = changes
+    let moved: HashSet<&str> = moved.iter().map(|row| row.get::<_, &str>(0)).collect();
+    let lost = plans
         .iter()
-        .filter_map(|c| match &c.attempt {
-            Some(AttemptChange::Finish {
-                number,
-                response_status,
-                error,
-            }) => Some((c, *number, *response_status, error)),
-            _ => None,
-        })
+        .map(|p| p.change)
+        .find(|c| !moved.contains(c.effect_id.as_str()))
+        .expect("fewer rows moved than changes");
+    let found = tx
+        .query_first(
+            "SELECT state FROM effects WHERE env_id = $1 AND id = $2",
+            &[&lost.env_id.as_str(), &lost.effect_id.as_str()],
+        )
+        .await?
+        .ok_or(StoreError::NotFound { what: "effect" })?;
+    Err(StoreError::StateConflict {
+        expected: lost.from,
+        found: rows::state(col(&found, 0)?)?,
+    })
+}
+
+/// The attempts the changes close; closing one that does not exist is corruption.
+async fn close_attempts(tx: &Tx<'_>, plans: &[ChangePlan<'_>]) -> StoreResult<()> {
+    let finished: Vec<(&ChangePlan<'_>, FinishedAttempt<'_>)> = plans
+        .iter()
+        .filter_map(|p| p.finished.map(|f| (p, f)))
         .collect();
-    if !finished.is_empty() {
-        let effects: Vec<&str> = finished.iter().map(|f| f.0.effect_id.as_str()).collect();
-        let numbers: Vec<i64> = finished.iter().map(|f| i64::from(f.1)).collect();
-        let at: Vec<i64> = finished.iter().map(|f| f.0.actor.now.0).collect();
-        let statuses: Vec<&str> = finished.iter().map(|f| f.0.to.name()).collect();
-        let answered: Vec<Option<i64>> = finished.iter().map(|f| f.2.map(i64::from)).collect();
-        let errors: Vec<Option<&str>> = finished.iter().map(|f| f.3.as_deref()).collect();
-        let closed = tx
-            .query(
-                "UPDATE attempts a SET finished_at = u.at, status = u.status,
-                     response_status = u.response_status, error = u.error
-                 FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
-                     AS u(effect_id, number, at, status, response_status, error)
-                 WHERE a.effect_id = u.effect_id AND a.number = u.number
-                 RETURNING a.effect_id",
-                &[&effects, &numbers, &at, &statuses, &answered, &errors],
-            )
-            .await?;
-        if closed.len() != finished.len() {
-            let closed: HashSet<&str> = closed.iter().map(|row| row.get::<_, &str>(0)).collect();
-            let (c, number, ..) = finished
-                .iter()
-                .find(|f| !closed.contains(f.0.effect_id.as_str()))
-                .expect("fewer attempts closed than asked");
-            return Err(StoreError::Corrupt(format!(
-                "attempt {number} of {} does not exist",
-                c.effect_id
-            )));
-        }
+    if finished.is_empty() {
+        return Ok(());
     }
-
-    // The reservations the changes settle, each from the states its settlement moves.
-    let settling: Vec<(&EffectChange, ReservationState)> = changes
+    let effects: Vec<&str> = finished
         .iter()
-        .filter_map(|c| c.settles.map(|after| (c, after)))
+        .map(|f| f.0.change.effect_id.as_str())
+        .collect();
+    let numbers: Vec<i64> = finished.iter().map(|f| f.1.number).collect();
+    let at: Vec<i64> = finished.iter().map(|f| f.0.now).collect();
+    let statuses: Vec<&str> = finished.iter().map(|f| f.0.to).collect();
+    let answered: Vec<Option<i64>> = finished.iter().map(|f| f.1.response_status).collect();
+    let errors: Vec<Option<&str>> = finished.iter().map(|f| f.1.error).collect();
+    let closed = tx
+        .query(
+            "UPDATE attempts a SET finished_at = u.at, status = u.status,
+                 response_status = u.response_status, error = u.error
+             FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
+                 AS u(effect_id, number, at, status, response_status, error)
+             WHERE a.effect_id = u.effect_id AND a.number = u.number
+             RETURNING a.effect_id",
+            &[&effects, &numbers, &at, &statuses, &answered, &errors],
+        )
+        .await?;
+    if closed.len() == finished.len() {
+        return Ok(());
+    }
+    let closed: HashSet<&str> = closed.iter().map(|row| row.get::<_, &str>(0)).collect();
+    let (plan, attempt) = finished
+        .iter()
+        .find(|f| !closed.contains(f.0.change.effect_id.as_str()))
+        .expect("fewer attempts closed than asked");
+    Err(StoreError::Corrupt(format!(
+        "attempt {} of {} does not exist",
+        attempt.number, plan.change.effect_id
+    )))
+}
+
+/// The reservations the changes settle, each from the states its settlement moves. Answers how
+/// many moved, by effect.
+async fn settle_reservations(
+    tx: &Tx<'_>,
+    plans: &[ChangePlan<'_>],
+) -> StoreResult<HashMap<String, u64>> {
+    let settling: Vec<(&ChangePlan<'_>, Settlement)> = plans
+        .iter()
+        .filter_map(|p| p.settlement.map(|s| (p, s)))
         .collect();
     let mut settled: HashMap<String, u64> = HashMap::new();
-    if !settling.is_empty() {
-        let effects: Vec<&str> = settling.iter().map(|s| s.0.effect_id.as_str()).collect();
-        let afters: Vec<&str> = settling.iter().map(|s| s.1.as_str()).collect();
-        let at: Vec<i64> = settling.iter().map(|s| s.0.actor.now.0).collect();
-        let open = |i: usize| -> Vec<Option<&'static str>> {
-            settling
-                .iter()
-                .map(|s| s.1.settles_from().get(i).map(|r| r.as_str()))
-                .collect()
-        };
-        let (first_open, second_open) = (open(0), open(1));
-        for row in tx
-            .query(
-                "UPDATE impact_reservations r SET state = u.after, updated_at = u.at
-                 FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
-                     AS u(effect_id, after, at, first_open, second_open)
-                 WHERE r.effect_id = u.effect_id AND r.state IN (u.first_open, u.second_open)
-                 RETURNING r.effect_id",
-                &[&effects, &afters, &at, &first_open, &second_open],
-            )
-            .await?
-        {
-            *settled.entry(row.get::<_, String>(0)).or_default() += 1;
-        }
+    if settling.is_empty() {
+        return Ok(settled);
     }
+    let effects: Vec<&str> = settling
+        .iter()
+        .map(|s| s.0.change.effect_id.as_str())
+        .collect();
+    let afters: Vec<&str> = settling.iter().map(|s| s.1.after.as_str()).collect();
+    let at: Vec<i64> = settling.iter().map(|s| s.0.now).collect();
+    let open = |i: usize| -> Vec<Option<&'static str>> {
+        settling
+            .iter()
+            .map(|s| s.1.from.get(i).map(|r| r.as_str()))
+            .collect()
+    };
+    let (first_open, second_open) = (open(0), open(1));
+    for row in tx
+        .query(
+            "UPDATE impact_reservations r SET state = u.after, updated_at = u.at
+             FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
+                 AS u(effect_id, after, at, first_open, second_open)
+             WHERE r.effect_id = u.effect_id AND r.state IN (u.first_open, u.second_open)
+             RETURNING r.effect_id",
+            &[&effects, &afters, &at, &first_open, &second_open],
+        )
+        .await?
+    {
+        *settled.entry(row.get::<_, String>(0)).or_default() += 1;
+    }
+    Ok(settled)
+}
 
-    // The invocations, as `change_effect` leaves them.
-    let response_statuses: Vec<Option<i64>> = changes
-        .iter()
-        .map(|c| c.response_status.map(i64::from))
-        .collect();
-    let bodies: Vec<Option<String>> = changes
-        .iter()
-        .map(|c| c.response_body.as_ref().map(Value::to_string))
-        .collect();
-    let errors: Vec<Option<String>> = changes
-        .iter()
-        .map(|c| c.error.as_ref().map(Value::to_string))
-        .collect();
-    let completed: Vec<Option<i64>> = changes
-        .iter()
-        .map(|c| c.completed_at().map(|t| t.0))
-        .collect();
+/// The invocations, as `change_effect` leaves them.
+async fn update_invocations(tx: &Tx<'_>, plans: &[ChangePlan<'_>]) -> StoreResult<()> {
+    let ids: Vec<&str> = plans.iter().map(|p| p.change.effect_id.as_str()).collect();
+    let tos: Vec<&str> = plans.iter().map(|p| p.to).collect();
+    let updates: Vec<&InvocationUpdate> = plans.iter().map(|p| &p.invocation).collect();
+    let response_statuses: Vec<Option<i64>> = updates.iter().map(|u| u.response_status).collect();
+    let bodies: Vec<Option<&str>> = updates.iter().map(|u| u.response_body.as_deref()).collect();
+    let errors: Vec<Option<&str>> = updates.iter().map(|u| u.error.as_deref()).collect();
+    let completed: Vec<Option<i64>> = updates.iter().map(|u| u.completed_at).collect();
     tx.execute(
         "UPDATE invocations i SET state = u.to_state,
              response_status = COALESCE(u.response_status, i.response_status),
@@ -308,68 +341,32 @@ async fn settle_all(tx: &Tx<'_>, changes: &[EffectChange]) -> StoreResult<()> {
         &[&ids, &tos, &response_statuses, &bodies, &errors, &completed],
     )
     .await?;
+    Ok(())
+}
 
-    // One evidence entry per change, each the next of its effect.
-    let noted: Vec<(&EffectChange, &NewEvidence)> = changes
-        .iter()
-        .filter_map(|c| c.evidence.as_ref().map(|e| (c, e)))
-        .collect();
-    if !noted.is_empty() {
-        let effects: Vec<&str> = noted.iter().map(|n| n.0.effect_id.as_str()).collect();
-        let at: Vec<i64> = noted.iter().map(|n| n.0.actor.now.0).collect();
-        let kinds: Vec<&str> = noted.iter().map(|n| n.1.kind.as_str()).collect();
-        let sources: Vec<&str> = noted.iter().map(|n| n.1.source.as_str()).collect();
-        let messages: Vec<&str> = noted.iter().map(|n| n.1.message.as_str()).collect();
-        let data: Vec<Option<String>> = noted
-            .iter()
-            .map(|n| n.1.data.as_ref().map(Value::to_string))
-            .collect();
-        let actors: Vec<Option<&str>> = noted
-            .iter()
-            .map(|n| n.0.actor.key.as_ref().map(|k| k.as_str()))
-            .collect();
-        tx.execute(
-            "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor)
-             SELECT u.effect_id,
-                    (SELECT COALESCE(MAX(v.seq), 0) + 1 FROM evidence v WHERE v.effect_id = u.effect_id),
-                    u.at, u.kind, u.source, u.message, u.data, u.actor
-             FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-                 AS u(effect_id, at, kind, source, message, data, actor)",
-            &[&effects, &at, &kinds, &sources, &messages, &data, &actors],
-        )
-        .await?;
+/// One evidence entry per change that carries one, each the next of its effect.
+async fn insert_evidence(tx: &Tx<'_>, plans: &[ChangePlan<'_>]) -> StoreResult<()> {
+    let rows: Vec<&EvidenceRow<'_>> = plans.iter().filter_map(|p| p.evidence.as_ref()).collect();
+    if rows.is_empty() {
+        return Ok(());
     }
-
-    // The audit events, in the order `change_effect` appends them, change by change.
-    for c in changes {
-        if let (Some(after), Some(&count)) = (c.settles, settled.get(c.effect_id.as_str())) {
-            append(
-                tx,
-                &c.actor,
-                Entry {
-                    env: Some(c.env_id.as_str()),
-                    kind: "impact.settled",
-                    subject: c.effect_id.as_str(),
-                    before: None,
-                    after: Some(json!({"reservations": after.as_str(), "count": count})),
-                },
-            )
-            .await?;
-        }
-        append(
-            tx,
-            &c.actor,
-            Entry {
-                env: Some(c.env_id.as_str()),
-                kind: "effect.transition",
-                subject: c.effect_id.as_str(),
-                before: Some(json!({"state": c.from.name()})),
-                after: Some(json!({"state": c.to.name(), "attempt": Option::<u32>::None,
-                                   "responseStatus": c.response_status})),
-            },
-        )
-        .await?;
-    }
+    let effects: Vec<&str> = rows.iter().map(|r| r.effect).collect();
+    let at: Vec<i64> = rows.iter().map(|r| r.at).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
+    let sources: Vec<&str> = rows.iter().map(|r| r.source).collect();
+    let messages: Vec<&str> = rows.iter().map(|r| r.message).collect();
+    let data: Vec<Option<&str>> = rows.iter().map(|r| r.data.as_deref()).collect();
+    let actors: Vec<Option<&str>> = rows.iter().map(|r| r.actor).collect();
+    tx.execute(
+        "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor)
+         SELECT u.effect_id,
+                (SELECT COALESCE(MAX(v.seq), 0) + 1 FROM evidence v WHERE v.effect_id = u.effect_id),
+                u.at, u.kind, u.source, u.message, u.data, u.actor
+         FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+             AS u(effect_id, at, kind, source, message, data, actor)",
+        &[&effects, &at, &kinds, &sources, &messages, &data, &actors],
+    )
+    .await?;
     Ok(())
 }
 
@@ -378,7 +375,6 @@ async fn settle_all(tx: &Tx<'_>, changes: &[EffectChange]) -> StoreResult<()> {
 /// Returns what it did, and whether the sweep is done.
 async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport, bool)> {
     let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
-    let mut report = RecoveryReport::default();
     let sql = format!(
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
                 e.id IN (SELECT a.effect_id FROM approvals a
@@ -394,29 +390,17 @@ async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport,
     let orphans = tx
         .all(&sql, &[&replica, &dead_before, &chunk], orphan)
         .await?;
-    let mut changes = Vec::with_capacity(orphans.len());
+    let (steps, report) = recovery::plan(&orphans, sweep);
+    let mut changes = Vec::with_capacity(steps.len());
     let mut taken = Vec::new();
-    for orphan in &orphans {
-        match recovery::settle(orphan, sweep) {
-            recovery::Settle::Change(change) => {
-                changes.push(*change);
-                match orphan.state {
-                    EffectState::Dispatching => {
-                        report.dispatching_to_unknown.push(orphan.effect.clone())
-                    }
-                    _ => report.ready_to_failed.push(orphan.effect.clone()),
-                }
-            }
-            recovery::Settle::TakeOver => {
-                taken.push(orphan);
-                report
-                    .approved_to_dispatch
-                    .push((orphan.env.clone(), orphan.invocation.clone()));
-            }
+    for step in steps {
+        match step {
+            Step::Change(change) => changes.push(*change),
+            Step::TakeOver(orphan, entry) => taken.push((orphan, entry)),
         }
     }
     settle_all(tx, &changes).await?;
-    claim_all(tx, &taken, sweep).await?;
+    claim_all(tx, taken, sweep).await?;
     if orphans.len() == SWEEP_CHUNK_EFFECTS {
         return Ok((report, false));
     }
@@ -439,6 +423,7 @@ async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport,
             &[&replica, &dead_before],
         )
         .await?;
+    let mut report = report;
     report.requests_cleared = marked + dropped;
     report.expired_replicas = tx
         .all(
@@ -464,29 +449,22 @@ async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport,
 }
 
 /// Makes orphaned approved effects the sweeping replica's, which dispatches them.
-async fn claim_all(tx: &Tx<'_>, taken: &[&Orphan], sweep: &Sweep) -> StoreResult<()> {
+async fn claim_all(
+    tx: &Tx<'_>,
+    taken: Vec<(&Orphan, AuditEntry)>,
+    sweep: &Sweep,
+) -> StoreResult<()> {
     if taken.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&str> = taken.iter().map(|o| o.effect.as_str()).collect();
+    let ids: Vec<&str> = taken.iter().map(|(o, _)| o.effect.as_str()).collect();
     tx.execute(
         "UPDATE effects SET owner = $1 WHERE id = ANY($2)",
         &[&sweep.replica.as_str(), &ids],
     )
     .await?;
-    for orphan in taken {
-        append(
-            tx,
-            &Actor::system(sweep.now),
-            Entry {
-                env: Some(orphan.env.as_str()),
-                kind: "effect.taken_over",
-                subject: orphan.effect.as_str(),
-                before: Some(json!({"owner": orphan.owner})),
-                after: Some(json!({"owner": sweep.replica})),
-            },
-        )
-        .await?;
+    for (_, entry) in taken {
+        append(tx, &Actor::system(sweep.now), entry).await?;
     }
     Ok(())
 }

@@ -12,6 +12,12 @@ pub(crate) fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError 
     StoreError::Corrupt(format!("{what}: {detail}"))
 }
 
+impl crate::columns::Columns for Row {
+    fn get<T: crate::columns::Column>(&self, i: usize) -> StoreResult<T> {
+        col(self, i)
+    }
+}
+
 /// Reads column `i` as `T`, mapping a type mismatch or an unexpected NULL to `Corrupt`.
 pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> StoreResult<T> {
     row.try_get(i).map_err(|e| corrupt("column", e))
@@ -154,21 +160,10 @@ pub(crate) fn action(row: &Row) -> StoreResult<ActionRecord> {
 
 pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id";
 
-/// [`INVOCATION_COLUMNS`] for a list: an input or response body longer than
-/// [`crate::LISTED_FIELD_BYTES_MAX`] bytes is read as its elision marker (`elide.rs`), so the
-/// large text never leaves the database. Decoded by [`invocation`] like the whole row.
+/// [`INVOCATION_COLUMNS`] for a list, large fields elided (`elide::listed_columns`). Decoded by
+/// [`invocation`] like the whole row.
 pub(crate) fn invocation_listed_columns() -> String {
-    let elided = |column: &str| {
-        let bytes = format!("octet_length({column})");
-        format!(
-            "CASE WHEN {bytes} > {max} THEN '{{\"{key}\":' || {bytes} || '}}' ELSE {column} END",
-            max = crate::LISTED_FIELD_BYTES_MAX,
-            key = crate::ELIDED_KEY,
-        )
-    };
-    INVOCATION_COLUMNS
-        .replace(" input,", &format!(" {},", elided("input")))
-        .replace(" response_body,", &format!(" {},", elided("response_body")))
+    crate::elide::listed_columns(INVOCATION_COLUMNS, |c| format!("octet_length({c})"))
 }
 
 pub(crate) fn invocation(row: &Row) -> StoreResult<InvocationRecord> {

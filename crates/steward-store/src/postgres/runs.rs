@@ -1,6 +1,6 @@
 //! Runs, spans and feedback on PostgreSQL: the same rules as the embedded store.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::rows::{self, col, corrupt, id, id_opt, millis, millis_opt};
 use super::PostgresStore;
@@ -160,13 +160,8 @@ impl Runs for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(r.env_id.as_str()),
-                    kind: "run.started",
-                    subject: r.id.as_str(),
-                    before: None,
-                    after: Some(run_audit(r)),
-                },
+                AuditEntry::new(AuditKind::RunStarted, r.env_id.as_str(), r.id.as_str())
+                    .after(run_audit(r)),
             )
             .await
         })
@@ -208,17 +203,17 @@ impl Runs for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: if after.status.is_terminal() {
-                        "run.ended"
+                AuditEntry::new(
+                    if after.status.is_terminal() {
+                        AuditKind::RunEnded
                     } else {
-                        "run.updated"
+                        AuditKind::RunUpdated
                     },
-                    subject: run_id.as_str(),
-                    before: Some(run_audit(&before)),
-                    after: Some(run_audit(&after)),
-                },
+                    env.as_str(),
+                    run_id.as_str(),
+                )
+                .before(run_audit(&before))
+                .after(run_audit(&after)),
             )
             .await?;
             Ok(Ok(after))
@@ -336,13 +331,8 @@ impl Runs for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "run.spans_ingested",
-                    subject: run_id.as_str(),
-                    before: None,
-                    after: Some(json!({"runId": run_id, "created": created, "replaced": replaced})),
-                },
+                AuditEntry::new(AuditKind::RunSpansIngested, env.as_str(), run_id.as_str())
+                    .after(json!({"runId": run_id, "created": created, "replaced": replaced})),
             )
             .await?;
             Ok(SpansIngested::Stored { created, replaced })
@@ -433,15 +423,12 @@ impl Runs for PostgresStore {
             append(
                 &tx,
                 actor,
-                Entry {
-                    env: Some(f.env_id.as_str()),
-                    kind: "run.feedback_added",
-                    subject: f.run_id.as_str(),
-                    before: None,
-                    after: Some(
-                        json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id}),
-                    ),
-                },
+                AuditEntry::new(
+                    AuditKind::RunFeedbackAdded,
+                    f.env_id.as_str(),
+                    f.run_id.as_str(),
+                )
+                .after(json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id})),
             )
             .await
         })

@@ -3,7 +3,7 @@
 //! claiming at once split the work instead of waiting on each other; the lease keeps a claimed
 //! row away from other replicas while its attempt runs.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::rows::{col, corrupt};
 use super::PostgresStore;
@@ -135,17 +135,16 @@ fn dead_letter(row: &Row) -> StoreResult<DeadLetter> {
     })
 }
 
-async fn audit(tx: &Tx<'_>, actor: &Actor, kind: &str, s: &WebhookSubscription) -> StoreResult<()> {
+async fn audit(
+    tx: &Tx<'_>,
+    actor: &Actor,
+    kind: AuditKind,
+    s: &WebhookSubscription,
+) -> StoreResult<()> {
     append(
         tx,
         actor,
-        Entry {
-            env: Some(s.env_id.as_str()),
-            kind,
-            subject: &s.id,
-            before: None,
-            after: Some(s.audit_view()),
-        },
+        AuditEntry::new(kind, s.env_id.as_str(), &s.id).after(s.audit_view()),
     )
     .await
 }
@@ -199,7 +198,7 @@ impl Webhooks for PostgresStore {
                 ],
             )
             .await?;
-            audit(&tx, actor, "webhook.subscription.created", s).await
+            audit(&tx, actor, AuditKind::WebhookSubscriptionCreated, s).await
         })
     }
 
@@ -267,7 +266,7 @@ impl Webhooks for PostgresStore {
             if changed == 0 {
                 return Ok(false);
             }
-            audit(&tx, actor, "webhook.subscription.updated", s).await?;
+            audit(&tx, actor, AuditKind::WebhookSubscriptionUpdated, s).await?;
             Ok(true)
         })
     }
@@ -287,7 +286,7 @@ impl Webhooks for PostgresStore {
                 &[&env.as_str(), &id],
             )
             .await?;
-            audit(&tx, actor, "webhook.subscription.deleted", &s).await?;
+            audit(&tx, actor, AuditKind::WebhookSubscriptionDeleted, &s).await?;
             Ok(true)
         })
     }
@@ -393,16 +392,15 @@ impl Webhooks for PostgresStore {
                 append(
                     &tx,
                     &Actor::system(now),
-                    Entry {
-                        env: Some(letter.env_id.as_str()),
-                        kind: "webhook.dead_lettered",
-                        subject: &letter.subscription_id,
-                        before: None,
-                        after: Some(
-                            json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
+                    AuditEntry::new(
+                        AuditKind::WebhookDeadLettered,
+                        letter.env_id.as_str(),
+                        &letter.subscription_id,
+                    )
+                    .after(
+                        json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
                                            "attempts": letter.attempts}),
-                        ),
-                    },
+                    ),
                 )
                 .await?;
             }
@@ -483,14 +481,13 @@ impl Webhooks for PostgresStore {
                 append(
                     &tx,
                     actor,
-                    Entry {
-                        env: Some(env.as_str()),
-                        kind: "webhook.redelivery.requested",
-                        subject: &d.subscription_id,
-                        before: None,
-                        after: Some(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
+                    AuditEntry::new(
+                        AuditKind::WebhookRedeliveryRequested,
+                        env.as_str(),
+                        &d.subscription_id,
+                    )
+                    .after(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
                                            "requestedAt": now.0})),
-                    },
                 )
                 .await?;
             }
@@ -543,7 +540,7 @@ impl Webhooks for PostgresStore {
                         dead_letter,
                     )
                     .await?,
-                    "webhook.redelivered",
+                    AuditKind::WebhookRedelivered,
                 ),
                 Err(error) => (
                     tx.one(
@@ -555,7 +552,7 @@ impl Webhooks for PostgresStore {
                         dead_letter,
                     )
                     .await?,
-                    "webhook.redelivery.failed",
+                    AuditKind::WebhookRedeliveryFailed,
                 ),
             };
             let Some(d) = changed else {
@@ -570,13 +567,7 @@ impl Webhooks for PostgresStore {
             append(
                 &tx,
                 &Actor::system(now),
-                Entry {
-                    env: Some(d.env_id.as_str()),
-                    kind,
-                    subject: &d.subscription_id,
-                    before: None,
-                    after: Some(after),
-                },
+                AuditEntry::new(kind, d.env_id.as_str(), &d.subscription_id).after(after),
             )
             .await?;
             Ok(true)

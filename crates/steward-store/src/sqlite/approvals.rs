@@ -2,7 +2,7 @@
 //! together, so an approval can release its invocation exactly once. The store has one writer,
 //! so decisions on one approval are tallied one after the other.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{unavailable, CachedQuery};
 use super::effects::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
@@ -120,15 +120,8 @@ pub(crate) fn insert(
     append(
         tx,
         &Actor::key(requested_by, now),
-        Entry {
-            env: Some(env.as_str()),
-            kind: "approval.requested",
-            subject: a.id.as_str(),
-            before: None,
-            after: Some(
-                json!({"title": a.title, "requiredApprovals": a.required_approvals.max(1), "invocationId": binding.as_ref().map(|b| b.invocation.as_str())}),
-            ),
-        },
+        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str())
+            .after(json!({"title": a.title, "requiredApprovals": a.required_approvals.max(1), "invocationId": binding.as_ref().map(|b| b.invocation.as_str())})),
     )
 }
 
@@ -162,13 +155,9 @@ fn settle(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(a.env_id.as_str()),
-            kind: "approval.settled",
-            subject: a.id.as_str(),
-            before: Some(json!({"status": "pending"})),
-            after: Some(json!({"status": status.as_str(), "origin": origin})),
-        },
+        AuditEntry::new(AuditKind::ApprovalSettled, a.env_id.as_str(), a.id.as_str())
+            .before(json!({"status": "pending"}))
+            .after(json!({"status": status.as_str(), "origin": origin})),
     )
 }
 
@@ -295,13 +284,7 @@ fn decide(
     append(
         tx,
         &actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "approval.decision",
-            subject: id.as_str(),
-            before: None,
-            after: Some(audit),
-        },
+        AuditEntry::new(AuditKind::ApprovalDecision, env.as_str(), id.as_str()).after(audit),
     )?;
     if status != ApprovalStatus::Pending {
         settle(tx, &a, status, HUMAN_ORIGIN, &actor)?;

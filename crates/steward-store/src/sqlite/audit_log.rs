@@ -7,37 +7,22 @@
 //! unsealed events their places, and stores the new head, in one transaction.
 
 use super::conn::{execute_cached, unavailable, CachedQuery};
-use super::rows::{col, corrupt, json_opt, query_all};
+use super::rows::{corrupt, query_all};
 use super::SqliteStore;
-use crate::audit::{content_hash, link_hash, AuditHead, AuditSeal, SealOutcome, GENESIS_HASH};
+use crate::audit::{
+    held_by_another, seal_links, stored_event, AuditHead, AuditSeal, NewLink, SealOutcome,
+    GENESIS_HASH,
+};
+pub(crate) use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::StoreResult;
-use crate::records::{Actor, AuditEvent, ChainLink};
+use crate::records::{Actor, AuditEvent};
 use rusqlite::{params, Connection, Row, Transaction};
 use serde_json::Value;
 use steward_core::{Millis, ReplicaId};
 
-pub(crate) struct Entry<'a> {
-    pub env: Option<&'a str>,
-    pub kind: &'a str,
-    pub subject: &'a str,
-    pub before: Option<Value>,
-    pub after: Option<Value>,
-}
-
 /// Inserts the event, unsealed, with its own content hash. Reads no other audit row.
-pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> StoreResult<()> {
-    let event = AuditEvent {
-        id: 0,
-        at: actor.now.0,
-        env_id: entry.env.map(str::to_string),
-        actor: actor.key.as_ref().map(|k| k.to_string()),
-        kind: entry.kind.to_string(),
-        subject: entry.subject.to_string(),
-        before: entry.before,
-        after: entry.after,
-        content_hash: None,
-        link: None,
-    };
+pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: AuditEntry) -> StoreResult<()> {
+    let (event, content_hash) = entry.into_event(actor);
     execute_cached(
         tx,
         "INSERT INTO audit (at, env_id, actor, kind, subject, before, after, content_hash)
@@ -50,7 +35,7 @@ pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> S
             event.subject,
             event.before.as_ref().map(Value::to_string),
             event.after.as_ref().map(Value::to_string),
-            content_hash(&event),
+            content_hash,
         ],
     )
     .map_err(unavailable)?;
@@ -60,31 +45,11 @@ pub(crate) fn append(tx: &Transaction<'_>, actor: &Actor, entry: Entry<'_>) -> S
 const COLUMNS: &str =
     "id, at, env_id, actor, kind, subject, before, after, content_hash, seq, prev_hash, hash";
 
+/// Sealed events with `seq > after`, in chain order.
 fn event(row: &Row<'_>) -> StoreResult<AuditEvent> {
-    let seq: Option<i64> = col(row, 9)?;
-    Ok(AuditEvent {
-        id: col(row, 0)?,
-        at: col(row, 1)?,
-        env_id: col(row, 2)?,
-        actor: col(row, 3)?,
-        kind: col(row, 4)?,
-        subject: col(row, 5)?,
-        before: json_opt(col(row, 6)?, "audit before")?,
-        after: json_opt(col(row, 7)?, "audit after")?,
-        content_hash: col(row, 8)?,
-        // A sealed row missing its hashes was tampered with: verification says so.
-        link: match seq {
-            Some(seq) => Some(ChainLink {
-                seq,
-                prev_hash: col::<Option<String>>(row, 10)?.unwrap_or_default(),
-                hash: col::<Option<String>>(row, 11)?.unwrap_or_default(),
-            }),
-            None => None,
-        },
-    })
+    stored_event(row)
 }
 
-/// Sealed events with `seq > after`, in chain order.
 pub(crate) fn events(c: &Connection, after: i64, limit: u32) -> StoreResult<Vec<AuditEvent>> {
     query_all(
         c,
@@ -164,39 +129,27 @@ pub(crate) async fn seal(store: &SqliteStore, seal: &AuditSeal) -> StoreResult<S
 /// One batch, inside the writer's transaction.
 fn seal_batch(tx: &Transaction<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
     let (head, registered) = head_and_holder(tx)?;
-    if let Some(holder) = &head.sealer {
-        if *holder != seal.sealer && head.lease_until > seal.now && registered {
-            return Ok(SealOutcome::Held {
-                by: holder.clone(),
-                until: head.lease_until,
-            });
-        }
+    if let Some(held) = held_by_another(&head, registered, seal) {
+        return Ok(held);
     }
     let batch = unsealed(tx, 0, seal.events_max)?;
     if batch.is_empty() {
         return Ok(SealOutcome::Idle);
     }
-    let (mut seq, mut hash) = (head.seq, head.hash);
-    for event in &batch {
-        let prev = std::mem::take(&mut hash);
-        seq += 1;
-        // An unsealed event always has a content hash; one without was tampered with, and
-        // sealing it over an empty one keeps that visible to verification.
-        hash = link_hash(
-            seq,
-            &prev,
-            event.content_hash.as_deref().unwrap_or_default(),
-        );
+    let links = seal_links(&head, &batch);
+    for NewLink { id, link } in &links {
         let changed = execute_cached(
             tx,
             "UPDATE audit SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE id = ?4 AND seq IS NULL",
-            params![seq, prev, hash, event.id],
+            params![link.seq, link.prev_hash, link.hash, id],
         )
         .map_err(unavailable)?;
         if changed != 1 {
-            return Err(corrupt("audit seal", format!("event {} changed", event.id)));
+            return Err(corrupt("audit seal", format!("event {id} changed")));
         }
     }
+    let last = &links.last().expect("a batch of one event or more").link;
+    let (seq, hash) = (last.seq, last.hash.clone());
     execute_cached(
         tx,
         "UPDATE audit_head SET seq = ?1, hash = ?2, sealer = ?3, lease_until = ?4, sealed_at = ?5

@@ -2,7 +2,7 @@
 //! transaction: SQLite's single writer serialises every submission, so reading the key's usage
 //! and inserting its reservation cannot interleave with another's.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{execute_cached, unavailable};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
@@ -80,13 +80,12 @@ pub(crate) fn admit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Option<
         append(
             tx,
             &actor,
-            Entry {
-                env: Some(s.env_id.as_str()),
-                kind: "budget.refused",
-                subject: s.actor.as_str(),
-                before: None,
-                after: Some(refusal.details()),
-            },
+            AuditEntry::new(
+                AuditKind::BudgetRefused,
+                s.env_id.as_str(),
+                s.actor.as_str(),
+            )
+            .after(refusal.details()),
         )?;
         return Ok(Some(SubmitOutcome::BudgetRefused(refusal)));
     }
@@ -103,16 +102,15 @@ pub(crate) fn admit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Option<
     append(
         tx,
         &actor,
-        Entry {
-            env: Some(s.env_id.as_str()),
-            kind: "budget.reserved",
-            subject: s.effect_id.as_str(),
-            before: None,
-            after: Some(serde_json::json!({
-                "keyId": s.actor, "limitId": status.budget.limit_id,
-                "amount": BUDGET_INVOCATION_UNITS,
-            })),
-        },
+        AuditEntry::new(
+            AuditKind::BudgetReserved,
+            s.env_id.as_str(),
+            s.effect_id.as_str(),
+        )
+        .after(serde_json::json!({
+            "keyId": s.actor, "limitId": status.budget.limit_id,
+            "amount": BUDGET_INVOCATION_UNITS,
+        })),
     )?;
     Ok(None)
 }
@@ -173,13 +171,9 @@ fn put(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "budget.put",
-            subject: key.as_str(),
-            before,
-            after: Some(spec.audit_view()),
-        },
+        AuditEntry::new(AuditKind::BudgetPut, env.as_str(), key.as_str())
+            .before(before)
+            .after(spec.audit_view()),
     )?;
     live(tx, env, key)?.ok_or(StoreError::NotFound { what: "budget" })
 }
@@ -281,13 +275,8 @@ impl Budgets for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "budget.deleted",
-                    subject: key.as_str(),
-                    before: Some(before.spec.audit_view()),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::BudgetDeleted, env.as_str(), key.as_str())
+                    .before(before.spec.audit_view()),
             )?;
             Ok(true)
         })

@@ -1,8 +1,8 @@
 //! Connected accounts (`crate::connection`) in the embedded store.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{execute_cached, unavailable};
-use super::rows::{self, col, query_all, query_one};
+use super::rows::{query_all, query_one};
 use super::SqliteStore;
 use crate::connection::{ConnectionHealth, ConnectionRecord};
 use crate::error::{StoreError, StoreResult};
@@ -11,7 +11,7 @@ use crate::store::Connections;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 
-use steward_core::{EnvironmentId, Millis};
+use steward_core::EnvironmentId;
 
 /// The accounts whose secret still exists as it was when they were connected.
 const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_kind, c.description,
@@ -20,22 +20,7 @@ const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_k
       ON s.env_id = c.env_id AND s.name = c.secret_name AND s.created_at = c.secret_created_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<ConnectionRecord> {
-    Ok(ConnectionRecord {
-        env_id: EnvironmentId::parse(&col::<String>(row, 0)?)
-            .map_err(|e| rows::corrupt("env id", e))?,
-        secret_name: col(row, 1)?,
-        integration_id: col(row, 2)?,
-        auth_kind: col(row, 3)?,
-        description: col(row, 4)?,
-        health: ConnectionHealth {
-            status: col(row, 5)?,
-            reason: col(row, 6)?,
-            checked_at: Millis(col(row, 7)?),
-        },
-        secret_created_at: Millis(col(row, 8)?),
-        created_at: Millis(col(row, 9)?),
-        updated_at: Millis(col(row, 10)?),
-    })
+    ConnectionRecord::read(row)
 }
 
 fn one(
@@ -76,13 +61,8 @@ impl Connections for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(c.env_id.as_str()),
-                    kind: "connection.connected",
-                    subject: &c.secret_name,
-                    before: None,
-                    after: Some(c.audit_view()),
-                },
+                AuditEntry::new(AuditKind::ConnectionConnected, c.env_id.as_str(), &c.secret_name)
+                    .after(c.audit_view()),
             )?;
             one(tx, &c.env_id, &c.secret_name)?.ok_or(StoreError::NotFound { what: "secret" })
         })
@@ -133,13 +113,9 @@ impl Connections for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "connection.checked",
-                    subject: &name,
-                    before: Some(before.audit_view()),
-                    after: Some(after.audit_view()),
-                },
+                AuditEntry::new(AuditKind::ConnectionChecked, env.as_str(), &name)
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )?;
             Ok(after)
         })

@@ -1,10 +1,11 @@
 //! Invocations and effects: the invoke write path's records.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{unavailable, CachedQuery};
 use super::identity::{environment, key_by_hash};
 use super::rows::{self, query_all, query_one};
 use super::SqliteStore;
+use crate::change_plan::{ChangePlan, EvidenceRow};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Effects;
@@ -179,20 +180,19 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     append(
         tx,
         &actor,
-        Entry {
-            env: Some(s.env_id.as_str()),
-            kind: "invocation.created",
-            subject: s.invocation_id.as_str(),
-            before: None,
-            after: Some(crate::links::audited(
-                json!({
-                    "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                    "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                    "decision": s.decision,
-                }),
-                &s.links,
-            )),
-        },
+        AuditEntry::new(
+            AuditKind::InvocationCreated,
+            s.env_id.as_str(),
+            s.invocation_id.as_str(),
+        )
+        .after(crate::links::audited(
+            json!({
+                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
+                "decision": s.decision,
+            }),
+            &s.links,
+        )),
     )
 }
 
@@ -202,19 +202,31 @@ pub(crate) fn insert_evidence(
     e: &NewEvidence,
     actor: &Actor,
 ) -> StoreResult<u32> {
+    insert_evidence_row(tx, &EvidenceRow::new(effect, e, actor))
+}
+
+/// Appends `row` at its effect's next `seq`, and returns that `seq`.
+fn insert_evidence_row(tx: &Transaction<'_>, row: &EvidenceRow<'_>) -> StoreResult<u32> {
     let seq: u32 = tx
         .query_row_cached(
             "SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence WHERE effect_id = ?1",
-            params![effect.as_str()],
+            params![row.effect],
             |r| r.get(0),
         )
         .map_err(unavailable)?;
     super::conn::execute_cached(
         tx,
-        "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO evidence (effect_id, seq, at, kind, source, message, data, actor)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
-            effect.as_str(), seq, actor.now.0, e.kind.as_str(), e.source.as_str(), e.message,
-            e.data.as_ref().map(Value::to_string), actor.key.as_ref().map(|k| k.to_string())
+            row.effect,
+            seq,
+            row.at,
+            row.kind,
+            row.source,
+            row.message,
+            row.data,
+            row.actor
         ],
     )
     .map_err(unavailable)?;
@@ -266,6 +278,8 @@ fn current_state(
     rows::state(&raw.ok_or(StoreError::NotFound { what: "effect" })?)
 }
 
+/// Moves the effect with a compare-and-set on its state (read first: the writer holds the
+/// file's lock, so nothing moves it in between) and writes what its [`ChangePlan`] says.
 pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResult<()> {
     c.check_legal()?;
     let found = current_state(tx, &c.env_id, &c.effect_id)?;
@@ -275,68 +289,33 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             found,
         });
     }
+    let plan = ChangePlan::of(c);
     // The kill switch: no attempt is recorded, so nothing is sent, while the environment is
     // halted. Checked in this transaction, so an attempt committed after a halt cannot exist.
-    if matches!(c.attempt, Some(AttemptChange::Begin { .. }))
-        && super::kill_switch::is_halted(tx, &c.env_id)?
-    {
+    if plan.begun.is_some() && super::kill_switch::is_halted(tx, &c.env_id)? {
         return Err(StoreError::Halted);
     }
-    let now = c.actor.now.0;
-    let to = c.to.name();
-    let attempt_number = match &c.attempt {
-        Some(AttemptChange::Begin {
-            number,
-            deadline_at,
-            owner,
-        }) => {
-            super::conn::execute_cached(
-        tx,
-                "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner) VALUES (?1, ?2, ?3, ?4, 'dispatching', ?5)",
-                params![c.effect_id.as_str(), number, now, deadline_at.0, owner.as_str()],
-            )
-            .map_err(unavailable)?;
-            Some(*number)
-        }
-        Some(AttemptChange::Finish {
-            number,
-            response_status,
-            error,
-        }) => {
-            let closed = super::conn::execute_cached(
-        tx,
-                "UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4
-                 WHERE effect_id = ?5 AND number = ?6",
-                params![now, to, response_status, error, c.effect_id.as_str(), number],
-            )
-            .map_err(unavailable)?;
-            if closed != 1 {
-                return Err(StoreError::Corrupt(format!(
-                    "attempt {number} of {} does not exist",
-                    c.effect_id
-                )));
-            }
-            None
-        }
-        None => None,
-    };
-    let owner = match &c.attempt {
-        Some(AttemptChange::Begin { owner, .. }) => Some(owner.as_str()),
-        _ => None,
-    };
+    write_attempt(tx, &plan)?;
     super::conn::execute_cached(
         tx,
         "UPDATE effects SET state = ?1, updated_at = ?2, attempt_count = COALESCE(?3, attempt_count),
             external_reference = COALESCE(?4, external_reference), owner = COALESCE(?5, owner)
          WHERE id = ?6",
-        params![to, now, attempt_number, c.external_reference, owner, c.effect_id.as_str()],
+        params![
+            plan.to,
+            plan.now,
+            plan.begun.map(|b| b.number),
+            c.external_reference,
+            plan.begun.map(|b| b.owner),
+            c.effect_id.as_str()
+        ],
     )
     .map_err(unavailable)?;
-    super::limits::settle(tx, &c.env_id, &c.effect_id, c.settles, &c.actor)?;
+    super::limits::settle(tx, &plan)?;
     if let Some(actual) = &c.actual_impact {
         super::limits::settle_actual(tx, c, actual)?;
     }
-    let completed = (c.to.is_terminal() || c.to == EffectState::Unknown).then_some(now);
+    let i = &plan.invocation;
     super::conn::execute_cached(
         tx,
         "UPDATE invocations SET state = ?1, response_status = COALESCE(?2, response_status),
@@ -344,34 +323,59 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
             completed_at = COALESCE(completed_at, ?5)
          WHERE id = (SELECT invocation_id FROM effects WHERE id = ?6)",
         params![
-            to,
-            c.response_status,
-            c.response_body.as_ref().map(Value::to_string),
-            c.error.as_ref().map(Value::to_string),
-            completed,
+            plan.to,
+            i.response_status,
+            i.response_body,
+            i.error,
+            i.completed_at,
             c.effect_id.as_str()
         ],
     )
     .map_err(unavailable)?;
-    if let Some(e) = &c.evidence {
-        insert_evidence(tx, &c.effect_id, e, &c.actor)?;
+    if let Some(row) = &plan.evidence {
+        insert_evidence_row(tx, row)?;
     }
     if let Some(key) = &c.answers_request {
         finish_answered_request(tx, &c.env_id, &c.effect_id, key)?;
     }
-    append(
-        tx,
-        &c.actor,
-        Entry {
-            env: Some(c.env_id.as_str()),
-            kind: "effect.transition",
-            subject: c.effect_id.as_str(),
-            before: Some(json!({"state": c.from.name()})),
-            after: Some(
-                json!({"state": to, "attempt": attempt_number, "responseStatus": c.response_status}),
-            ),
-        },
-    )
+    append(tx, &c.actor, plan.transition_entry())
+}
+
+/// The attempt the plan begins or closes; closing one that does not exist is corruption.
+fn write_attempt(tx: &Transaction<'_>, plan: &ChangePlan<'_>) -> StoreResult<()> {
+    let effect = plan.change.effect_id.as_str();
+    if let Some(b) = plan.begun {
+        super::conn::execute_cached(
+            tx,
+            "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner)
+             VALUES (?1, ?2, ?3, ?4, 'dispatching', ?5)",
+            params![effect, b.number, plan.now, b.deadline_at, b.owner],
+        )
+        .map_err(unavailable)?;
+    }
+    if let Some(f) = plan.finished {
+        let closed = super::conn::execute_cached(
+            tx,
+            "UPDATE attempts SET finished_at = ?1, status = ?2, response_status = ?3, error = ?4
+             WHERE effect_id = ?5 AND number = ?6",
+            params![
+                plan.now,
+                plan.to,
+                f.response_status,
+                f.error,
+                effect,
+                f.number
+            ],
+        )
+        .map_err(unavailable)?;
+        if closed != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "attempt {} of {effect} does not exist",
+                f.number
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The filter on states. For `effects`, when every state asked for is open (not terminal), the
@@ -546,13 +550,8 @@ impl Effects for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "effect.evidence",
-                    subject: effect.as_str(),
-                    before: None,
-                    after: Some(json!({"seq": seq, "kind": e.kind, "source": e.source})),
-                },
+                AuditEntry::new(AuditKind::EffectEvidence, env.as_str(), effect.as_str())
+                    .after(json!({"seq": seq, "kind": e.kind, "source": e.source})),
             )
         })
         .await

@@ -5,7 +5,7 @@ use super::conn::{unavailable, CachedQuery};
 use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::records::{EarlierRequest, IdempotencyBegin};
-use crate::store::Idempotency;
+use crate::store::{seen_before, Idempotency};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
@@ -82,18 +82,13 @@ impl Idempotency for SqliteStore {
                 .map_err(unavailable)?;
                 return Ok(IdempotencyBegin::Begun);
             };
-            if stored != fingerprint {
-                return Ok(IdempotencyBegin::Mismatch);
-            }
-            Ok(match (state.as_str(), status, body) {
-                ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
-                    status,
-                    body: serde_json::from_str(&body).unwrap_or(Value::Null),
-                },
-                ("in_progress", _, _) => IdempotencyBegin::InProgress,
-                // A key first used for an invoke, now sent with another endpoint's request.
-                _ => IdempotencyBegin::Mismatch,
-            })
+            Ok(seen_before(
+                &fingerprint,
+                &stored,
+                &state,
+                status,
+                body.as_deref(),
+            ))
         })
         .await
     }

@@ -1,7 +1,7 @@
 //! Environments, API keys and operator console sessions (`console_sessions`): a sign-in, its
 //! lookup with the key's checks, and a sign-out.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{constraint, unavailable};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
@@ -23,18 +23,6 @@ pub(crate) fn environment(
         rows::ENVIRONMENT_COLUMNS
     );
     query_one(conn, &sql, &[&id.as_str()], rows::environment)
-}
-
-/// What the audit log says about a key: never its hash.
-fn key_audit(key: &ApiKeyRecord) -> serde_json::Value {
-    let mut view = json!({"name": key.name, "scopes": key.scopes});
-    if let Some(at) = key.expires_at {
-        view["expiresAt"] = json!(at.0);
-    }
-    if let Some(at) = key.revoked_at {
-        view["revokedAt"] = json!(at.0);
-    }
-    view
 }
 
 pub(crate) fn key(conn: &Connection, id: &KeyId) -> StoreResult<Option<ApiKeyRecord>> {
@@ -103,13 +91,12 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(new_id.as_str()),
-                    kind: "environment.created",
-                    subject: new_id.as_str(),
-                    before: None,
-                    after: Some(json!({"name": name})),
-                },
+                AuditEntry::new(
+                    AuditKind::EnvironmentCreated,
+                    new_id.as_str(),
+                    new_id.as_str(),
+                )
+                .after(json!({"name": name})),
             )?;
             query_one(tx, &sql, &[&name], rows::environment)?.ok_or(StoreError::NotFound {
                 what: "environment",
@@ -135,13 +122,8 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(key.env_id.as_str()),
-                    kind: "key.created",
-                    subject: key.id.as_str(),
-                    before: None,
-                    after: Some(key_audit(&key)),
-                },
+                AuditEntry::new(AuditKind::KeyCreated, key.env_id.as_str(), key.id.as_str())
+                    .after(key.audit_view()),
             )
         })
         .await
@@ -198,13 +180,9 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(before.env_id.as_str()),
-                    kind: "key.revoked",
-                    subject: id.as_str(),
-                    before: Some(key_audit(&before)),
-                    after: Some(key_audit(&after)),
-                },
+                AuditEntry::new(AuditKind::KeyRevoked, before.env_id.as_str(), id.as_str())
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )?;
             Ok(true)
         })
@@ -230,15 +208,9 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(old.env_id.as_str()),
-                    kind: "key.rotated",
-                    subject: r.old.as_str(),
-                    before: Some(key_audit(&old)),
-                    after: Some(
-                        json!({"old": key_audit(&after_old), "newKeyId": new.id, "new": key_audit(&new)}),
-                    ),
-                },
+                AuditEntry::new(AuditKind::KeyRotated, old.env_id.as_str(), r.old.as_str())
+                    .before(old.audit_view())
+                    .after(json!({"old": after_old.audit_view(), "newKeyId": new.id, "new": new.audit_view()})),
             )?;
             key(tx, &new.id)?.ok_or(StoreError::NotFound { what: "key" })
         })
@@ -285,13 +257,8 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.started",
-                    subject: &s.id,
-                    before: None,
-                    after: Some(session_audit(&s)),
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
+                    .after(session_audit(&s)),
             )
         })
         .await
@@ -329,13 +296,8 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(s.env_id.as_str()),
-                    kind: "console.session.ended",
-                    subject: &s.id,
-                    before: Some(session_audit(&s)),
-                    after: None,
-                },
+                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
+                    .before(session_audit(&s)),
             )?;
             Ok(true)
         })

@@ -1,6 +1,6 @@
 //! The kill switch: halting an environment, and the work a halt parked.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry};
 use super::conn::unavailable;
 use super::identity::environment;
 use super::rows::{self, query_all};
@@ -10,7 +10,6 @@ use crate::records::*;
 use crate::store::KillSwitch;
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
-use serde_json::json;
 use steward_core::EnvironmentId;
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
@@ -30,32 +29,16 @@ impl KillSwitch for SqliteStore {
     ) -> StoreResult<Environment> {
         let (env, reason, actor) = (env.clone(), reason.map(str::to_string), actor.clone());
         self.write(move |tx| {
-            let reason = reason.as_deref();
+            let reason = if halted { reason.as_deref() } else { None };
             let before = environment(tx, &env)?.ok_or(StoreError::NotFound {
                 what: "environment",
             })?;
             tx.execute(
                 "UPDATE environments SET halted = ?1, halt_reason = ?2 WHERE id = ?3",
-                params![halted, if halted { reason } else { None }, env.as_str()],
+                params![halted, reason, env.as_str()],
             )
             .map_err(unavailable)?;
-            append(
-                tx,
-                &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: if halted {
-                        "environment.halted"
-                    } else {
-                        "environment.resumed"
-                    },
-                    subject: env.as_str(),
-                    before: Some(json!({"halted": before.halted, "reason": before.halt_reason})),
-                    after: Some(
-                        json!({"halted": halted, "reason": if halted { reason } else { None }}),
-                    ),
-                },
-            )?;
+            append(tx, &actor, AuditEntry::halt(&before, halted, reason))?;
             environment(tx, &env)?.ok_or(StoreError::NotFound {
                 what: "environment",
             })

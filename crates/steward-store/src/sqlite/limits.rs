@@ -2,10 +2,11 @@
 //! IMMEDIATE transaction: SQLite's single writer serialises concurrent reservations, so their
 //! sum never passes a limit. Settlement runs inside `change_effect`'s transaction.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{unavailable, CachedQuery};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
+use crate::change_plan::ChangePlan;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
 use crate::records::{Actor, ActualImpact, EffectChange};
@@ -15,7 +16,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use serde_json::json;
 use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
-use steward_core::{EffectId, EnvironmentId, LimitId, Millis};
+use steward_core::{EnvironmentId, LimitId, Millis};
 
 const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at, resource_prefix";
 
@@ -128,13 +129,12 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
             append(
                 tx,
                 &r.actor,
-                Entry {
-                    env: Some(r.env_id.as_str()),
-                    kind: "impact.refused",
-                    subject: r.effect_id.as_str(),
-                    before: None,
-                    after: Some(audit),
-                },
+                AuditEntry::new(
+                    AuditKind::ImpactRefused,
+                    r.env_id.as_str(),
+                    r.effect_id.as_str(),
+                )
+                .after(audit),
             )?;
             return Ok(outcome);
         }
@@ -152,13 +152,12 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
         append(
             tx,
             &r.actor,
-            Entry {
-                env: Some(r.env_id.as_str()),
-                kind: "impact.reserved",
-                subject: r.effect_id.as_str(),
-                before: None,
-                after: Some(audit),
-            },
+            AuditEntry::new(
+                AuditKind::ImpactReserved,
+                r.env_id.as_str(),
+                r.effect_id.as_str(),
+            )
+            .after(audit),
         )?;
     }
     Ok(reserved(holds))
@@ -167,39 +166,28 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
 /// Settles an effect's reservations as its move's work says (`EffectChange::settles`), inside
 /// the move's transaction: success consumes, failure or rejection releases, unknown keeps them
 /// as exposure.
-pub(crate) fn settle(
-    tx: &Transaction<'_>,
-    env: &EnvironmentId,
-    effect: &EffectId,
-    settles: Option<ReservationState>,
-    actor: &Actor,
-) -> StoreResult<()> {
-    let Some(after) = settles else {
+pub(crate) fn settle(tx: &Transaction<'_>, plan: &ChangePlan<'_>) -> StoreResult<()> {
+    let Some(settlement) = plan.settlement else {
         return Ok(());
     };
     let mut changed = 0;
-    for from in after.settles_from() {
+    for from in settlement.from {
         changed += super::conn::execute_cached(
             tx,
             "UPDATE impact_reservations SET state = ?1, updated_at = ?2 WHERE effect_id = ?3 AND state = ?4",
-            params![after.as_str(), actor.now.0, effect.as_str(), from.as_str()],
+            params![
+                settlement.after.as_str(),
+                plan.now,
+                plan.change.effect_id.as_str(),
+                from.as_str()
+            ],
         )
         .map_err(unavailable)?;
     }
-    if changed > 0 {
-        append(
-            tx,
-            actor,
-            Entry {
-                env: Some(env.as_str()),
-                kind: "impact.settled",
-                subject: effect.as_str(),
-                before: None,
-                after: Some(json!({"reservations": after.as_str(), "count": changed})),
-            },
-        )?;
+    match plan.settled_entry(changed as u64) {
+        Some(entry) => append(tx, &plan.change.actor, entry),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A manual resolution's actual amounts (`EffectChange::actual_impact`), after the settlement:
@@ -229,13 +217,12 @@ pub(crate) fn settle_actual(
     append(
         tx,
         &c.actor,
-        Entry {
-            env: Some(c.env_id.as_str()),
-            kind: "impact.actual",
-            subject: c.effect_id.as_str(),
-            before: None,
-            after: Some(crate::governance::actual_audit(actual, changed)),
-        },
+        AuditEntry::new(
+            AuditKind::ImpactActual,
+            c.env_id.as_str(),
+            c.effect_id.as_str(),
+        )
+        .after(crate::governance::actual_audit(actual, changed)),
     )
 }
 
@@ -257,13 +244,8 @@ impl Limits for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(l.env_id.as_str()),
-                    kind: "impact_limit.created",
-                    subject: l.id.as_str(),
-                    before: None,
-                    after: Some(l.audit_view()),
-                },
+                AuditEntry::new(AuditKind::ImpactLimitCreated, l.env_id.as_str(), l.id.as_str())
+                    .after(l.audit_view()),
             )
         })
         .await
@@ -301,13 +283,9 @@ impl Limits for SqliteStore {
             append(
                 tx,
                 &actor,
-                Entry {
-                    env: Some(env.as_str()),
-                    kind: "impact_limit.updated",
-                    subject: id.as_str(),
-                    before: Some(before.audit_view()),
-                    after: Some(after.audit_view()),
-                },
+                AuditEntry::new(AuditKind::ImpactLimitUpdated, env.as_str(), id.as_str())
+                    .before(before.audit_view())
+                    .after(after.audit_view()),
             )?;
             Ok(after)
         })
@@ -332,13 +310,8 @@ impl Limits for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    Entry {
-                        env: Some(env.as_str()),
-                        kind: "impact_limit.archived",
-                        subject: id.as_str(),
-                        before: None,
-                        after: Some(json!({"archived": true})),
-                    },
+                    AuditEntry::new(AuditKind::ImpactLimitArchived, env.as_str(), id.as_str())
+                        .after(json!({"archived": true})),
                 )?;
             }
             Ok(changed > 0)

@@ -2,7 +2,7 @@
 //! marks the policy deleted and appends a tombstone version, so every decision that names a
 //! policy version can still be read back.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::unavailable;
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
@@ -104,13 +104,8 @@ fn create_in(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(p.env_id.as_str()),
-            kind: "policy.created",
-            subject: p.id.as_str(),
-            before: None,
-            after: Some(audit_view(1, &p.spec, note)),
-        },
+        AuditEntry::new(AuditKind::PolicyCreated, p.env_id.as_str(), p.id.as_str())
+            .after(audit_view(1, &p.spec, note)),
     )
 }
 
@@ -142,13 +137,9 @@ fn update_in(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.updated",
-            subject: id.as_str(),
-            before: Some(audit_view(expected, &current.spec, None)),
-            after: Some(audit_view(version, new_spec, note)),
-        },
+        AuditEntry::new(AuditKind::PolicyUpdated, env.as_str(), id.as_str())
+            .before(audit_view(expected, &current.spec, None))
+            .after(audit_view(version, new_spec, note)),
     )?;
     policy(tx, env, id)?.ok_or(StoreError::NotFound { what: "policy" })
 }
@@ -175,13 +166,9 @@ fn delete_in(
     append(
         tx,
         actor,
-        Entry {
-            env: Some(env.as_str()),
-            kind: "policy.deleted",
-            subject: id.as_str(),
-            before: Some(audit_view(current.version, &current.spec, None)),
-            after: Some(json!({"version": tombstone, "deleted": true, "changeNote": note})),
-        },
+        AuditEntry::new(AuditKind::PolicyDeleted, env.as_str(), id.as_str())
+            .before(audit_view(current.version, &current.spec, None))
+            .after(json!({"version": tombstone, "deleted": true, "changeNote": note})),
     )?;
     Ok(Some(current.version))
 }

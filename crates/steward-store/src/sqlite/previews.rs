@@ -1,8 +1,8 @@
 //! Previews on SQLite.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{constraint, unavailable};
-use super::rows::{col, query_one};
+use super::rows::query_one;
 use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::previews::{audited, record, Raw, COLUMNS};
@@ -13,24 +13,7 @@ use rusqlite::{params, Row};
 use steward_core::{EnvironmentId, PreviewId};
 
 fn raw(row: &Row<'_>) -> StoreResult<Raw> {
-    Ok(Raw {
-        id: col(row, 0)?,
-        env_id: col(row, 1)?,
-        action_id: col(row, 2)?,
-        action_name: col(row, 3)?,
-        action_version: col(row, 4)?,
-        input: col(row, 5)?,
-        input_fingerprint: col(row, 6)?,
-        request_digest: col(row, 7)?,
-        body: col(row, 8)?,
-        run_id: col(row, 9)?,
-        created_by: col(row, 10)?,
-        created_at: col(row, 11)?,
-        expires_at: col(row, 12)?,
-        refreshes: col(row, 13)?,
-        superseded_by: col(row, 14)?,
-        bound_effect: col(row, 15)?,
-    })
+    Raw::read(row)
 }
 
 fn insert(tx: &rusqlite::Transaction<'_>, p: &PreviewRecord, actor: &Actor) -> StoreResult<()> {
@@ -60,13 +43,8 @@ fn insert(tx: &rusqlite::Transaction<'_>, p: &PreviewRecord, actor: &Actor) -> S
     append(
         tx,
         actor,
-        Entry {
-            env: Some(p.env_id.as_str()),
-            kind: "preview.created",
-            subject: p.id.as_str(),
-            before: None,
-            after: Some(audited(p)),
-        },
+        AuditEntry::new(AuditKind::PreviewCreated, p.env_id.as_str(), p.id.as_str())
+            .after(audited(p)),
     )
 }
 

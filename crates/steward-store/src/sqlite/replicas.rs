@@ -2,19 +2,18 @@
 //! between, without sending anything. One IMMEDIATE transaction per sweep, so concurrent sweeps
 //! (two handles on one file) run one after the other and the second finds the first's work done.
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry};
 use super::conn::unavailable;
 use super::effects::change_effect;
 use super::rows::{self, col, query_all};
 use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::records::*;
-use crate::recovery::{self, Orphan};
+use crate::recovery::{self, Orphan, Step};
 use crate::store::Replicas;
 use async_trait::async_trait;
 use rusqlite::{params, Transaction};
-use serde_json::json;
-use steward_core::{EffectId, EffectState, EnvironmentId, InvocationId, Millis, ReplicaId};
+use steward_core::{EffectId, EnvironmentId, InvocationId, Millis, ReplicaId};
 
 /// True (as SQL) when the row's `owner` is dead for the sweep: not the sweeping replica (`?1`),
 /// and no heartbeat at or after `?2`. A row without an owner predates replicas: orphaned.
@@ -59,24 +58,19 @@ fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
 }
 
 /// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
-fn claim(tx: &Transaction<'_>, orphan: &Orphan, sweep: &Sweep) -> StoreResult<()> {
+fn claim(
+    tx: &Transaction<'_>,
+    orphan: &Orphan,
+    entry: AuditEntry,
+    sweep: &Sweep,
+) -> StoreResult<()> {
     super::conn::execute_cached(
         tx,
         "UPDATE effects SET owner = ?1 WHERE id = ?2",
         params![sweep.replica.as_str(), orphan.effect.as_str()],
     )
     .map_err(unavailable)?;
-    append(
-        tx,
-        &Actor::system(sweep.now),
-        Entry {
-            env: Some(orphan.env.as_str()),
-            kind: "effect.taken_over",
-            subject: orphan.effect.as_str(),
-            before: Some(json!({"owner": orphan.owner})),
-            after: Some(json!({"owner": sweep.replica})),
-        },
-    )
+    append(tx, &Actor::system(sweep.now), entry)
 }
 
 #[async_trait]
@@ -112,22 +106,12 @@ impl Replicas for SqliteStore {
     async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
         let sweep = sweep.clone();
         self.write(move |tx| {
-            let mut report = RecoveryReport::default();
-            for orphan in orphans(tx, &sweep)? {
-                match recovery::settle(&orphan, &sweep) {
-                    recovery::Settle::Change(change) => {
-                        change_effect(tx, &change)?;
-                        match orphan.state {
-                            EffectState::Dispatching => report.dispatching_to_unknown.push(orphan.effect),
-                            _ => report.ready_to_failed.push(orphan.effect),
-                        }
-                    }
-                    recovery::Settle::TakeOver => {
-                        claim(tx, &orphan, &sweep)?;
-                        report
-                            .approved_to_dispatch
-                            .push((orphan.env, orphan.invocation));
-                    }
+            let orphans = orphans(tx, &sweep)?;
+            let (steps, mut report) = recovery::plan(&orphans, &sweep);
+            for step in steps {
+                match step {
+                    Step::Change(change) => change_effect(tx, &change)?,
+                    Step::TakeOver(orphan, entry) => claim(tx, orphan, entry, &sweep)?,
                 }
             }
             let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);

@@ -38,6 +38,12 @@ fn op_key(raw: Option<String>) -> StoreResult<Option<OperationKey>> {
         .transpose()
 }
 
+impl crate::columns::Columns for Row<'_> {
+    fn get<T: crate::columns::Column>(&self, i: usize) -> StoreResult<T> {
+        col(self, i)
+    }
+}
+
 /// Reads column `i` as T, mapping SQLite errors to `Corrupt`.
 pub(crate) fn col<T: rusqlite::types::FromSql>(row: &Row<'_>, i: usize) -> StoreResult<T> {
     row.get(i).map_err(|e| corrupt("column", e))
@@ -114,21 +120,10 @@ pub(crate) fn action(row: &Row<'_>) -> StoreResult<ActionRecord> {
 
 pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id";
 
-/// [`INVOCATION_COLUMNS`] for a list: an input or response body longer than
-/// [`crate::LISTED_FIELD_BYTES_MAX`] bytes is read as its elision marker (`elide.rs`), so the
-/// large text never leaves the database. Decoded by [`invocation`] like the whole row.
+/// [`INVOCATION_COLUMNS`] for a list, large fields elided (`elide::listed_columns`). Decoded by
+/// [`invocation`] like the whole row.
 pub(crate) fn invocation_listed_columns() -> String {
-    let elided = |column: &str| {
-        let bytes = format!("length(CAST({column} AS BLOB))");
-        format!(
-            "CASE WHEN {bytes} > {max} THEN '{{\"{key}\":' || {bytes} || '}}' ELSE {column} END",
-            max = crate::LISTED_FIELD_BYTES_MAX,
-            key = crate::ELIDED_KEY,
-        )
-    };
-    INVOCATION_COLUMNS
-        .replace(" input,", &format!(" {},", elided("input")))
-        .replace(" response_body,", &format!(" {},", elided("response_body")))
+    crate::elide::listed_columns(INVOCATION_COLUMNS, |c| format!("length(CAST({c} AS BLOB))"))
 }
 
 pub(crate) fn invocation(row: &Row<'_>) -> StoreResult<InvocationRecord> {

@@ -1,6 +1,6 @@
 //! Webhook subscriptions, delivery cursors and dead letters on SQLite (`store/webhooks.rs`).
 
-use super::audit_log::{append, Entry};
+use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{constraint, execute_cached, unavailable};
 use super::rows::{col, corrupt, query_all};
 use super::SqliteStore;
@@ -143,19 +143,13 @@ fn dead_letter(row: &Row<'_>) -> StoreResult<DeadLetter> {
 fn audit(
     tx: &Transaction<'_>,
     actor: &Actor,
-    kind: &str,
+    kind: AuditKind,
     s: &WebhookSubscription,
 ) -> StoreResult<()> {
     append(
         tx,
         actor,
-        Entry {
-            env: Some(s.env_id.as_str()),
-            kind,
-            subject: &s.id,
-            before: None,
-            after: Some(s.audit_view()),
-        },
+        AuditEntry::new(kind, s.env_id.as_str(), &s.id).after(s.audit_view()),
     )
 }
 
@@ -201,7 +195,7 @@ impl Webhooks for SqliteStore {
                 ],
             )
             .map_err(|e| constraint(e, "webhook subscription"))?;
-            audit(tx, &actor, "webhook.subscription.created", &s)
+            audit(tx, &actor, AuditKind::WebhookSubscriptionCreated, &s)
         })
         .await
     }
@@ -267,7 +261,7 @@ impl Webhooks for SqliteStore {
             if changed == 0 {
                 return Ok(false);
             }
-            audit(tx, &actor, "webhook.subscription.updated", &s)?;
+            audit(tx, &actor, AuditKind::WebhookSubscriptionUpdated, &s)?;
             Ok(true)
         })
         .await
@@ -289,7 +283,7 @@ impl Webhooks for SqliteStore {
                 params![env, id],
             )
             .map_err(unavailable)?;
-            audit(tx, &actor, "webhook.subscription.deleted", &s)?;
+            audit(tx, &actor, AuditKind::WebhookSubscriptionDeleted, &s)?;
             Ok(true)
         })
         .await
@@ -415,16 +409,15 @@ impl Webhooks for SqliteStore {
                 append(
                     tx,
                     &Actor::system(now),
-                    Entry {
-                        env: Some(letter.env_id.as_str()),
-                        kind: "webhook.dead_lettered",
-                        subject: &letter.subscription_id,
-                        before: None,
-                        after: Some(
-                            json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
+                    AuditEntry::new(
+                        AuditKind::WebhookDeadLettered,
+                        letter.env_id.as_str(),
+                        &letter.subscription_id,
+                    )
+                    .after(
+                        json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
                                            "attempts": letter.attempts}),
-                        ),
-                    },
+                    ),
                 )?;
             }
             Ok(true)
@@ -510,14 +503,9 @@ impl Webhooks for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    Entry {
-                        env: Some(env.as_str()),
-                        kind: "webhook.redelivery.requested",
-                        subject: &d.subscription_id,
-                        before: None,
-                        after: Some(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
+                    AuditEntry::new(AuditKind::WebhookRedeliveryRequested, env.as_str(), &d.subscription_id)
+                        .after(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
                                            "requestedAt": now.0})),
-                    },
                 )?;
             }
             Ok(marked)
@@ -579,7 +567,7 @@ impl Webhooks for SqliteStore {
                     )
                     .map_err(unavailable)?;
                     (
-                        "webhook.redelivered",
+                        AuditKind::WebhookRedelivered,
                         json!({"deadLetterId": d.id, "eventSeq": d.event_seq}),
                     )
                 }
@@ -591,7 +579,7 @@ impl Webhooks for SqliteStore {
                     )
                     .map_err(unavailable)?;
                     (
-                        "webhook.redelivery.failed",
+                        AuditKind::WebhookRedeliveryFailed,
                         json!({"deadLetterId": d.id, "eventSeq": d.event_seq, "error": error}),
                     )
                 }
@@ -599,13 +587,7 @@ impl Webhooks for SqliteStore {
             append(
                 tx,
                 &Actor::system(now),
-                Entry {
-                    env: Some(d.env_id.as_str()),
-                    kind,
-                    subject: &d.subscription_id,
-                    before: None,
-                    after: Some(after),
-                },
+                AuditEntry::new(kind, d.env_id.as_str(), &d.subscription_id).after(after),
             )?;
             Ok(true)
         })

@@ -44,3 +44,28 @@ pub trait Idempotency: Send + Sync {
         key: &IdempotencyKey,
     ) -> StoreResult<()>;
 }
+
+/// What `Idempotency::idempotency_begin` answers when the key was seen before: the request it
+/// recorded (`stored` fingerprint, `state`, and the answer's `status` and `body` once done)
+/// against this request's `fingerprint`. The same in every backend; each reads the row its own
+/// way.
+pub(crate) fn seen_before(
+    fingerprint: &str,
+    stored: &str,
+    state: &str,
+    status: Option<u16>,
+    body: Option<&str>,
+) -> IdempotencyBegin {
+    if stored != fingerprint {
+        return IdempotencyBegin::Mismatch;
+    }
+    match (state, status, body) {
+        ("done", Some(status), Some(body)) => IdempotencyBegin::Replay {
+            status,
+            body: serde_json::from_str(body).unwrap_or(Value::Null),
+        },
+        ("in_progress", _, _) => IdempotencyBegin::InProgress,
+        // A key first used for an invoke, now sent with another endpoint's request.
+        _ => IdempotencyBegin::Mismatch,
+    }
+}

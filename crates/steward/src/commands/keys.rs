@@ -151,133 +151,162 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             role,
             scopes,
             expires_in,
-        } => {
-            if !valid_label(&env) {
-                bail!("--env must be 1-64 characters of A-Z a-z 0-9 - _ .");
-            }
-            let scopes = match (role.as_deref(), scopes) {
-                (_, Some(list)) => list
-                    .into_iter()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect(),
-                (Some(r), None) => Role::parse(r)
-                    .with_context(|| format!("--role must be agent or operator, not {r}"))?
-                    .scopes(),
-                (None, None) => Role::Agent.scopes(),
-            };
-            let now = SystemClock.now();
-            let expires_at = expires_at(now, expires_in.as_deref())?;
-            let store = open_store(&data.data, data.database.as_deref()).await?;
-            let actor = Actor::system(now);
-            let environment = store
-                .ensure_environment(
-                    &env,
-                    &EnvironmentId::from_unique(&steward_server::unique()),
-                    &actor,
-                )
-                .await?;
-            let token = generate_token();
-            let record = ApiKeyRecord {
-                id: KeyId::from_unique(&steward_server::unique()),
-                env_id: environment.id,
-                name,
-                scopes,
-                token_hash: hash_token(&token),
-                created_at: now,
-                expires_at,
-                revoked_at: None,
-                last_used_at: None,
-            };
-            store.insert_key(&record, &actor).await?;
-            println!("{token}");
-            eprintln!("created {} in environment {env}", record.id);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::List { data } => {
-            let store = open_store(&data.data, data.database.as_deref()).await?;
-            let now = SystemClock.now();
-            println!("id\tname\tenvironment\tscopes\tcreated\texpires\tlast_used\tstate");
-            for key in store.list_keys().await? {
-                let env = store
-                    .environment(&key.env_id)
-                    .await?
-                    .map(|e| e.name)
-                    .unwrap_or_default();
-                println!(
-                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                    key.id,
-                    key.name,
-                    env,
-                    key.scopes.join(","),
-                    key.created_at.to_rfc3339(),
-                    when(key.expires_at),
-                    when(key.last_used_at),
-                    state(&key, now),
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Revoke { data, key_id } => {
-            let id = parse_key_id(&key_id)?;
-            let store = open_store(&data.data, data.database.as_deref()).await?;
-            let now = SystemClock.now();
-            match store.key(&id).await? {
-                None => bail!("no key {id}"),
-                Some(key) if key.revoked_at.is_some() => {
-                    eprintln!("{id} was already revoked");
-                }
-                Some(_) => {
-                    if store.revoke_key(&id, &Actor::system(now)).await? {
-                        eprintln!("revoked {id}");
-                    } else {
-                        eprintln!("{id} was already revoked");
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => create(data, env, name, role, scopes, expires_in).await,
+        Command::List { data } => list(data).await,
+        Command::Revoke { data, key_id } => revoke(data, key_id).await,
         Command::Rotate {
             data,
             key_id,
             overlap_s,
             expires_in,
-        } => {
-            let id = parse_key_id(&key_id)?;
-            if !(0..=DURATION_S_MAX).contains(&overlap_s) {
-                bail!("--overlap-s must be between 0 and {DURATION_S_MAX}");
+        } => rotate(data, key_id, overlap_s, expires_in).await,
+    }
+}
+
+/// The scopes a new key gets: the explicit list, else the role's, else an agent's.
+fn scopes_of(role: Option<&str>, scopes: Option<Vec<String>>) -> anyhow::Result<Vec<String>> {
+    Ok(match (role, scopes) {
+        (_, Some(list)) => list
+            .into_iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        (Some(r), None) => Role::parse(r)
+            .with_context(|| format!("--role must be agent or operator, not {r}"))?
+            .scopes(),
+        (None, None) => Role::Agent.scopes(),
+    })
+}
+
+/// `keys create`.
+async fn create(
+    data: DataArgs,
+    env: String,
+    name: String,
+    role: Option<String>,
+    scopes: Option<Vec<String>>,
+    expires_in: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    if !valid_label(&env) {
+        bail!("--env must be 1-64 characters of A-Z a-z 0-9 - _ .");
+    }
+    let scopes = scopes_of(role.as_deref(), scopes)?;
+    let now = SystemClock.now();
+    let expires_at = expires_at(now, expires_in.as_deref())?;
+    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let actor = Actor::system(now);
+    let environment = store
+        .ensure_environment(
+            &env,
+            &EnvironmentId::from_unique(&steward_server::unique()),
+            &actor,
+        )
+        .await?;
+    let token = generate_token();
+    let record = ApiKeyRecord {
+        id: KeyId::from_unique(&steward_server::unique()),
+        env_id: environment.id,
+        name,
+        scopes,
+        token_hash: hash_token(&token),
+        created_at: now,
+        expires_at,
+        revoked_at: None,
+        last_used_at: None,
+    };
+    store.insert_key(&record, &actor).await?;
+    println!("{token}");
+    eprintln!("created {} in environment {env}", record.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys list`.
+async fn list(data: DataArgs) -> anyhow::Result<ExitCode> {
+    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let now = SystemClock.now();
+    println!("id\tname\tenvironment\tscopes\tcreated\texpires\tlast_used\tstate");
+    for key in store.list_keys().await? {
+        let env = store
+            .environment(&key.env_id)
+            .await?
+            .map(|e| e.name)
+            .unwrap_or_default();
+        println!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            key.id,
+            key.name,
+            env,
+            key.scopes.join(","),
+            key.created_at.to_rfc3339(),
+            when(key.expires_at),
+            when(key.last_used_at),
+            state(&key, now),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys revoke`.
+async fn revoke(data: DataArgs, key_id: String) -> anyhow::Result<ExitCode> {
+    let id = parse_key_id(&key_id)?;
+    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let now = SystemClock.now();
+    match store.key(&id).await? {
+        None => bail!("no key {id}"),
+        Some(key) if key.revoked_at.is_some() => {
+            eprintln!("{id} was already revoked");
+        }
+        Some(_) => {
+            if store.revoke_key(&id, &Actor::system(now)).await? {
+                eprintln!("revoked {id}");
+            } else {
+                eprintln!("{id} was already revoked");
             }
-            let now = SystemClock.now();
-            let requested = expires_at(now, expires_in.as_deref())?;
-            let store = open_store(&data.data, data.database.as_deref()).await?;
-            let Some(old) = store.key(&id).await?.filter(|k| k.usable_at(now)) else {
-                bail!("no usable key {id} (it does not exist, or is revoked or expired)");
-            };
-            let new_expires_at = requested.or_else(|| {
-                old.expires_at
-                    .map(|at| now.plus_ms(at.0.saturating_sub(old.created_at.0)))
-            });
-            let token = generate_token();
-            let rotation = KeyRotation {
-                old: id.clone(),
-                new_id: KeyId::from_unique(&steward_server::unique()),
-                new_token_hash: hash_token(&token),
-                new_expires_at,
-                old_expires_at: now.plus_ms(overlap_s * 1_000),
-            };
-            let new = store
-                .rotate_key(&rotation, &Actor::system(now))
-                .await
-                .with_context(|| format!("cannot rotate {id}"))?;
-            println!("{token}");
-            eprintln!(
-                "created {} to replace {id}, which stops working at {}",
-                new.id,
-                rotation.old_expires_at.to_rfc3339()
-            );
-            Ok(ExitCode::SUCCESS)
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys rotate`.
+async fn rotate(
+    data: DataArgs,
+    key_id: String,
+    overlap_s: i64,
+    expires_in: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let id = parse_key_id(&key_id)?;
+    if !(0..=DURATION_S_MAX).contains(&overlap_s) {
+        bail!("--overlap-s must be between 0 and {DURATION_S_MAX}");
+    }
+    let now = SystemClock.now();
+    let requested = expires_at(now, expires_in.as_deref())?;
+    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let Some(old) = store.key(&id).await?.filter(|k| k.usable_at(now)) else {
+        bail!("no usable key {id} (it does not exist, or is revoked or expired)");
+    };
+    let new_expires_at = requested.or_else(|| {
+        old.expires_at
+            .map(|at| now.plus_ms(at.0.saturating_sub(old.created_at.0)))
+    });
+    let token = generate_token();
+    let rotation = KeyRotation {
+        old: id.clone(),
+        new_id: KeyId::from_unique(&steward_server::unique()),
+        new_token_hash: hash_token(&token),
+        new_expires_at,
+        old_expires_at: now.plus_ms(overlap_s * 1_000),
+    };
+    let new = store
+        .rotate_key(&rotation, &Actor::system(now))
+        .await
+        .with_context(|| format!("cannot rotate {id}"))?;
+    println!("{token}");
+    eprintln!(
+        "created {} to replace {id}, which stops working at {}",
+        new.id,
+        rotation.old_expires_at.to_rfc3339()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
