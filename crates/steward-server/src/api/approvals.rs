@@ -378,7 +378,10 @@ async fn decide(
         };
         Ok((
             StatusCode::OK,
-            json!({"approval": views::approval(&approval), "invocation": invocation}),
+            steward_wire::Decided {
+                approval: views::approval(&approval),
+                invocation,
+            },
         ))
     })
     .await

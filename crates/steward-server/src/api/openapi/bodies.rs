@@ -152,7 +152,7 @@ pub struct InvokeBody {
     /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
     /// recorded, when one does not.
     #[schema(max_items = 16)]
-    depends_on: Option<Vec<super::records::Dependency>>,
+    depends_on: Option<Vec<steward_wire::Dependency>>,
     /// The settled effect this invoke compensates; both effects show the link.
     #[schema(pattern = "^eff_")]
     compensates: Option<String>,

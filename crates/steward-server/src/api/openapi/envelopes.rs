@@ -60,49 +60,6 @@ fn error_code() -> Object {
         .build()
 }
 
-/// `{"success": true, "data": {...}}`: one record.
-#[derive(ToSchema)]
-pub struct Single<T> {
-    success: bool,
-    data: T,
-}
-
-/// `{"success": true, "data": [...]}`: an unpaged listing.
-#[derive(ToSchema)]
-pub struct List<T> {
-    success: bool,
-    data: Vec<T>,
-}
-
-/// `{"success": true, "data": [...], "pagination": {...}}`: a page of a listing.
-#[derive(ToSchema)]
-pub struct Page<T> {
-    success: bool,
-    data: Vec<T>,
-    #[schema(inline)]
-    pagination: Pagination,
-}
-
-#[derive(ToSchema)]
-#[schema(rename_all = "camelCase")]
-pub struct Pagination {
-    total: u64,
-    #[schema(minimum = 1, maximum = 200)]
-    limit: u32,
-    offset: u32,
-    #[schema(minimum = 1)]
-    page: u64,
-    total_pages: u64,
-    has_more: bool,
-    /// Where the next page starts (`offset`), or `null` at the end. A page may end before
-    /// `limit` items when the next would take the answer past 4 MiB (`ANSWER_BYTES_MAX`).
-    #[schema(required = false)]
-    next_offset: Option<u64>,
-    /// The `cursor` of the next page, or `null` at the end.
-    #[schema(required = false)]
-    next_cursor: Option<String>,
-}
-
 /// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
 /// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
 #[derive(ToSchema)]
