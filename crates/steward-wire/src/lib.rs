@@ -24,12 +24,16 @@ mod action;
 mod approval;
 mod effect;
 mod envelope;
+mod environment;
 mod invocation;
+mod request;
 mod secret;
 
 pub use action::Action;
 pub use approval::{Approval, ApprovalDecision, Decided};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{List, Page, Pagination, Single};
+pub use environment::{Environment, Identity};
 pub use invocation::{Elided, Governed, Invocation};
+pub use request::{DecisionBody, HaltBody, ResumeBody, Text};
 pub use secret::Secret;

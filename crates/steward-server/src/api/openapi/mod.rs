@@ -33,7 +33,8 @@ pub(crate) use records::*;
 pub(crate) use webhooks::*;
 // The views the handlers write are their own schemas.
 pub(crate) use steward_wire::{
-    Action, Approval, Decided, Effect, Invocation, List, Page, Secret, Single,
+    Action, Approval, Decided, DecisionBody, Effect, Environment, HaltBody, Identity, Invocation,
+    List, Page, ResumeBody, Secret, Single,
 };
 
 use axum::http::header::CONTENT_TYPE;

@@ -10,37 +10,6 @@
 use serde_json::Value;
 use utoipa::ToSchema;
 
-/// `GET /auth/identity`.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(rename_all = "camelCase")]
-pub struct Identity {
-    /// Always `api_key`.
-    credential_type: String,
-    api_key_id: String,
-    name: String,
-    environment_id: String,
-    environment: String,
-    scopes: Vec<String>,
-    /// Keys do not expire: always `null`.
-    #[schema(value_type = Option<String>)]
-    expires_at: Option<String>,
-}
-
-/// An environment and its kill switch.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(rename_all = "camelCase")]
-pub struct Environment {
-    id: String,
-    name: String,
-    halted: bool,
-    halt_reason: Option<String>,
-    /// Only on resume: how many parked effects were dispatched.
-    #[schema(required = false)]
-    released: Option<u64>,
-}
-
 /// One span of a run (`GET /runs/{id}/spans`, `GET /runs/{id}/spans/{spanId}`): the span as
 /// ingested (`id`, `parentSpanId`, `name`, `type`, `status`, times, `input`, `output`,
 /// `attributes`, ...) with `runId`, `ingestedAt` and `updatedAt`. In a page, a field longer
