@@ -26,6 +26,7 @@ mod effect;
 mod envelope;
 mod environment;
 mod invocation;
+mod limit;
 mod request;
 mod secret;
 
@@ -35,5 +36,6 @@ pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{List, Page, Pagination, Single};
 pub use environment::{Environment, Identity};
 pub use invocation::{Elided, Governed, Invocation};
+pub use limit::{Deleted, Limit, SecretDeleted};
 pub use request::{DecisionBody, HaltBody, ResumeBody, Text};
 pub use secret::Secret;

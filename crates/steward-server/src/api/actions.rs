@@ -346,7 +346,7 @@ pub async fn delete(
             .await?;
         // Deleting cancels parked approvals (as the system): wake their long polls.
         state.approval_events.notify_waiters();
-        Ok((StatusCode::OK, json!({"id": action.id, "deleted": true})))
+        Ok((StatusCode::OK, steward_wire::Deleted::new(&action.id)))
     })
     .await
 }

@@ -288,7 +288,13 @@ pub async fn delete(
             .delete_secret(&caller.env.id, &name, &actor)
             .await?
         {
-            Ok((StatusCode::OK, json!({"name": name, "deleted": true})))
+            Ok((
+                StatusCode::OK,
+                steward_wire::SecretDeleted {
+                    name,
+                    deleted: true,
+                },
+            ))
         } else {
             Err(ApiError::not_found("secret"))
         }

@@ -185,51 +185,6 @@ pub struct Evaluation {
     matched: Vec<Considered>,
 }
 
-/// An impact limit with its usage in the current window.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(rename_all = "camelCase")]
-pub struct Limit {
-    id: String,
-    name: String,
-    dimension: String,
-    unit: String,
-    currency: Option<String>,
-    period: String,
-    amount: i64,
-    action_name: Option<String>,
-    /// Only effects whose resource starts with this count (`null`: every effect).
-    resource_prefix: Option<String>,
-    archived: bool,
-    archived_at: Option<String>,
-    created_at: String,
-    updated_at: String,
-    window_start: String,
-    consumed: i64,
-    reserved: i64,
-    unknown_exposure: i64,
-    #[schema(minimum = 0)]
-    available: i64,
-}
-
-/// A deleted action or policy.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Deleted {
-    id: String,
-    /// Always `true`.
-    deleted: bool,
-}
-
-/// A deleted secret.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecretDeleted {
-    name: String,
-    /// Always `true`.
-    deleted: bool,
-}
-
 /// One change of a policy file's plan.
 #[derive(ToSchema)]
 #[serde(deny_unknown_fields)]
