@@ -3,9 +3,9 @@
 //! [`codes::CODES`].
 
 pub mod codes;
-mod envelope;
+pub(crate) mod envelope;
 
-pub use envelope::{ErrorBody, ErrorEnvelope, ERROR_CODES_EXTENSION};
+pub use envelope::{ErrorBody, ErrorEnvelope};
 
 use crate::effect_error::EffectError;
 use axum::http::StatusCode;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use utoipa::openapi::{Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
 
-pub use crate::error::{ErrorEnvelope, ERROR_CODES_EXTENSION};
+pub use crate::error::ErrorEnvelope;
 
 /// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
 /// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
@@ -152,8 +152,8 @@ error_set!(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::error::codes::CODES;
+    use crate::error::envelope::ERROR_CODES_EXTENSION;
     use serde_json::Value;
 
     /// The served document lists exactly the table: every code, with its status and meaning.
