@@ -1,38 +1,24 @@
-//! The success envelope: `{"success": true, "data": ..., "pagination": ...}`.
+//! The success envelope: `{"success": true, "data": ..., "pagination": ...}`, written from the
+//! typed envelopes of `steward_wire`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde::Serialize;
+use steward_wire::{Page, Pagination, Single};
 
 /// The default and largest page sizes for listings.
 pub const PAGE_LIMIT_DEFAULT: u32 = 50;
 pub const PAGE_LIMIT_MAX: u32 = 200;
 
-pub fn ok(data: Value) -> Response {
-    (
-        StatusCode::OK,
-        axum::Json(json!({ "success": true, "data": data })),
-    )
-        .into_response()
+pub fn ok<T: Serialize>(data: T) -> Response {
+    with_status(StatusCode::OK, data)
 }
 
-pub fn with_status(status: StatusCode, data: Value) -> Response {
-    (status, axum::Json(json!({ "success": true, "data": data }))).into_response()
+pub fn with_status<T: Serialize>(status: StatusCode, data: T) -> Response {
+    (status, axum::Json(Single::new(data))).into_response()
 }
 
-pub fn paged(items: Vec<Value>, total: u64, limit: u32, offset: u32) -> Response {
-    let total_pages = total.div_ceil(u64::from(limit));
-    let body = json!({
-        "success": true,
-        "data": items,
-        "pagination": {
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-            "page": offset / limit + 1,
-            "totalPages": total_pages,
-            "hasMore": u64::from(offset) + u64::from(limit) < total,
-        }
-    });
+pub fn paged<T: Serialize>(items: Vec<T>, total: u64, limit: u32, offset: u32) -> Response {
+    let body = Page::new(items, Pagination::of(total, limit, offset));
     (StatusCode::OK, axum::Json(body)).into_response()
 }

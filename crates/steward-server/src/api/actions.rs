@@ -275,12 +275,10 @@ pub async fn get(
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
     let actions = state.store.list_actions(&caller.env.id).await?;
-    Ok(ok(Value::Array(
-        actions
-            .iter()
-            .map(|a| views::action(a, view_for(&caller)))
-            .collect(),
-    )))
+    Ok(ok(actions
+        .iter()
+        .map(|a| views::action(a, view_for(&caller)))
+        .collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -310,12 +308,10 @@ pub async fn versions(
     if versions.is_empty() {
         return Err(ApiError::not_found("action"));
     }
-    Ok(ok(Value::Array(
-        versions
-            .iter()
-            .map(|v| views::action_version(v, view_for(&caller)))
-            .collect(),
-    )))
+    Ok(ok(versions
+        .iter()
+        .map(|v| views::action_version(v, view_for(&caller)))
+        .collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -350,7 +346,7 @@ pub async fn delete(
             .await?;
         // Deleting cancels parked approvals (as the system): wake their long polls.
         state.approval_events.notify_waiters();
-        Ok((StatusCode::OK, json!({"id": action.id, "deleted": true})))
+        Ok((StatusCode::OK, steward_wire::Deleted::new(&action.id)))
     })
     .await
 }

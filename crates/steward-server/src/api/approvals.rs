@@ -328,9 +328,8 @@ async fn decide(
 ) -> ApiResult<Response> {
     caller.require(scopes::APPROVALS_DECIDE)?;
     let id = parse_id(&id)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, doc::DecisionBody::FIELDS)?;
-    let note = optional_string(&map, "note")?;
+    let body: doc::DecisionBody = body::parse(&bytes)?;
+    let note = body.note.map(steward_wire::Text::into_string);
     let request = json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
     idempotent::run(&state, &caller, &headers, request, || async {
         let request = DecisionRequest {
@@ -378,7 +377,10 @@ async fn decide(
         };
         Ok((
             StatusCode::OK,
-            json!({"approval": views::approval(&approval), "invocation": invocation}),
+            steward_wire::Decided {
+                approval: views::approval(&approval),
+                invocation,
+            },
         ))
     })
     .await

@@ -3,8 +3,12 @@
 use crate::error::ApiError;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use steward_core::IdempotencyKey;
+use utoipa::openapi::schema::Schema;
+use utoipa::openapi::RefOr;
+use utoipa::ToSchema;
 
 /// The largest request body accepted on any route, in bytes: generous for an action
 /// definition or an invocation's input, small enough that a few hundred concurrent uploads fit
@@ -28,6 +32,27 @@ pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {
             "body",
             format!("is not valid JSON ({e})"),
         )),
+    }
+}
+
+/// Parses a JSON object body as `T` (an empty body is `{}`). Unknown fields are refused first,
+/// against the properties of `T`'s schema, the same way [`only_known`] names them; then a field
+/// `T` refuses is named by its path (`details.field`), with `T`'s message.
+pub fn parse<T: DeserializeOwned + ToSchema>(bytes: &Bytes) -> Result<T, ApiError> {
+    let map = object(bytes)?;
+    let known = properties::<T>();
+    only_known(&map, &known.iter().map(String::as_str).collect::<Vec<_>>())?;
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+        let field = e.path().to_string();
+        ApiError::validation(field, e.into_inner().to_string())
+    })
+}
+
+/// The property names of `T`'s schema: the fields its body may carry.
+fn properties<T: ToSchema>() -> Vec<String> {
+    match T::schema() {
+        RefOr::T(Schema::Object(object)) => object.properties.keys().cloned().collect(),
+        _ => panic!("the body {} is not an object schema", T::name()),
     }
 }
 
@@ -68,4 +93,43 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, Ap
     IdempotencyKey::parse(text)
         .map(Some)
         .map_err(|e| ApiError::validation("Idempotency-Key", e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_wire::{DecisionBody, HaltBody, ResumeBody};
+
+    fn refusal<T: DeserializeOwned + ToSchema + std::fmt::Debug>(body: &str) -> ApiError {
+        parse::<T>(&Bytes::from(body.to_string())).unwrap_err()
+    }
+
+    #[test]
+    fn a_typed_body_names_an_unknown_field_as_only_known_does() {
+        let typed = refusal::<DecisionBody>(r#"{"note": 1, "nope": true}"#);
+        let by_hand = only_known(
+            &object(&Bytes::from(r#"{"nope": true}"#)).unwrap(),
+            &["note"],
+        )
+        .unwrap_err();
+        assert_eq!(
+            (typed.code, &typed.message, &typed.details),
+            (by_hand.code, &by_hand.message, &by_hand.details)
+        );
+        assert_eq!(typed.details, Some(serde_json::json!({"field": "nope"})));
+        let none = refusal::<ResumeBody>(r#"{"reason": "x"}"#);
+        assert_eq!(none.details, Some(serde_json::json!({"field": "reason"})));
+    }
+
+    #[test]
+    fn a_typed_body_names_the_field_it_refuses_with_the_hand_parsers_message() {
+        let err = refusal::<HaltBody>(r#"{"reason": 7}"#);
+        assert_eq!(err.code, "VALIDATION_ERROR");
+        assert_eq!(err.message, "reason: must be a string");
+        assert_eq!(err.details, Some(serde_json::json!({"field": "reason"})));
+        let err = refusal::<DecisionBody>("[1]");
+        assert_eq!(err.message, "body: must be a JSON object");
+        let empty: DecisionBody = parse(&Bytes::from_static(b" ")).unwrap();
+        assert_eq!(empty.note, None);
+    }
 }

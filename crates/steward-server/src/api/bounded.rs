@@ -61,14 +61,28 @@ pub fn mark_elided(record: &mut Value, href: &str) {
     };
     let mut elided = Vec::new();
     for (field, value) in map.iter_mut() {
-        if let Some(bytes) = steward_store::elided_bytes(value) {
-            *value = json!({"elided": true, "bytes": bytes, "href": href});
+        if mark_elided_field(value, href) {
             elided.push(Value::from(field.clone()));
         }
     }
     if !elided.is_empty() {
         map.insert("elidedFields".into(), Value::Array(elided));
     }
+}
+
+/// Turns `value` into the wire's marker if it is the store's elision marker; says whether it
+/// was one (the caller names the field in `elidedFields`).
+pub fn mark_elided_field(value: &mut Value, href: &str) -> bool {
+    let Some(bytes) = steward_store::elided_bytes(value) else {
+        return false;
+    };
+    let marker = steward_wire::Elided {
+        elided: true,
+        bytes,
+        href: href.to_string(),
+    };
+    *value = serde_json::to_value(marker).expect("a marker is plain JSON");
+    true
 }
 
 pub use steward_store::json_len;
@@ -114,25 +128,28 @@ const ENVELOPE_BYTES: usize = 1024;
 /// ended early if the items would take the answer past [`ANSWER_BYTES_MAX`]. `pagination` keeps
 /// the fields the SDK reads (`total`, `limit`, `offset`, `page`, `totalPages`, `hasMore`) and
 /// adds `nextCursor` (the next page's cursor, or `null` at the end) and `nextOffset`.
-pub fn page(items: Vec<Value>, total: u64, limit: u32, offset: u32) -> axum::response::Response {
+pub fn page<T: serde::Serialize>(
+    items: Vec<T>,
+    total: u64,
+    limit: u32,
+    offset: u32,
+) -> axum::response::Response {
     use axum::response::IntoResponse;
+    // Measured as JSON values: the budget counts bytes of the answer's text.
+    let items: Vec<Value> = items
+        .iter()
+        .map(|item| serde_json::to_value(item).expect("a view is plain JSON"))
+        .collect();
     let (items, cut) = fit(items, ANSWER_BYTES_MAX - ENVELOPE_BYTES);
     let next = u64::from(offset) + items.len() as u64;
     let has_more = cut || next < total;
-    let body = json!({
-        "success": true,
-        "data": items,
-        "pagination": {
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-            "page": offset / limit + 1,
-            "totalPages": total.div_ceil(u64::from(limit)),
-            "hasMore": has_more,
-            "nextOffset": has_more.then_some(next),
-            "nextCursor": has_more.then(|| cursor(next)),
-        }
-    });
+    let pagination = steward_wire::Pagination {
+        has_more,
+        next_offset: Some(has_more.then_some(next)),
+        next_cursor: Some(has_more.then(|| cursor(next))),
+        ..steward_wire::Pagination::of(total, limit, offset)
+    };
+    let body = steward_wire::Page::new(items, pagination);
     (axum::http::StatusCode::OK, axum::Json(body)).into_response()
 }
 

@@ -37,7 +37,8 @@ const NEEDS_REAUTH: &str = "needs_reauth";
 /// An account as the SDK describes it: the secret (its metadata, never its value) with its
 /// `integrationId` and `health`.
 fn view(c: &ConnectionRecord, secret: &SecretRecord) -> Value {
-    let mut v = views::secret(secret);
+    // The secret's view with the connection's fields added: a shape only this listing has.
+    let mut v = serde_json::to_value(views::secret(secret)).expect("a view is plain JSON");
     v["integrationId"] = json!(c.integration_id);
     v["authKind"] = json!(c.auth_kind);
     v["health"] = json!({

@@ -5,7 +5,7 @@
 //! (an approval decided meanwhile, start-up recovery, a race with the halt). Approvals can still
 //! be decided; approved work stays `ready` ("parked"). Resume dispatches each parked effect once.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::idempotent;
 use super::openapi as doc;
 use crate::auth::Caller;
@@ -15,20 +15,21 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde_json::json;
 use steward_core::scopes;
 use steward_store::{Actor, Environment};
 
 /// The longest halt reason kept, in bytes.
 pub const HALT_REASON_LEN_MAX: usize = 1_000;
 
-fn view(env: &Environment) -> Value {
-    json!({
-        "id": env.id,
-        "name": env.name,
-        "halted": env.halted,
-        "haltReason": env.halt_reason,
-    })
+pub(crate) fn view(env: &Environment) -> steward_wire::Environment {
+    steward_wire::Environment {
+        id: env.id.clone(),
+        name: env.name.clone(),
+        halted: env.halted,
+        halt_reason: env.halt_reason.clone(),
+        released: None,
+    }
 }
 
 #[utoipa::path(
@@ -54,9 +55,8 @@ pub async fn halt(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::ENVIRONMENTS_HALT)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, doc::HaltBody::FIELDS)?;
-    let reason = optional_string(&map, "reason")?;
+    let body: doc::HaltBody = body::parse(&bytes)?;
+    let reason = body.reason.map(steward_wire::Text::into_string);
     if reason
         .as_ref()
         .is_some_and(|r| r.len() > HALT_REASON_LEN_MAX)
@@ -102,8 +102,7 @@ pub async fn resume(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::ENVIRONMENTS_HALT)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, doc::ResumeBody::FIELDS)?;
+    let doc::ResumeBody {} = body::parse(&bytes)?;
     let request = json!({"op": "environment.resume"});
     idempotent::run(&state, &caller, &headers, request, || async {
         let actor = Actor::key(&caller.key.id, state.clock.now());
@@ -113,8 +112,10 @@ pub async fn resume(
             .await?;
         let released = crate::dispatch::park::release(&state, &env.id).await?;
         tracing::info!(environment = %env.id, released, "environment resumed");
-        let mut answer = view(&env);
-        answer["released"] = json!(released);
+        let answer = steward_wire::Environment {
+            released: Some(released as u64),
+            ..view(&env)
+        };
         Ok((StatusCode::OK, answer))
     })
     .await

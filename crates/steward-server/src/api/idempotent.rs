@@ -9,7 +9,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::future::Future;
 use steward_core::fingerprint;
 use steward_store::IdempotencyBegin;
@@ -40,7 +40,7 @@ pub fn reused() -> ApiError {
 
 /// Runs `work` at most once per idempotency key. `request` identifies the request (method, path
 /// and body); only its fingerprint is stored.
-pub async fn run<F, Fut>(
+pub async fn run<F, Fut, T>(
     state: &AppState,
     caller: &Caller,
     headers: &HeaderMap,
@@ -49,7 +49,8 @@ pub async fn run<F, Fut>(
 ) -> ApiResult<Response>
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = ApiResult<(StatusCode, Value)>>,
+    Fut: Future<Output = ApiResult<(StatusCode, T)>>,
+    T: serde::Serialize,
 {
     run_matching(state, caller, headers, request, &[], work).await
 }
@@ -57,7 +58,7 @@ where
 /// `run`, where the same request may also have been recorded as one of `earlier_forms` (by an
 /// earlier Steward that described it differently, e.g. with an older `Vault::tag`): a resend
 /// that matches one of them replays it instead of being refused. New records use `request`.
-pub async fn run_matching<F, Fut>(
+pub async fn run_matching<F, Fut, T>(
     state: &AppState,
     caller: &Caller,
     headers: &HeaderMap,
@@ -67,10 +68,11 @@ pub async fn run_matching<F, Fut>(
 ) -> ApiResult<Response>
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = ApiResult<(StatusCode, Value)>>,
+    Fut: Future<Output = ApiResult<(StatusCode, T)>>,
+    T: serde::Serialize,
 {
-    let envelope = |status: StatusCode, data: Value| {
-        (status, axum::Json(json!({"success": true, "data": data}))).into_response()
+    let envelope = |status: StatusCode, data: T| {
+        (status, axum::Json(steward_wire::Single::new(data))).into_response()
     };
     let Some(key) = idempotency_key(headers)? else {
         return work().await.map(|(status, data)| envelope(status, data));
@@ -100,7 +102,9 @@ where
     }
     match work().await {
         Ok((status, data)) => {
-            let body = json!({"success": true, "data": data});
+            // The answer as stored is the answer sent, so a replay is the same bytes.
+            let body = serde_json::to_value(steward_wire::Single::new(data))
+                .map_err(|e| ApiError::internal("an answer to record for replay", &e))?;
             state
                 .store
                 .idempotency_finish(env, sender, &key, status.as_u16(), &body, now)

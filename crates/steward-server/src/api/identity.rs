@@ -4,7 +4,6 @@ use super::openapi as doc;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use axum::response::Response;
-use serde_json::json;
 
 #[utoipa::path(
     get,
@@ -18,15 +17,15 @@ use serde_json::json;
     )
 )]
 pub async fn identity(caller: Caller) -> Response {
-    ok(json!({
-        "credentialType": "api_key",
-        "apiKeyId": caller.key.id,
-        "name": caller.key.name,
-        "environmentId": caller.env.id,
-        "environment": caller.env.name,
-        "scopes": caller.key.scopes,
-        "expiresAt": null,
-    }))
+    ok(steward_wire::Identity {
+        credential_type: "api_key".to_string(),
+        api_key_id: caller.key.id.clone(),
+        name: caller.key.name.clone(),
+        environment_id: caller.env.id.clone(),
+        environment: caller.env.name.clone(),
+        scopes: caller.key.scopes.clone(),
+        expires_at: None,
+    })
 }
 
 #[utoipa::path(
@@ -41,10 +40,5 @@ pub async fn identity(caller: Caller) -> Response {
     )
 )]
 pub async fn environment(caller: Caller) -> Response {
-    ok(json!({
-        "id": caller.env.id,
-        "name": caller.env.name,
-        "halted": caller.env.halted,
-        "haltReason": caller.env.halt_reason,
-    }))
+    ok(super::environment::view(&caller.env))
 }

@@ -21,32 +21,28 @@ use steward_core::impact::{check_limit_amount, check_limit_name, LimitSpec, LIMI
 use steward_core::{scopes, LimitId};
 use steward_store::{Actor, LimitRecord, LimitStatus};
 
-fn record_view(l: &LimitRecord) -> Value {
-    json!({
-        "id": l.id,
-        "name": l.spec.name,
-        "dimension": l.spec.dimension,
-        "unit": l.spec.unit,
-        "currency": l.spec.currency,
-        "period": l.spec.period.as_str(),
-        "amount": l.spec.amount,
-        "actionName": l.spec.action_name,
-        "resourcePrefix": l.spec.resource_prefix,
-        "archived": l.archived_at.is_some(),
-        "archivedAt": l.archived_at.map(|t| t.to_rfc3339()),
-        "createdAt": l.created_at.to_rfc3339(),
-        "updatedAt": l.updated_at.to_rfc3339(),
-    })
-}
-
-pub(crate) fn view(s: &LimitStatus) -> Value {
-    let mut v = record_view(&s.limit);
-    v["windowStart"] = json!(s.window_start.to_rfc3339());
-    v["consumed"] = json!(s.usage.consumed);
-    v["reserved"] = json!(s.usage.reserved);
-    v["unknownExposure"] = json!(s.usage.exposure);
-    v["available"] = json!(s.available());
-    v
+pub(crate) fn view(s: &LimitStatus) -> steward_wire::Limit {
+    let l = &s.limit;
+    steward_wire::Limit {
+        id: l.id.clone(),
+        name: l.spec.name.clone(),
+        dimension: l.spec.dimension.clone(),
+        unit: l.spec.unit.clone(),
+        currency: l.spec.currency.clone(),
+        period: l.spec.period.as_str().to_string(),
+        amount: l.spec.amount,
+        action_name: l.spec.action_name.clone(),
+        resource_prefix: l.spec.resource_prefix.clone(),
+        archived: l.archived_at.is_some(),
+        archived_at: l.archived_at.map(|t| t.to_rfc3339()),
+        created_at: l.created_at.to_rfc3339(),
+        updated_at: l.updated_at.to_rfc3339(),
+        window_start: s.window_start.to_rfc3339(),
+        consumed: s.usage.consumed,
+        reserved: s.usage.reserved,
+        unknown_exposure: s.usage.exposure,
+        available: s.available(),
+    }
 }
 
 fn parse_id(id: &str) -> ApiResult<LimitId> {
@@ -102,7 +98,7 @@ pub async fn list(
         .store
         .list_limits(&caller.env.id, include_archived, state.clock.now())
         .await?;
-    Ok(ok(Value::Array(limits.iter().map(view).collect())))
+    Ok(ok(limits.iter().map(view).collect::<Vec<_>>()))
 }
 
 #[utoipa::path(

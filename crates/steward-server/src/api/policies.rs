@@ -350,7 +350,7 @@ pub async fn delete(
         {
             return Err(ApiError::not_found("policy"));
         }
-        Ok((StatusCode::OK, json!({"id": id, "deleted": true})))
+        Ok((StatusCode::OK, steward_wire::Deleted::new(&id)))
     })
     .await
 }

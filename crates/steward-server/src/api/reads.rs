@@ -138,7 +138,12 @@ async fn invocations_page(
         }
     };
     let Some(action_id) = action_filter(state, caller, action).await? else {
-        return Ok(paged(vec![], 0, limit, offset));
+        return Ok(paged(
+            Vec::<steward_wire::Invocation>::new(),
+            0,
+            limit,
+            offset,
+        ));
     };
     let filter = steward_store::InvocationFilter {
         action_id,
@@ -274,7 +279,7 @@ pub async fn list_effects(
         Some(_) => return Err(ApiError::validation("unresolved", "must be true or false")),
     };
     let Some(action_id) = action_filter(&state, &caller, q.action.as_deref()).await? else {
-        return Ok(paged(vec![], 0, limit, offset));
+        return Ok(paged(Vec::<steward_wire::Effect>::new(), 0, limit, offset));
     };
     let filter = steward_store::EffectFilter {
         action_id,

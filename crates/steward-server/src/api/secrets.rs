@@ -254,9 +254,7 @@ pub async fn get(
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_READ)?;
     let secrets = state.store.list_secrets(&caller.env.id).await?;
-    Ok(ok(Value::Array(
-        secrets.iter().map(views::secret).collect(),
-    )))
+    Ok(ok(secrets.iter().map(views::secret).collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -290,7 +288,13 @@ pub async fn delete(
             .delete_secret(&caller.env.id, &name, &actor)
             .await?
         {
-            Ok((StatusCode::OK, json!({"name": name, "deleted": true})))
+            Ok((
+                StatusCode::OK,
+                steward_wire::SecretDeleted {
+                    name,
+                    deleted: true,
+                },
+            ))
         } else {
             Err(ApiError::not_found("secret"))
         }

@@ -425,7 +425,7 @@ pub async fn update_subscription(
     tag = "events",
     params(doc::IdPath, doc::IdempotencyHeader),
     responses(
-        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single<Value>),
+        (status = 200, description = "`{\"id\", \"deleted\": true}`", body = doc::Single<doc::Deleted>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -449,7 +449,7 @@ pub async fn delete_subscription(
         {
             return Err(ApiError::not_found("subscription"));
         }
-        Ok((StatusCode::OK, json!({"id": id, "deleted": true})))
+        Ok((StatusCode::OK, steward_wire::Deleted::new(&id)))
     })
     .await
 }

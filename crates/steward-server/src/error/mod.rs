@@ -3,6 +3,9 @@
 //! [`codes::CODES`].
 
 pub mod codes;
+pub(crate) mod envelope;
+
+pub use envelope::{ErrorBody, ErrorEnvelope};
 
 use crate::effect_error::EffectError;
 use axum::http::StatusCode;
@@ -87,12 +90,21 @@ impl ApiError {
         Self::of(codes::INTERNAL_ERROR, "internal error")
     }
 
-    pub fn body(&self) -> Value {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(details) = &self.details {
-            error["details"] = details.clone();
+    /// The answer's body, as sent.
+    pub fn envelope(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
+            success: false,
+            error: ErrorBody {
+                code: self.code.to_string(),
+                message: self.message.clone(),
+                details: self.details.clone(),
+            },
         }
-        json!({ "success": false, "error": error })
+    }
+
+    /// The answer's body as JSON (what an idempotent request records for its replay).
+    pub fn body(&self) -> Value {
+        serde_json::to_value(self.envelope()).expect("an error envelope is plain JSON")
     }
 }
 
@@ -161,7 +173,7 @@ impl IntoResponse for ApiError {
         } else {
             None
         };
-        let mut response = (self.status, axum::Json(self.body())).into_response();
+        let mut response = (self.status, axum::Json(self.envelope())).into_response();
         if let Some(seconds) = retry_after.and_then(|s| s.parse().ok()) {
             response
                 .headers_mut()

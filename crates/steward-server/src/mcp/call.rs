@@ -133,7 +133,9 @@ pub async fn call(
     .await
     {
         Ok(invoked) => {
-            let mut envelope = Envelope::of_invocation(&views::invocation(&invoked.invocation));
+            let view = serde_json::to_value(views::invocation(&invoked.invocation))
+                .expect("a view is plain JSON");
+            let mut envelope = Envelope::of_invocation(&view);
             if envelope.status == Status::Denied {
                 envelope.note_denial(denial_note(state, &invoked.invocation).await);
             }

@@ -12,28 +12,6 @@
 use serde_json::Value;
 use utoipa::ToSchema;
 
-/// `POST /environment/halt`.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HaltBody {
-    /// Why the environment is halted, shown to whoever resumes it.
-    #[schema(max_length = 1000)]
-    reason: Option<String>,
-}
-
-impl HaltBody {
-    pub const FIELDS: &[&str] = &["reason"];
-}
-
-/// `POST /environment/resume`: no fields.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeBody {}
-
-impl ResumeBody {
-    pub const FIELDS: &[&str] = &[];
-}
-
 /// `POST /actions` and `PATCH /actions/{reference}` (a field left out is unchanged, `null`
 /// clears it).
 #[derive(ToSchema)]
@@ -152,7 +130,7 @@ pub struct InvokeBody {
     /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
     /// recorded, when one does not.
     #[schema(max_items = 16)]
-    depends_on: Option<Vec<super::records::Dependency>>,
+    depends_on: Option<Vec<steward_wire::Dependency>>,
     /// The settled effect this invoke compensates; both effects show the link.
     #[schema(pattern = "^eff_")]
     compensates: Option<String>,
@@ -329,17 +307,6 @@ impl ApprovalRequestBody {
         "runId",
         "parentSpanId",
     ];
-}
-
-/// `POST /approvals/{id}/approve` and `/deny`.
-#[derive(ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionBody {
-    note: Option<String>,
-}
-
-impl DecisionBody {
-    pub const FIELDS: &[&str] = &["note"];
 }
 
 /// `PUT /secrets/{name}`: create or rotate. A rotation may narrow where the secret may go, never

@@ -245,13 +245,9 @@ fn set(fields: &[&str]) -> BTreeSet<String> {
 fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
     let mut policy_fields = set(&steward_core::policy::SPEC_FIELDS);
     policy_fields.insert("changeNote".into());
+    // Bodies parsed through their type (`body::parse`) take their known fields from its schema,
+    // so they need no pair here: `HaltBody`, `ResumeBody`, `DecisionBody`.
     let pairs: Vec<(&str, BTreeSet<String>, BTreeSet<String>)> = vec![
-        ("HaltBody", properties::<HaltBody>(), set(HaltBody::FIELDS)),
-        (
-            "ResumeBody",
-            properties::<ResumeBody>(),
-            set(ResumeBody::FIELDS),
-        ),
         (
             "ActionBody",
             properties::<ActionBody>(),
@@ -287,11 +283,6 @@ fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
             "ApprovalRequestBody",
             properties::<ApprovalRequestBody>(),
             set(ApprovalRequestBody::FIELDS),
-        ),
-        (
-            "DecisionBody",
-            properties::<DecisionBody>(),
-            set(DecisionBody::FIELDS),
         ),
         (
             "SecretBody",

@@ -1,107 +1,17 @@
 //! The envelopes every `/api/v2` answer is wrapped in, as schemas, and the sets of error answers
 //! an operation lists in its `responses(...)`.
 //!
-//! The structs here are never built: they exist so that `utoipa` can describe the JSON that
-//! `crate::envelope` and `crate::error::ApiError` write.
+//! The error envelope is `crate::error::ErrorEnvelope`, the type every error answer is written
+//! from. The page envelopes here are never built: they describe the JSON that the runs' and
+//! policies' handlers write with `json!`.
 
 #![allow(dead_code)]
 
-use crate::error::codes::CODES;
-use serde_json::json;
 use std::collections::BTreeMap;
-use utoipa::openapi::extensions::ExtensionsBuilder;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::openapi::{Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
 
-/// The extension of the error envelope's `code` that lists every code with its status and
-/// meaning.
-pub const ERROR_CODES_EXTENSION: &str = "x-error-codes";
-
-/// `{"success": false, "error": {...}}`: every error answer.
-#[derive(ToSchema)]
-pub struct ErrorEnvelope {
-    /// Always `false`.
-    success: bool,
-    #[schema(inline)]
-    error: ErrorBody,
-}
-
-#[derive(ToSchema)]
-pub struct ErrorBody {
-    /// A stable code, one of `x-error-codes` (`crate::error::codes::CODES`).
-    #[schema(schema_with = error_code)]
-    code: String,
-    /// What went wrong, for a human.
-    message: String,
-    /// Structured context, e.g. `{"field": "name"}` for a validation error.
-    #[schema(value_type = Object, required = false)]
-    details: Option<serde_json::Value>,
-}
-
-/// The error envelope's `code`: an enum of every code in [`CODES`], and the table itself (code,
-/// status, meaning) as the `x-error-codes` extension.
-fn error_code() -> Object {
-    let table: Vec<serde_json::Value> = CODES
-        .iter()
-        .map(|c| json!({"code": c.code, "status": c.status.as_u16(), "meaning": c.meaning}))
-        .collect();
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some(
-            "A stable code; `x-error-codes` gives each one's HTTP status and meaning.",
-        ))
-        .enum_values(Some(CODES.iter().map(|c| c.code)))
-        .extensions(Some(
-            ExtensionsBuilder::new()
-                .add(ERROR_CODES_EXTENSION, table)
-                .build(),
-        ))
-        .build()
-}
-
-/// `{"success": true, "data": {...}}`: one record.
-#[derive(ToSchema)]
-pub struct Single<T> {
-    success: bool,
-    data: T,
-}
-
-/// `{"success": true, "data": [...]}`: an unpaged listing.
-#[derive(ToSchema)]
-pub struct List<T> {
-    success: bool,
-    data: Vec<T>,
-}
-
-/// `{"success": true, "data": [...], "pagination": {...}}`: a page of a listing.
-#[derive(ToSchema)]
-pub struct Page<T> {
-    success: bool,
-    data: Vec<T>,
-    #[schema(inline)]
-    pagination: Pagination,
-}
-
-#[derive(ToSchema)]
-#[schema(rename_all = "camelCase")]
-pub struct Pagination {
-    total: u64,
-    #[schema(minimum = 1, maximum = 200)]
-    limit: u32,
-    offset: u32,
-    #[schema(minimum = 1)]
-    page: u64,
-    total_pages: u64,
-    has_more: bool,
-    /// Where the next page starts (`offset`), or `null` at the end. A page may end before
-    /// `limit` items when the next would take the answer past 4 MiB (`ANSWER_BYTES_MAX`).
-    #[schema(required = false)]
-    next_offset: Option<u64>,
-    /// The `cursor` of the next page, or `null` at the end.
-    #[schema(required = false)]
-    next_cursor: Option<String>,
-}
+pub use crate::error::ErrorEnvelope;
 
 /// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
 /// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
@@ -242,7 +152,8 @@ error_set!(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::error::codes::CODES;
+    use crate::error::envelope::ERROR_CODES_EXTENSION;
     use serde_json::Value;
 
     /// The served document lists exactly the table: every code, with its status and meaning.

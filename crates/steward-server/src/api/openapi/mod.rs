@@ -3,7 +3,10 @@
 //!
 //! Each handler carries its own `#[utoipa::path(...)]`, and `super::v2_routes` registers every
 //! route through `utoipa_axum::routes!`, which adds the handler to the router and its operation to
-//! the document in one step: a route cannot be served without being described. Bodies that
+//! the document in one step: a route cannot be served without being described. The answers'
+//! `data` are the `steward_wire` views the handlers build (`api/views.rs`), so the document
+//! describes the types that are sent; `records.rs` still describes, beside them, the answers
+//! whose handlers write `json!`. Bodies that
 //! handlers parse by hand are described in `bodies.rs` next to the field lists the handlers
 //! check; `drift.rs` tests that the two agree and that every documented operation is served.
 
@@ -28,6 +31,11 @@ pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;
 pub(crate) use webhooks::*;
+// The views the handlers write are their own schemas.
+pub(crate) use steward_wire::{
+    Action, Approval, Decided, DecisionBody, Deleted, Effect, Environment, HaltBody, Identity,
+    Invocation, Limit, List, Page, ResumeBody, Secret, SecretDeleted, Single,
+};
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};

@@ -251,7 +251,8 @@ async fn detail(state: &AppState, caller: &Caller, run: &RunRecord) -> ApiResult
     let invocations: Vec<Value> = invocations
         .iter()
         .map(|i| {
-            let mut view = views::listed_invocation(i);
+            let mut view =
+                serde_json::to_value(views::listed_invocation(i)).expect("a view is plain JSON");
             view["parentSpanId"] = json!(i.parent_span_id);
             view
         })

@@ -1,0 +1,61 @@
+//! Approval requests and the answer to a decision.
+
+use crate::Invocation;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use steward_core::{ActionId, ApprovalId, Decision, EffectId, InvocationId, KeyId};
+use utoipa::ToSchema;
+
+/// An approval request: gated invocations and custom requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Approval {
+    #[schema(value_type = String)]
+    pub id: ApprovalId,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub status: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub payload: Value,
+    #[schema(value_type = Option<String>)]
+    pub invocation_id: Option<InvocationId>,
+    #[schema(value_type = Option<String>)]
+    pub effect_id: Option<EffectId>,
+    #[schema(value_type = Option<String>)]
+    pub action_id: Option<ActionId>,
+    pub action_version: Option<u32>,
+    pub input_fingerprint: Option<String>,
+    #[schema(value_type = String)]
+    pub requested_by: KeyId,
+    pub required_approvals: u32,
+    pub decisions: Vec<ApprovalDecision>,
+    pub decision_origin: Option<String>,
+    /// The note of the decision that settled it (`null` while pending or for an expiry).
+    pub decision_note: Option<String>,
+    pub decided_at: Option<String>,
+    pub expires_at: Option<String>,
+    pub run_id: Option<String>,
+    pub created_at: String,
+}
+
+/// One key's decision on an approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalDecision {
+    #[schema(value_type = String)]
+    pub key_id: KeyId,
+    /// `approve` or `deny`.
+    #[schema(value_type = String)]
+    pub decision: Decision,
+    pub note: Option<String>,
+    pub at: String,
+}
+
+/// What approving or denying answers: the approval, and the invocation it gated as it stands
+/// after the decision (`null` for a custom request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decided {
+    pub approval: Approval,
+    pub invocation: Option<Invocation>,
+}

@@ -1,0 +1,37 @@
+//! Who is calling, and the environment they call in.
+
+use serde::{Deserialize, Serialize};
+use steward_core::{EnvironmentId, KeyId};
+use utoipa::ToSchema;
+
+/// `GET /auth/identity`: the calling key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Identity {
+    /// Always `api_key`.
+    pub credential_type: String,
+    #[schema(value_type = String)]
+    pub api_key_id: KeyId,
+    pub name: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
+    pub environment: String,
+    pub scopes: Vec<String>,
+    /// Keys do not expire: always `null`.
+    pub expires_at: Option<String>,
+}
+
+/// An environment and its kill switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Environment {
+    #[schema(value_type = String)]
+    pub id: EnvironmentId,
+    pub name: String,
+    pub halted: bool,
+    pub halt_reason: Option<String>,
+    /// Only on resume: how many parked effects were dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub released: Option<u64>,
+}

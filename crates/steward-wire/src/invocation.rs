@@ -1,0 +1,98 @@
+//! One call of an action.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use steward_core::{ActionId, EffectId, InvocationId, OperationKey, Outcome, Stage};
+use utoipa::ToSchema;
+
+/// One call of an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Invocation {
+    #[schema(value_type = String)]
+    pub id: InvocationId,
+    #[schema(value_type = String)]
+    pub action_id: ActionId,
+    /// The action's name (also `actionName`).
+    pub action: String,
+    pub action_name: String,
+    pub action_version: u32,
+    /// `<actionId>:v<actionVersion>`.
+    pub action_version_id: String,
+    /// `pending_approval`, `running`, `succeeded`, `failed`, `unknown`, `denied` or `expired`.
+    pub status: String,
+    pub pending_approval: bool,
+    pub approval_id: Option<String>,
+    /// The input as sent; in a list, an [`Elided`] marker when longer than 16 KiB.
+    pub input: Value,
+    #[schema(value_type = Option<String>)]
+    pub operation_key: Option<OperationKey>,
+    pub run_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub retry_of: Option<InvocationId>,
+    pub response_status: Option<u16>,
+    /// The provider's answer; in a list, an [`Elided`] marker when longer than 16 KiB.
+    pub body: Option<Value>,
+    pub error: Option<Value>,
+    pub decision: Option<Value>,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+    pub duration_ms: Option<i64>,
+    /// Governed invocations only, like the four fields after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false, value_type = Option<String>)]
+    pub effect_id: Option<EffectId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub grade: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false, value_type = Option<String>)]
+    pub outcome: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false, value_type = Option<String>)]
+    pub stage: Option<Stage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub unresolved: Option<bool>,
+    /// In a list only: the fields (`input`, `body`) left out because their JSON text is longer
+    /// than 16 KiB; each holds an [`Elided`] marker instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub elided_fields: Option<Vec<String>>,
+}
+
+/// The five fields only a governed invocation carries, set together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Governed {
+    pub effect_id: EffectId,
+    pub grade: String,
+    pub outcome: Outcome,
+    pub stage: Stage,
+    pub unresolved: bool,
+}
+
+impl Invocation {
+    /// Sets the governed-only fields.
+    pub fn governed(mut self, g: Governed) -> Self {
+        self.effect_id = Some(g.effect_id);
+        self.grade = Some(g.grade);
+        self.outcome = Some(g.outcome);
+        self.stage = Some(g.stage);
+        self.unresolved = Some(g.unresolved);
+        self
+    }
+}
+
+/// What a list or tree shows in place of a field longer than 16 KiB (`LISTED_FIELD_BYTES_MAX`)
+/// of JSON text: the field's size and the path that reads the record alone, whole. The record
+/// names such fields in `elidedFields`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Elided {
+    /// Always `true`.
+    pub elided: bool,
+    /// The size of the field left out, in bytes of its JSON text.
+    pub bytes: u64,
+    /// The path (under the server's origin) that reads the record whole.
+    pub href: String,
+}

@@ -1,0 +1,41 @@
+//! The wire model of Steward's `/api/v2` surface: what each answer's `data` holds, and the
+//! envelopes around it, as plain typed views.
+//!
+//! Every view is `Serialize + ToSchema`: the server builds one from a store record and writes
+//! it, and the OpenAPI document describes the same type, so the document cannot drift from
+//! what is sent. A client (the CLI through `steward-client`) can read the same types.
+//!
+//! ```
+//! use steward_wire::Single;
+//! let answer = Single::new(serde_json::json!({"id": "inv_1"}));
+//! assert_eq!(serde_json::to_value(&answer).unwrap()["success"], true);
+//! ```
+//!
+//! Conventions, kept from the Anlyon v2 contract the SDKs read:
+//! - fields are camelCase; timestamps are RFC 3339 strings;
+//! - a field that has no value is `null`, not absent, unless its doc says it is only present
+//!   in some answers (those are `Option`s skipped when `None`, `required = false` in the
+//!   schema);
+//! - every view refuses unknown fields in its schema (`deny_unknown_fields` gives
+//!   `additionalProperties: false`), so the document's checks notice a field sent but not
+//!   described.
+
+mod action;
+mod approval;
+mod effect;
+mod envelope;
+mod environment;
+mod invocation;
+mod limit;
+mod request;
+mod secret;
+
+pub use action::Action;
+pub use approval::{Approval, ApprovalDecision, Decided};
+pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
+pub use envelope::{List, Page, Pagination, Single};
+pub use environment::{Environment, Identity};
+pub use invocation::{Elided, Governed, Invocation};
+pub use limit::{Deleted, Limit, SecretDeleted};
+pub use request::{DecisionBody, HaltBody, ResumeBody, Text};
+pub use secret::Secret;
