@@ -119,14 +119,21 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let (key, env) = state
-            .store
-            .caller(&token_hash(&parts.headers)?, state.clock.now())
-            .await?
-            .ok_or_else(ApiError::unauthenticated)?;
-        note_used(state, &key);
-        Ok(Caller { key, env })
+        authenticate(state, &token_hash(&parts.headers)?).await
     }
+}
+
+/// The caller whose bearer token hashes to `token_hash`, read from the store (`Store::caller`):
+/// 401 when the key is missing, revoked or expired. Every door authenticates here, except the
+/// HTTP invoke, whose one read (`Store::invoke_context`) authenticates with what it reads.
+pub async fn authenticate(state: &AppState, token_hash: &str) -> Result<Caller, ApiError> {
+    let (key, env) = state
+        .store
+        .caller(token_hash, state.clock.now())
+        .await?
+        .ok_or_else(ApiError::unauthenticated)?;
+    note_used(state, &key);
+    Ok(Caller { key, env })
 }
 
 /// How often a long-lived request re-reads its key, in milliseconds: a key revoked, rotated out

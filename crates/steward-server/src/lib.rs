@@ -13,16 +13,21 @@
 
 mod adapters;
 mod api;
+mod app;
 mod audit_sealer;
 mod auth;
 mod clock;
 mod console;
 mod crash;
 mod dispatch;
+#[cfg(test)]
+mod doors;
 mod effect_error;
 mod envelope;
 mod error;
 mod events;
+#[cfg(test)]
+mod import_cycles;
 mod input_schema;
 mod integrations;
 mod keys;

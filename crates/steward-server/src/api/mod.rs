@@ -8,7 +8,6 @@ pub(crate) mod bounded;
 pub(crate) mod budgets;
 mod connections;
 pub(crate) mod environment;
-mod gate;
 mod idempotent;
 mod identity;
 pub(crate) mod import;
