@@ -363,11 +363,13 @@ fn cycles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<S
     walk.found
 }
 
+/// The module's path as a file name (`api/invoke`, `lib`, `api/mod` for `api`'s `mod.rs` or
+/// `api.rs`: the test does not tell the two apart).
 fn file_name(module: &[String]) -> String {
     if module.is_empty() {
-        "lib.rs".to_string()
+        "lib".to_string()
     } else {
-        format!("{}.rs", module.join("/"))
+        module.join("/")
     }
 }
 
@@ -380,23 +382,54 @@ fn root() -> PathBuf {
     )
 }
 
+/// The one cycle still allowed, by its files: the adapters name the dispatcher's prepared
+/// request and the reconciler's finding in their trait, and those call the adapters. It is in
+/// the dispatcher and reconciler, which issue #24 item 3 puts behind seams; TODO(#24): remove
+/// it from this list there. Any other cycle, or this one grown, fails.
+const ALLOWED: &[&[&str]] = &[&["adapters", "dispatch/prepare", "reconcile/lookup"]];
+
 #[test]
 fn no_two_source_files_import_each_other_in_a_circle() {
     let root = root();
     let files = source_files(&root);
     assert!(files.len() > 100, "found only {} source files", files.len());
     let graph = graph(&files);
-    let found = cycles(&graph);
+    let all = cycles(&graph);
+    let allowed = |component: &Vec<Vec<String>>| {
+        let names: Vec<String> = component.iter().map(|m| file_name(m)).collect();
+        ALLOWED
+            .iter()
+            .any(|a| a.iter().copied().eq(names.iter().map(String::as_str)))
+    };
+    // `STEWARD_IMPORT_CYCLES_SRC` measures another checkout: every cycle counts there.
+    let measuring = std::env::var_os("STEWARD_IMPORT_CYCLES_SRC").is_some();
+    let found: Vec<_> = all
+        .into_iter()
+        .filter(|c| measuring || !allowed(c))
+        .collect();
     let files_in_cycles: usize = found.iter().map(Vec::len).sum();
+    // Each cycle as the imports among its files, so a failure says which `use` to move.
     let described: Vec<String> = found
         .iter()
-        .map(|c| c.iter().map(|m| file_name(m)).collect::<Vec<_>>().join(" "))
+        .map(|component| {
+            let members: BTreeSet<&Vec<String>> = component.iter().collect();
+            let edges: Vec<String> = component
+                .iter()
+                .flat_map(|from| {
+                    graph[from]
+                        .iter()
+                        .filter(|to| members.contains(to))
+                        .map(move |to| format!("  {} -> {}", file_name(from), file_name(to)))
+                })
+                .collect();
+            edges.join("\n")
+        })
         .collect();
     assert!(
         found.is_empty(),
         "{} import cycles over {files_in_cycles} files:\n{}",
         found.len(),
-        described.join("\n")
+        described.join("\n--\n")
     );
 }
 

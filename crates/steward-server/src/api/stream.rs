@@ -44,16 +44,10 @@ pub const STREAM_POLL_INTERVAL_MS: u64 = 250;
 /// common proxies (60 s), so they keep the connection open.
 pub const STREAM_HEARTBEAT_INTERVAL_MS: u64 = 15_000;
 
-/// How many streams one key may hold open on one replica at once, in connections. A client
-/// needs one; a few allow a reconnect to overlap the old connection's teardown. More is a leak
-/// or abuse, answered 429.
-pub const STREAM_CONNECTIONS_PER_KEY_MAX: usize = 5;
+pub use crate::per_key::{StreamSlots, STREAM_CONNECTIONS_PER_KEY_MAX};
 
 /// How many frames wait for a slow client before the stream stops reading the log, in frames.
 const STREAM_BUFFER_FRAMES: usize = 64;
-
-/// The open streams of this process, at most [`STREAM_CONNECTIONS_PER_KEY_MAX`] per key.
-pub type StreamSlots = crate::per_key::PerKeySlots<STREAM_CONNECTIONS_PER_KEY_MAX>;
 
 /// One open stream's place in [`StreamSlots`], given back when the stream ends.
 type Slot = crate::per_key::PerKeySlot<STREAM_CONNECTIONS_PER_KEY_MAX>;

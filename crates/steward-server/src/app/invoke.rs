@@ -8,15 +8,14 @@
 //! a principal a front end already authenticated ([`context`], MCP, whose guard authenticated
 //! the request and whose catalog already holds the action).
 
-use super::{budgets, gate, idempotency, links, previews, seam, Error, Principal, Result};
+use super::{budgets, gate, idempotency, input, links, previews, seam, Error, Principal, Result};
 use crate::dispatch;
 use crate::error::codes;
 use crate::progress::{Progress, Stage};
 use crate::state::AppState;
 use serde_json::{json, Value};
 use steward_core::{
-    check_input, fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId,
-    OperationKey, RunId,
+    fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId, OperationKey, RunId,
 };
 use steward_store::{
     secrets_named_by, ActionRecord, EarlierRequest, EffectLinks, InvocationRecord, PolicyRecord,
@@ -27,7 +26,7 @@ use tracing::Instrument;
 /// An invoke request, parsed by the front end.
 #[derive(Debug, Clone, Default)]
 pub struct Invoke {
-    /// Any JSON value: whether it must be an object depends on the action ([`check`]).
+    /// Any JSON value: whether it must be an object depends on the action ([`input::check`]).
     pub input: Value,
     pub run_id: Option<String>,
     /// The span of the run the invocation is made under, for the run's timeline only: not part
@@ -184,7 +183,7 @@ async fn run(
         ));
     }
     let action = context.action.ok_or_else(|| Error::not_found("action"))?;
-    check(&action, &request.input)?;
+    input::check(&action, &request.input)?;
     let mut fingerprinted = json!({
         "action": action.id, "input": request.input, "operationKey": request.operation_key,
         "retryOf": request.retry_of, "runId": request.run_id,
@@ -296,34 +295,6 @@ async fn named_run(state: &AppState, principal: &Principal, id: &str) -> Result<
         .run(&principal.env.id, &id)
         .await?
         .ok_or_else(missing)
-}
-
-/// Refuses `input` for `action` when the action is disabled, or the input does not fit the
-/// action's schema, adapter or template. Previews check the same.
-pub fn check(action: &ActionRecord, input: &Value) -> Result<()> {
-    let def = &action.definition;
-    if !def.enabled {
-        return Err(Error::of(codes::ACTION_DISABLED, "this action is disabled"));
-    }
-    if !input.is_object() && def.takes_object_input() {
-        return Err(Error::validation("input", "must be a JSON object"));
-    }
-    if let Some(schema) = &def.input_schema {
-        crate::input_schema::validate(schema, input)?;
-    }
-    if def.adapter.is_some() {
-        crate::adapters::check_input(def, input)
-            .map_err(|e| Error::validation(e.field, e.message))?;
-    } else {
-        check_input(def, input).map_err(|e| match e {
-            steward_core::TemplateError::MissingInput { path } => Error::validation(
-                format!("input.{path}"),
-                "is required by the action's template",
-            ),
-            other => Error::validation("input", other.to_string()),
-        })?;
-    }
-    Ok(())
 }
 
 /// Records the submission and, when it starts `ready`, dispatches it; then marks the request's

@@ -18,6 +18,7 @@ pub mod approvals;
 pub mod budgets;
 pub mod gate;
 pub mod idempotency;
+pub mod input;
 pub mod invoke;
 pub mod links;
 pub mod previews;

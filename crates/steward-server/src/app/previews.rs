@@ -8,7 +8,7 @@
 //! key that asked for the preview: otherwise it is refused, before anything is recorded, with a
 //! code that says which. `api/previews.rs` is the HTTP door.
 
-use super::{invoke, seam, Error, Principal, Result};
+use super::{input, seam, Error, Principal, Result};
 use crate::auth::Caller;
 use crate::dispatch::prepare::{prepare_call, Call, Prepared, PreparedBody};
 use crate::error::{codes, ApiError, ApiResult};
@@ -45,7 +45,7 @@ pub async fn previewable(
         .action(&principal.env.id, reference)
         .await?
         .ok_or_else(|| Error::not_found("action"))?;
-    invoke::check(&action, input)?;
+    input::check(&action, input)?;
     Ok(action)
 }
 
@@ -103,7 +103,7 @@ pub async fn refresh(
         .action(&principal.env.id, old.action_id.as_str())
         .await?
         .ok_or_else(|| Error::not_found("action"))?;
-    invoke::check(&action, &old.input)?;
+    input::check(&action, &old.input)?;
     let new = make(
         state,
         principal,

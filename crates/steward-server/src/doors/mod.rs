@@ -93,7 +93,7 @@ async fn world(dir: &tempfile::TempDir, replica: &str) -> (AppState, Arc<Countin
 
 /// Sends `request` through the whole router; the status and the body (JSON, or the text).
 async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
-    let answer = crate::api::app(state.clone())
+    let answer = crate::router::app(state.clone())
         .oneshot(request)
         .await
         .unwrap();

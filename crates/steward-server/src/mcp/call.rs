@@ -22,8 +22,7 @@ use serde_json::{Map, Value};
 use steward_core::{scopes, ApprovalId, MissingOperationKey, OperationKey};
 use steward_store::{ActionRecord, InvocationRecord};
 
-/// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
-pub const META_OPERATION_KEY: &str = "steward/operationKey";
+pub use super::tools::META_OPERATION_KEY;
 
 /// What the model is told when a governed tool is called without an operation key.
 const OPERATION_KEY_REQUIRED: &str = "call again with an operationKey: a stable key you choose for this business operation (for example a short description plus a random suffix), and reuse the same key if you retry this same operation; nothing was done";

@@ -58,7 +58,7 @@ pub struct Action {
     requires_approval: bool,
     #[schema(required = false)]
     approval_expires_in_seconds: Option<u64>,
-    #[schema(required = false, value_type = Option<super::bodies::MissingOperationKeyChoice>)]
+    #[schema(required = false, value_type = Option<MissingOperationKeyChoice>)]
     mcp_missing_operation_key: Option<String>,
     enabled: bool,
     adapter: Option<Value>,
@@ -783,4 +783,12 @@ pub struct Feedback {
 #[schema(rename_all = "camelCase")]
 pub struct Trace {
     resource_spans: Vec<Value>,
+}
+
+/// What an MCP call without an operation key does (`mcpMissingOperationKey`).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum MissingOperationKeyChoice {
+    Refuse,
+    Derive,
 }
