@@ -4,7 +4,8 @@
 //! Every request reads its key from the store (`Store::caller`, or `Store::invoke_context` on
 //! the invoke path): there is no cache, so a revocation or an expiry committed by any process
 //! refuses the next request on every replica. A key's last use is recorded separately
-//! ([`note_used`]): at most once per key per [`KEY_LAST_USED_INTERVAL_S`], in a task of its own.
+//! ([`note_used`]): at most once per key per
+//! [`crate::key_usage::KEY_LAST_USED_INTERVAL_S`], in a task of its own.
 //!
 //! A request that stays open (the event stream, an approval's long poll) was authenticated
 //! once, at its start; a [`KeyWatch`] reads its key again every [`KEY_RECHECK_INTERVAL_MS`] for
@@ -25,9 +26,7 @@ use std::time::Duration;
 use steward_core::{KeyId, Millis};
 use steward_store::{ApiKeyRecord, Environment, Store};
 
-pub use crate::key_usage::{KeyUsage, KEY_LAST_USED_INTERVAL_S};
-
-/// Records that `key` authenticated a request, when it is due ([`KeyUsage::due`]): in a task
+/// Records that `key` authenticated a request, when it is due ([`crate::key_usage::KeyUsage::due`]): in a task
 /// of its own, so the request never waits for it, and a failure only loses one timestamp.
 pub fn note_used(state: &AppState, key: &ApiKeyRecord) {
     let now = state.clock.now();
@@ -240,6 +239,7 @@ impl KeyWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key_usage::{KeyUsage, KEY_LAST_USED_INTERVAL_S};
     use steward_core::EnvironmentId;
     use steward_store::Identity;
 
