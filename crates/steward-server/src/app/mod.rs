@@ -16,6 +16,7 @@
 
 pub mod approvals;
 pub mod budgets;
+pub mod environment;
 pub mod gate;
 pub mod idempotency;
 pub mod input;

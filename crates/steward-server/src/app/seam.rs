@@ -11,6 +11,8 @@ pub enum UseCase {
     Invoke,
     Decide,
     Preview,
+    Halt,
+    Resume,
 }
 
 /// Notes that `use_case` was reached with `state`.

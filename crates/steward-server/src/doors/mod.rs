@@ -1,6 +1,7 @@
 //! Every door reaches the same application function: an MCP `tools/call` and an HTTP invoke
 //! both reach `app::invoke::invoke`, an HTTP decision and a console approve both reach
-//! `app::approvals::decide` (counted by the seam, `app/seam.rs`), and one MCP request
+//! `app::approvals::decide`, and both halts and resumes reach `app::environment` (counted by
+//! the seam, `app/seam.rs`), and one MCP request
 //! authenticates once (counted by a store that counts `Store::caller` and
 //! `Store::invoke_context`, `counting_store.rs`). The requests go through the real router, as
 //! a client sends them.
@@ -132,6 +133,11 @@ fn mcp(token: &str, body: &Value) -> Request<Body> {
 
 /// The console's form POST, signed in with [`SESSION`], carrying its CSRF token.
 fn console(path: &str) -> Request<Body> {
+    console_form(path, "note=looks+right")
+}
+
+/// [`console`] with the form's own fields (`form`, URL-encoded).
+fn console_form(path: &str, form: &str) -> Request<Body> {
     let mut hasher = Sha256::new();
     hasher.update(b"steward-console-csrf\0");
     hasher.update(SESSION.as_bytes());
@@ -142,7 +148,7 @@ fn console(path: &str) -> Request<Body> {
         .header("host", "127.0.0.1")
         .header("cookie", format!("__Host-steward_console={SESSION}"))
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(Body::from(format!("csrf={csrf}&note=looks+right")))
+        .body(Body::from(format!("csrf={csrf}&{form}")))
         .unwrap()
 }
 
@@ -247,4 +253,49 @@ async fn an_http_decision_and_a_console_approve_reach_the_same_decide() {
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.to_string().contains("already approved"), "{body}");
     assert_eq!(seam::count(&replica, UseCase::Decide), 3);
+}
+
+#[tokio::test]
+async fn an_http_halt_and_a_console_halt_reach_the_same_halt_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _store) = world(&dir, "doors-halt").await;
+    let replica = state.replica.as_str().to_string();
+    let halt = json!({"reason": "by the API"});
+    let (status, body) = send(
+        &state,
+        api(Method::POST, "/environment/halt", INVOKER, &halt),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["halted"], true, "{body}");
+    assert_eq!(seam::count(&replica, UseCase::Halt), 1, "the HTTP halt");
+
+    let form = "confirm=yes";
+    let (status, body) = send(&state, console_form("/console/environment/resume", form)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Resume),
+        1,
+        "the console's resume"
+    );
+    let form = "confirm=yes&reason=by+the+console";
+    let (status, body) = send(&state, console_form("/console/environment/halt", form)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Halt),
+        2,
+        "and the console's halt"
+    );
+    let (status, body) = send(
+        &state,
+        api(Method::POST, "/environment/resume", INVOKER, &json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["released"], 0, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Resume),
+        2,
+        "and the HTTP resume"
+    );
 }
