@@ -23,6 +23,7 @@ pub mod input;
 pub mod invoke;
 pub mod links;
 pub mod previews;
+pub mod recovery;
 pub mod seam;
 
 /// Who is acting: an API key and its environment, authenticated by a front end.
