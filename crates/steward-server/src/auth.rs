@@ -4,7 +4,8 @@
 //! Every request reads its key from the store (`Store::caller`, or `Store::invoke_context` on
 //! the invoke path): there is no cache, so a revocation or an expiry committed by any process
 //! refuses the next request on every replica. A key's last use is recorded separately
-//! ([`note_used`]): at most once per key per [`KEY_LAST_USED_INTERVAL_S`], in a task of its own.
+//! ([`note_used`]): at most once per key per
+//! [`crate::key_usage::KEY_LAST_USED_INTERVAL_S`], in a task of its own.
 //!
 //! A request that stays open (the event stream, an approval's long poll) was authenticated
 //! once, at its start; a [`KeyWatch`] reads its key again every [`KEY_RECHECK_INTERVAL_MS`] for
@@ -19,51 +20,13 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use serde_json::json;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use steward_core::{KeyId, Millis};
 use steward_store::{ApiKeyRecord, Environment, Store};
 
-/// How often a key's last-used time is written, in seconds: fine enough for `keys list` to
-/// tell a key in use from an abandoned one, coarse enough that a busy key costs one commit a
-/// minute rather than one per request.
-pub const KEY_LAST_USED_INTERVAL_S: i64 = 60;
-
-/// How many keys [`KeyUsage`] remembers before it forgets those noted more than an interval
-/// ago: far more keys than one deployment has, so the map is pruned rarely and stays small.
-const KEY_USAGE_ENTRIES_MAX: usize = 10_000;
-
-/// When this process last wrote each key's last use, so that concurrent requests with one key
-/// write it once per interval, not once each while the first write is under way.
-#[derive(Debug, Default)]
-pub struct KeyUsage {
-    noted: Mutex<HashMap<KeyId, Millis>>,
-}
-
-impl KeyUsage {
-    /// True when a request with `key` at `now` should record the key's use: neither the stored
-    /// last use nor this process's last write of it is within the interval. Marks it written.
-    pub fn due(&self, key: &ApiKeyRecord, now: Millis) -> bool {
-        let interval_ms = KEY_LAST_USED_INTERVAL_S * 1_000;
-        let recent = |at: Millis| now.0 - at.0 < interval_ms;
-        if key.last_used_at.is_some_and(recent) {
-            return false;
-        }
-        let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
-        if noted.get(&key.id).copied().is_some_and(recent) {
-            return false;
-        }
-        if noted.len() >= KEY_USAGE_ENTRIES_MAX {
-            noted.retain(|_, at| recent(*at));
-        }
-        noted.insert(key.id.clone(), now);
-        true
-    }
-}
-
-/// Records that `key` authenticated a request, when it is due ([`KeyUsage::due`]): in a task
+/// Records that `key` authenticated a request, when it is due ([`crate::key_usage::KeyUsage::due`]): in a task
 /// of its own, so the request never waits for it, and a failure only loses one timestamp.
 pub fn note_used(state: &AppState, key: &ApiKeyRecord) {
     let now = state.clock.now();
@@ -119,14 +82,21 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let (key, env) = state
-            .store
-            .caller(&token_hash(&parts.headers)?, state.clock.now())
-            .await?
-            .ok_or_else(ApiError::unauthenticated)?;
-        note_used(state, &key);
-        Ok(Caller { key, env })
+        authenticate(state, &token_hash(&parts.headers)?).await
     }
+}
+
+/// The caller whose bearer token hashes to `token_hash`, read from the store (`Store::caller`):
+/// 401 when the key is missing, revoked or expired. Every door authenticates here, except the
+/// HTTP invoke, whose one read (`Store::invoke_context`) authenticates with what it reads.
+pub async fn authenticate(state: &AppState, token_hash: &str) -> Result<Caller, ApiError> {
+    let (key, env) = state
+        .store
+        .caller(token_hash, state.clock.now())
+        .await?
+        .ok_or_else(ApiError::unauthenticated)?;
+    note_used(state, &key);
+    Ok(Caller { key, env })
 }
 
 /// How often a long-lived request re-reads its key, in milliseconds: a key revoked, rotated out
@@ -269,6 +239,7 @@ impl KeyWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key_usage::{KeyUsage, KEY_LAST_USED_INTERVAL_S};
     use steward_core::EnvironmentId;
     use steward_store::Identity;
 

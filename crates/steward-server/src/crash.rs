@@ -4,7 +4,6 @@
 //! a process death would.
 
 use crate::effect_error::EffectError;
-use crate::state::AppState;
 use std::sync::{Arc, OnceLock};
 use steward_core::{CrashPoint, CRASH_AT_ENV};
 
@@ -20,14 +19,20 @@ fn armed() -> Option<CrashPoint> {
     })
 }
 
+/// What carries a simulation's [`CrashHook`]: the server's state (`state.rs`). A trait, so this
+/// module does not import the state that holds its hook.
+pub trait Hooked {
+    fn crash_hook(&self) -> Option<&CrashHook>;
+}
+
 /// Passes `point`: aborts the process when it is armed; returns an error when a simulation's
 /// hook decides to crash here.
-pub fn reach(state: &AppState, point: CrashPoint) -> Result<(), EffectError> {
+pub fn reach(state: &impl Hooked, point: CrashPoint) -> Result<(), EffectError> {
     if armed() == Some(point) {
         eprintln!("steward: crash point {} reached; aborting", point.name());
         std::process::abort();
     }
-    match &state.crash_hook {
+    match state.crash_hook() {
         Some(hook) if hook(point) => Err(EffectError::SimulatedCrash { point }),
         _ => Ok(()),
     }

@@ -1,10 +1,17 @@
 //! The success envelope: `{"success": true, "data": ..., "pagination": ...}`, written from the
-//! typed envelopes of `steward_wire`.
+//! typed envelopes of `steward_wire`, and the largest body every door reads.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use steward_wire::{Page, Pagination, Single};
+
+/// The largest request body accepted on any route, in bytes: generous for an action
+/// definition or an invocation's input, small enough that a few hundred concurrent uploads fit
+/// in memory. Enforced once for every route (`api/rejection.rs` by `Content-Length`, axum's
+/// `DefaultBodyLimit` while reading) and on `/mcp` (`mcp/http.rs`); past it the answer is
+/// `413 PAYLOAD_TOO_LARGE`.
+pub const JSON_BODY_BYTES_MAX: usize = 1024 * 1024;
 
 /// The default and largest page sizes for listings.
 pub const PAGE_LIMIT_DEFAULT: u32 = 50;

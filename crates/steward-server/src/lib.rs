@@ -13,18 +13,24 @@
 
 mod adapters;
 mod api;
+mod app;
 mod audit_sealer;
 mod auth;
 mod clock;
 mod console;
 mod crash;
 mod dispatch;
+#[cfg(test)]
+mod doors;
 mod effect_error;
 mod envelope;
 mod error;
 mod events;
+#[cfg(test)]
+mod import_cycles;
 mod input_schema;
 mod integrations;
+mod key_usage;
 mod keys;
 mod listener;
 mod mcp;
@@ -33,6 +39,7 @@ mod per_key;
 mod progress;
 mod reconcile;
 mod replica;
+mod router;
 mod serve;
 mod start_error;
 mod state;
@@ -43,7 +50,6 @@ mod webhooks;
 /// The quantities one call of an action changes, as its adapter (or its template's `impact`)
 /// declares them: what impact limits reserve. The simulator reserves with the same function.
 pub use adapters::quantities as impact_quantities;
-pub use api::app;
 pub use api::metrics::{MetricsToken, MetricsTokenError, METRICS_TOKEN_CHARS_MIN};
 pub use audit_sealer::AUDIT_SEAL_INTERVAL_MS;
 pub use clock::{unique, Clock, IdSource, SystemClock, UlidIds};
@@ -71,6 +77,7 @@ pub use replica::{
     heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,
     REPLICA_LEASE_MS_MIN,
 };
+pub use router::app;
 pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
 pub use start_error::StartError;
 pub use state::{

@@ -46,3 +46,19 @@ impl<const MAX: usize> Drop for PerKeySlot<MAX> {
         }
     }
 }
+
+/// How many streams one key may hold open on one replica at once, in connections
+/// (`api/stream.rs`). A client needs one; a few allow a reconnect to overlap the old
+/// connection's teardown. More is a leak or abuse, answered 429.
+pub const STREAM_CONNECTIONS_PER_KEY_MAX: usize = 5;
+
+/// The open streams of this process, at most [`STREAM_CONNECTIONS_PER_KEY_MAX`] per key.
+pub type StreamSlots = PerKeySlots<STREAM_CONNECTIONS_PER_KEY_MAX>;
+
+/// How many heavy reads (`api/bounded.rs`) one key may run at once. Two lets a client page
+/// while another read is in flight; past that, each further read would only add memory and CPU
+/// for the same caller.
+pub const HEAVY_READS_PER_KEY_MAX: usize = 2;
+
+/// The heavy reads running on this process, at most [`HEAVY_READS_PER_KEY_MAX`] per key.
+pub type HeavyReads = PerKeySlots<HEAVY_READS_PER_KEY_MAX>;

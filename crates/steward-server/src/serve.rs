@@ -210,7 +210,7 @@ pub async fn serve(
     tracing::info!(%addr, "steward is ready");
     crate::listener::run(
         listener,
-        crate::api::router(state, config.metrics_token, mcp, config.console),
+        crate::router::router(state, config.metrics_token, mcp, config.console),
         limits,
         stopped,
     )

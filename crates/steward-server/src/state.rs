@@ -42,13 +42,19 @@ pub struct AppState {
     /// puts in flight (`replica.rs`).
     pub replica: steward_core::ReplicaId,
     /// When this process last recorded each key's use (`auth::note_used`).
-    pub key_usage: Arc<crate::auth::KeyUsage>,
+    pub key_usage: Arc<crate::key_usage::KeyUsage>,
     /// The integrations an account can be connected for (`integrations.rs`).
     pub integrations: Arc<crate::integrations::Integrations>,
     /// The event streams open on this process, by key (`api/stream.rs`).
-    pub stream_slots: Arc<crate::api::stream::StreamSlots>,
+    pub stream_slots: Arc<crate::per_key::StreamSlots>,
     /// The heavy reads running on this process, by key (`api/bounded.rs`).
-    pub heavy_reads: Arc<crate::api::bounded::HeavyReads>,
+    pub heavy_reads: Arc<crate::per_key::HeavyReads>,
+}
+
+impl crate::crash::Hooked for AppState {
+    fn crash_hook(&self) -> Option<&crate::crash::CrashHook> {
+        self.crash_hook.as_ref()
+    }
 }
 
 /// Thirty seconds: a provider that lost its client usually finishes or abandons a request

@@ -5,6 +5,7 @@ use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::query::Query;
 use super::{idempotent, views};
+use crate::app;
 use crate::auth::{Caller, KeyWatch};
 use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};
@@ -17,9 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, EnvironmentId};
-use steward_store::{
-    ApprovalFilter, ApprovalRecord, Approvals, DecideOutcome, DecisionRequest, NewApproval,
-};
+use steward_store::{ApprovalFilter, ApprovalRecord, Approvals, NewApproval};
 
 /// The longest a read may wait for a decision, in seconds; the SDK asks for at most this.
 pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
@@ -332,53 +331,20 @@ async fn decide(
     let note = body.note.map(steward_wire::Text::into_string);
     let request = json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let request = DecisionRequest {
-            env_id: caller.env.id.clone(),
-            approval_id: id.clone(),
-            key: caller.key.id.clone(),
+        let decide = app::approvals::Decide {
+            approval: id.clone(),
             decision,
             note: note.clone(),
-            now: state.clock.now(),
-            replica: state.replica.clone(),
         };
-        // The decision and the dispatch it releases run in their own task: a client that
-        // disconnects must not cancel either halfway.
-        let task_state = state.clone();
-        let decided = tokio::spawn(async move {
-            crate::dispatch::release::decide_and_dispatch(&task_state, &request).await
-        })
-        .await
-        .map_err(|e| ApiError::internal("decision task", &e))??;
-        let approval = match decided.outcome {
-            DecideOutcome::SelfDecision => {
-                return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "self_decision_forbidden",
-                    "a key never decides an approval it requested",
-                ))
-            }
-            DecideOutcome::Unchanged(approval) => approval,
-            DecideOutcome::Expired(approval) | DecideOutcome::Recorded { approval, .. } => {
-                state.approval_events.notify_waiters();
-                approval
-            }
-        };
-        // The approval, and the invocation it gated as it stands after the decision (dispatched
-        // already when this approval released it: as its recorded answer left it, when that was
-        // recorded here); `null` for a custom request.
-        let invocation = match (&approval.invocation_id, decided.answered) {
-            (Some(_), Some(answered)) => Some(views::invocation(&answered)),
-            (Some(id), None) => state
-                .store
-                .invocation(&caller.env.id, id)
-                .await?
-                .map(|i| views::invocation(&i)),
-            (None, _) => None,
-        };
+        let decided = app::approvals::decide(&state, &caller, decide).await?;
+        // The approval, and the invocation it gated as it stands after the decision; `null`
+        // for a custom request. A decision that changed nothing is answered the same way, with
+        // the approval as it stands.
+        let invocation = decided.invocation.as_ref().map(views::invocation);
         Ok((
             StatusCode::OK,
             steward_wire::Decided {
-                approval: views::approval(&approval),
+                approval: views::approval(&decided.approval),
                 invocation,
             },
         ))

@@ -10,11 +10,7 @@ use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;
 use utoipa::ToSchema;
 
-/// The largest request body accepted on any route, in bytes: generous for an action
-/// definition or an invocation's input, small enough that a few hundred concurrent uploads fit
-/// in memory. Enforced once for every route (`rejection.rs` by `Content-Length`, axum's
-/// `DefaultBodyLimit` while reading); past it the answer is `413 PAYLOAD_TOO_LARGE`.
-pub const JSON_BODY_BYTES_MAX: usize = 1024 * 1024;
+pub use crate::envelope::JSON_BODY_BYTES_MAX;
 
 /// Parses a JSON object body; an empty body is an empty object.
 pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {

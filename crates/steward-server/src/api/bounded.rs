@@ -21,16 +21,9 @@ use std::sync::Arc;
 /// and a handful of concurrent reads cost tens of MiB of memory, not gigabytes.
 pub const ANSWER_BYTES_MAX: usize = 4 * 1024 * 1024;
 
-/// How many heavy reads one key may run at once. Two lets a client page while another read is
-/// in flight; past that, each further read would only add memory and CPU for the same caller.
-pub const HEAVY_READS_PER_KEY_MAX: usize = 2;
+pub use crate::per_key::{HeavyReads, HEAVY_READS_PER_KEY_MAX};
 
-/// How long a refused heavy read should wait before asking again, in seconds: a heavy read
-/// under the bounds above takes well under a second.
-pub const HEAVY_READ_RETRY_AFTER_S: u32 = 1;
-
-/// The heavy reads running on this process, at most [`HEAVY_READS_PER_KEY_MAX`] per key.
-pub type HeavyReads = crate::per_key::PerKeySlots<HEAVY_READS_PER_KEY_MAX>;
+pub use crate::error::HEAVY_READ_RETRY_AFTER_S;
 
 /// One running heavy read's place in [`HeavyReads`], given back when it is dropped.
 pub type HeavyRead = crate::per_key::PerKeySlot<HEAVY_READS_PER_KEY_MAX>;

@@ -14,7 +14,7 @@ use super::idempotent;
 use super::openapi as doc;
 use crate::auth::Caller;
 use crate::envelope::ok;
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -24,9 +24,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use steward_core::impact::LIMIT_AMOUNT_MAX;
 use steward_core::{scopes, KeyId, LimitId};
-use steward_store::{
-    Actor, BudgetRefusal, BudgetSpec, BudgetStatus, StoreError, BUDGET_DIMENSION_INVOCATIONS,
-};
+use steward_store::{Actor, BudgetSpec, BudgetStatus, StoreError, BUDGET_DIMENSION_INVOCATIONS};
 
 /// The fields a budget put may carry.
 pub(crate) const FIELDS: [&str; 4] = [
@@ -43,23 +41,6 @@ pub(crate) const BUDGET_ALERT_THRESHOLD_DEFAULT: f64 = 0.8;
 /// Why a put naming a cost cap is refused: nothing prices a call (every call would cost 0
 /// cents), so the cap could never refuse, and a stored cap that never refuses would mislead.
 pub(crate) const COST_CAP_REFUSED: &str = "Steward prices no call (every call costs 0 cents), so a cost cap could never refuse; leave it out or null, and cap `dimensionCaps.invocations` instead";
-
-/// The answer to an invoke its key's budget refused (no invocation exists).
-pub(crate) fn refused(refusal: &BudgetRefusal) -> ApiError {
-    let (code, message) = match refusal {
-        BudgetRefusal::Exceeded { cap, .. } => (
-            codes::BUDGET_EXCEEDED,
-            format!("this key's budget allows {cap} invocations this month and has no room left"),
-        ),
-        BudgetRefusal::ReconciliationRequired { exposure, .. } => (
-            codes::BUDGET_RECONCILIATION_REQUIRED,
-            format!(
-                "this key's budget has room only if some of its {exposure} unknown effects did not happen: reconcile them first"
-            ),
-        ),
-    };
-    ApiError::of(code, message).with_details(refusal.details())
-}
 
 fn view(s: &BudgetStatus) -> Value {
     let b = &s.budget;

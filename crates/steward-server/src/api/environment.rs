@@ -8,8 +8,9 @@
 use super::body;
 use super::idempotent;
 use super::openapi as doc;
+use crate::app;
 use crate::auth::Caller;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -17,10 +18,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 use steward_core::scopes;
-use steward_store::{Actor, Environment};
+use steward_store::Environment;
 
-/// The longest halt reason kept, in bytes.
-pub const HALT_REASON_LEN_MAX: usize = 1_000;
+/// Named here by the OpenAPI drift test (`openapi/drift.rs`).
+#[cfg(test)]
+pub use crate::app::environment::HALT_REASON_LEN_MAX;
 
 pub(crate) fn view(env: &Environment) -> steward_wire::Environment {
     steward_wire::Environment {
@@ -57,23 +59,10 @@ pub async fn halt(
     caller.require(scopes::ENVIRONMENTS_HALT)?;
     let body: doc::HaltBody = body::parse(&bytes)?;
     let reason = body.reason.map(steward_wire::Text::into_string);
-    if reason
-        .as_ref()
-        .is_some_and(|r| r.len() > HALT_REASON_LEN_MAX)
-    {
-        return Err(ApiError::validation(
-            "reason",
-            format!("must be at most {HALT_REASON_LEN_MAX} bytes"),
-        ));
-    }
+    app::environment::check_reason(reason.as_deref())?;
     let request = json!({"op": "environment.halt", "reason": reason});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        let env = state
-            .store
-            .set_halted(&caller.env.id, true, reason.as_deref(), &actor)
-            .await?;
-        tracing::warn!(environment = %env.id, "environment halted");
+        let env = app::environment::halt(&state, &caller, reason.as_deref()).await?;
         Ok((StatusCode::OK, view(&env)))
     })
     .await
@@ -105,16 +94,10 @@ pub async fn resume(
     let doc::ResumeBody {} = body::parse(&bytes)?;
     let request = json!({"op": "environment.resume"});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        let env = state
-            .store
-            .set_halted(&caller.env.id, false, None, &actor)
-            .await?;
-        let released = crate::dispatch::park::release(&state, &env.id).await?;
-        tracing::info!(environment = %env.id, released, "environment resumed");
+        let resumed = app::environment::resume(&state, &caller).await?;
         let answer = steward_wire::Environment {
-            released: Some(released as u64),
-            ..view(&env)
+            released: Some(resumed.released as u64),
+            ..view(&resumed.environment)
         };
         Ok((StatusCode::OK, answer))
     })

@@ -23,20 +23,7 @@ pub fn replayed(mut response: Response) -> Response {
     response
 }
 
-pub fn in_progress() -> ApiError {
-    ApiError::conflict(
-        "idempotency_request_in_progress",
-        "the original request with this Idempotency-Key is still running; call again with the same key for its result",
-    )
-}
-
-pub fn reused() -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "idempotency_key_reused",
-        "this Idempotency-Key was used for a different request",
-    )
-}
+pub use crate::app::idempotency::{in_progress, reused};
 
 /// Runs `work` at most once per idempotency key. `request` identifies the request (method, path
 /// and body); only its fingerprint is stored.

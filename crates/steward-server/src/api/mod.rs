@@ -1,4 +1,5 @@
-//! The HTTP API under `/api/v2`, built by [`app`] so tests can drive it without a socket.
+//! The HTTP API under `/api/v2` ([`surface`]); `router.rs` puts it together with `/mcp` and the
+//! console.
 
 pub(crate) mod actions;
 pub(crate) mod approvals;
@@ -8,7 +9,6 @@ pub(crate) mod bounded;
 pub(crate) mod budgets;
 mod connections;
 pub(crate) mod environment;
-mod gate;
 mod idempotent;
 mod identity;
 pub(crate) mod import;
@@ -185,55 +185,6 @@ pub(crate) fn surface() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
-/// The whole HTTP surface, without `/metrics` (see [`router`]).
-pub fn app(state: AppState) -> Router {
-    router(
-        state,
-        None,
-        crate::mcp::Settings::default(),
-        crate::console::ConsoleMode::ReadWrite,
-    )
-}
-
-/// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
-/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp.hosts`. The
-/// operator console (`console/`) is served under `/console/` in `console` mode.
-pub(crate) fn router(
-    state: AppState,
-    metrics_token: Option<metrics::MetricsToken>,
-    mcp: crate::mcp::Settings,
-    console: crate::console::ConsoleMode,
-) -> Router {
-    // Built once: describing 40-odd operations is work tests that build an app per request
-    // should not repeat.
-    static V2: std::sync::OnceLock<Router<AppState>> = std::sync::OnceLock::new();
-    let v2 = V2.get_or_init(|| surface().0).clone();
-    let mut top = Router::new()
-        .route(
-            "/healthz",
-            get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
-        )
-        .route("/readyz", get(ready));
-    if let Some(token) = metrics_token {
-        top = top.route("/metrics", scrape(Some(token)));
-    }
-    top = top.merge(crate::mcp::http::route(state.clone(), mcp));
-    // The console's pages are HTML, so they stay outside `edge`, whose safety net turns every
-    // error answer into the API's JSON envelope; they get the request log all the same.
-    let console = crate::console::routes(console).layer(middleware::from_fn(request_context));
-    edge(top.merge(v2)).merge(console).with_state(state)
-}
-
-/// `GET /readyz`: 200 while the store answers a read and holds the schema this build serves;
-/// otherwise 503 `STORAGE_UNAVAILABLE` (the envelope), so a load balancer stops sending work to
-/// a replica that cannot record it. `/healthz` only says the process answers.
-async fn ready(State(state): State<AppState>) -> Response {
-    match state.store.ready().await {
-        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
-        Err(e) => crate::error::ApiError::from(e).into_response(),
-    }
-}
-
 /// The separate metrics listener's surface: `/metrics` alone, behind `metrics_token` if given.
 pub(crate) fn metrics_router(
     state: AppState,
@@ -242,7 +193,7 @@ pub(crate) fn metrics_router(
     edge(Router::new().route("/metrics", scrape(metrics_token))).with_state(state)
 }
 
-fn scrape(
+pub(crate) fn scrape(
     token: Option<metrics::MetricsToken>,
 ) -> axum::routing::MethodRouter<AppState, std::convert::Infallible> {
     get(move |State(state): State<AppState>, headers: HeaderMap| {
@@ -252,7 +203,7 @@ fn scrape(
 
 /// What every listener's router gets: the 404 envelope for unknown paths, the one body limit,
 /// the envelope for every error (`rejection.rs`), and the request id.
-fn edge(routes: Router<AppState>) -> Router<AppState> {
+pub(crate) fn edge(routes: Router<AppState>) -> Router<AppState> {
     routes
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
@@ -288,7 +239,7 @@ async fn only_query<T: serde::de::DeserializeOwned>(request: Request, next: Next
 
 /// Gives every response an `x-request-id` (the caller's if it sent a sane one) and logs the
 /// request line. Headers and bodies are never logged: they carry keys and secrets.
-async fn request_context(request: Request, next: Next) -> Response {
+pub(crate) async fn request_context(request: Request, next: Next) -> Response {
     let incoming = request
         .headers()
         .get(&REQUEST_ID)

@@ -4,11 +4,11 @@
 //! policy that governs it.
 
 use super::body::{self, only_known, optional_string};
-use super::gate::decision_json;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
 use crate::adapters::money_amount;
+use crate::app::gate::decision_json;
 use crate::auth::Caller;
 use crate::envelope::{ok, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::error::{ApiError, ApiResult};

@@ -3,31 +3,23 @@
 use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
+use crate::app;
 use crate::auth::Caller;
 use crate::error::{codes, ApiError, ApiResult};
-use crate::reconcile::reconcile as reconcile_effect;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-use steward_core::{scopes, EffectEvent, EffectId, EffectState, InvocationId, ManualOutcome};
-use steward_store::{Actor, ActualImpact, EffectChange, EffectDetail, NewEvidence, StoreError};
+use steward_core::{scopes, EffectId, EffectState, InvocationId, ManualOutcome};
+use steward_store::{Actor, ActualImpact, NewEvidence};
 
 use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
 use steward_core::{EvidenceKind, EvidenceSource};
 
 fn effect_id(id: &str) -> ApiResult<EffectId> {
     EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
-}
-
-async fn detail(state: &AppState, caller: &Caller, id: &EffectId) -> ApiResult<EffectDetail> {
-    state
-        .store
-        .effect(&caller.env.id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("effect"))
 }
 
 /// Read-only and safe to repeat, so a resend simply looks again: it takes no idempotency record.
@@ -52,23 +44,8 @@ pub async fn reconcile(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_INVOKE)?;
     let id = effect_id(&id)?;
-    detail(&state, &caller, &id).await?;
-    let actor = Actor::key(&caller.key.id, state.clock.now());
-    reconcile_effect(&state, &caller.env.id, &id, EvidenceSource::Api, actor).await?;
-    Ok(crate::envelope::ok(views::effect_detail(
-        &detail(&state, &caller, &id).await?,
-    )))
-}
-
-/// Manual resolutions come from a different key than the one that invoked.
-fn refuse_own(caller: &Caller, invoker: &steward_core::KeyId) -> ApiResult<()> {
-    if &caller.key.id == invoker {
-        return Err(ApiError::of(
-            codes::SELF_RESOLUTION_FORBIDDEN,
-            "a key never resolves an invocation it made; resolve it with another key",
-        ));
-    }
-    Ok(())
+    let effect = app::recovery::reconcile(&state, &caller, &id).await?;
+    Ok(crate::envelope::ok(views::effect_detail(&effect)))
 }
 
 fn outcome(map: &Map<String, Value>) -> ApiResult<ManualOutcome> {
@@ -87,55 +64,6 @@ fn required_text(map: &Map<String, Value>, field: &str) -> ApiResult<String> {
         Some(t) if !t.trim().is_empty() => Ok(t),
         _ => Err(ApiError::validation(field, "is required")),
     }
-}
-
-/// Settles an unknown effect by hand, with its evidence.
-async fn resolve_by_hand(
-    state: &AppState,
-    caller: &Caller,
-    d: &EffectDetail,
-    outcome: ManualOutcome,
-    evidence: NewEvidence,
-    reference: Option<String>,
-    actual: Option<Vec<ActualImpact>>,
-) -> ApiResult<()> {
-    refuse_own(caller, &d.effect.created_by)?;
-    if d.effect.state != EffectState::Unknown {
-        return Err(ApiError::of(
-            codes::EFFECT_NOT_UNKNOWN,
-            format!(
-                "only an unknown effect is resolved by hand; this one is {}",
-                d.effect.state.invocation_status().as_str()
-            ),
-        ));
-    }
-    let mut change = EffectChange::of(
-        &caller.env.id,
-        &d.effect.id,
-        EffectState::Unknown,
-        EffectEvent::Resolve { outcome },
-        evidence,
-        Actor::key(&caller.key.id, state.clock.now()),
-    )?;
-    let to = change.to;
-    change.external_reference = reference;
-    change.actual_impact = actual;
-    if to == EffectState::Failed {
-        change.error = Some(
-            json!({"code": "resolved_failed", "message": "resolved by hand: the write did not happen"}),
-        );
-    }
-    state
-        .store
-        .change_effect(&change)
-        .await
-        .map_err(|e| match e {
-            StoreError::StateConflict { .. } => ApiError::of(
-                codes::EFFECT_NOT_UNKNOWN,
-                "the effect was settled by someone else first",
-            ),
-            other => other.into(),
-        })
 }
 
 #[utoipa::path(
@@ -203,14 +131,17 @@ pub async fn resolve_effect(
     let reference = optional_string(&map, "externalReference")?;
     let request = json!({"op": "effect.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let d = detail(&state, &caller, &id).await?;
-        let evidence = NewEvidence::new(EvidenceKind::ManualResolution, EvidenceSource::Manual, format!("resolved {} by hand: {reason}", match outcome {
-            ManualOutcome::Succeeded => "succeeded",
-            ManualOutcome::Failed => "failed",
-        }))
-        .with_data(json!({"label": "manual", "reason": reason, "partialEffect": partial, "actualImpact": actual_impact, "externalReference": reference}));
-        resolve_by_hand(&state, &caller, &d, outcome, evidence, reference.clone(), actual.clone()).await?;
-        Ok((StatusCode::OK, views::effect_detail(&detail(&state, &caller, &id).await?)))
+        let resolve = app::recovery::ResolveEffect {
+            effect: id.clone(),
+            outcome,
+            reason: reason.clone(),
+            partial_effect: partial.clone(),
+            actual_impact: actual_impact.clone(),
+            actual: actual.clone(),
+            external_reference: reference.clone(),
+        };
+        let effect = app::recovery::resolve_effect(&state, &caller, resolve).await?;
+        Ok((StatusCode::OK, views::effect_detail(&effect)))
     })
     .await
 }
@@ -248,33 +179,13 @@ pub async fn resolve_invocation(
     let reference = optional_string(&map, "externalReference")?;
     let request = json!({"op": "invocation.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let inv = state
-            .store
-            .invocation(&caller.env.id, &id)
-            .await?
-            .ok_or_else(|| ApiError::not_found("invocation"))?;
-        let d = detail(&state, &caller, &inv.effect_id).await?;
-        let evidence = NewEvidence::new(
-            EvidenceKind::ManualResolution,
-            EvidenceSource::Manual,
-            format!("resolved by hand: {text}"),
-        )
-        .with_data(json!({"label": "manual", "evidence": text, "externalReference": reference}));
-        resolve_by_hand(
-            &state,
-            &caller,
-            &d,
+        let resolve = app::recovery::ResolveInvocation {
+            invocation: id.clone(),
             outcome,
-            evidence,
-            reference.clone(),
-            None,
-        )
-        .await?;
-        let inv = state
-            .store
-            .invocation(&caller.env.id, &id)
-            .await?
-            .ok_or_else(|| ApiError::not_found("invocation"))?;
+            evidence: text.clone(),
+            external_reference: reference.clone(),
+        };
+        let inv = app::recovery::resolve_invocation(&state, &caller, resolve).await?;
         Ok((StatusCode::OK, views::invocation(&inv)))
     })
     .await
@@ -311,7 +222,7 @@ pub async fn note(
     let text = required_text(&map, "note")?;
     let request = json!({"op": "effect.note", "id": id, "note": text});
     idempotent::run(&state, &caller, &headers, request, || async {
-        detail(&state, &caller, &id).await?;
+        app::recovery::detail(&state, &caller, &id).await?;
         let evidence = NewEvidence::new(EvidenceKind::Note, EvidenceSource::Manual, text.clone());
         state
             .store
@@ -324,7 +235,7 @@ pub async fn note(
             .await?;
         Ok((
             StatusCode::OK,
-            views::effect_detail(&detail(&state, &caller, &id).await?),
+            views::effect_detail(&app::recovery::detail(&state, &caller, &id).await?),
         ))
     })
     .await
@@ -353,7 +264,7 @@ pub async fn replay(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = effect_id(&id)?;
-    let d = detail(&state, &caller, &id).await?;
+    let d = app::recovery::detail(&state, &caller, &id).await?;
     let request = json!({"op": "effect.replay", "id": id, "attempts": d.effect.attempt_count});
     idempotent::run(&state, &caller, &headers, request, || async {
         if d.effect.state != EffectState::Unknown {
@@ -392,7 +303,7 @@ pub async fn replay(
         tokio::spawn(async move { crate::dispatch::replay(&task_state, &inv).await })
             .await
             .map_err(|e| ApiError::internal("replay task", &e))??;
-        Ok((StatusCode::OK, views::effect_detail(&detail(&state, &caller, &id).await?)))
+        Ok((StatusCode::OK, views::effect_detail(&app::recovery::detail(&state, &caller, &id).await?)))
     })
     .await
 }

@@ -8,7 +8,7 @@
 //! past the limit, a method the route does not take, a path parameter it cannot decode) is
 //! rewritten here by status, so no answer of the API is ever anything but the envelope.
 
-use super::body::JSON_BODY_BYTES_MAX;
+use crate::envelope::JSON_BODY_BYTES_MAX;
 use crate::error::ApiError;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method, StatusCode};

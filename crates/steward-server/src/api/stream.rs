@@ -44,18 +44,12 @@ pub const STREAM_POLL_INTERVAL_MS: u64 = 250;
 /// common proxies (60 s), so they keep the connection open.
 pub const STREAM_HEARTBEAT_INTERVAL_MS: u64 = 15_000;
 
-/// How many streams one key may hold open on one replica at once, in connections. A client
-/// needs one; a few allow a reconnect to overlap the old connection's teardown. More is a leak
-/// or abuse, answered 429.
-pub const STREAM_CONNECTIONS_PER_KEY_MAX: usize = 5;
+pub use crate::per_key::STREAM_CONNECTIONS_PER_KEY_MAX;
 
 /// How many frames wait for a slow client before the stream stops reading the log, in frames.
 const STREAM_BUFFER_FRAMES: usize = 64;
 
-/// The open streams of this process, at most [`STREAM_CONNECTIONS_PER_KEY_MAX`] per key.
-pub type StreamSlots = crate::per_key::PerKeySlots<STREAM_CONNECTIONS_PER_KEY_MAX>;
-
-/// One open stream's place in [`StreamSlots`], given back when the stream ends.
+/// One open stream's place in [`crate::per_key::StreamSlots`], given back when the stream ends.
 type Slot = crate::per_key::PerKeySlot<STREAM_CONNECTIONS_PER_KEY_MAX>;
 
 /// The resume point of a reconnecting stream.
@@ -238,7 +232,7 @@ mod tests {
 
     #[test]
     fn a_key_holds_at_most_its_streams_and_gets_them_back() {
-        let slots = std::sync::Arc::new(StreamSlots::default());
+        let slots = std::sync::Arc::new(crate::per_key::StreamSlots::default());
         let held: Vec<Slot> = (0..STREAM_CONNECTIONS_PER_KEY_MAX)
             .map(|_| slots.take("key_a").expect("a free slot"))
             .collect();

@@ -2,19 +2,18 @@
 //! confirmation and a reason, and the audit view with the chain's verification.
 
 use super::audit;
-use super::bridge::{body, data, optional, required};
+use super::bridge::{optional, required};
 use super::layout::{self, csrf_field};
 use super::session::Operator;
 use super::ConsoleMode;
-use crate::api::environment;
+use crate::app;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::{Extension, Form};
 use maud::html;
-use serde_json::json;
 use std::collections::HashMap;
 use steward_core::{scopes, Millis};
 
@@ -85,14 +84,7 @@ pub async fn halt(
         Ok(reason) => reason,
         Err(e) => return render(mode, &op, None, Some(e)),
     };
-    let answer = environment::halt(
-        State(state.clone()),
-        op.caller.clone(),
-        HeaderMap::new(),
-        body(json!({ "reason": reason })),
-    )
-    .await;
-    match data(answer).await {
+    match app::environment::halt(&state, &op.caller, Some(reason)).await {
         Ok(_) => layout::see_other("/console/environment?done=halted"),
         Err(e) => render(mode, &op, None, Some(e)),
     }
@@ -107,14 +99,7 @@ pub async fn resume(
     if let Err(e) = confirmed(&form) {
         return render(mode, &op, None, Some(e));
     }
-    let answer = environment::resume(
-        State(state.clone()),
-        op.caller.clone(),
-        HeaderMap::new(),
-        body(json!({})),
-    )
-    .await;
-    match data(answer).await {
+    match app::environment::resume(&state, &op.caller).await {
         Ok(_) => layout::see_other("/console/environment?done=resumed"),
         Err(e) => render(mode, &op, None, Some(e)),
     }

@@ -1,22 +1,24 @@
 //! The approvals inbox: pending approvals with what they would run, who asked, how old they
 //! are, when they expire and how many approvals they still need; approve or deny with a note
-//! (`POST /api/v2/approvals/{id}/approve|deny`, the same handler), and the recent decisions.
+//! (`app::approvals::decide`, as `POST /api/v2/approvals/{id}/approve|deny`), and the recent
+//! decisions.
 
-use super::bridge::{body, data, items, optional, query};
+use super::bridge::{data, items, optional, query};
 use super::layout::{self, csrf_field, json_text, text};
 use super::session::Operator;
 use super::ConsoleMode;
 use crate::api::approvals;
+use crate::app;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::{Extension, Form};
 use maud::{html, Markup};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
-use steward_core::Millis;
+use steward_core::{scopes, ApprovalId, Decision, Millis};
 
 /// How many pending approvals the inbox shows: the API's largest page.
 const INBOX_APPROVALS_MAX: u32 = 200;
@@ -188,116 +190,38 @@ async fn decide(
     Form(form): Form<HashMap<String, String>>,
     approve: bool,
 ) -> Response {
-    let before = match read(&state, &op, &id).await {
-        Ok(v) => v,
+    let decide = match decision(&op, &id, &form, approve) {
+        Ok(decide) => decide,
         Err(e) => return render(&state, mode, &op, None, Some(e)).await,
     };
-    let request = body(match optional(&form, "note") {
-        Some(note) => json!({ "note": note }),
-        None => json!({}),
-    });
-    let (state_arg, caller, path) = (State(state.clone()), op.caller.clone(), Path(id.clone()));
-    let answer = if approve {
-        approvals::approve(state_arg, caller, path, HeaderMap::new(), request).await
-    } else {
-        approvals::deny(state_arg, caller, path, HeaderMap::new(), request).await
-    };
-    let after = match data(answer).await {
-        Ok(v) => decided_approval(v),
+    let decided = match app::approvals::decide(&state, &op.caller, decide).await {
+        Ok(decided) => decided,
         Err(e) => return render(&state, mode, &op, None, Some(e)).await,
     };
-    match unchanged_reason(&before, &after, op.caller.key.id.as_str()) {
-        Some(reason) => render(&state, mode, &op, None, Some(reason)).await,
+    match decided.unchanged {
+        Some(reason) => render(&state, mode, &op, None, Some(reason.error())).await,
         None if approve => layout::see_other("/console/?done=approved"),
         None => layout::see_other("/console/?done=denied"),
     }
 }
 
-/// The approval in a decision's answer: the answer itself, or its `approval` where the API
-/// answers `{approval, invocation}`.
-fn decided_approval(answer: Value) -> Value {
-    match answer.get("approval") {
-        Some(approval) if approval.is_object() => approval.clone(),
-        _ => answer,
-    }
-}
-
-/// The approval as `GET /api/v2/approvals/{id}` answers it, without waiting.
-async fn read(state: &AppState, op: &Operator, id: &str) -> Result<Value, ApiError> {
-    let no_wait = query("")?;
-    let answer = approvals::get(
-        State(state.clone()),
-        op.caller.clone(),
-        Path(id.to_string()),
-        no_wait,
-    );
-    data(answer.await).await
-}
-
-/// Why a decision the API accepted changed nothing, from the approval before and after it:
-/// the API answers such a decision with the approval as it stands (200), and the console
-/// says which case it was.
-pub fn unchanged_reason(before: &Value, after: &Value, me: &str) -> Option<ApiError> {
-    let conflict = |code, message: String| Some(ApiError::new(StatusCode::CONFLICT, code, message));
-    if text(after, "status") == "expired" || text(before, "status") == "expired" {
-        let at = after
-            .get("expiresAt")
-            .and_then(Value::as_str)
-            .unwrap_or("its expiry");
-        return conflict(
-            "approval_expired",
-            format!("this approval expired at {at}; your decision was not counted"),
-        );
-    }
-    let status = text(before, "status");
-    if status != "pending" {
-        return conflict(
-            "approval_already_decided",
-            format!(
-                "this approval was already {status} (at {}); your decision changed nothing",
-                text(before, "decidedAt")
-            ),
-        );
-    }
-    let mine = before
-        .get("decisions")
-        .and_then(Value::as_array)
-        .is_some_and(|d| d.iter().any(|d| text(d, "keyId") == me));
-    if mine {
-        return conflict(
-            "already_decided_by_this_key",
-            "this key already decided this approval; each key counts once".to_string(),
-        );
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_decided_approval_is_read_from_either_answer_shape() {
-        let approval = json!({"id": "apr_1", "status": "expired"});
-        assert_eq!(decided_approval(approval.clone()), approval);
-        let wrapped = json!({"approval": approval.clone(), "invocation": null});
-        assert_eq!(decided_approval(wrapped), approval);
-    }
-
-    #[test]
-    fn a_decision_that_changed_nothing_says_why() {
-        let pending = json!({"status": "pending", "decisions": []});
-        let mine =
-            json!({"status": "pending", "decisions": [{"keyId": "key_me", "decision": "approve"}]});
-        let decided = json!({"status": "denied", "decidedAt": "2026-01-01T00:00:00.000Z"});
-        let expired = json!({"status": "expired", "expiresAt": "2026-01-01T00:00:00.000Z"});
-        let approved = json!({"status": "approved"});
-        assert!(unchanged_reason(&pending, &approved, "key_me").is_none());
-        assert!(unchanged_reason(&pending, &mine, "key_other").is_none());
-        let code = |b: &Value, a: &Value| unchanged_reason(b, a, "key_me").map(|e| e.code);
-        assert_eq!(code(&pending, &expired), Some("approval_expired"));
-        assert_eq!(code(&expired, &expired), Some("approval_expired"));
-        assert_eq!(code(&decided, &decided), Some("approval_already_decided"));
-        assert_eq!(code(&mine, &mine), Some("already_decided_by_this_key"));
-    }
+/// The decision the form asks for. The operator must be able to read approvals as well as
+/// decide them, as on the page the form is on.
+fn decision(
+    op: &Operator,
+    id: &str,
+    form: &HashMap<String, String>,
+    approve: bool,
+) -> Result<app::approvals::Decide, ApiError> {
+    op.caller.require(scopes::APPROVALS_READ)?;
+    let approval = ApprovalId::parse(id).map_err(|_| ApiError::not_found("approval"))?;
+    Ok(app::approvals::Decide {
+        approval,
+        decision: if approve {
+            Decision::Approve
+        } else {
+            Decision::Deny
+        },
+        note: optional(form, "note").map(str::to_string),
+    })
 }

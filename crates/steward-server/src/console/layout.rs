@@ -1,7 +1,7 @@
 //! The page shell every console page shares, and the small answers (redirects, messages,
 //! errors). Pages are maud templates: every interpolated value is HTML-escaped.
 
-use super::session::Operator;
+use super::session::{cleared_cookie, NotSignedIn, Operator};
 use super::ConsoleMode;
 use crate::error::ApiError;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -64,6 +64,22 @@ pub fn see_other(location: &str) -> Response {
         response.headers_mut().insert(header::LOCATION, value);
     }
     response
+}
+
+impl IntoResponse for NotSignedIn {
+    fn into_response(self) -> Response {
+        match self {
+            NotSignedIn::NoCookie => see_other("/console/login"),
+            NotSignedIn::SessionOver => {
+                let mut answer = see_other("/console/login");
+                answer
+                    .headers_mut()
+                    .insert(header::SET_COOKIE, cleared_cookie());
+                answer
+            }
+            NotSignedIn::Unreadable(e) => error_page(&e),
+        }
+    }
 }
 
 /// A whole page: the navigation (when signed in), a halted-environment banner, and `body`.

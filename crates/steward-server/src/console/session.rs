@@ -1,7 +1,6 @@
 //! Console sessions: the token, the cookie that carries it, the CSRF token derived from it, and
 //! the [`Operator`] extractor that every console page and write authenticates with.
 
-use super::layout;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::keys::hash_token;
@@ -9,7 +8,6 @@ use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use steward_core::scopes;
@@ -102,28 +100,36 @@ pub struct Operator {
     pub token_hash: String,
 }
 
-impl FromRequestParts<AppState> for Operator {
-    type Rejection = Response;
+/// Why a request has no [`Operator`]: answered with a redirect to sign-in (clearing a cookie
+/// that no longer signs in), or the page of a storage failure (`layout.rs` renders both).
+#[derive(Debug)]
+pub enum NotSignedIn {
+    /// No session cookie: sign in.
+    NoCookie,
+    /// A cookie whose session is over, or whose key can no longer decide: sign in again.
+    SessionOver,
+    /// The session could not be read.
+    Unreadable(ApiError),
+}
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = NotSignedIn;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, NotSignedIn> {
         let Some(token) = token_from(&parts.headers) else {
-            return Err(layout::see_other("/console/login"));
+            return Err(NotSignedIn::NoCookie);
         };
         let token_hash = hash_token(&token);
         let found = state
             .store
             .console_session(&token_hash, state.clock.now())
             .await
-            .map_err(|e| layout::error_page(&ApiError::from(e)).into_response())?;
+            .map_err(|e| NotSignedIn::Unreadable(ApiError::from(e)))?;
         // A session whose key cannot decide approvals (signed in before sign-in required it)
         // is no session either.
         let found = found.filter(|(_, key, _)| key.scopes.iter().any(|s| s == CONSOLE_SCOPE));
         let Some((session, key, env)) = found else {
-            let mut answer = layout::see_other("/console/login");
-            answer
-                .headers_mut()
-                .insert(header::SET_COOKIE, cleared_cookie());
-            return Err(answer);
+            return Err(NotSignedIn::SessionOver);
         };
         crate::auth::note_used(state, &key);
         Ok(Operator {

@@ -164,12 +164,16 @@ impl From<EffectError> for ApiError {
 /// a fraction of the dispatch deadline, so a resend soon finds the recorded answer.
 pub const IN_PROGRESS_RETRY_AFTER_S: u32 = 1;
 
+/// How long a refused heavy read (`api/bounded.rs`) should wait before asking again, in
+/// seconds: a heavy read under its bounds takes well under a second.
+pub const HEAVY_READ_RETRY_AFTER_S: u32 = 1;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry_after = if self.code == codes::IDEMPOTENCY_REQUEST_IN_PROGRESS.code {
             Some(IN_PROGRESS_RETRY_AFTER_S.to_string())
         } else if self.code == codes::TOO_MANY_READS.code {
-            Some(crate::api::bounded::HEAVY_READ_RETRY_AFTER_S.to_string())
+            Some(HEAVY_READ_RETRY_AFTER_S.to_string())
         } else {
             None
         };

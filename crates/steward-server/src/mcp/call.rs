@@ -3,45 +3,33 @@
 //! object: [`tools::Arguments`]), and the operation key comes from the `operationKey` argument
 //! or the `_meta` key [`META_OPERATION_KEY`] (only `_meta` when the action's own input has an
 //! `operationKey` property), never from the JSON-RPC id (a per-connection counter). The invoke
-//! runs through `api::invoke::run`, the code `POST /actions/{ref}/invoke` runs, so governance,
-//! operation keys, approvals, limits and the halt apply exactly as there.
+//! runs through `app::invoke::invoke`, the function `POST /actions/{ref}/invoke` calls, so
+//! governance, operation keys, approvals, limits and the halt apply exactly as there. The
+//! principal is the one the guard authenticated (`http.rs`): a call authenticates once, and the
+//! action comes from the catalog the tool was found in.
 
 use super::derive::{self, KeyPolicy};
 use super::result::{Envelope, Status};
 use super::tools::{self, Arguments, INPUT_ARGUMENT, OPERATION_KEY_ARGUMENT};
-use crate::api::invoke;
 use crate::api::views;
-use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::app::invoke::{Failure, Invoke};
+use crate::app::{self, Principal};
+use crate::error::{codes, ApiError};
 use crate::progress::Progress;
 use crate::state::AppState;
-use axum::body::Bytes;
-use axum::http::StatusCode;
 use rmcp::ErrorData;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use steward_core::{scopes, ApprovalId, MissingOperationKey, OperationKey};
 use steward_store::{ActionRecord, InvocationRecord};
 
-/// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
-pub const META_OPERATION_KEY: &str = "steward/operationKey";
+pub use super::tools::META_OPERATION_KEY;
 
 /// What the model is told when a governed tool is called without an operation key.
 const OPERATION_KEY_REQUIRED: &str = "call again with an operationKey: a stable key you choose for this business operation (for example a short description plus a random suffix), and reuse the same key if you retry this same operation; nothing was done";
 
-/// The caller of a `tools/list` or `tools/call`, or the envelope that refuses it.
-pub async fn caller(state: &AppState, token_hash: &str) -> Result<Caller, ApiError> {
-    let (key, env) = state
-        .store
-        .caller(token_hash, state.clock.now())
-        .await?
-        .ok_or_else(ApiError::unauthenticated)?;
-    crate::auth::note_used(state, &key);
-    Ok(Caller { key, env })
-}
-
 /// The tools `caller` may call: every enabled action of its environment when it may invoke
 /// actions, none otherwise.
-pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiError> {
+pub async fn list(state: &AppState, caller: &Principal) -> Result<Vec<Value>, ApiError> {
     if !caller.has(scopes::ACTIONS_INVOKE) {
         return Ok(Vec::new());
     }
@@ -57,16 +45,12 @@ pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Value>, ApiEr
 pub async fn call(
     state: &AppState,
     keys: &KeyPolicy,
-    token_hash: &str,
+    caller: &Principal,
     tool: &str,
     arguments: Option<Map<String, Value>>,
     meta_key: Option<&Value>,
     progress: Progress,
 ) -> Result<Envelope, ErrorData> {
-    let caller = match caller(state, token_hash).await {
-        Ok(caller) => caller,
-        Err(e) => return Ok(Envelope::of_error(&e, None)),
-    };
     if let Err(e) = caller.require(scopes::ACTIONS_INVOKE) {
         return Ok(Envelope::of_error(&e, None));
     }
@@ -111,7 +95,7 @@ pub async fn call(
                 ))
             }
             MissingOperationKey::Derive => {
-                let key = match derived_key(state, keys, &caller, action, &input).await {
+                let key = match derived_key(state, keys, caller, action, &input).await {
                     Ok(key) => key,
                     Err(e) => return Ok(Envelope::of_error(&e, None)),
                 };
@@ -120,18 +104,24 @@ pub async fn call(
             }
         },
     };
-    let body = json!({"input": input, "operationKey": operation_key});
-    let bytes = Bytes::from(body.to_string());
-    let mut envelope = match invoke::run(
-        state,
-        token_hash,
-        &action.name,
-        Ok(None),
-        &bytes,
-        progress,
-    )
-    .await
-    {
+    let sent_key = operation_key.as_deref();
+    let operation_key = match sent_key.map(OperationKey::parse).transpose() {
+        Ok(key) => key,
+        Err(e) => {
+            let refused = ApiError::validation("operationKey", e.to_string());
+            return Ok(Envelope::of_error(&refused, sent_key));
+        }
+    };
+    let request = Invoke {
+        input,
+        operation_key,
+        ..Invoke::default()
+    };
+    let invoked = match app::invoke::context(state, caller, (*action).clone()).await {
+        Ok(context) => app::invoke::invoke(state, caller, context, request, progress).await,
+        Err(e) => Err(Failure::of(e)),
+    };
+    let mut envelope = match invoked {
         Ok(invoked) => {
             let view = serde_json::to_value(views::invocation(&invoked.invocation))
                 .expect("a view is plain JSON");
@@ -141,21 +131,15 @@ pub async fn call(
             }
             envelope
         }
-        // A budget that waits for reconciliation refused before anything was recorded: that
-        // is a refusal to report, not an unknown outcome.
-        Err(e)
-            if e.status.is_server_error()
-                && e.code != crate::error::codes::BUDGET_RECONCILIATION_REQUIRED.code =>
-        {
+        Err(Failure::OutcomeUnknown(_)) => {
             // The invoke may have been recorded before the failure: the same key finds it.
-            let unknown = ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "outcome_unknown",
-                    "the server could not answer; call again with the same operationKey to see what was recorded",
-                );
-            Envelope::of_error(&unknown, operation_key.as_deref())
+            let unknown = ApiError::of(
+                codes::OUTCOME_UNKNOWN,
+                "the server could not answer; call again with the same operationKey to see what was recorded",
+            );
+            Envelope::of_error(&unknown, sent_key)
         }
-        Err(e) => Envelope::of_error(&e, operation_key.as_deref()),
+        Err(Failure::Refused(e)) => Envelope::of_error(&e, sent_key),
     };
     if derived {
         envelope.note_derived_key(keys.window);
@@ -168,7 +152,7 @@ pub async fn call(
 async fn derived_key(
     state: &AppState,
     keys: &KeyPolicy,
-    caller: &Caller,
+    caller: &Principal,
     action: &ActionRecord,
     input: &Value,
 ) -> Result<OperationKey, ApiError> {
@@ -252,6 +236,7 @@ fn operation_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_operation_key_comes_from_the_argument_or_meta_and_both_must_agree() {

@@ -1,9 +1,10 @@
 //! The rmcp server handler. One is made per HTTP request (the transport is stateless); it reads
-//! the caller's bearer key from that request and holds nothing between requests, so any
+//! the principal the guard authenticated from that request and holds nothing between requests, so any
 //! replica can answer any request.
 
 use super::call;
 use super::result::{Envelope, Status};
+use crate::app::Principal;
 use crate::progress::Progress;
 use crate::state::AppState;
 use axum::http::request::Parts;
@@ -26,14 +27,18 @@ pub struct Handler {
     pub keys: super::derive::KeyPolicy,
 }
 
-/// The token hash of the request's bearer key (checked before the request reached rmcp).
-fn token_hash(context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+/// The principal the guard authenticated for this request (`http.rs`): the request's one
+/// authentication.
+fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
     let parts = context
         .extensions
         .get::<Parts>()
         .ok_or_else(|| ErrorData::invalid_request("no HTTP request", None))?;
-    crate::auth::token_hash(&parts.headers)
-        .map_err(|_| ErrorData::invalid_request("a bearer key is required", None))
+    parts
+        .extensions
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| ErrorData::invalid_request("a bearer key is required", None))
 }
 
 impl ServerHandler for Handler {
@@ -48,11 +53,8 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let token_hash = token_hash(&context)?;
-        let caller = call::caller(&self.state, &token_hash)
-            .await
-            .map_err(|e| ErrorData::invalid_request(e.message, None))?;
-        let tools = call::list(&self.state, &caller)
+        let principal = principal(&context)?;
+        let tools = call::list(&self.state, &principal)
             .await
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
         let tools = tools
@@ -71,7 +73,7 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let token_hash = token_hash(&context)?;
+        let principal = principal(&context)?;
         let meta_key = request
             .meta
             .as_ref()
@@ -93,7 +95,7 @@ impl ServerHandler for Handler {
         let envelope = call::call(
             &self.state,
             &self.keys,
-            &token_hash,
+            &principal,
             &request.name,
             request.arguments,
             meta_key.as_ref(),

@@ -17,6 +17,7 @@
 
 use super::handler::Handler;
 use super::message;
+use crate::app::{self, Principal};
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::body::Body;
@@ -99,7 +100,7 @@ pub fn route(state: AppState, settings: super::Settings) -> Router<AppState> {
     let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     config.legacy_session_mode = false;
     config.json_response = true;
-    config.max_request_body_bytes = crate::api::JSON_BODY_BYTES_MAX;
+    config.max_request_body_bytes = crate::envelope::JSON_BODY_BYTES_MAX;
     let handler_state = state.clone();
     let service = StreamableHttpService::new(
         move || {
@@ -146,15 +147,22 @@ async fn guard(
             );
         }
     }
-    if let Err(e) = authenticated(&state, headers).await {
-        let mut response = e.into_response();
-        if response.status() == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    let principal = match authenticated(&state, headers).await {
+        Ok(principal) => principal,
+        Err(e) => {
+            let mut response = e.into_response();
+            if response.status() == StatusCode::UNAUTHORIZED {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            return response;
         }
-        return response;
-    }
+    };
+    // The request's one authentication: the handler reads the principal from here
+    // (`handler.rs`), and the invoke it makes does not authenticate again.
+    let mut request = request;
+    request.extensions_mut().insert(principal);
     next.run(request).await
 }
 
@@ -172,7 +180,7 @@ async fn well_formed(request: Request, next: Next) -> Response {
         return refused(&refusal);
     }
     let (parts, body) = request.into_parts();
-    let bytes_max = crate::api::JSON_BODY_BYTES_MAX;
+    let bytes_max = crate::envelope::JSON_BODY_BYTES_MAX;
     let Ok(bytes) = axum::body::to_bytes(body, bytes_max).await else {
         return refused(&message::too_large(bytes_max));
     };
@@ -188,9 +196,9 @@ fn refused(refusal: &message::Refusal) -> Response {
     (status, axum::Json(refusal.body())).into_response()
 }
 
-async fn authenticated(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+async fn authenticated(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let token_hash = crate::auth::token_hash(headers)?;
-    super::call::caller(state, &token_hash).await.map(|_| ())
+    app::authenticate(state, &token_hash).await
 }
 
 /// True when `origin` (`scheme://host[:port]`) names the same `host[:port]` as `host`.

@@ -15,7 +15,7 @@
 //!   `operationKey` argument, taken out before the invoke, is the operation key;
 //! - an object schema that declares an `operationKey` property of its own: the arguments are
 //!   the input, that argument included, and the operation key travels only in `_meta`
-//!   (`steward/operationKey`, [`super::call::META_OPERATION_KEY`]);
+//!   (`steward/operationKey`, [`META_OPERATION_KEY`]);
 //! - any other schema (an array, a string, a type list, a boolean schema): wrapped as
 //!   `{"type": "object", "properties": {"input": <schema>}, "required": ["input"]}`, and the
 //!   `input` argument is the action's input (with `operationKey` beside it).
@@ -36,6 +36,9 @@ pub const OPERATION_KEY_DESCRIPTION: &str = "A stable key for this business oper
 
 /// The argument that carries the input of an action whose input is not an object.
 pub const INPUT_ARGUMENT: &str = "input";
+
+/// The `_meta` key a programmatic host may carry the operation key in instead of the argument.
+pub const META_OPERATION_KEY: &str = "steward/operationKey";
 
 /// How a tool's arguments carry its action's input (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +223,7 @@ pub fn description(def: &ActionDefinition) -> String {
         (false, _) => {}
         (true, Arguments::InputOwningOperationKey) => parts.push(format!(
             "The `{OPERATION_KEY_ARGUMENT}` argument is this action's own input: pass the operation key in _meta \"{}\", the same key on every retry of one operation.",
-            super::call::META_OPERATION_KEY
+            META_OPERATION_KEY
         )),
         (true, _) => parts.push(format!(
             "Pass {OPERATION_KEY_ARGUMENT}: the same key on every retry of one operation."

@@ -40,7 +40,7 @@ pub struct ActionBody {
     /// What an MCP call of this governed action without an operation key does: `refuse` it, or
     /// `derive` a key from (agent key, action version, input) within the server's window. Left
     /// out: the server's default (`steward serve --mcp-missing-operation-key`).
-    mcp_missing_operation_key: Option<MissingOperationKeyChoice>,
+    mcp_missing_operation_key: Option<super::records::MissingOperationKeyChoice>,
     enabled: Option<bool>,
     /// A built-in adapter (`stripe.refund`, `http.idempotent`) instead of a URL.
     #[schema(value_type = Object)]
@@ -134,14 +134,6 @@ pub struct InvokeBody {
     /// The settled effect this invoke compensates; both effects show the link.
     #[schema(pattern = "^eff_")]
     compensates: Option<String>,
-}
-
-/// What an MCP call without an operation key does (`mcpMissingOperationKey`).
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum MissingOperationKeyChoice {
-    Refuse,
-    Derive,
 }
 
 /// What a policy matches on.

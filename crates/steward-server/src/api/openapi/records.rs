@@ -450,3 +450,11 @@ pub struct Feedback {
 pub struct Trace {
     resource_spans: Vec<Value>,
 }
+
+/// What an MCP call without an operation key does (`mcpMissingOperationKey`).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum MissingOperationKeyChoice {
+    Refuse,
+    Derive,
+}

@@ -10,11 +10,11 @@ mod plan;
 use plan::POLICY_TEST_CASES_MAX;
 
 use super::body::{self, only_known, optional_string};
-use super::gate::decision_json;
 use super::idempotent;
 use super::openapi as doc;
 use super::policies::{check_action, spec_view, view};
 use crate::adapters::money_amount;
+use crate::app::gate::decision_json;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use crate::error::{codes, ApiError, ApiResult};

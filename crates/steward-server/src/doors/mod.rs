@@ -1,0 +1,306 @@
+//! Every door reaches the same application function: an MCP `tools/call` and an HTTP invoke
+//! both reach `app::invoke::invoke`, an HTTP decision and a console approve both reach
+//! `app::approvals::decide`, and both halts and resumes reach `app::environment` (counted by
+//! the seam, `app/seam.rs`), and one MCP request
+//! authenticates once (counted by a store that counts `Store::caller` and
+//! `Store::invoke_context`, `counting_store.rs`). The requests go through the real router, as
+//! a client sends them.
+
+mod counting_store;
+
+use crate::app::seam::{self, UseCase};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use counting_store::CountingStore;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
+use steward_core::{EnvironmentId, KeyId, Millis, Role};
+use steward_store::{Actor, ApiKeyRecord, ConsoleSessionRecord, Identity, SqliteStore};
+use tower::ServiceExt;
+
+/// The key that invokes (and so requests every approval).
+const INVOKER: &str = "stw_doors_invoker";
+/// A second operator: a key never decides what it requested itself.
+const DECIDER: &str = "stw_doors_decider";
+/// The decider's console session token (`stc_` and 64 hex digits).
+const SESSION: &str = "stc_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+/// A router's state on a temporary SQLite store wrapped in a [`CountingStore`], with two
+/// operator keys and a console session for the second. `replica` names this test's state to
+/// the seam.
+async fn world(dir: &tempfile::TempDir, replica: &str) -> (AppState, Arc<CountingStore>) {
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).unwrap());
+    let now = crate::Clock::now(&crate::SystemClock);
+    let env = sqlite
+        .ensure_environment(
+            "test",
+            &EnvironmentId::from_unique("test"),
+            &Actor::system(now),
+        )
+        .await
+        .unwrap();
+    for (id, token) in [("invoker", INVOKER), ("decider", DECIDER)] {
+        let key = ApiKeyRecord {
+            id: KeyId::from_unique(id),
+            env_id: env.id.clone(),
+            name: id.into(),
+            scopes: Role::Operator.scopes(),
+            token_hash: crate::hash_token(token),
+            created_at: now,
+            expires_at: None,
+            revoked_at: None,
+            last_used_at: None,
+        };
+        sqlite.insert_key(&key, &Actor::system(now)).await.unwrap();
+    }
+    let session = ConsoleSessionRecord {
+        id: "ses_doors".into(),
+        token_hash: crate::hash_token(SESSION),
+        key_id: KeyId::from_unique("decider"),
+        env_id: env.id.clone(),
+        created_at: now,
+        expires_at: Millis(now.0 + 3_600_000),
+    };
+    sqlite
+        .create_console_session(&session, &Actor::system(now))
+        .await
+        .unwrap();
+    let store = Arc::new(CountingStore::new(sqlite));
+    let outbound = crate::OutboundPolicy {
+        allow_insecure: true,
+    };
+    let state = AppState {
+        store: store.clone(),
+        vault: crate::Vault::from_key([7; 32]),
+        clock: Arc::new(crate::SystemClock),
+        http: crate::http_client(outbound).unwrap(),
+        transport: Arc::new(crate::HttpTransport::new(
+            crate::http_client(outbound).unwrap(),
+        )),
+        ids: Arc::new(crate::UlidIds),
+        outbound,
+        dispatch_timeout: Duration::from_secs(1),
+        approval_events: Arc::new(tokio::sync::Notify::new()),
+        absence_grace: Duration::ZERO,
+        metrics: Arc::new(crate::Metrics::default()),
+        crash_hook: None,
+        defect: None,
+        replica: steward_core::ReplicaId::from_unique(replica),
+        key_usage: Arc::default(),
+        integrations: Arc::default(),
+        stream_slots: Arc::default(),
+        heavy_reads: Arc::default(),
+    };
+    (state, store)
+}
+
+/// Sends `request` through the whole router; the status and the body (JSON, or the text).
+async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+    let answer = crate::router::app(state.clone())
+        .oneshot(request)
+        .await
+        .unwrap();
+    let status = answer.status();
+    let bytes = axum::body::to_bytes(answer.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn api(method: Method, path: &str, token: &str, body: &Value) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(format!("/api/v2{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn mcp(token: &str, body: &Value) -> Request<Body> {
+    Request::builder()
+        .method(Method::POST)
+        .uri("/mcp")
+        .header("host", "127.0.0.1")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// The console's form POST, signed in with [`SESSION`], carrying its CSRF token.
+fn console(path: &str) -> Request<Body> {
+    console_form(path, "note=looks+right")
+}
+
+/// [`console`] with the form's own fields (`form`, URL-encoded).
+fn console_form(path: &str, form: &str) -> Request<Body> {
+    let mut hasher = Sha256::new();
+    hasher.update(b"steward-console-csrf\0");
+    hasher.update(SESSION.as_bytes());
+    let csrf = hex::encode(hasher.finalize());
+    Request::builder()
+        .method(Method::POST)
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("cookie", format!("__Host-steward_console={SESSION}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!("csrf={csrf}&{form}")))
+        .unwrap()
+}
+
+/// An action that waits for approval: an invoke parks it, and nothing is sent.
+async fn gated_action(state: &AppState) {
+    let definition = json!({
+        "name": "ping", "method": "POST", "urlTemplate": "http://127.0.0.1:9/ping",
+        "requiresApproval": true,
+    });
+    let (status, body) = send(state, api(Method::POST, "/actions", INVOKER, &definition)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn an_mcp_call_and_an_http_invoke_reach_the_same_invoke_and_mcp_authenticates_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, store) = world(&dir, "doors-invoke").await;
+    gated_action(&state).await;
+    let replica = state.replica.as_str().to_string();
+    assert_eq!(seam::count(&replica, UseCase::Invoke), 0);
+
+    let before = store.authentications();
+    let call = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ping", "arguments": {"operationKey": "doors-mcp-1"}},
+    });
+    let (status, body) = send(&state, mcp(INVOKER, &call)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.to_string().contains("pending_approval"), "{body}");
+    assert_eq!(seam::count(&replica, UseCase::Invoke), 1, "the MCP call");
+    assert_eq!(
+        store.authentications() - before,
+        1,
+        "one MCP request authenticates once"
+    );
+
+    let before = store.authentications();
+    let invoke = json!({"input": {}, "operationKey": "doors-http-1"});
+    let (status, body) = send(
+        &state,
+        api(Method::POST, "/actions/ping/invoke", INVOKER, &invoke),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Invoke),
+        2,
+        "and the HTTP invoke"
+    );
+    assert_eq!(
+        store.authentications() - before,
+        1,
+        "one HTTP invoke authenticates once, with the read of its context"
+    );
+}
+
+#[tokio::test]
+async fn an_http_decision_and_a_console_approve_reach_the_same_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _store) = world(&dir, "doors-decide").await;
+    let replica = state.replica.as_str().to_string();
+    let mut approvals = Vec::new();
+    for title in ["by the API", "by the console"] {
+        let request = json!({"title": title});
+        let (status, body) = send(&state, api(Method::POST, "/approvals", INVOKER, &request)).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        approvals.push(body["data"]["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(seam::count(&replica, UseCase::Decide), 0);
+
+    let path = format!("/approvals/{}/approve", approvals[0]);
+    let (status, body) = send(&state, api(Method::POST, &path, DECIDER, &json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["approval"]["status"], "approved", "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Decide),
+        1,
+        "the HTTP decision"
+    );
+
+    let path = format!("/console/approvals/{}/approve", approvals[1]);
+    let (status, body) = send(&state, console(&path)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Decide),
+        2,
+        "and the console's"
+    );
+    let path = format!("/approvals/{}", approvals[1]);
+    let request = Request::builder()
+        .uri(format!("/api/v2{path}"))
+        .header("authorization", format!("Bearer {INVOKER}"))
+        .body(Body::empty())
+        .unwrap();
+    let (_, body) = send(&state, request).await;
+    assert_eq!(body["data"]["status"], "approved", "{body}");
+
+    // Deciding again changes nothing: the console says why, with the reason the application
+    // layer gives (`app::approvals::Unchanged`).
+    let path = format!("/console/approvals/{}/approve", approvals[1]);
+    let (status, body) = send(&state, console(&path)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.to_string().contains("already approved"), "{body}");
+    assert_eq!(seam::count(&replica, UseCase::Decide), 3);
+}
+
+#[tokio::test]
+async fn an_http_halt_and_a_console_halt_reach_the_same_halt_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _store) = world(&dir, "doors-halt").await;
+    let replica = state.replica.as_str().to_string();
+    let halt = json!({"reason": "by the API"});
+    let (status, body) = send(
+        &state,
+        api(Method::POST, "/environment/halt", INVOKER, &halt),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["halted"], true, "{body}");
+    assert_eq!(seam::count(&replica, UseCase::Halt), 1, "the HTTP halt");
+
+    let form = "confirm=yes";
+    let (status, body) = send(&state, console_form("/console/environment/resume", form)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Resume),
+        1,
+        "the console's resume"
+    );
+    let form = "confirm=yes&reason=by+the+console";
+    let (status, body) = send(&state, console_form("/console/environment/halt", form)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Halt),
+        2,
+        "and the console's halt"
+    );
+    let (status, body) = send(
+        &state,
+        api(Method::POST, "/environment/resume", INVOKER, &json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["released"], 0, "{body}");
+    assert_eq!(
+        seam::count(&replica, UseCase::Resume),
+        2,
+        "and the HTTP resume"
+    );
+}

@@ -1,0 +1,61 @@
+//! The whole HTTP surface of one listener: the API under `/api/v2` (`api/`), `/mcp` (`mcp/`)
+//! and the operator console (`console/`), built by [`app`] so tests can drive it without a
+//! socket. It sits above the three front ends, so none of them imports another to be served.
+
+use crate::api::{edge, request_context, scrape, surface};
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+/// The whole HTTP surface, without `/metrics` (see [`router`]).
+pub fn app(state: AppState) -> Router {
+    router(
+        state,
+        None,
+        crate::mcp::Settings::default(),
+        crate::console::ConsoleMode::ReadWrite,
+    )
+}
+
+/// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
+/// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp.hosts`. The
+/// operator console (`console/`) is served under `/console/` in `console` mode.
+pub(crate) fn router(
+    state: AppState,
+    metrics_token: Option<crate::api::metrics::MetricsToken>,
+    mcp: crate::mcp::Settings,
+    console: crate::console::ConsoleMode,
+) -> Router {
+    // Built once: describing 40-odd operations is work tests that build an app per request
+    // should not repeat.
+    static V2: std::sync::OnceLock<Router<AppState>> = std::sync::OnceLock::new();
+    let v2 = V2.get_or_init(|| surface().0).clone();
+    let mut top = Router::new()
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route("/readyz", get(ready));
+    if let Some(token) = metrics_token {
+        top = top.route("/metrics", scrape(Some(token)));
+    }
+    top = top.merge(crate::mcp::http::route(state.clone(), mcp));
+    // The console's pages are HTML, so they stay outside `edge`, whose safety net turns every
+    // error answer into the API's JSON envelope; they get the request log all the same.
+    let console = crate::console::routes(console).layer(middleware::from_fn(request_context));
+    edge(top.merge(v2)).merge(console).with_state(state)
+}
+
+/// `GET /readyz`: 200 while the store answers a read and holds the schema this build serves;
+/// otherwise 503 `STORAGE_UNAVAILABLE` (the envelope), so a load balancer stops sending work to
+/// a replica that cannot record it. `/healthz` only says the process answers.
+async fn ready(State(state): State<AppState>) -> Response {
+    match state.store.ready().await {
+        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
