@@ -59,12 +59,14 @@ pub use listener::{
 pub use mcp::derive::{
     KeyPolicy as McpKeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
-pub use metrics::Metrics;
+pub use metrics::{DispatchInFlight, Metrics};
 pub use replica::{
     heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,
     REPLICA_LEASE_MS_MIN,
 };
-pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
+pub use serve::{
+    open_existing_store, open_store, serve, ServerConfig, DATABASE_FILE, SHUTDOWN_GRACE_MS_DEFAULT,
+};
 pub use start_error::StartError;
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,

@@ -25,9 +25,11 @@
 //! the oldest connection with no request in flight and waits for it to go, or backs off
 //! [`ACCEPT_ERROR_BACKOFF_MS`] when there is none.
 //!
-//! Graceful shutdown: on the signal the listener closes, idle connections and those still
-//! waiting for a request's head close at once, and requests in flight finish before their
-//! connections close; [`run`] returns when all are gone.
+//! Graceful shutdown: on the signal the listener closes (a new connection is refused), idle
+//! connections and those still waiting for a request's head close at once, event streams
+//! (`text/event-stream` answers) end, and requests in flight finish before their connections
+//! close; [`run`] returns when all are gone, or when the grace it is given has run out (the
+//! connections still open then are cut when the process exits).
 
 use axum::body::Body;
 use axum::Router;
@@ -91,13 +93,16 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` turns true, then drains (module docs).
+/// Serves `router` on `listener` until `shutdown` turns true, then drains for at most `grace`
+/// (module docs). Returns how many connections were still open when the grace ran out (0 when
+/// every one finished).
 pub async fn run(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    grace: Duration,
     mut shutdown: watch::Receiver<bool>,
-) {
+) -> usize {
     assert!(
         limits.connections_max > 0,
         "connections_max must be positive"
@@ -153,7 +158,10 @@ pub async fn run(
     }
     drop(listener);
     drop(alive);
-    let _ = drained.recv().await;
+    match tokio::time::timeout(grace, drained.recv()).await {
+        Ok(_) => 0,
+        Err(_) => registry.open_count(),
+    }
 }
 
 /// Waits until one more connection fits under the cap, closing the oldest connection with no
@@ -192,14 +200,22 @@ async fn serve_connection(
     });
     let in_flight = connection.clone();
     let body_read_timeout = limits.body_read_timeout;
+    let stop = shutdown.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = in_flight.begin_request();
         let mut router = router.clone();
         let request = request.map(|body| timed(body, body_read_timeout));
+        let stop = stop.clone();
         async move {
             let response = router.call(request).await?;
+            let streams = is_event_stream(&response);
             // The request stays in flight until hyper has written (and dropped) the body.
             Ok::<_, std::convert::Infallible>(response.map(|body| {
+                let body = if streams {
+                    until_shutdown(body, stop)
+                } else {
+                    body
+                };
                 Body::new(Guarded {
                     inner: body,
                     _guard: guard,
@@ -493,6 +509,58 @@ impl hyper::body::Body for Guarded {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// Whether `response` is an event stream, which never ends on its own.
+fn is_event_stream(response: &axum::response::Response) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// An event stream's body, ended at shutdown: it would otherwise hold its connection, and the
+/// drain, until the grace ran out. Its client reconnects (to another replica, or to this one
+/// restarted) with `Last-Event-ID` and misses nothing.
+fn until_shutdown(body: Body, mut shutdown: watch::Receiver<bool>) -> Body {
+    let stopped = Box::pin(async move {
+        // An error means the sender is gone: the server is stopping either way.
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    });
+    Body::new(UntilShutdown {
+        inner: body,
+        stopped: Some(stopped),
+    })
+}
+
+struct UntilShutdown {
+    inner: Body,
+    /// `None` once shutdown came: the body has ended.
+    stopped: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl hyper::body::Body for UntilShutdown {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let Some(stopped) = self.stopped.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if stopped.as_mut().poll(cx).is_ready() {
+            self.stopped = None;
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
     }
 }
 

@@ -2,8 +2,10 @@
 //! process, plus gauges read from the store at scrape time.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// Histogram bucket bounds in seconds: from a fast fsync (0.1 ms) to the dispatch deadline.
 const BUCKETS_S: [f64; 14] = [
@@ -38,6 +40,28 @@ struct Inner {
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Inner>,
+    dispatches: InFlight,
+}
+
+/// Provider calls under way: sent, or about to be, and their answers not yet recorded. A gauge,
+/// and what a graceful shutdown waits for (`serve.rs`).
+#[derive(Default)]
+struct InFlight {
+    count: AtomicU64,
+    /// Woken each time the count falls to zero.
+    idle: Notify,
+}
+
+/// Holds one dispatch in flight (see [`Metrics::dispatch_in_flight`]) until dropped.
+#[must_use = "the dispatch is in flight only while this is held"]
+pub struct DispatchInFlight<'a>(&'a InFlight);
+
+impl Drop for DispatchInFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl Metrics {
@@ -56,6 +80,33 @@ impl Metrics {
                 .or_default()
                 .observe(took.as_secs_f64())
         });
+    }
+
+    /// Marks one dispatch in flight, from its attempt's commit until its answer is recorded
+    /// (write path steps 4 and 5), for as long as the guard is held.
+    pub fn dispatch_in_flight(&self) -> DispatchInFlight<'_> {
+        self.dispatches.count.fetch_add(1, Ordering::SeqCst);
+        DispatchInFlight(&self.dispatches)
+    }
+
+    /// Dispatches in flight now.
+    pub fn dispatches_in_flight(&self) -> u64 {
+        self.dispatches.count.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no dispatch is in flight, or `deadline`; answers how many still are.
+    pub async fn dispatches_settled(&self, deadline: tokio::time::Instant) -> u64 {
+        loop {
+            // Registered before the count is read, so a fall to zero in between is not missed.
+            let idle = self.dispatches.idle.notified();
+            let left = self.dispatches_in_flight();
+            if left == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return self.dispatches_in_flight();
+            }
+        }
     }
 
     /// One reconcile result: found, absent, inconclusive, no_lookup.
@@ -93,7 +144,12 @@ impl Metrics {
     /// The text exposition, with `gauges` (name, help, value) read at scrape time.
     pub fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
         let mut out = String::new();
-        for (name, help, value) in gauges {
+        let in_flight = [(
+            "steward_dispatches_in_flight",
+            "provider calls sent or about to be whose answers are not recorded yet, in this process",
+            self.dispatches_in_flight(),
+        )];
+        for (name, help, value) in gauges.iter().chain(&in_flight) {
             out.push_str(&format!(
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
             ));
@@ -171,5 +227,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("steward_unknown_effects 2"), "{text}");
+        assert!(text.contains("steward_dispatches_in_flight 0"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_shutdown_waits_for_the_dispatches_in_flight_and_no_longer_than_its_deadline() {
+        let m = std::sync::Arc::new(Metrics::default());
+        let soon = || tokio::time::Instant::now() + Duration::from_millis(50);
+        assert_eq!(m.dispatches_settled(soon()).await, 0, "none in flight");
+        let first = m.dispatch_in_flight();
+        let second = m.dispatch_in_flight();
+        assert!(m.render(&[]).contains("steward_dispatches_in_flight 2"));
+        assert_eq!(m.dispatches_settled(soon()).await, 2, "the deadline passed");
+        drop(first);
+        let waiting = {
+            let m = m.clone();
+            tokio::spawn(async move {
+                let far = tokio::time::Instant::now() + Duration::from_secs(30);
+                m.dispatches_settled(far).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "one is still in flight");
+        drop(second);
+        assert_eq!(waiting.await.unwrap(), 0);
     }
 }
