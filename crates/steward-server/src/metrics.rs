@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -132,6 +132,20 @@ impl Metrics {
         self.observe("steward_dispatch_duration_seconds", String::new(), took);
     }
 
+    /// One HTTP request answered: by route template (`/api/v2/actions/{id}`, `unmatched` for
+    /// none), method and status, and the time to its answer's head.
+    pub fn http_request(&self, route: &str, method: &str, status: u16, took: Duration) {
+        self.count(
+            "steward_http_requests_total",
+            format!("route=\"{route}\",method=\"{method}\",status=\"{status}\""),
+        );
+        self.observe(
+            "steward_http_request_duration_seconds",
+            format!("route=\"{route}\",method=\"{method}\""),
+            took,
+        );
+    }
+
     /// One durable store write on the request path (`submit`, `change_effect`), fsync included.
     pub fn store_commit(&self, operation: &str, took: Duration) {
         self.observe(
@@ -154,6 +168,11 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
             ));
         }
+        out.push_str(&format!(
+            "# HELP steward_build_info the Steward version serving\n# TYPE steward_build_info gauge\n\
+             steward_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        ));
         self.with(|m| {
             let mut last = "";
             for ((name, label), value) in &m.counters {
@@ -194,6 +213,44 @@ impl Metrics {
     }
 }
 
+/// The methods a label may name; any other is `other`, so a client cannot grow the series.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// Middleware over the whole router: counts every request by its route's template (never its
+/// path, so ids and names add no series) and times it to its answer's head.
+pub(crate) async fn track_http(
+    axum::extract::State(metrics): axum::extract::State<Arc<Metrics>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = method_label(request.method());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    metrics.http_request(
+        &route,
+        method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +285,42 @@ mod tests {
         );
         assert!(text.contains("steward_unknown_effects 2"), "{text}");
         assert!(text.contains("steward_dispatches_in_flight 0"), "{text}");
+        assert!(text.contains("steward_build_info{version=\""), "{text}");
+    }
+
+    #[tokio::test]
+    async fn requests_are_counted_by_route_template_method_and_status() {
+        use axum::routing::get;
+        use tower::ServiceExt;
+        let metrics = Arc::new(Metrics::default());
+        let app = axum::Router::new()
+            .route("/things/{id}", get(|| async { "ok" }))
+            .layer(axum::middleware::from_fn_with_state(
+                metrics.clone(),
+                track_http,
+            ));
+        for uri in ["/things/a", "/things/b", "/nothing"] {
+            let request = axum::http::Request::get(uri)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            app.clone().oneshot(request).await.unwrap();
+        }
+        let weird = axum::http::Request::builder()
+            .method("BREW")
+            .uri("/things/c")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        app.clone().oneshot(weird).await.unwrap();
+        let text = metrics.render(&[]);
+        for line in [
+            "steward_http_requests_total{route=\"/things/{id}\",method=\"GET\",status=\"200\"} 2",
+            "steward_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1",
+            "steward_http_requests_total{route=\"/things/{id}\",method=\"other\",status=\"405\"} 1",
+            "steward_http_request_duration_seconds_count{route=\"/things/{id}\",method=\"GET\"} 2",
+        ] {
+            assert!(text.contains(line), "no {line} in\n{text}");
+        }
+        assert!(!text.contains("/things/a"), "a path is never a label");
     }
 
     #[tokio::test]
