@@ -288,6 +288,50 @@ mod tests {
         assert!(text.contains("steward_build_info{version=\""), "{text}");
     }
 
+    /// Every family the Grafana dashboard in `deploy/` queries is one this server exports (by
+    /// name, here or among the scrape-time gauges of `api/metrics.rs`).
+    #[test]
+    fn the_dashboard_queries_only_families_that_exist() {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../../../deploy/grafana-dashboard.json")).unwrap();
+        let exported = [include_str!("metrics.rs"), include_str!("api/metrics.rs")].concat();
+        let mut queried = Vec::new();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                let expr = target["expr"].as_str().unwrap();
+                for (at, _) in expr.match_indices("steward_") {
+                    let name: String = expr[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    let family = ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .find_map(|suffix| name.strip_suffix(suffix))
+                        .unwrap_or(&name)
+                        .to_string();
+                    queried.push(family);
+                }
+            }
+        }
+        assert!(queried.len() > 10, "{queried:?}");
+        // A name is exported when the sources spell it whole (not as the start of a longer
+        // name).
+        let spelled = |family: &str| {
+            exported.match_indices(family).any(|(at, _)| {
+                exported[at + family.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+            })
+        };
+        for family in queried {
+            assert!(
+                spelled(&family),
+                "the dashboard queries {family}, which the server does not export"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn requests_are_counted_by_route_template_method_and_status() {
         use axum::routing::get;
