@@ -50,6 +50,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tower::Service;
 
+use crate::metrics::{ConnectionOpen, Metrics};
+
 /// How long a client has to send a request's head, in milliseconds. A head is a few hundred
 /// bytes to a few KiB: ten seconds covers a slow mobile link many times over, and a client that
 /// opens sockets and never finishes them holds each for no longer than that.
@@ -101,6 +103,7 @@ pub async fn run(
     router: Router,
     limits: ConnectionLimits,
     grace: Duration,
+    metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> usize {
     assert!(
@@ -124,6 +127,7 @@ pub async fn run(
                 }
                 let _ = stream.set_nodelay(true);
                 let connection = registry.open();
+                let counted = metrics.connection_open();
                 tokio::spawn(serve_connection(
                     stream,
                     router.clone(),
@@ -131,7 +135,7 @@ pub async fn run(
                     registry.clone(),
                     limits,
                     shutdown.clone(),
-                    alive.clone(),
+                    (alive.clone(), counted),
                 ));
             }
             // The client gave up between its connect and our accept: nothing to do.
@@ -142,6 +146,7 @@ pub async fn run(
                 ) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed; freeing a connection and retrying");
+                metrics.accept_failed();
                 let changed = registry.changed.notified();
                 let wait = Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS);
                 if registry.evict_oldest_waiting() {
@@ -192,7 +197,8 @@ async fn serve_connection(
     registry: Arc<Registry>,
     limits: ConnectionLimits,
     mut shutdown: watch::Receiver<bool>,
-    _alive: mpsc::Sender<()>,
+    // Held until the connection closes: the drain's sender, and the open-connections gauge.
+    (_alive, counted): (mpsc::Sender<()>, ConnectionOpen),
 ) {
     let io = TokioIo::new(Watched {
         inner: stream,
@@ -255,12 +261,14 @@ async fn serve_connection(
             () = connection.wake.notified() => {
                 if connection.evicted.load(Ordering::SeqCst) {
                     tracing::debug!(connection = connection.id, "closed to make room");
+                    counted.metrics().connection_closed("evicted");
                     break;
                 }
             }
             () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                 if let Some(reason) = connection.expired(&limits, Instant::now()) {
                     tracing::debug!(connection = connection.id, reason, "connection timed out");
+                    counted.metrics().connection_closed(reason);
                     break;
                 }
             }
@@ -632,6 +640,58 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             connections_max: 2,
         }
+    }
+
+    #[tokio::test]
+    async fn open_connections_and_the_ones_the_server_closes_are_counted() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let metrics = Arc::new(Metrics::default());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let limits = ConnectionLimits {
+            idle_timeout: Duration::from_millis(200),
+            ..limits()
+        };
+        let (stop, stopped) = watch::channel(false);
+        let served = tokio::spawn(run(
+            listener,
+            router,
+            limits,
+            Duration::from_secs(5),
+            metrics.clone(),
+            stopped,
+        ));
+        let gauge = |m: &Metrics| m.render(&[]);
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = [0u8; 512];
+        let n = client.read(&mut answer).await.unwrap();
+        assert!(answer[..n].starts_with(b"HTTP/1.1 200"), "{answer:?}");
+        assert!(gauge(&metrics).contains("steward_http_connections_open 1"));
+        // Idle past the timeout: the server closes it, and says why.
+        let closed = tokio::time::timeout(Duration::from_secs(5), client.read(&mut answer))
+            .await
+            .expect("the server closed the idle connection");
+        assert_eq!(closed.unwrap(), 0);
+        let settled = async {
+            while !gauge(&metrics).contains("steward_http_connections_open 0") {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), settled)
+            .await
+            .expect("the gauge fell back to 0");
+        let text = gauge(&metrics);
+        assert!(
+            text.contains("steward_http_connections_closed_total{reason=\"idle timeout\"} 1"),
+            "{text}"
+        );
+        stop.send(true).unwrap();
+        assert_eq!(served.await.unwrap(), 0, "nothing left open at shutdown");
     }
 
     #[tokio::test]

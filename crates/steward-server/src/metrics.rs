@@ -41,6 +41,25 @@ struct Inner {
 pub struct Metrics {
     inner: Mutex<Inner>,
     dispatches: InFlight,
+    /// Client connections open now, over every listener (`listener.rs`).
+    connections: AtomicU64,
+}
+
+/// Holds one client connection open in the gauge until dropped.
+#[must_use = "the connection is counted only while this is held"]
+pub struct ConnectionOpen(Arc<Metrics>);
+
+impl ConnectionOpen {
+    /// The metrics the connection is counted in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0
+    }
+}
+
+impl Drop for ConnectionOpen {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Provider calls under way: sent, or about to be, and their answers not yet recorded. A gauge,
@@ -109,6 +128,26 @@ impl Metrics {
         }
     }
 
+    /// Counts one client connection open while the guard is held.
+    pub fn connection_open(self: &Arc<Self>) -> ConnectionOpen {
+        self.connections.fetch_add(1, Ordering::SeqCst);
+        ConnectionOpen(self.clone())
+    }
+
+    /// One connection closed by the server: `header read timeout`, `idle timeout`, or
+    /// `evicted` (the oldest connection with no request in flight, to make room at the cap).
+    pub fn connection_closed(&self, reason: &str) {
+        self.count(
+            "steward_http_connections_closed_total",
+            format!("reason=\"{reason}\""),
+        );
+    }
+
+    /// One accept that failed (out of file descriptors, say), answered by freeing a connection.
+    pub fn accept_failed(&self) {
+        self.count("steward_http_accept_errors_total", String::new());
+    }
+
     /// One reconcile result: found, absent, inconclusive, no_lookup.
     pub fn reconcile(&self, result: &str) {
         self.count("steward_reconcile_total", format!("result=\"{result}\""));
@@ -158,11 +197,18 @@ impl Metrics {
     /// The text exposition, with `gauges` (name, help, value) read at scrape time.
     pub fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
         let mut out = String::new();
-        let in_flight = [(
-            "steward_dispatches_in_flight",
-            "provider calls sent or about to be whose answers are not recorded yet, in this process",
-            self.dispatches_in_flight(),
-        )];
+        let in_flight = [
+            (
+                "steward_dispatches_in_flight",
+                "provider calls sent or about to be whose answers are not recorded yet, in this process",
+                self.dispatches_in_flight(),
+            ),
+            (
+                "steward_http_connections_open",
+                "client connections open now, over every listener",
+                self.connections.load(Ordering::SeqCst),
+            ),
+        ];
         for (name, help, value) in gauges.iter().chain(&in_flight) {
             out.push_str(&format!(
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
@@ -180,7 +226,11 @@ impl Metrics {
                     out.push_str(&format!("# TYPE {name} counter\n"));
                     last = name;
                 }
-                out.push_str(&format!("{name}{{{label}}} {value}\n"));
+                if label.is_empty() {
+                    out.push_str(&format!("{name} {value}\n"));
+                } else {
+                    out.push_str(&format!("{name}{{{label}}} {value}\n"));
+                }
             }
             let mut last = "";
             for ((name, label), h) in &m.histograms {

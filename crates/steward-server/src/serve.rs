@@ -243,6 +243,7 @@ pub async fn serve(
             crate::api::metrics_router(state.clone(), config.metrics_token.clone()),
             limits,
             grace,
+            metrics.clone(),
             stopped.clone(),
         ))
     });
@@ -253,6 +254,7 @@ pub async fn serve(
         crate::api::router(state, config.metrics_token, mcp, config.console),
         limits,
         grace,
+        metrics.clone(),
         stopped,
     )
     .await;
