@@ -26,3 +26,18 @@ impl Clock for SystemClock {
 pub fn unique() -> String {
     ulid::Ulid::new().to_string()
 }
+
+/// A source of fresh unique id suffixes: [`UlidIds`] in a server process; the simulator passes
+/// one that numbers them, so that a seed fixes every id.
+pub trait IdSource: Send + Sync + 'static {
+    fn next(&self) -> String;
+}
+
+/// The real id source: [`unique`].
+pub struct UlidIds;
+
+impl IdSource for UlidIds {
+    fn next(&self) -> String {
+        unique()
+    }
+}

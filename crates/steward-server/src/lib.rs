@@ -46,10 +46,15 @@ pub use adapters::quantities as impact_quantities;
 pub use api::app;
 pub use api::metrics::{MetricsToken, MetricsTokenError, METRICS_TOKEN_CHARS_MIN};
 pub use audit_sealer::AUDIT_SEAL_INTERVAL_MS;
-pub use clock::{unique, Clock, SystemClock};
+pub use clock::{unique, Clock, IdSource, SystemClock, UlidIds};
 pub use console::ConsoleMode;
 pub use crash::CrashHook;
+pub use dispatch::defect::Defect;
 pub use dispatch::outbound::{http_client, OutboundPolicy};
+pub use dispatch::transport::{Exchange, FailureKind, HttpTransport, Transport, TransportFailure};
+/// The dispatcher and the reconciler, for the simulator to drive (`steward-sim`).
+pub use dispatch::{replay, submit_and_dispatch, Submitted};
+pub use effect_error::EffectError;
 pub use integrations::{Integrations, INTEGRATIONS_MAX, KEY_CHECK_TIMEOUT_MS};
 pub use keys::{generate_token, hash_token, KEY_PREFIX};
 pub use listener::{
@@ -59,7 +64,9 @@ pub use listener::{
 pub use mcp::derive::{
     KeyPolicy as McpKeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
-pub use metrics::{DispatchInFlight, Metrics};
+pub use metrics::{ConnectionOpen, DispatchInFlight, Metrics};
+pub use progress::Progress;
+pub use reconcile::{reconcile, Reconciled};
 pub use replica::{
     heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,
     REPLICA_LEASE_MS_MIN,

@@ -1,8 +1,9 @@
 //! Start-up and shutdown.
 
 use crate::api::metrics::MetricsToken;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, UlidIds};
 use crate::dispatch::outbound::{http_client, OutboundPolicy};
+use crate::dispatch::transport::HttpTransport;
 use crate::listener::ConnectionLimits;
 use crate::start_error::StartError;
 use crate::state::AppState;
@@ -170,17 +171,21 @@ pub async fn serve(
     let outbound = OutboundPolicy {
         allow_insecure: config.allow_insecure_destinations,
     };
+    let http = http_client(outbound).map_err(StartError::HttpClient)?;
     let state = AppState {
         store,
         vault,
         clock,
-        http: http_client(outbound).map_err(StartError::HttpClient)?,
+        transport: Arc::new(HttpTransport::new(http.clone())),
+        http,
+        ids: Arc::new(UlidIds),
         outbound,
         dispatch_timeout: config.dispatch_timeout,
         approval_events: Arc::new(tokio::sync::Notify::new()),
         absence_grace: config.absence_grace,
         metrics: Arc::new(crate::metrics::Metrics::default()),
         crash_hook: None,
+        defect: None,
         replica,
         key_usage: Arc::default(),
         integrations: Arc::new(config.integrations.clone()),

@@ -1,7 +1,9 @@
 //! Shared server state, built once at start-up.
 
-use crate::clock::Clock;
+use crate::clock::{Clock, IdSource};
+use crate::dispatch::defect::Defect;
 use crate::dispatch::outbound::OutboundPolicy;
+use crate::dispatch::transport::Transport;
 use crate::vault::Vault;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +19,13 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub vault: Vault,
     pub clock: Arc<dyn Clock>,
+    /// Builds the provider requests (`dispatch/request.rs`) and delivers webhooks.
     pub http: reqwest::Client,
+    /// Carries every provider call: dispatches, lookups and read-backs (`dispatch/transport.rs`).
+    /// `HttpTransport` over `http` in a server process; simulated in `steward-sim`.
+    pub transport: Arc<dyn Transport>,
+    /// Fresh id suffixes (`clock.rs`): ULIDs in a server process; numbered in `steward-sim`.
+    pub ids: Arc<dyn IdSource>,
     pub outbound: OutboundPolicy,
     pub dispatch_timeout: Duration,
     /// Woken whenever an approval is decided or expires, so long polls answer at once.
@@ -28,6 +36,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// In-process simulations only: crash (stop the dispatch) where this says so.
     pub crash_hook: Option<crate::crash::CrashHook>,
+    /// In-process simulations only: run a deliberately broken dispatcher (`dispatch/defect.rs`).
+    pub defect: Option<Defect>,
     /// This process among the replicas sharing the store: the owner recorded on everything it
     /// puts in flight (`replica.rs`).
     pub replica: steward_core::ReplicaId,

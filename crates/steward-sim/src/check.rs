@@ -17,7 +17,7 @@
 //! (by reconcile, or by a person for a template action), writes match outcomes, the client
 //! holds every answer, and the audit chain verifies (10).
 
-use crate::world::{err, Local, Sim, World, LIMIT_CENTS};
+use crate::world::{err, Kind, Local, Sim, World, LIMIT_CENTS};
 use steward_core::impact::{ReservationState, Usage};
 use steward_core::{next, EffectEvent, EffectState, Millis};
 use steward_store::{
@@ -88,6 +88,17 @@ impl World {
         let mut moved = false;
         for (op, effect) in &effects {
             let o = &mut self.ops[*op];
+            if o.seen.is_none() {
+                // First seen: the invoke's one commit reserved the money of a refund, unless
+                // the limit refused it.
+                if !matches!(effect.state, EffectState::Rejected { .. }) {
+                    o.reserved_cents = match o.kind {
+                        Kind::Adapter => o.amount_cents,
+                        Kind::Template => 0,
+                    };
+                    o.holding = Some(ReservationState::Reserved);
+                }
+            }
             let from = o.seen.unwrap_or(EffectState::Ready);
             if !one_move(from, effect.state) {
                 return Err(format!(
@@ -162,7 +173,7 @@ impl World {
                 .map_or(0, |(_, e)| e.attempt_count);
             if recorded < *number {
                 return Err(format!(
-                    "durable intent: the provider received {} attempt {number}, the store records {recorded} attempts",
+                    "durable intent: the provider received {} request {number}, the store records {recorded} attempts",
                     self.ops[*op].name
                 ));
             }
@@ -179,10 +190,10 @@ impl World {
                     .writes
                     .iter()
                     .filter(|w| w.op == op)
-                    .map(|w| w.attempt.to_string())
+                    .map(|w| w.request.to_string())
                     .collect();
                 return Err(format!(
-                    "{} has {writes} provider writes (attempts {})",
+                    "{} has {writes} provider writes (its requests {})",
                     o.name,
                     attempts.join(", ")
                 ));
@@ -309,7 +320,7 @@ impl World {
         verify_unsealed(&unsealed).map_err(|e| format!("audit log: {e}"))?;
         // The simulated server is the store's only process: it needs no lease to keep others off.
         let seal = AuditSeal {
-            sealer: self.server.replica.clone(),
+            sealer: self.server.state.replica.clone(),
             now: Millis(self.now),
             lease_ms: 0,
             events_max: SEAL_BATCH_EVENTS_MAX,

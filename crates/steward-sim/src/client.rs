@@ -47,7 +47,10 @@ impl World {
         let amount_cents = self.rng.between(1, 6) * 100;
         let name = format!("op-{n}");
         self.ops.push(Operation {
-            input: json!({"order": name, "amount": amount_cents}),
+            input: json!({
+                "op": name, "order": name, "paymentIntent": format!("pi_{name}"),
+                "amount": amount_cents,
+            }),
             name: name.clone(),
             kind,
             amount_cents,
@@ -83,7 +86,10 @@ impl World {
         let (kind, amount_cents) = (self.ops[failed].kind, self.ops[failed].amount_cents);
         let order = self.ops[failed].input["order"].clone();
         self.ops.push(Operation {
-            input: json!({"order": order, "amount": amount_cents, "retry": n}),
+            input: json!({
+                "op": name, "order": order, "paymentIntent": format!("pi_{name}"),
+                "amount": amount_cents, "retry": n,
+            }),
             name: name.clone(),
             kind,
             amount_cents,

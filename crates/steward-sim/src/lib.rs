@@ -6,16 +6,25 @@
 //! store call before the next. So a seed replays exactly, and [`run`] returns the same event log,
 //! byte for byte, every time.
 //!
-//! What is real: the core (`steward_core::next`, `classify`, the ids), the server's adapter
-//! impact (`steward_server::impact_quantities`, what a limit reserves for each call) and
-//! the store (`SqliteStore` on a temporary file, its transactions, compare-and-set, unique
-//! indexes, reservations and recovery sweep). What is simulated: the clock, the provider
-//! (`provider.rs`), the network between the agent, the server and the provider (`queue.rs`), and
-//! the server's and the agent's processes (`server.rs`, `client.rs`), which follow the write path
-//! of docs/ARCHITECTURE.md step for step through the real store.
+//! What is real: the production server, in the manner of TigerBeetle's `src/testing/cluster.zig`
+//! (the production replica on simulated storage, network and time). An invoke runs
+//! `steward_server::submit_and_dispatch`, a replay `steward_server::replay`, a reconcile
+//! `steward_server::reconcile` (the `stripe.refund` adapter's lookup included), a restart the
+//! store's recovery sweep; under them the core and the store (`SqliteStore` on a temporary file,
+//! its transactions, compare-and-set, unique indexes, reservations and recovery sweep). What is
+//! simulated: the seams the server takes in its `AppState` (`wire.rs`: the clock, the id source,
+//! the crash hook and the transport that carries every provider call), the provider behind the
+//! transport (`provider.rs`), the network between the agent, the server and the provider
+//! (`queue.rs`), the agent (`client.rs`), and the server process around the production code
+//! (`server.rs`: its tasks, its crashes and restarts).
+//!
+//! The server's work runs as tasks on the current-thread runtime, one at a time: the world
+//! starts one, or hands one parked call its answer, and waits until every task is parked on a
+//! call or ended before it moves on (`wire.rs`), so no scheduling choice reaches the log.
 //!
 //! After every step the invariants are checked (`check.rs`); a violation ends the run with the
-//! log so far. A [`Bug`] breaks the simulated server on purpose, to prove the checks can fail.
+//! log so far. A [`Bug`] runs a broken build of the production dispatcher
+//! (`steward_server::Defect`), to prove the checks can fail.
 //!
 //! ```no_run
 //! let run = steward_sim::run(&steward_sim::Config::new(42));
@@ -28,9 +37,11 @@ mod provider;
 mod queue;
 mod rng;
 mod server;
+mod wire;
 mod world;
 
-/// A deliberate defect in the simulated server, for showing that the checks catch it.
+/// A broken build of the server's dispatcher (`steward_server::Defect`), for showing that the
+/// checks catch it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bug {
     /// A replay is sent under a fresh provider idempotency key instead of the effect's own: a
@@ -39,15 +50,32 @@ pub enum Bug {
     /// The first attempt's request leaves before its `dispatching` attempt is committed (write
     /// path step 3 after step 4): a crash in between loses the record of a write that happened.
     SkipDurableAttempt,
+    /// A send whose outcome is unknown is sent again at once, as a retrying HTTP client would:
+    /// no new attempt on record, and nothing to make a second write harmless.
+    ResendAfterUnknown,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 2] = [Bug::ReplayWithoutIdempotency, Bug::SkipDurableAttempt];
+    pub const ALL: [Bug; 3] = [
+        Bug::ReplayWithoutIdempotency,
+        Bug::SkipDurableAttempt,
+        Bug::ResendAfterUnknown,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Bug::ReplayWithoutIdempotency => "replay-without-idempotency",
             Bug::SkipDurableAttempt => "skip-durable-attempt",
+            Bug::ResendAfterUnknown => "resend-after-unknown",
+        }
+    }
+
+    /// The dispatcher's defect this bug builds.
+    pub fn defect(self) -> steward_server::Defect {
+        match self {
+            Bug::ReplayWithoutIdempotency => steward_server::Defect::ReplayWithoutIdempotency,
+            Bug::SkipDurableAttempt => steward_server::Defect::SendBeforeAttemptIsDurable,
+            Bug::ResendAfterUnknown => steward_server::Defect::ResendAfterUnknown,
         }
     }
 

@@ -6,13 +6,6 @@ use crate::provider::Response;
 use std::collections::BTreeMap;
 use steward_core::EffectState;
 
-/// Which operation (the index in the run's journal) and which attempt of its effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct AttemptRef {
-    pub op: usize,
-    pub number: u32,
-}
-
 /// What the server told the client about an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Answer {
@@ -35,26 +28,20 @@ pub(crate) enum Event {
         client: u32,
         answer: Answer,
     },
-    /// The server's request to the provider reaches the provider.
+    /// Call `call` of server process `server` reaches the provider.
     RequestArrives {
-        attempt: AttemptRef,
+        call: u64,
         server: u32,
-        provider_key: Option<String>,
     },
-    /// The provider's response reaches the server process that sent the request.
+    /// The provider's response to call `call` reaches the server process that sent it.
     ResponseArrives {
-        attempt: AttemptRef,
+        call: u64,
         server: u32,
         response: Response,
     },
-    /// The attempt's dispatch deadline passes in the server process that sent it.
+    /// Call `call`'s deadline passes in the server process that sent it.
     Deadline {
-        attempt: AttemptRef,
-        server: u32,
-    },
-    /// `Bug::SkipDurableAttempt` only: the attempt is committed after its request left.
-    CommitAttempt {
-        attempt: AttemptRef,
+        call: u64,
         server: u32,
     },
     /// The client gives up waiting for the answer to its `send`-th request for `op`.

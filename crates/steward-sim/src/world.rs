@@ -2,23 +2,34 @@
 //! picks the next event, and the final phase that heals everything and settles what it can.
 
 use crate::client::Client;
+use crate::provider::Call;
 use crate::provider::Provider;
 use crate::queue::{Event, Queue};
 use crate::rng::Prng;
 use crate::server::Server;
+use crate::wire::{SimClock, SimIds, SimTransport};
 use crate::{Bug, Config, Run};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use steward_core::impact::{LimitSpec, Period, ReservationState};
+use steward_core::ReplicaId;
 use steward_core::{
     ActionDefinition, ActionId, EffectState, EnvironmentId, KeyId, LimitId, Millis,
 };
 use steward_core::{IdempotencyKey, OperationKey};
+use steward_server::{AppState, OutboundPolicy};
+use steward_server::{Metrics, Vault};
 use steward_store::{
     verify_chain, ActionRecord, Actor, AuditLog, Catalog, Identity, LimitRecord, Limits,
-    SqliteStore, GENESIS_HASH,
+    SecretRecord, SqliteStore, GENESIS_HASH,
 };
 
+/// Where the simulated provider answers.
+const PROVIDER_URL: &str = "https://provider.test";
+/// The secret holding the refund action's Stripe key.
+const CREDENTIAL: &str = "STRIPE_TEST_KEY";
 /// Simulated time at the start of every run (2023-11-14, any fixed instant would do).
 pub(crate) const EPOCH_MS: i64 = 1_700_000_000_000;
 /// The server's dispatch deadline, as `--dispatch-timeout-ms` sets it.
@@ -113,8 +124,15 @@ pub(crate) struct World {
     pub server: Server,
     pub client: Client,
     pub ops: Vec<Operation>,
-    /// Ids handed out so far (invocations and effects), so that ids are a function of the seed.
-    pub ids: u64,
+    /// The simulated clock every process reads.
+    pub clock: Arc<SimClock>,
+    /// What every server process is built from; each has its own transport, crash hook and
+    /// replica id (`Server::start`).
+    pub base: AppState,
+    /// The secrets the actions name, as the store holds them (the refund's Stripe test key).
+    pub secrets: Vec<SecretRecord>,
+    /// Calls on their way to the provider, by process and call id.
+    pub calls: BTreeMap<(u32, u64), Call>,
     /// The final phase: no drops, no provider faults, no crashes.
     pub calm: bool,
     /// Set by every server handler that may write to the store (the server is its only
@@ -141,6 +159,10 @@ const RUNS_PER_STORE: u64 = 20;
 /// it; a run that breaks an invariant takes the store with it.
 pub(crate) struct Shared {
     store: Arc<SqliteStore>,
+    /// The HTTP client the dispatcher builds its requests with (never sends with: the
+    /// transport is simulated), and the metrics; built once, as loading TLS roots is not free.
+    http: reqwest::Client,
+    metrics: Arc<Metrics>,
     runs: u64,
     /// The audit chain verified so far: the last event's sequence number and hash.
     head: (i64, String),
@@ -154,8 +176,14 @@ impl Shared {
         let events = store.audit_events(0, u32::MAX).await.map_err(err)?;
         let head =
             verify_chain(0, GENESIS_HASH, &events).map_err(|e| format!("audit chain: {e}"))?;
+        let http = steward_server::http_client(steward_server::OutboundPolicy {
+            allow_insecure: true,
+        })
+        .map_err(|e| e.to_string())?;
         Ok(Shared {
             store,
+            http,
+            metrics: Arc::new(Metrics::default()),
             runs: 0,
             head,
             _dir: dir,
@@ -178,7 +206,7 @@ pub(crate) async fn run(config: &Config, shared: &mut Option<Shared>) -> Run {
     let store = shared.as_mut().expect("a shared store is open");
     store.runs += 1;
     let tag = format!("r{}", store.runs);
-    match World::new(config, store.store.clone(), tag, store.head.clone()).await {
+    match World::new(config, store, tag).await {
         Ok(mut world) => {
             let violation = world.drive().await.err();
             match violation {
@@ -219,12 +247,8 @@ fn definition(value: Value) -> ActionDefinition {
 }
 
 impl World {
-    async fn new(
-        config: &Config,
-        store: Arc<SqliteStore>,
-        tag: String,
-        head: (i64, String),
-    ) -> Sim<World> {
+    async fn new(config: &Config, shared: &Shared, tag: String) -> Sim<World> {
+        let store = shared.store.clone();
         let now = EPOCH_MS;
         let env = EnvironmentId::from_unique(&tag);
         let operator = KeyId::from_unique(&format!("{tag}operator"));
@@ -246,13 +270,14 @@ impl World {
             "refund",
             definition(json!({
                 "name": "refund",
-                "adapter": {"type": "stripe.refund", "config": {"mode": "test"}, "credentialSecret": "STRIPE_TEST_KEY"}
+                "adapter": {"type": "stripe.refund", "config": {"mode": "test", "baseUrl": PROVIDER_URL}, "credentialSecret": CREDENTIAL}
             })),
         );
         let template = record(
             "notify",
             definition(json!({
-                "name": "notify", "method": "POST", "urlTemplate": "https://provider.test/v1/refunds",
+                "name": "notify", "method": "POST",
+                "urlTemplate": format!("{PROVIDER_URL}/v1/notify/{{{{input.op}}}}"),
                 "governed": true
             })),
         );
@@ -286,9 +311,55 @@ impl World {
             .create_limit(&limit_record, &by_operator)
             .await
             .map_err(err)?;
-        Ok(World {
+        let vault = Vault::from_key([7; 32]);
+        let (nonce, ciphertext) = vault
+            .seal(&env, CREDENTIAL, "sk_test_simulated")
+            .map_err(|e| e.to_string())?;
+        let secret = SecretRecord {
+            env_id: env.clone(),
+            name: CREDENTIAL.into(),
+            nonce,
+            ciphertext,
+            description: None,
+            allowed_hosts: None,
+            allowed_placements: None,
+            version: 1,
+            created_at: Millis(now),
+            updated_at: Millis(now),
+        };
+        let secret = store
+            .put_secret(&secret, None, &by_operator)
+            .await
+            .map_err(err)?;
+        let clock = Arc::new(SimClock::default());
+        clock.set(now);
+        let base = AppState {
+            store: store.clone(),
+            vault,
+            clock: clock.clone(),
+            http: shared.http.clone(),
+            transport: Arc::new(SimTransport(Arc::default())),
+            ids: Arc::new(SimIds::new(&tag)),
+            outbound: OutboundPolicy {
+                allow_insecure: true,
+            },
+            dispatch_timeout: Duration::from_millis(DISPATCH_TIMEOUT_MS as u64),
+            approval_events: Arc::new(tokio::sync::Notify::new()),
+            absence_grace: Duration::from_millis(ABSENCE_GRACE_MS as u64),
+            metrics: shared.metrics.clone(),
+            crash_hook: None,
+            defect: config.bug.map(Bug::defect),
+            replica: ReplicaId::from_unique(&format!("{tag}gen0")),
+            key_usage: Arc::default(),
+            integrations: Arc::default(),
+            stream_slots: Arc::default(),
+            heavy_reads: Arc::default(),
+        };
+        let mut rng = Prng::new(config.seed);
+        let server = Server::start(&base, &tag, 1, rng.next_u64(), false);
+        let world = World {
             config: config.clone(),
-            rng: Prng::new(config.seed),
+            rng,
             now,
             step: 0,
             queue: Queue::default(),
@@ -301,20 +372,20 @@ impl World {
             template,
             limit,
             provider: Provider::default(),
-            server: Server::new(&tag),
+            server,
             client: Client::new(),
             ops: Vec::new(),
-            ids: 0,
+            clock,
+            base,
+            secrets: vec![secret],
+            calls: BTreeMap::new(),
             calm: false,
             dirty: true,
             read: None,
             tag,
-            head,
-        })
-    }
-
-    pub(crate) fn bug(&self, bug: Bug) -> bool {
-        self.config.bug == Some(bug)
+            head: shared.head.clone(),
+        };
+        Ok(world)
     }
 
     /// Appends one line to the event log: step, simulated time since the start, what happened.
@@ -326,16 +397,6 @@ impl World {
             what.as_ref()
         );
         self.log.push(line);
-    }
-
-    pub(crate) fn actor(&self) -> Actor {
-        Actor::key(&self.agent, Millis(self.now))
-    }
-
-    /// A fresh id suffix (the seed's run numbers them; production uses ULIDs).
-    pub(crate) fn fresh(&mut self) -> String {
-        self.ids += 1;
-        format!("{}n{:06}", self.tag, self.ids)
     }
 
     /// One network hop: `Some(delay)`, or `None` when the message is dropped.
@@ -427,21 +488,16 @@ impl World {
                 self.answer_arrives(op, client, answer);
                 Ok(())
             }
-            Event::RequestArrives {
-                attempt,
-                server,
-                provider_key,
-            } => {
-                self.request_arrives(attempt, server, provider_key);
+            Event::RequestArrives { call, server } => {
+                self.request_arrives(call, server);
                 Ok(())
             }
             Event::ResponseArrives {
-                attempt,
+                call,
                 server,
                 response,
-            } => self.response_arrives(attempt, server, response).await,
-            Event::Deadline { attempt, server } => self.deadline(attempt, server).await,
-            Event::CommitAttempt { attempt, server } => self.commit_attempt(attempt, server).await,
+            } => self.response_arrives(call, server, response).await,
+            Event::Deadline { call, server } => self.deadline(call, server).await,
             Event::ClientTimeout { op, client, send } => {
                 self.client_timeout(op, client, send);
                 Ok(())
@@ -469,6 +525,7 @@ impl World {
     /// the operator resolves every template effect left unknown from what the provider holds.
     async fn settle(&mut self) -> Sim {
         self.calm = true;
+        self.server.wire.set_calm();
         self.say("calm: no more drops, faults or crashes");
         if !self.server.up {
             self.restart_server().await?;
@@ -478,18 +535,7 @@ impl World {
         }
         let mut handled = 0;
         for _ in 0..SETTLE_ROUNDS_MAX {
-            while let Some((at, event)) = self.queue.pop() {
-                handled += 1;
-                if handled > SETTLE_EVENTS_MAX {
-                    return Err(format!(
-                        "the final phase did not quiesce in {SETTLE_EVENTS_MAX} events"
-                    ));
-                }
-                self.step += 1;
-                self.now = self.now.max(at);
-                self.handle(event).await?;
-                self.check().await?;
-            }
+            self.drain(&mut handled).await?;
             self.now += DISPATCH_TIMEOUT_MS + ABSENCE_GRACE_MS + 1;
             let unknown: Vec<usize> = (0..self.ops.len())
                 .filter(|i| self.ops[*i].seen == Some(EffectState::Unknown))
@@ -502,6 +548,8 @@ impl World {
                 }
                 self.check().await?;
             }
+            // The lookups the reconciles sent come back.
+            self.drain(&mut handled).await?;
             let open: Vec<usize> = (0..self.ops.len()).filter(|i| self.open(*i)).collect();
             if open.is_empty() {
                 return Ok(());
@@ -511,6 +559,23 @@ impl World {
                     self.send(op);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Handles every pending event, checking after each.
+    async fn drain(&mut self, handled: &mut u32) -> Sim {
+        while let Some((at, event)) = self.queue.pop() {
+            *handled += 1;
+            if *handled > SETTLE_EVENTS_MAX {
+                return Err(format!(
+                    "the final phase did not quiesce in {SETTLE_EVENTS_MAX} events"
+                ));
+            }
+            self.step += 1;
+            self.now = self.now.max(at);
+            self.handle(event).await?;
+            self.check().await?;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use steward_sim::{Bug, Config, Run, Simulator};
 
-/// Seeds CI runs: about ten seconds in a debug build.
+/// Seeds CI runs: about 25 seconds in a debug build (0.1 s a seed on a busy machine).
 const CI_SEEDS: u64 = 200;
 /// A broken build must be caught by a seed below this.
 const BROKEN_BUILD_SEEDS_MAX: u64 = 1_000;
@@ -72,4 +72,29 @@ fn each_broken_build_is_caught_within_the_first_thousand_seeds() {
         let correct = sim.run(&Config::new(caught.seed));
         assert!(correct.violation.is_none(), "{}", explain(&correct));
     }
+}
+
+/// The third broken build: the production dispatcher, made to send again when a send's outcome
+/// is unknown. The provider sees a request no attempt on record accounts for, or a template
+/// action's write made twice.
+#[test]
+fn a_dispatcher_that_resends_after_unknown_is_caught_within_the_first_thousand_seeds() {
+    let sim = Simulator::new();
+    let caught = (0..BROKEN_BUILD_SEEDS_MAX).find_map(|seed| {
+        let run = sim.run(&Config {
+            bug: Some(Bug::ResendAfterUnknown),
+            ..Config::new(seed)
+        });
+        run.violation.is_some().then_some(run)
+    });
+    let caught = caught.expect("resend-after-unknown passed 1,000 seeds");
+    let violation = caught.violation.as_deref().unwrap_or_default();
+    assert!(
+        violation.starts_with("durable intent") || violation.contains("provider writes"),
+        "{}",
+        explain(&caught)
+    );
+    // The same seed on the correct dispatcher keeps every invariant.
+    let correct = sim.run(&Config::new(caught.seed));
+    assert!(correct.violation.is_none(), "{}", explain(&correct));
 }

@@ -91,8 +91,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// Run the deterministic simulator: --seeds N, or --seed S to replay one and print its log.
     Sim(commands::sim::Args),
-    /// The bundled refund worker (what `steward chaos` drives by default).
-    #[command(hide = true)]
+    /// The example crash-safe refund worker on the Rust client (what `steward chaos` drives by
+    /// default); its key comes from STEWARD_API_KEY, its server from STEWARD_URL.
     RefundWorker(steward_refund_worker::Args),
 }
 

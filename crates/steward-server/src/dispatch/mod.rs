@@ -11,19 +11,22 @@
 //!    halted environment leaves it `ready` (`park.rs`). An effect an approval releases takes
 //!    them in the decision's own transaction (`Store::decide_and_begin`, `release.rs`); one
 //!    released later (a resume, a replay, a takeover) as separate transactions ([`dispatch`]);
-//! 4. only then is the request sent, with a deadline;
+//! 4. only then is the request sent, with a deadline, through `AppState::transport`
+//!    (`transport.rs`: the HTTP client in a server process, a simulated network in `steward-sim`);
 //! 5. the answer is classified honestly and committed (with the request's `Idempotency-Key`
 //!    marked answered); a crash before this step leaves the effect `dispatching`, owned by this
 //!    replica, which a recovery sweep turns into `unknown` (at start-up with the embedded store;
 //!    within a lease on a shared one).
 
 pub(crate) mod answer;
+pub mod defect;
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
 pub(crate) mod release;
 pub(crate) mod request;
 pub(crate) mod reserve;
+pub mod transport;
 
 use crate::crash;
 use crate::effect_error::{EffectError, EffectResult};
@@ -156,7 +159,15 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
         // Someone else moved it first (another replica, another request): nothing to do here.
         return Ok(());
     }
-    let effect_key = effect.effect.provider_idempotency_key.as_deref();
+    let effect_key = match start {
+        Start::First => effect.effect.provider_idempotency_key.clone(),
+        Start::Replay => defect::replay_key(
+            state.defect,
+            effect.effect.provider_idempotency_key.clone(),
+            number,
+        ),
+    };
+    let effect_key = effect_key.as_deref();
     let (prepared, host) = match checked(state, inv, &def, effect_key, None).await {
         Ok(checked) => checked,
         Err(blocked) => return refuse(state, inv, start, blocked).await,
@@ -284,6 +295,9 @@ async fn send_and_record(
     // Step 4: send, with a deadline shorter than the SDK's own timeout.
     let started = std::time::Instant::now();
     let mut sent = send(state, prepared).await?;
+    if state.defect == Some(defect::Defect::ResendAfterUnknown) && outcome_unknown(&sent.report) {
+        sent = send(state, prepared).await?;
+    }
     state.metrics.dispatch_latency(started.elapsed());
     if let (
         Some(verify),
@@ -297,6 +311,13 @@ async fn send_and_record(
 
     // Step 5: classify and record.
     record_answer(state, inv, number, sent, prepared, answers_request).await
+}
+
+/// True when `report` leaves the attempt `unknown` (for [`defect::Defect::ResendAfterUnknown`]).
+fn outcome_unknown(report: &AttemptReport) -> bool {
+    let event = classify(report).event;
+    steward_core::next(EffectState::Dispatching, event)
+        .is_ok_and(|(to, _)| to == EffectState::Unknown)
 }
 
 /// What the invoke path did with a submission.
@@ -350,6 +371,11 @@ pub async fn submit_and_dispatch(
         impact: reserve::request(state, &inv, def),
         begin,
     };
+    // A broken build only: the request leaves before anything is committed.
+    let early = match state.defect {
+        Some(defect::Defect::SendBeforeAttemptIsDurable) => Some(send(state, &prepared).await?),
+        _ => None,
+    };
     let started = std::time::Instant::now();
     let submitted = state
         .store
@@ -367,9 +393,14 @@ pub async fn submit_and_dispatch(
         Some(FirstAttemptOutcome::Begun) => {
             progress.report(Stage::Dispatching);
             let key = submission.idempotency_key.clone();
-            send_and_record(state, &inv, def, 1, &prepared, key)
-                .instrument(tracing::info_span!("steward.dispatch", attempt = 1))
-                .await?
+            match early {
+                Some(sent) => record_answer(state, &inv, 1, sent, &prepared, key).await?,
+                None => {
+                    send_and_record(state, &inv, def, 1, &prepared, key)
+                        .instrument(tracing::info_span!("steward.dispatch", attempt = 1))
+                        .await?
+                }
+            }
         }
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
         Some(FirstAttemptOutcome::Halted) => {
@@ -435,18 +466,17 @@ async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
             }))
         }
     };
-    let response = match state.http.execute(request).await {
-        Ok(r) => r,
-        Err(e) => return Ok(no_answer(transport_failure(e))),
+    let exchange = match state.transport.execute(request).await {
+        Ok(exchange) => exchange,
+        Err(failure) => return Ok(no_answer(failure.report())),
     };
     crash::reach(state, CrashPoint::ServerAfterSend)?;
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let bytes = match answer::read_capped(response, answer::PROVIDER_ANSWER_BYTES_MAX).await {
-        Ok(b) => b.bytes,
-        Err(e) => {
+    let status = exchange.status;
+    let bytes = match exchange.body {
+        Ok(bytes) => bytes,
+        Err(failure) => {
             return Ok(Answer {
-                report: transport_failure(e),
+                report: failure.report(),
                 status: Some(status),
                 body: None,
                 external_reference: None,
@@ -457,7 +487,7 @@ async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
     crash::reach(state, CrashPoint::ServerAfterResponse)?;
     let body = parse_body(&bytes);
     let adapter = prepared.adapter.as_ref().map(|(a, spec)| (*a, spec));
-    let reading = crate::adapters::read_answer(adapter, status, &headers, &body);
+    let reading = crate::adapters::read_answer(adapter, status, &exchange.headers, &body);
     Ok(Answer {
         report: AttemptReport::Answered {
             status,
@@ -469,40 +499,6 @@ async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
         external_reference: reading.reference,
         verified: None,
     })
-}
-
-/// What a transport error says about whether the request left.
-fn transport_failure(err: reqwest::Error) -> AttemptReport {
-    // The client refused to build or start the request (a URL or header it cannot carry): it
-    // never opened a connection for it.
-    if err.is_builder() {
-        AttemptReport::NotBuilt {
-            reason: describe(err),
-        }
-    } else if err.is_connect() {
-        AttemptReport::NotConnected {
-            reason: describe(err),
-        }
-    } else if err.is_timeout() {
-        AttemptReport::TimedOut
-    } else {
-        AttemptReport::BrokenAfterSend {
-            reason: describe(err),
-        }
-    }
-}
-
-/// A transport error's chain, without the URL (a template may put a secret in its query).
-fn describe(err: reqwest::Error) -> String {
-    let err = err.without_url();
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// The answer's JSON, or its text when it is not JSON (cut only once it is redacted, so that no
@@ -669,22 +665,5 @@ mod tests {
             stored.as_str().unwrap().len(),
             RESPONSE_BODY_BYTES_MAX + " [truncated]".len()
         );
-    }
-
-    #[tokio::test]
-    async fn a_request_the_client_cannot_build_is_classified_never_sent() {
-        let client = reqwest::Client::new();
-        let err = client
-            .post("http://127.0.0.1:9/x")
-            .header("x-note", "a\r\nX-Evil: 1")
-            .send()
-            .await
-            .expect_err("a header value with CR LF cannot be sent");
-        let report = transport_failure(err);
-        assert!(
-            matches!(report, AttemptReport::NotBuilt { .. }),
-            "{report:?}"
-        );
-        assert_eq!(classify(&report).event, EffectEvent::NotSent);
     }
 }

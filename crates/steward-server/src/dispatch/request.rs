@@ -81,7 +81,7 @@ pub fn build(
         None => builder,
     };
     builder.build().map_err(|e| {
-        let why = steward_core::redact(&super::describe(e), &secrets);
+        let why = steward_core::redact(&super::transport::describe(e), &secrets);
         Blocked::new(
             REQUEST_INVALID,
             format!("the request could not be built: {why}"),

@@ -251,4 +251,44 @@ mod tests {
         let unlisted: Vec<_> = minted.iter().filter(|(c, _)| find(c).is_none()).collect();
         assert!(unlisted.is_empty(), "codes not in CODES: {unlisted:?}");
     }
+
+    /// docs/ERRORS.md describes every code of the table under a `### `code`` heading whose first
+    /// line gives the code's HTTP status, and describes no code the table lacks: a code cannot
+    /// be added, dropped or moved to another status without its reference page following.
+    #[test]
+    fn errors_md_describes_every_code_with_its_status() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ERRORS.md");
+        let text = std::fs::read_to_string(&path).expect("docs/ERRORS.md is readable");
+        let lines: Vec<&str> = text.lines().collect();
+        let mut described = std::collections::BTreeMap::new();
+        for (at, line) in lines.iter().enumerate() {
+            let Some(code) = line.strip_prefix("### `").and_then(|l| l.strip_suffix('`')) else {
+                continue;
+            };
+            assert!(
+                find(code).is_some(),
+                "docs/ERRORS.md describes `{code}`, which is not in CODES"
+            );
+            let first = lines[at + 1..]
+                .iter()
+                .find(|l| !l.trim().is_empty())
+                .copied()
+                .unwrap_or_default();
+            assert!(
+                described.insert(code, first).is_none(),
+                "docs/ERRORS.md describes `{code}` twice"
+            );
+        }
+        for c in CODES {
+            let first = described
+                .get(c.code)
+                .unwrap_or_else(|| panic!("docs/ERRORS.md has no `### `{}`` section", c.code));
+            let status = format!("HTTP {}", c.status.as_u16());
+            assert!(
+                first.contains(&status),
+                "docs/ERRORS.md: `{}` should open with its status {status}: {first}",
+                c.code
+            );
+        }
+    }
 }

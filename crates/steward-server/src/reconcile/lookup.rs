@@ -122,17 +122,20 @@ pub async fn get(
     for (name, value) in headers {
         request = request.header(name.as_str(), value.as_str());
     }
-    let response = request.send().await.map_err(|e| Finding::Inconclusive {
+    let request = request.build().map_err(|e| Finding::Inconclusive {
         detail: format!("lookup failed: {}", e.without_url()),
     })?;
-    let status = response.status().as_u16();
-    let read = crate::dispatch::answer::read_capped(
-        response,
-        crate::dispatch::answer::PROVIDER_ANSWER_BYTES_MAX,
-    )
-    .await;
-    let body = read
+    let exchange = state
+        .transport
+        .execute(request)
+        .await
+        .map_err(|f| Finding::Inconclusive {
+            detail: format!("lookup failed: {}", f.summary),
+        })?;
+    let status = exchange.status;
+    let body = exchange
+        .body
         .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b.bytes).ok());
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
     Ok(Looked { status, body })
 }

@@ -229,29 +229,27 @@ pub async fn read_back(
             .map_err(|b| b.message)?;
         opened.allow_host(&host).map_err(|b| b.message)?;
     }
-    let answer = state
+    let request = state
         .http
         .get(&url)
         .timeout(state.dispatch_timeout)
-        .send()
-        .await;
+        .build()
+        .map_err(|e| redact(&format!("read-back failed: {}", e.without_url()), &values))?;
+    let answer = state.transport.execute(request).await;
     let answer =
-        answer.map_err(|e| redact(&format!("read-back failed: {}", e.without_url()), &values))?;
-    let status = answer.status().as_u16();
+        answer.map_err(|f| redact(&format!("read-back failed: {}", f.summary), &values))?;
+    let status = answer.status;
     if status != spec.status {
         return Err(format!(
             "read-back answered {status}, expected {}",
             spec.status
         ));
     }
-    let body: Value = crate::dispatch::answer::read_capped(
-        answer,
-        crate::dispatch::answer::PROVIDER_ANSWER_BYTES_MAX,
-    )
-    .await
-    .ok()
-    .and_then(|b| serde_json::from_slice(&b.bytes).ok())
-    .unwrap_or(Value::Null);
+    let body: Value = answer
+        .body
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
     // What did not match may quote the provider's answer.
     matches(spec, &body, &inv.input, response).map_err(|e| redact(&e, &values))
 }

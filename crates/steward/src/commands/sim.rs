@@ -26,8 +26,8 @@ pub struct Args {
     /// depend on which job runs it). Default: the number of CPUs.
     #[arg(long)]
     jobs: Option<usize>,
-    /// Break the simulated server on purpose, to see the checks catch it:
-    /// replay-without-idempotency or skip-durable-attempt.
+    /// Run a broken build of the dispatcher on purpose, to see the checks catch it:
+    /// replay-without-idempotency, skip-durable-attempt or resend-after-unknown.
     #[arg(long, value_parser = parse_bug)]
     bug: Option<Bug>,
 }

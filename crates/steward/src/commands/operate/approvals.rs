@@ -72,7 +72,9 @@ async fn decide(
     let remote = Remote::connect(remote)?;
     let path = format!("/approvals/{}/{decision}", segment(id));
     let data = remote.post(&path, &json!({"note": note})).await?;
-    // The answer is the approval, or `{approval, invocation}`.
+    // The answer is the approval, or `{approval, invocation}`: the invocation as the decision's
+    // dispatch left it, when the decision released it.
+    let invocation = data.get("invocation").filter(|i| i.is_object()).cloned();
     let approval = data.get("approval").cloned().unwrap_or(data);
     // The API answers a decision on a settled approval with the approval unchanged; a person
     // at a terminal must not mistake that for their decision.
@@ -85,7 +87,30 @@ async fn decide(
         anyhow::bail!("approval {id} is already {status}; your {decision} changed nothing");
     }
     remote.print(&approval, show);
+    // `--json` prints the approval as before; a person also reads what the dispatch did.
+    if let (Some(invocation), false) = (invocation, remote.json) {
+        println!("\n{}", dispatched(&invocation));
+    }
     Ok(())
+}
+
+/// What the released invocation's dispatch did, in one line: a person who approved a refund
+/// wants to know whether it happened without a second command.
+fn dispatched(inv: &Value) -> String {
+    let status = inv["status"].as_str().unwrap_or("unknown");
+    let mut line = format!("dispatched: {} is {status}", text(&inv["id"]));
+    if let Some(grade) = inv["grade"].as_str() {
+        line.push_str(&format!(" (grade {grade})"));
+    }
+    match status {
+        "unknown" => line.push_str(&format!(
+            "; the provider may have acted and the reconciler is settling it: steward effects show {}",
+            text(&inv["effectId"])
+        )),
+        "pending_approval" => line.push_str("; it needs more approvals"),
+        _ => {}
+    }
+    line
 }
 
 /// `approved 1/2` style progress.
