@@ -70,7 +70,7 @@ pub use listener::{
 pub use mcp::derive::{
     KeyPolicy as McpKeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
-pub use metrics::Metrics;
+pub use metrics::{ConnectionOpen, DispatchInFlight, Metrics};
 pub use progress::Progress;
 pub use reconcile::{reconcile, Reconciled};
 pub use replica::{
@@ -78,7 +78,9 @@ pub use replica::{
     REPLICA_LEASE_MS_MIN,
 };
 pub use router::app;
-pub use serve::{open_store, serve, ServerConfig, DATABASE_FILE};
+pub use serve::{
+    open_existing_store, open_store, serve, ServerConfig, DATABASE_FILE, SHUTDOWN_GRACE_MS_DEFAULT,
+};
 pub use start_error::StartError;
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,

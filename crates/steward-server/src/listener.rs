@@ -25,9 +25,11 @@
 //! the oldest connection with no request in flight and waits for it to go, or backs off
 //! [`ACCEPT_ERROR_BACKOFF_MS`] when there is none.
 //!
-//! Graceful shutdown: on the signal the listener closes, idle connections and those still
-//! waiting for a request's head close at once, and requests in flight finish before their
-//! connections close; [`run`] returns when all are gone.
+//! Graceful shutdown: on the signal the listener closes (a new connection is refused), idle
+//! connections and those still waiting for a request's head close at once, event streams
+//! (`text/event-stream` answers) end, and requests in flight finish before their connections
+//! close; [`run`] returns when all are gone, or when the grace it is given has run out (the
+//! connections still open then are cut when the process exits).
 
 use axum::body::Body;
 use axum::Router;
@@ -47,6 +49,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tower::Service;
+
+use crate::metrics::{ConnectionOpen, Metrics};
 
 /// How long a client has to send a request's head, in milliseconds. A head is a few hundred
 /// bytes to a few KiB: ten seconds covers a slow mobile link many times over, and a client that
@@ -91,13 +95,17 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` turns true, then drains (module docs).
+/// Serves `router` on `listener` until `shutdown` turns true, then drains for at most `grace`
+/// (module docs). Returns how many connections were still open when the grace ran out (0 when
+/// every one finished).
 pub async fn run(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    grace: Duration,
+    metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
-) {
+) -> usize {
     assert!(
         limits.connections_max > 0,
         "connections_max must be positive"
@@ -119,6 +127,7 @@ pub async fn run(
                 }
                 let _ = stream.set_nodelay(true);
                 let connection = registry.open();
+                let counted = metrics.connection_open();
                 tokio::spawn(serve_connection(
                     stream,
                     router.clone(),
@@ -126,7 +135,7 @@ pub async fn run(
                     registry.clone(),
                     limits,
                     shutdown.clone(),
-                    alive.clone(),
+                    (alive.clone(), counted),
                 ));
             }
             // The client gave up between its connect and our accept: nothing to do.
@@ -137,6 +146,7 @@ pub async fn run(
                 ) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed; freeing a connection and retrying");
+                metrics.accept_failed();
                 let changed = registry.changed.notified();
                 let wait = Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS);
                 if registry.evict_oldest_waiting() {
@@ -153,7 +163,10 @@ pub async fn run(
     }
     drop(listener);
     drop(alive);
-    let _ = drained.recv().await;
+    match tokio::time::timeout(grace, drained.recv()).await {
+        Ok(_) => 0,
+        Err(_) => registry.open_count(),
+    }
 }
 
 /// Waits until one more connection fits under the cap, closing the oldest connection with no
@@ -184,7 +197,8 @@ async fn serve_connection(
     registry: Arc<Registry>,
     limits: ConnectionLimits,
     mut shutdown: watch::Receiver<bool>,
-    _alive: mpsc::Sender<()>,
+    // Held until the connection closes: the drain's sender, and the open-connections gauge.
+    (_alive, counted): (mpsc::Sender<()>, ConnectionOpen),
 ) {
     let io = TokioIo::new(Watched {
         inner: stream,
@@ -192,14 +206,22 @@ async fn serve_connection(
     });
     let in_flight = connection.clone();
     let body_read_timeout = limits.body_read_timeout;
+    let stop = shutdown.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = in_flight.begin_request();
         let mut router = router.clone();
         let request = request.map(|body| timed(body, body_read_timeout));
+        let stop = stop.clone();
         async move {
             let response = router.call(request).await?;
+            let streams = is_event_stream(&response);
             // The request stays in flight until hyper has written (and dropped) the body.
             Ok::<_, std::convert::Infallible>(response.map(|body| {
+                let body = if streams {
+                    until_shutdown(body, stop)
+                } else {
+                    body
+                };
                 Body::new(Guarded {
                     inner: body,
                     _guard: guard,
@@ -239,12 +261,14 @@ async fn serve_connection(
             () = connection.wake.notified() => {
                 if connection.evicted.load(Ordering::SeqCst) {
                     tracing::debug!(connection = connection.id, "closed to make room");
+                    counted.metrics().connection_closed("evicted");
                     break;
                 }
             }
             () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                 if let Some(reason) = connection.expired(&limits, Instant::now()) {
                     tracing::debug!(connection = connection.id, reason, "connection timed out");
+                    counted.metrics().connection_closed(reason);
                     break;
                 }
             }
@@ -496,6 +520,58 @@ impl hyper::body::Body for Guarded {
     }
 }
 
+/// Whether `response` is an event stream, which never ends on its own.
+fn is_event_stream(response: &axum::response::Response) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// An event stream's body, ended at shutdown: it would otherwise hold its connection, and the
+/// drain, until the grace ran out. Its client reconnects (to another replica, or to this one
+/// restarted) with `Last-Event-ID` and misses nothing.
+fn until_shutdown(body: Body, mut shutdown: watch::Receiver<bool>) -> Body {
+    let stopped = Box::pin(async move {
+        // An error means the sender is gone: the server is stopping either way.
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    });
+    Body::new(UntilShutdown {
+        inner: body,
+        stopped: Some(stopped),
+    })
+}
+
+struct UntilShutdown {
+    inner: Body,
+    /// `None` once shutdown came: the body has ended.
+    stopped: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl hyper::body::Body for UntilShutdown {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let Some(stopped) = self.stopped.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if stopped.as_mut().poll(cx).is_ready() {
+            self.stopped = None;
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
 /// The request body, cut off at `timeout` from now; one with nothing to read is left as it is.
 fn timed(body: Incoming, timeout: Duration) -> Body {
     use hyper::body::Body as _;
@@ -564,6 +640,58 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             connections_max: 2,
         }
+    }
+
+    #[tokio::test]
+    async fn open_connections_and_the_ones_the_server_closes_are_counted() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let metrics = Arc::new(Metrics::default());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let limits = ConnectionLimits {
+            idle_timeout: Duration::from_millis(200),
+            ..limits()
+        };
+        let (stop, stopped) = watch::channel(false);
+        let served = tokio::spawn(run(
+            listener,
+            router,
+            limits,
+            Duration::from_secs(5),
+            metrics.clone(),
+            stopped,
+        ));
+        let gauge = |m: &Metrics| m.render(&[]);
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = [0u8; 512];
+        let n = client.read(&mut answer).await.unwrap();
+        assert!(answer[..n].starts_with(b"HTTP/1.1 200"), "{answer:?}");
+        assert!(gauge(&metrics).contains("steward_http_connections_open 1"));
+        // Idle past the timeout: the server closes it, and says why.
+        let closed = tokio::time::timeout(Duration::from_secs(5), client.read(&mut answer))
+            .await
+            .expect("the server closed the idle connection");
+        assert_eq!(closed.unwrap(), 0);
+        let settled = async {
+            while !gauge(&metrics).contains("steward_http_connections_open 0") {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), settled)
+            .await
+            .expect("the gauge fell back to 0");
+        let text = gauge(&metrics);
+        assert!(
+            text.contains("steward_http_connections_closed_total{reason=\"idle timeout\"} 1"),
+            "{text}"
+        );
+        stop.send(true).unwrap();
+        assert_eq!(served.await.unwrap(), 0, "nothing left open at shutdown");
     }
 
     #[tokio::test]

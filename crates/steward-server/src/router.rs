@@ -47,7 +47,12 @@ pub(crate) fn router(
     // The console's pages are HTML, so they stay outside `edge`, whose safety net turns every
     // error answer into the API's JSON envelope; they get the request log all the same.
     let console = crate::console::routes(console).layer(middleware::from_fn(request_context));
-    edge(top.merge(v2)).merge(console).with_state(state)
+    // Outermost, so it counts the answer as sent (`metrics.rs`).
+    let counted = middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track_http);
+    edge(top.merge(v2))
+        .merge(console)
+        .layer(counted)
+        .with_state(state)
 }
 
 /// `GET /readyz`: 200 while the store answers a read and holds the schema this build serves;

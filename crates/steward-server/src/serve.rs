@@ -13,10 +13,16 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use steward_store::{PostgresStore, SqliteStore, Store, Sweep};
+use steward_store::{PostgresStore, SqliteStore, Store, StoreError, Sweep};
 
 /// The embedded database's file name inside the data directory.
 pub const DATABASE_FILE: &str = "steward.db";
+
+/// How long a stopping server lets requests and dispatches in flight finish, in milliseconds:
+/// the default dispatch deadline (`DISPATCH_TIMEOUT_MS_DEFAULT`, 10 s) and five more to record
+/// the answer, so a provider call sent just before the signal still ends recorded. Keep the
+/// supervisor's stop timeout above it (systemd `TimeoutStopSec`, compose `stop_grace_period`).
+pub const SHUTDOWN_GRACE_MS_DEFAULT: u64 = 15_000;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -57,6 +63,9 @@ pub struct ServerConfig {
     /// How often and how long webhook deliveries are retried before an event is dead-lettered
     /// (`--webhook-retry-*`; `webhooks/retry.rs`).
     pub webhook_retry: crate::RetrySchedule,
+    /// How long, once `shutdown` resolves, requests and dispatches in flight have to finish
+    /// ([`SHUTDOWN_GRACE_MS_DEFAULT`]).
+    pub shutdown_grace: Duration,
 }
 
 /// Opens the store: the PostgreSQL database at `database` when given (applying its schema
@@ -80,6 +89,28 @@ pub async fn open_store(
                 }
             })?,
         )),
+    }
+}
+
+/// Opens the store a server made, for every command but `serve`: the embedded store only when
+/// the data directory holds one, the PostgreSQL database only when it holds a Steward schema.
+/// It never creates one, so a key made by `steward keys` outside the server's data directory is
+/// refused rather than written to a new store no server reads. An existing store is migrated as
+/// by [`open_store`].
+pub async fn open_existing_store(
+    data_dir: &Path,
+    database: Option<&str>,
+) -> Result<Arc<dyn Store>, StartError> {
+    match database {
+        Some(url) => match PostgresStore::connect_existing(url).await {
+            Ok(store) => Ok(Arc::new(store)),
+            Err(StoreError::NotFound { .. }) => Err(StartError::NoSharedStore),
+            Err(e) => Err(StartError::OpenPostgres(e)),
+        },
+        None if !data_dir.join(DATABASE_FILE).is_file() => Err(StartError::NoEmbeddedStore {
+            data_dir: data_dir.to_path_buf(),
+        }),
+        None => open_store(data_dir, None).await,
     }
 }
 
@@ -190,10 +221,23 @@ pub async fn serve(
         Some(metrics_addr) => Some(bind(metrics_addr, " for metrics").await?),
         None => None,
     };
+    let grace = config.shutdown_grace;
+    let metrics = state.metrics.clone();
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop.send(true);
+    let signalled = Arc::new(std::sync::OnceLock::new());
+    tokio::spawn({
+        let (signalled, metrics) = (signalled.clone(), metrics.clone());
+        async move {
+            shutdown.await;
+            let _ = signalled.set(tokio::time::Instant::now());
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                dispatches_in_flight = metrics.dispatches_in_flight(),
+                "shutting down: new connections are refused; requests and dispatches in flight \
+                 have the grace to finish"
+            );
+            let _ = stop.send(true);
+        }
     });
     let limits = config.connection_limits;
     let metrics_served = metrics_listener.map(|(metrics_listener, metrics_addr)| {
@@ -203,22 +247,53 @@ pub async fn serve(
             metrics_listener,
             crate::api::metrics_router(state.clone(), config.metrics_token.clone()),
             limits,
+            grace,
+            metrics.clone(),
             stopped.clone(),
         ))
     });
     println!("listening on http://{addr}");
     tracing::info!(%addr, "steward is ready");
-    crate::listener::run(
+    let connections_left = crate::listener::run(
         listener,
         crate::router::router(state, config.metrics_token, mcp, config.console),
         limits,
+        grace,
+        metrics.clone(),
         stopped,
     )
     .await;
+    // A dispatch whose client went away runs on in its own task, outside any connection.
+    let since = signalled
+        .get()
+        .copied()
+        .unwrap_or_else(tokio::time::Instant::now);
+    let dispatches_left = metrics.dispatches_settled(since + grace).await;
     if let Some(metrics_served) = metrics_served {
         metrics_served.await.map_err(StartError::MetricsListener)?;
     }
+    stopped_log(connections_left, dispatches_left, since.elapsed());
     Ok(())
+}
+
+/// The last line a stopping server logs: whether everything in flight finished.
+fn stopped_log(connections_left: usize, dispatches_left: u64, took: Duration) {
+    let took_ms = took.as_millis() as u64;
+    if connections_left == 0 && dispatches_left == 0 {
+        tracing::info!(
+            took_ms,
+            "shutdown complete: every request answered, every dispatch recorded"
+        );
+    } else {
+        tracing::warn!(
+            took_ms,
+            connections_left,
+            dispatches_left,
+            "shutdown grace ran out: what was still in flight is cut; an attempt whose answer \
+             was not recorded is taken over as unknown at the next start and settled by the \
+             reconciler"
+        );
+    }
 }
 
 /// Binds `addr` and answers the address it got (the real port when `addr` asked for port 0).

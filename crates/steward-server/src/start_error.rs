@@ -1,5 +1,5 @@
 //! Why the server could not start or stopped serving: the errors of [`crate::serve`],
-//! [`crate::open_store`] and [`crate::lock_data_dir`]. A library error (no `anyhow` here): the
+//! [`crate::open_store`], [`crate::open_existing_store`] and [`crate::lock_data_dir`]. A library error (no `anyhow` here): the
 //! binary prints it with its source chain. None of them carries a connection string or a key.
 
 use crate::mcp::http::InvalidHostName;
@@ -19,6 +19,24 @@ pub enum StartError {
         #[source]
         source: StoreError,
     },
+    /// A command other than `serve` found no store to open: only `serve` creates one.
+    #[error(
+        "no Steward store in {} (there is no {} in it): only `steward serve` creates a store. \
+         Point --data (or STEWARD_DATA) at the data directory of your server, or start \
+         `steward serve --data {}` once to create one there",
+        data_dir.display(),
+        crate::serve::DATABASE_FILE,
+        data_dir.display()
+    )]
+    NoEmbeddedStore { data_dir: PathBuf },
+    /// The same for `--database`; the connection string is not repeated (it may hold a
+    /// password).
+    #[error(
+        "the PostgreSQL database holds no Steward store (no steward_migrations table): only \
+         `steward serve --database` creates one. Check the database name in --database (or \
+         STEWARD_DATABASE_URL), or start a server on it once"
+    )]
+    NoSharedStore,
     #[error(
         "another `steward serve` is already serving {} (it holds {}): the embedded store \
          serves one process at a time. Stop it first, or run several replicas on one \

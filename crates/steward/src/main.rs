@@ -32,7 +32,8 @@ struct Cli {
     log_format: commands::LogFormat,
 }
 
-/// Where the embedded store lives; shared by every command that reads or writes it.
+/// Where the embedded store lives; shared by every command that reads or writes it. Only
+/// `serve` creates a store there; the other commands refuse a directory that holds none.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DataArgs {
     /// The data directory (database, master key).
@@ -54,6 +55,9 @@ enum Command {
     /// Check the audit log.
     #[command(subcommand)]
     Audit(commands::audit::Command),
+    /// Copy the embedded store while the server runs (SQLite's online backup) to a file that
+    /// `serve --data` starts from, as `steward.db` beside the master key.
+    Backup(commands::backup::Args),
     /// Run the safe provider fixture (a Stripe-shaped refunds API that counts writes).
     Fixture(commands::fixture::Args),
     /// Kill a worker (or the server) in every crash window, restart it, and count provider writes.
@@ -117,6 +121,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(args) => commands::serve::run(args).await,
             Command::Keys(command) => commands::keys::run(command).await,
             Command::Audit(command) => commands::audit::run(command).await,
+            Command::Backup(args) => commands::backup::run(args).await,
             Command::Fixture(args) => commands::fixture::run(args).await,
             Command::Chaos(args) => commands::chaos::run(args).await,
             Command::Bench(args) => commands::bench::run(args).await,

@@ -288,6 +288,8 @@ async fn send_and_record(
     prepared: &Prepared,
     answers_request: Option<IdempotencyKey>,
 ) -> EffectResult<Option<InvocationRecord>> {
+    // What a graceful shutdown waits for (`serve.rs`): the answer recorded, or the grace out.
+    let _in_flight = state.metrics.dispatch_in_flight();
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
 
     // Step 4: send, with a deadline shorter than the SDK's own timeout.

@@ -29,6 +29,7 @@ mod catalog;
 pub(crate) mod conn;
 mod connections;
 mod effects;
+mod existing;
 mod idempotency;
 mod identity;
 mod kill_switch;

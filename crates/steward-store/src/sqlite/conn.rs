@@ -330,6 +330,7 @@ impl Pool {
             source: Some(Box::new(e)),
         })?;
         let writer = open_connection(path)?;
+        super::version::refuse_newer(&writer, path)?;
         writer
             .execute_batch(super::schema::SCHEMA)
             .map_err(unavailable)?;
@@ -401,7 +402,12 @@ impl Pool {
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;
         super::audit_log::migrate(&tx)?;
+        super::version::record(&tx)?;
         tx.commit().map_err(unavailable)?;
+        tracing::info!(
+            version = super::version::SCHEMA_VERSION,
+            "embedded schema is current"
+        );
         if rebuilt {
             // The rebuild wrote every row of those tables to the WAL once more: copy it into
             // the database file and give the space back. Best effort: a reader in another

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit_log;
+mod backup;
 mod budgets;
 mod catalog;
 mod conn;
@@ -20,9 +21,11 @@ mod replicas;
 mod rows;
 mod runs;
 mod schema;
+mod version;
 mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
+pub use backup::BackupReport;
 use conn::{blocking, Pool};
 use std::path::Path;
 use std::sync::Arc;

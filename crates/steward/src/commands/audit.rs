@@ -3,7 +3,7 @@
 
 use crate::DataArgs;
 use std::process::ExitCode;
-use steward_server::open_store;
+use steward_server::open_existing_store;
 use steward_store::verify_log;
 
 /// Events read per page while verifying.
@@ -21,7 +21,7 @@ pub enum Command {
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     let Command::Verify { data } = command;
-    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
     match verify_log(store.as_ref(), AUDIT_PAGE_EVENTS, |_| {}).await? {
         Ok(report) => {
             let total = report.sealed as u64 + report.unsealed;

@@ -8,7 +8,7 @@ use crate::DataArgs;
 use anyhow::{bail, Context};
 use std::process::ExitCode;
 use steward_core::{EnvironmentId, KeyId, Millis, Role};
-use steward_server::{generate_token, hash_token, open_store, Clock, SystemClock};
+use steward_server::{generate_token, hash_token, open_existing_store, Clock, SystemClock};
 use steward_store::{Actor, ApiKeyRecord, KeyRotation};
 
 /// The longest `--expires-in` or `--overlap-s` accepted, in seconds (ten years): longer is
@@ -193,7 +193,7 @@ async fn create(
     let scopes = scopes_of(role.as_deref(), scopes)?;
     let now = SystemClock.now();
     let expires_at = expires_at(now, expires_in.as_deref())?;
-    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
     let actor = Actor::system(now);
     let environment = store
         .ensure_environment(
@@ -222,7 +222,7 @@ async fn create(
 
 /// `keys list`.
 async fn list(data: DataArgs) -> anyhow::Result<ExitCode> {
-    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
     let now = SystemClock.now();
     println!("id\tname\tenvironment\tscopes\tcreated\texpires\tlast_used\tstate");
     for key in store.list_keys().await? {
@@ -249,7 +249,7 @@ async fn list(data: DataArgs) -> anyhow::Result<ExitCode> {
 /// `keys revoke`.
 async fn revoke(data: DataArgs, key_id: String) -> anyhow::Result<ExitCode> {
     let id = parse_key_id(&key_id)?;
-    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
     let now = SystemClock.now();
     match store.key(&id).await? {
         None => bail!("no key {id}"),
@@ -280,7 +280,7 @@ async fn rotate(
     }
     let now = SystemClock.now();
     let requested = expires_at(now, expires_in.as_deref())?;
-    let store = open_store(&data.data, data.database.as_deref()).await?;
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
     let Some(old) = store.key(&id).await?.filter(|k| k.usable_at(now)) else {
         bail!("no usable key {id} (it does not exist, or is revoked or expired)");
     };

@@ -1,4 +1,5 @@
 pub mod audit;
+pub mod backup;
 pub mod bench;
 pub mod chaos;
 pub mod fixture;
@@ -11,7 +12,7 @@ pub mod sim;
 pub mod table;
 pub mod telemetry;
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on SIGINT or SIGTERM, and logs which came.
 pub async fn shutdown_signal() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -27,10 +28,11 @@ pub async fn shutdown_signal() {
     };
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
-    }
+    let signal = tokio::select! {
+        () = interrupt => "SIGINT",
+        () = terminate => "SIGTERM",
+    };
+    tracing::info!(signal, "stop signal received");
 }
 
 /// How log lines are written.

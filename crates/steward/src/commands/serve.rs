@@ -8,7 +8,7 @@ use steward_server::{
     serve, ConnectionLimits, ConsoleMode, MetricsToken, ServerConfig, ABSENCE_GRACE_MS_DEFAULT,
     BODY_READ_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT,
     HEADER_READ_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
-    REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
+    REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN, SHUTDOWN_GRACE_MS_DEFAULT,
 };
 use steward_server::{
     McpKeyPolicy as KeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
@@ -127,6 +127,11 @@ pub struct Args {
     /// The longest wait between two attempts at a webhook event, in milliseconds.
     #[arg(long, env = "STEWARD_WEBHOOK_RETRY_MAX_DELAY_MS", default_value_t = WEBHOOK_RETRY_MAX_DELAY_MS_DEFAULT)]
     webhook_retry_max_delay_ms: u64,
+    /// On SIGTERM or SIGINT: how long requests and provider calls in flight get to finish and
+    /// record their answers, in milliseconds (new connections are refused at once). Keep it
+    /// above --dispatch-timeout-ms, and the supervisor's stop timeout above it.
+    #[arg(long, env = "STEWARD_SHUTDOWN_GRACE_MS", default_value_t = SHUTDOWN_GRACE_MS_DEFAULT)]
+    shutdown_grace_ms: u64,
 }
 
 /// `--mcp-missing-operation-key`.
@@ -185,6 +190,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.webhook_retry_first_delay_ms,
             args.webhook_retry_max_delay_ms,
         )?,
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
     };
     let served = serve(config, super::shutdown_signal()).await;
     super::telemetry::shutdown();
