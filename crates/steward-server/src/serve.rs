@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use steward_store::{PostgresStore, SqliteStore, Store, StoreError, Sweep};
 
-/// The embedded database's file name inside the data directory.
-pub const DATABASE_FILE: &str = "steward.db";
+pub use steward_store::DATABASE_FILE;
 
 /// How long a stopping server lets requests and dispatches in flight finish, in milliseconds:
 /// the default dispatch deadline (`DISPATCH_TIMEOUT_MS_DEFAULT`, 10 s) and five more to record
@@ -129,7 +128,7 @@ pub async fn serve(
 ) -> Result<(), StartError> {
     let mcp = crate::mcp::Settings {
         hosts: crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?,
-        keys: config.mcp_keys,
+        keys: config.mcp_keys.clone(),
     };
     if let Some(addr) = config.metrics_listen {
         if !addr.ip().is_loopback() && config.metrics_token.is_none() {
@@ -143,6 +142,14 @@ pub async fn serve(
     } else {
         Some(crate::replica::lock_data_dir(&config.data_dir)?)
     };
+    let state = start(&config, shared).await?;
+    spawn_background(&state, &config, shared);
+    listen(state, config, mcp, shutdown).await
+}
+
+/// Opens the store and the vault, registers this replica, takes over what the previous process
+/// (or an expired replica) left in flight, and builds the state every request shares.
+async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartError> {
     let store = open_store(&config.data_dir, config.database.as_deref()).await?;
     let vault = Vault::open_or_create(&config.data_dir)?;
     let clock = Arc::new(SystemClock);
@@ -193,6 +200,13 @@ pub async fn serve(
         heavy_reads: Arc::default(),
     };
     crate::replica::took_over(&state, &report);
+    Ok(state)
+}
+
+/// The work a server does besides answering: heartbeats and takeover sweeps (replicas),
+/// approval events from other replicas, approval expiry, audit sealing, webhook delivery and the
+/// reconciler.
+fn spawn_background(state: &AppState, config: &ServerConfig, shared: bool) {
     if shared {
         tokio::spawn(crate::replica::heartbeat(state.clone(), config.lease));
         tokio::spawn(crate::replica::sweep(state.clone(), config.lease));
@@ -216,6 +230,16 @@ pub async fn serve(
     if let Some(interval) = config.reconcile_interval {
         tokio::spawn(crate::reconcile::background::run(state.clone(), interval));
     }
+}
+
+/// Serves until `shutdown`, then stops taking work and gives requests and dispatches in flight
+/// the grace to finish.
+async fn listen(
+    state: AppState,
+    config: ServerConfig,
+    mcp: crate::mcp::Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
     let (listener, addr) = bind(config.listen, "").await?;
     let metrics_listener = match config.metrics_listen {
         Some(metrics_addr) => Some(bind(metrics_addr, " for metrics").await?),

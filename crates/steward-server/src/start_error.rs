@@ -1,4 +1,4 @@
-//! Why the server could not start or stopped serving: the errors of [`crate::serve`],
+//! Why the server could not start or stopped serving: the errors of `serve`,
 //! [`crate::open_store`], [`crate::open_existing_store`] and [`crate::lock_data_dir`]. A library error (no `anyhow` here): the
 //! binary prints it with its source chain. None of them carries a connection string or a key.
 
@@ -25,7 +25,7 @@ pub enum StartError {
          Point --data (or STEWARD_DATA) at the data directory of your server, or start \
          `steward serve --data {}` once to create one there",
         data_dir.display(),
-        crate::serve::DATABASE_FILE,
+        steward_store::DATABASE_FILE,
         data_dir.display()
     )]
     NoEmbeddedStore { data_dir: PathBuf },

@@ -246,6 +246,101 @@ fn definition(value: Value) -> ActionDefinition {
     serde_json::from_value(value).expect("the simulated action definitions parse")
 }
 
+/// The simulated environment's actions (a `stripe.refund` adapter action and a governed
+/// template action) and its one money limit, as an operator would create them.
+async fn seed_catalog(
+    store: &SqliteStore,
+    tag: &str,
+    env: &EnvironmentId,
+    by_operator: &Actor,
+) -> Sim<(ActionRecord, ActionRecord, LimitId)> {
+    let now = EPOCH_MS;
+    let record = |id: &str, def: ActionDefinition| ActionRecord {
+        id: ActionId::from_unique(&format!("{tag}{id}")),
+        env_id: env.clone(),
+        name: def.name.clone(),
+        version: 1,
+        definition: def,
+        created_at: Millis(now),
+        updated_at: Millis(now),
+    };
+    let adapter = record(
+        "refund",
+        definition(json!({
+            "name": "refund",
+            "adapter": {"type": "stripe.refund", "config": {"mode": "test", "baseUrl": PROVIDER_URL}, "credentialSecret": CREDENTIAL}
+        })),
+    );
+    let template = record(
+        "notify",
+        definition(json!({
+            "name": "notify", "method": "POST",
+            "urlTemplate": format!("{PROVIDER_URL}/v1/notify/{{{{input.op}}}}"),
+            "governed": true
+        })),
+    );
+    for action in [&adapter, &template] {
+        store
+            .create_action(action, by_operator)
+            .await
+            .map_err(err)?;
+    }
+    let limit = LimitId::from_unique(&format!("{tag}refunds"));
+    let spec = LimitSpec {
+        name: "refunds".into(),
+        dimension: "money".into(),
+        unit: "usd".into(),
+        currency: Some("usd".into()),
+        period: Period::Total,
+        amount: LIMIT_CENTS,
+        action_name: None,
+        resource_prefix: None,
+    };
+    let limit_record = LimitRecord {
+        id: limit.clone(),
+        env_id: env.clone(),
+        spec,
+        archived_at: None,
+        created_at: Millis(now),
+        updated_at: Millis(now),
+    };
+    store
+        .create_limit(&limit_record, by_operator)
+        .await
+        .map_err(err)?;
+    Ok((adapter, template, limit))
+}
+
+/// The provider credential, sealed in a vault with a fixed key.
+async fn seed_secret(
+    store: &SqliteStore,
+    env: &EnvironmentId,
+    by_operator: &Actor,
+) -> Sim<(Vault, SecretRecord)> {
+    let now = EPOCH_MS;
+    let vault = Vault::from_key([7; 32]);
+    let (nonce, ciphertext) = vault
+        .seal(&env, CREDENTIAL, "sk_test_simulated")
+        .map_err(|e| e.to_string())?;
+    let secret = SecretRecord {
+        env_id: env.clone(),
+        name: CREDENTIAL.into(),
+        nonce,
+        ciphertext,
+        description: None,
+        allowed_hosts: None,
+        allowed_placements: None,
+        version: 1,
+        created_at: Millis(now),
+        updated_at: Millis(now),
+    };
+    let secret = store
+        .put_secret(&secret, None, by_operator)
+        .await
+        .map_err(err)?;
+    Ok((vault, secret))
+}
+
 impl World {
     async fn new(config: &Config, shared: &Shared, tag: String) -> Sim<World> {
         let store = shared.store.clone();
@@ -257,80 +352,9 @@ impl World {
             .ensure_environment(&tag, &env, &system)
             .await
             .map_err(err)?;
-        let record = |id: &str, def: ActionDefinition| ActionRecord {
-            id: ActionId::from_unique(&format!("{tag}{id}")),
-            env_id: env.clone(),
-            name: def.name.clone(),
-            version: 1,
-            definition: def,
-            created_at: Millis(now),
-            updated_at: Millis(now),
-        };
-        let adapter = record(
-            "refund",
-            definition(json!({
-                "name": "refund",
-                "adapter": {"type": "stripe.refund", "config": {"mode": "test", "baseUrl": PROVIDER_URL}, "credentialSecret": CREDENTIAL}
-            })),
-        );
-        let template = record(
-            "notify",
-            definition(json!({
-                "name": "notify", "method": "POST",
-                "urlTemplate": format!("{PROVIDER_URL}/v1/notify/{{{{input.op}}}}"),
-                "governed": true
-            })),
-        );
         let by_operator = Actor::key(&operator, Millis(now));
-        for action in [&adapter, &template] {
-            store
-                .create_action(action, &by_operator)
-                .await
-                .map_err(err)?;
-        }
-        let limit = LimitId::from_unique(&format!("{tag}refunds"));
-        let spec = LimitSpec {
-            name: "refunds".into(),
-            dimension: "money".into(),
-            unit: "usd".into(),
-            currency: Some("usd".into()),
-            period: Period::Total,
-            amount: LIMIT_CENTS,
-            action_name: None,
-            resource_prefix: None,
-        };
-        let limit_record = LimitRecord {
-            id: limit.clone(),
-            env_id: env.clone(),
-            spec,
-            archived_at: None,
-            created_at: Millis(now),
-            updated_at: Millis(now),
-        };
-        store
-            .create_limit(&limit_record, &by_operator)
-            .await
-            .map_err(err)?;
-        let vault = Vault::from_key([7; 32]);
-        let (nonce, ciphertext) = vault
-            .seal(&env, CREDENTIAL, "sk_test_simulated")
-            .map_err(|e| e.to_string())?;
-        let secret = SecretRecord {
-            env_id: env.clone(),
-            name: CREDENTIAL.into(),
-            nonce,
-            ciphertext,
-            description: None,
-            allowed_hosts: None,
-            allowed_placements: None,
-            version: 1,
-            created_at: Millis(now),
-            updated_at: Millis(now),
-        };
-        let secret = store
-            .put_secret(&secret, None, &by_operator)
-            .await
-            .map_err(err)?;
+        let (adapter, template, limit) = seed_catalog(&store, &tag, &env, &by_operator).await?;
+        let (vault, secret) = seed_secret(&store, &env, &by_operator).await?;
         let clock = Arc::new(SimClock::default());
         clock.set(now);
         let base = AppState {

@@ -82,7 +82,7 @@ pub use runs::{
     FeedbackRecord, RunApproval, RunBody, RunEnd, RunEndRefusal, RunFilter, RunRecord, RunStatus,
     SpanRecord, SpansIngested,
 };
-pub use sqlite::{BackupReport, SqliteStore};
+pub use sqlite::{BackupReport, SqliteStore, DATABASE_FILE};
 pub use store::Approvals;
 pub use store::AuditLog;
 pub use store::Budgets;

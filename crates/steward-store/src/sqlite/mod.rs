@@ -2,6 +2,9 @@
 //! implemented in the module of its name, beside its SQL: `impl Identity for SqliteStore` in
 //! `identity.rs`, and so on; a method runs on the writer thread (`write`) or a reader (`read`).
 
+/// The embedded store's file in a data directory.
+pub const DATABASE_FILE: &str = "steward.db";
+
 mod approvals;
 mod audit_log;
 mod backup;

@@ -112,114 +112,86 @@ impl Input {
     }
 }
 
-fn build(doc: &Document, settings: &Settings, op: &Op) -> Result<Mapped, Refusal> {
-    if !METHODS.contains(&op.method) {
+/// The input schema of one parameter a template can carry, or `None` for one it leaves out
+/// (with a warning, or silently for a header Steward sets itself); a parameter no template can
+/// send refuses the operation.
+fn parameter_schema(
+    doc: &Document,
+    settings: &Settings,
+    parameter: &Parameter,
+    raw: &Value,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Converted>, Refusal> {
+    let name = parameter.name.as_str();
+    let required = parameter.required == Some(true) || parameter.location == ParameterIn::Path;
+    let location = match parameter.location {
+        ParameterIn::Path => "path",
+        ParameterIn::Query => "query",
+        ParameterIn::Header => "header",
+        ParameterIn::Cookie => "cookie",
+    };
+    if parameter.location == ParameterIn::Header
+        && (IGNORED_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+            || settings
+                .auth
+                .is_some_and(|a| a.header_name.eq_ignore_ascii_case(name)))
+    {
+        return Ok(None);
+    }
+    if !required {
+        warnings.push(format!(
+            "optional {location} parameter {name} left out: a template sends every value it names"
+        ));
+        return Ok(None);
+    }
+    if parameter.location == ParameterIn::Cookie {
         return skip(format!(
-            "{} is not a method a template action calls (GET, POST, PUT, PATCH, DELETE)",
-            op.method
+            "sends the cookie {name}, which a template cannot carry"
         ));
     }
-    own_servers(settings, op)?;
-    let mut input = Input {
-        properties: Map::new(),
-        required: Vec::new(),
-        warnings: Vec::new(),
+    if parameter.content.is_some() {
+        return skip(format!(
+            "describes the {location} parameter {name} by content, a serialization a template cannot build"
+        ));
+    }
+    if !plain_name(name) {
+        return skip(format!(
+            "the {location} parameter {name} cannot be an input name (A-Z a-z 0-9 - _)"
+        ));
+    }
+    let style_ok = match parameter.location {
+        ParameterIn::Query => matches!(parameter.style, None | Some(ParameterStyle::Form)),
+        _ => matches!(parameter.style, None | Some(ParameterStyle::Simple)),
     };
-    let mut headers = BTreeMap::new();
-    if let Some(header) = security(doc, settings, op, &mut input.warnings)? {
-        headers.insert(header.0, header.1);
+    if !style_ok {
+        return skip(format!(
+            "the {location} parameter {name} has a style a template cannot build"
+        ));
     }
-    let mut url = format!("{}{}", settings.base, op.path);
-    let mut query = Vec::new();
-    for (parameter, raw) in parameters(doc, op)? {
-        let name = parameter.name.as_str();
-        let required = parameter.required == Some(true) || parameter.location == ParameterIn::Path;
-        let location = match parameter.location {
-            ParameterIn::Path => "path",
-            ParameterIn::Query => "query",
-            ParameterIn::Header => "header",
-            ParameterIn::Cookie => "cookie",
-        };
-        if parameter.location == ParameterIn::Header
-            && (IGNORED_HEADERS.contains(&name.to_ascii_lowercase().as_str())
-                || settings
-                    .auth
-                    .is_some_and(|a| a.header_name.eq_ignore_ascii_case(name)))
-        {
-            continue;
-        }
-        if !required {
-            input.warnings.push(format!(
-                "optional {location} parameter {name} left out: a template sends every value it names"
-            ));
-            continue;
-        }
-        if parameter.location == ParameterIn::Cookie {
-            return skip(format!(
-                "sends the cookie {name}, which a template cannot carry"
-            ));
-        }
-        if parameter.content.is_some() {
-            return skip(format!(
-                "describes the {location} parameter {name} by content, a serialization a template cannot build"
-            ));
-        }
-        if !plain_name(name) {
-            return skip(format!(
-                "the {location} parameter {name} cannot be an input name (A-Z a-z 0-9 - _)"
-            ));
-        }
-        let style_ok = match parameter.location {
-            ParameterIn::Query => matches!(parameter.style, None | Some(ParameterStyle::Form)),
-            _ => matches!(parameter.style, None | Some(ParameterStyle::Simple)),
-        };
-        if !style_ok {
-            return skip(format!(
-                "the {location} parameter {name} has a style a template cannot build"
-            ));
-        }
-        let mut converted = match raw.get("schema") {
-            Some(s) => schema::convert(&doc.raw, s, name)?,
-            None => return skip(format!("the {location} parameter {name} has no schema")),
-        };
-        if !is_scalar(&converted.schema) {
-            return skip(format!(
-                "the {location} parameter {name} is not a single string, number or boolean"
-            ));
-        }
-        if let (Some(description), Value::Object(s)) =
-            (&parameter.description, &mut converted.schema)
-        {
-            s.entry("description").or_insert_with(|| json!(description));
-        }
-        let placeholder = format!("{{{{input.{name}}}}}");
-        match parameter.location {
-            ParameterIn::Path => {
-                let segment = format!("{{{name}}}");
-                if !url.contains(&segment) {
-                    return skip(format!("the path parameter {name} is not in the path"));
-                }
-                url = url.replace(&segment, &placeholder);
-            }
-            ParameterIn::Query => query.push(format!("{name}={placeholder}")),
-            _ => {
-                headers.insert(name.to_string(), placeholder);
-            }
-        }
-        input.add(name, converted)?;
+    let mut converted = match raw.get("schema") {
+        Some(s) => schema::convert(&doc.raw, s, name)?,
+        None => return skip(format!("the {location} parameter {name} has no schema")),
+    };
+    if !is_scalar(&converted.schema) {
+        return skip(format!(
+            "the {location} parameter {name} is not a single string, number or boolean"
+        ));
     }
-    for segment in op.path.split('{').skip(1) {
-        let name = segment.split('}').next().unwrap_or_default();
-        if !input.properties.contains_key(name) {
-            return skip(format!(
-                "its path names the parameter {name}, which it does not declare"
-            ));
-        }
+    if let (Some(description), Value::Object(s)) = (&parameter.description, &mut converted.schema) {
+        s.entry("description").or_insert_with(|| json!(description));
     }
-    if !query.is_empty() {
-        url = format!("{url}?{}", query.join("&"));
-    }
-    let body = body(doc, op, &mut input)?;
+    Ok(Some(converted))
+}
+
+/// The template action's definition, as `POST /actions` takes it.
+fn definition(
+    settings: &Settings,
+    op: &Op,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    body: bool,
+    input: &Input,
+) -> Map<String, Value> {
     let mut definition = Map::new();
     if let Some(text) = op
         .operation
@@ -253,6 +225,64 @@ fn build(doc: &Document, settings: &Settings, op: &Op) -> Result<Mapped, Refusal
         );
         definition.insert("governed".into(), json!(true));
     }
+    definition
+}
+
+fn build(doc: &Document, settings: &Settings, op: &Op) -> Result<Mapped, Refusal> {
+    if !METHODS.contains(&op.method) {
+        return skip(format!(
+            "{} is not a method a template action calls (GET, POST, PUT, PATCH, DELETE)",
+            op.method
+        ));
+    }
+    own_servers(settings, op)?;
+    let mut input = Input {
+        properties: Map::new(),
+        required: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut headers = BTreeMap::new();
+    if let Some(header) = security(doc, settings, op, &mut input.warnings)? {
+        headers.insert(header.0, header.1);
+    }
+    let mut url = format!("{}{}", settings.base, op.path);
+    let mut query = Vec::new();
+    for (parameter, raw) in parameters(doc, op)? {
+        let name = parameter.name.as_str();
+        let Some(converted) =
+            parameter_schema(doc, settings, &parameter, raw, &mut input.warnings)?
+        else {
+            continue;
+        };
+        let placeholder = format!("{{{{input.{name}}}}}");
+        match parameter.location {
+            ParameterIn::Path => {
+                let segment = format!("{{{name}}}");
+                if !url.contains(&segment) {
+                    return skip(format!("the path parameter {name} is not in the path"));
+                }
+                url = url.replace(&segment, &placeholder);
+            }
+            ParameterIn::Query => query.push(format!("{name}={placeholder}")),
+            _ => {
+                headers.insert(name.to_string(), placeholder);
+            }
+        }
+        input.add(name, converted)?;
+    }
+    for segment in op.path.split('{').skip(1) {
+        let name = segment.split('}').next().unwrap_or_default();
+        if !input.properties.contains_key(name) {
+            return skip(format!(
+                "its path names the parameter {name}, which it does not declare"
+            ));
+        }
+    }
+    if !query.is_empty() {
+        url = format!("{url}?{}", query.join("&"));
+    }
+    let body = body(doc, op, &mut input)?;
+    let definition = definition(settings, op, &url, &headers, body, &input);
     Ok(Mapped {
         definition,
         warnings: input.warnings,

@@ -275,13 +275,8 @@ fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Reads one OTLP/JSON trace: every span of every `resourceSpans[].scopeSpans[]`. The root is
-/// the span without a parent; it becomes the run, the others its spans.
-pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
-    crate::api::body::only_known(map, &super::parse::TRACE_FIELDS)?;
-    let Some(resources) = map.get("resourceSpans").and_then(Value::as_array) else {
-        return Err(ApiError::validation("resourceSpans", "must be a list"));
-    };
+/// Every span of every `resourceSpans[].scopeSpans[]`, with the path that names it in an error.
+fn every_span(resources: &[Value]) -> ApiResult<Vec<(String, &Value)>> {
     let mut all: Vec<(String, &Value)> = Vec::new();
     for (r, resource) in resources.iter().enumerate() {
         let scopes = resource["scopeSpans"]
@@ -307,8 +302,14 @@ pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
             ),
         ));
     }
+    Ok(all)
+}
+
+/// The one trace id every span carries (lower case); a span id or trace id of the wrong shape,
+/// or a second trace, is refused naming the span.
+fn one_trace_id(all: &[(String, &Value)]) -> ApiResult<String> {
     let mut trace_id: Option<String> = None;
-    for (at, span) in &all {
+    for (at, span) in all {
         let id = span["spanId"].as_str().unwrap_or("");
         if !is_hex(id, 16) {
             return Err(ApiError::validation(
@@ -333,6 +334,54 @@ pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
             _ => trace_id = Some(t.to_ascii_lowercase()),
         }
     }
+    Ok(trace_id.unwrap_or_default())
+}
+
+/// A non-root span as `POST /runs/{id}/spans` takes it: its Steward id and parent, name, the
+/// `steward.span.*` attributes as fields, times, and the other attributes kept as they are.
+fn span_fields(span: &Value, id: String, parent: Option<String>) -> Map<String, Value> {
+    let mut attrs = attributes(span);
+    let mut fields = Map::new();
+    fields.insert("id".into(), Value::from(id));
+    if let Some(p) = parent {
+        fields.insert("parentSpanId".into(), Value::from(p));
+    }
+    fields.insert("name".into(), span["name"].clone());
+    let mut take = |attr: &str, field: &str| {
+        if let Some(v) = attrs.remove(attr) {
+            fields.insert(field.into(), v);
+        }
+    };
+    take("steward.span.type", "type");
+    take("steward.span.status", "status");
+    take("steward.span.model", "model");
+    for field in ["input", "output", "error", "tokens", "cost", "metadata"] {
+        if let Some(v) = document(attrs.remove(&format!("steward.span.{field}"))) {
+            fields.insert(field.into(), v);
+        }
+    }
+    attrs.remove("steward.span.id");
+    if let Some(t) = millis_of(&span["startTimeUnixNano"]) {
+        fields.insert("startedAt".into(), Value::from(t.to_rfc3339()));
+    }
+    if let Some(t) = millis_of(&span["endTimeUnixNano"]) {
+        fields.insert("endedAt".into(), Value::from(t.to_rfc3339()));
+    }
+    if !attrs.is_empty() {
+        fields.insert("attributes".into(), Value::Object(attrs));
+    }
+    fields
+}
+
+/// Reads one OTLP/JSON trace: every span of every `resourceSpans[].scopeSpans[]`. The root is
+/// the span without a parent; it becomes the run, the others its spans.
+pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
+    crate::api::body::only_known(map, &super::parse::TRACE_FIELDS)?;
+    let Some(resources) = map.get("resourceSpans").and_then(Value::as_array) else {
+        return Err(ApiError::validation("resourceSpans", "must be a list"));
+    };
+    let all = every_span(resources)?;
+    let trace_id = one_trace_id(&all)?;
     let has_parent = |s: &Value| s["parentSpanId"].as_str().is_some_and(|p| !p.is_empty());
     let roots: Vec<&(String, &Value)> = all.iter().filter(|(_, s)| !has_parent(s)).collect();
     let [(_, root)] = roots.as_slice() else {
@@ -367,7 +416,6 @@ pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
     };
     let mut spans = Vec::with_capacity(all.len() - 1);
     for (i, (at, span)) in all.iter().filter(|(_, s)| has_parent(s)).enumerate() {
-        let mut attrs = attributes(span);
         let parent_otlp = span["parentSpanId"]
             .as_str()
             .unwrap_or("")
@@ -381,41 +429,13 @@ pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
                 })
                 .map(|(_, s)| steward_id(s))
         };
-        let mut fields = Map::new();
-        fields.insert("id".into(), Value::from(steward_id(span)));
-        if let Some(p) = parent {
-            fields.insert("parentSpanId".into(), Value::from(p));
-        }
-        fields.insert("name".into(), span["name"].clone());
-        let mut take = |attr: &str, field: &str| {
-            if let Some(v) = attrs.remove(attr) {
-                fields.insert(field.into(), v);
-            }
-        };
-        take("steward.span.type", "type");
-        take("steward.span.status", "status");
-        take("steward.span.model", "model");
-        for field in ["input", "output", "error", "tokens", "cost", "metadata"] {
-            if let Some(v) = document(attrs.remove(&format!("steward.span.{field}"))) {
-                fields.insert(field.into(), v);
-            }
-        }
-        attrs.remove("steward.span.id");
-        if let Some(t) = millis_of(&span["startTimeUnixNano"]) {
-            fields.insert("startedAt".into(), Value::from(t.to_rfc3339()));
-        }
-        if let Some(t) = millis_of(&span["endTimeUnixNano"]) {
-            fields.insert("endedAt".into(), Value::from(t.to_rfc3339()));
-        }
-        if !attrs.is_empty() {
-            fields.insert("attributes".into(), Value::Object(attrs));
-        }
+        let fields = span_fields(span, steward_id(span), parent);
         let parsed = super::parse::span(i, &Value::Object(fields), String::new)
             .map_err(|e| ApiError::validation(at.clone(), e.message))?;
         spans.push((parsed.id, parsed.parent, parsed.document));
     }
     Ok(Imported {
-        trace_id: trace_id.unwrap_or_default(),
+        trace_id,
         name,
         status,
         agent_id: text(a.get("steward.run.agent_id")),
