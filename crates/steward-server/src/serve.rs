@@ -128,7 +128,7 @@ pub async fn serve(
 ) -> Result<(), StartError> {
     let mcp = crate::mcp::Settings {
         hosts: crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?,
-        keys: config.mcp_keys.clone(),
+        keys: config.mcp_keys,
     };
     if let Some(addr) = config.metrics_listen {
         if !addr.ip().is_loopback() && config.metrics_token.is_none() {
