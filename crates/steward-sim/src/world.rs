@@ -320,7 +320,7 @@ async fn seed_secret(
     let now = EPOCH_MS;
     let vault = Vault::from_key([7; 32]);
     let (nonce, ciphertext) = vault
-        .seal(&env, CREDENTIAL, "sk_test_simulated")
+        .seal(env, CREDENTIAL, "sk_test_simulated")
         .map_err(|e| e.to_string())?;
     let secret = SecretRecord {
         env_id: env.clone(),
