@@ -33,9 +33,10 @@ pub struct Action {
     #[schema(required = false, value_type = Option<BTreeMap<String, String>>)]
     pub headers: Option<Option<BTreeMap<String, String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(required = false, value_type = Option<Object>)]
+    /// Any JSON value: a template (an object, a string such as `{{input.body}}`, ...).
+    #[schema(required = false, value_type = Option<Value>)]
     pub body_template: Option<Option<Value>>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub input_schema: Option<Value>,
     pub requires_approval: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,10 +50,10 @@ pub struct Action {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(required = false, value_type = Option<Object>)]
     pub adapter: Option<Option<AdapterSpec>>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub impact: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(required = false, value_type = Option<Object>)]
+    #[schema(required = false, value_type = Option<Value>)]
     pub verify: Option<Option<Value>>,
     pub governed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,5 +90,29 @@ impl Action {
         self.adapter = None;
         self.verify = None;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Action;
+    use utoipa::PartialSchema;
+
+    /// A template's body, an input schema, an impact declaration and a verify read-back are
+    /// whatever JSON the action saved (a body template is often a string such as
+    /// `{{input.body}}`): the document must not narrow them to objects, or a client validating
+    /// answers (schemathesis did) refuses a correct one.
+    #[test]
+    fn the_saved_json_fields_of_an_action_are_any_json() {
+        let schema = serde_json::to_value(Action::schema()).expect("the schema serializes");
+        for field in ["bodyTemplate", "inputSchema", "impact", "verify"] {
+            let property = &schema["properties"][field];
+            assert!(property.is_object(), "{field} is not described: {schema}");
+            assert!(
+                property.get("type").is_none(),
+                "{field} is narrowed to {}",
+                property["type"]
+            );
+        }
     }
 }

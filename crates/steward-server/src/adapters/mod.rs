@@ -13,7 +13,7 @@
 mod http_idempotent;
 mod stripe_refund;
 
-use crate::dispatch::prepare::{Blocked, OpenedSecret, Prepared};
+use crate::dispatch::prepared::{Blocked, OpenedSecret, Prepared};
 use crate::reconcile::lookup::Finding;
 use crate::state::AppState;
 use reqwest::header::HeaderMap;

@@ -4,7 +4,7 @@
 //! refund's `metadata[steward_idempotency_key]`).
 
 use super::{Adapter, Reading};
-use crate::dispatch::prepare::{Blocked, OpenedSecret, Prepared, PreparedBody};
+use crate::dispatch::prepared::{Blocked, OpenedSecret, Prepared, PreparedBody};
 use crate::reconcile::lookup::{self, Finding};
 use crate::state::AppState;
 use reqwest::header::HeaderMap;
@@ -311,7 +311,7 @@ async fn read_payment_intent(
         ],
     };
     let credential =
-        match crate::dispatch::prepare::open_secret(state, env, &spec.credential_secret).await {
+        match crate::dispatch::prepared::open_secret(state, env, &spec.credential_secret).await {
             Ok(c) => c,
             Err(blocked) => return unknown(blocked.message),
         };

@@ -10,7 +10,8 @@
 
 use super::{input, seam, Error, Principal, Result};
 use crate::auth::Caller;
-use crate::dispatch::prepare::{prepare_call, Call, Prepared, PreparedBody};
+use crate::dispatch::prepare::{prepare_call, Call};
+use crate::dispatch::prepared::{Prepared, PreparedBody};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use serde_json::{json, Value};

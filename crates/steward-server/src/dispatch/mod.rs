@@ -23,6 +23,7 @@ pub mod defect;
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
+pub(crate) mod prepared;
 pub(crate) mod release;
 pub(crate) mod request;
 pub(crate) mod reserve;
@@ -32,7 +33,7 @@ use crate::crash;
 use crate::effect_error::{EffectError, EffectResult};
 use crate::progress::{Progress, Stage};
 use crate::state::AppState;
-use prepare::{Blocked, Prepared};
+use prepared::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
     classify, redact, redact_json, ActionDefinition, AttemptReport, CrashPoint, Destination,
@@ -486,7 +487,11 @@ async fn send(state: &AppState, prepared: &Prepared) -> EffectResult<Answer> {
     };
     crash::reach(state, CrashPoint::ServerAfterResponse)?;
     let body = parse_body(&bytes);
-    let adapter = prepared.adapter.as_ref().map(|(a, spec)| (*a, spec));
+    // Found when the request was prepared, so found again: the registry is static.
+    let adapter = prepared
+        .adapter
+        .as_ref()
+        .and_then(|spec| crate::adapters::find(&spec.kind).map(|a| (a, spec)));
     let reading = crate::adapters::read_answer(adapter, status, &exchange.headers, &body);
     Ok(Answer {
         report: AttemptReport::Answered {

@@ -1,155 +1,12 @@
 //! Building the outgoing request from the recorded invocation and the exact action version it
 //! names. Anything that means "must not send" becomes [`Blocked`], before any attempt exists.
 
+use super::prepared::{open_from, Blocked, OpenedSecret, Prepared, PreparedBody};
 use crate::state::AppState;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use steward_core::{
-    host_allowed, render, secret_references, ActionDefinition, AdapterSpec, Destination,
-    EnvironmentId, InvocationId, Placement,
-};
+use steward_core::{render, secret_references, ActionDefinition, EnvironmentId, InvocationId};
 use steward_store::{InvocationRecord, SecretRecord};
-
-/// A reason not to send, recorded as evidence and as the invocation's error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blocked {
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl Blocked {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-/// A decrypted secret with its destination policy. Its value goes only into the request.
-pub struct OpenedSecret {
-    pub name: String,
-    pub value: String,
-    allowed_hosts: Option<Vec<String>>,
-    allowed_placements: Option<Vec<String>>,
-}
-
-impl OpenedSecret {
-    /// A secret with no host or placement restriction, for unit tests of request building.
-    #[cfg(test)]
-    pub fn for_test(name: &str, value: &str) -> Self {
-        Self {
-            name: name.to_string(),
-            value: value.to_string(),
-            allowed_hosts: None,
-            allowed_placements: None,
-        }
-    }
-
-    pub fn allow(&self, placement: Placement) -> Result<(), Blocked> {
-        let name = match placement {
-            Placement::Url => "url",
-            Placement::Header => "header",
-            Placement::Body => "body",
-        };
-        match &self.allowed_placements {
-            Some(list) if !list.iter().any(|p| p == name) => Err(Blocked::new(
-                "secret_placement_not_allowed",
-                format!(
-                    "secret {} may not be placed in the request {name}",
-                    self.name
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// Scheme, host and port must be allowed by one of the secret's `allowedHosts`.
-    pub fn allow_host(&self, destination: &Destination) -> Result<(), Blocked> {
-        match &self.allowed_hosts {
-            Some(list) if !host_allowed(list, destination) => Err(Blocked::new(
-                "secret_host_not_allowed",
-                format!("secret {} may not be sent to {destination}", self.name),
-            )),
-            _ => Ok(()),
-        }
-    }
-}
-
-pub enum PreparedBody {
-    Json(Value),
-    Form(String),
-}
-
-pub struct Prepared {
-    pub method: reqwest::Method,
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<PreparedBody>,
-    pub secrets: Vec<OpenedSecret>,
-    /// The adapter that reads the answer (`Adapter::read_answer`); `None` for a template action.
-    pub adapter: Option<(&'static dyn crate::adapters::Adapter, AdapterSpec)>,
-}
-
-impl Prepared {
-    pub fn secret_values(&self) -> Vec<String> {
-        self.secrets.iter().map(|s| s.value.clone()).collect()
-    }
-}
-
-/// Opens secret `name` as read from the store now.
-pub async fn open_secret(
-    state: &AppState,
-    env: &EnvironmentId,
-    name: &str,
-) -> Result<OpenedSecret, Blocked> {
-    open_from(state, env, name, None).await
-}
-
-/// Opens secret `name`: from `known` when the caller already read the action's secrets in the
-/// same read as the action (`Store::invoke_context`), from the store otherwise.
-async fn open_from(
-    state: &AppState,
-    env: &EnvironmentId,
-    name: &str,
-    known: Option<&[SecretRecord]>,
-) -> Result<OpenedSecret, Blocked> {
-    let found = match known {
-        Some(records) => Ok(records.iter().find(|r| r.name == name).cloned()),
-        None => state.store.secret(env, name).await,
-    };
-    let record = match found {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            return Err(Blocked::new(
-                "secret_missing",
-                format!("secret {name} does not exist"),
-            ))
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "secret lookup failed before dispatch");
-            return Err(Blocked::new(
-                "storage_unavailable",
-                "the secret could not be read; nothing was sent",
-            ));
-        }
-    };
-    let value = state
-        .vault
-        .open(env, name, &record.nonce, &record.ciphertext)
-        .map_err(|_| {
-            Blocked::new(
-                "secret_unreadable",
-                format!("secret {name} could not be opened"),
-            )
-        })?;
-    Ok(OpenedSecret {
-        name: name.to_string(),
-        value,
-        allowed_hosts: record.allowed_hosts,
-        allowed_placements: record.allowed_placements,
-    })
-}
 
 /// Renders the request of `inv` under `def`, opening the secrets it names (from `known` when
 /// given, see [`open_from`]).
@@ -196,7 +53,7 @@ pub async fn prepare_call(
         let key = effect_key
             .ok_or_else(|| Blocked::new("adapter_misconfigured", "no provider idempotency key"))?;
         let mut prepared = adapter.prepare(spec, call.input, call.invocation, key, credential)?;
-        prepared.adapter = Some((adapter, spec.clone()));
+        prepared.adapter = Some(spec.clone());
         return Ok(prepared);
     }
     let references =

@@ -16,7 +16,7 @@
 //! between the read and the decision (the release was not foreseen), and when step 2 refused the
 //! request (it is settled `failed`, unsent, as the dispatcher would).
 
-use super::prepare::Blocked;
+use super::prepared::Blocked;
 use super::{begin_change, block, checked, park, reserve, send_and_record};
 use crate::crash;
 use crate::effect_error::EffectResult;
@@ -38,7 +38,7 @@ pub struct Decided {
 /// The released invocation's first attempt, prepared before the decision.
 struct Planned {
     parked: ParkedInvocation,
-    prepared: super::prepare::Prepared,
+    prepared: super::prepared::Prepared,
     first: FirstAttempt,
 }
 

@@ -8,7 +8,7 @@
 //! fail after the attempt is recorded all the same, nothing was sent either: the attempt is
 //! classified as never sent (`AttemptReport::NotBuilt`), never `unknown`.
 
-use super::prepare::{Blocked, Prepared, PreparedBody};
+use super::prepared::{Blocked, Prepared, PreparedBody};
 use axum::http::Uri;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use std::time::Duration;

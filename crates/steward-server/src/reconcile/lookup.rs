@@ -3,7 +3,7 @@
 //! helpers here are what every lookup shares: the credential opened for a header, the
 //! destination checked, one GET under the dispatch deadline and the answer read under a bound.
 
-use crate::dispatch::prepare::{open_secret, Blocked, OpenedSecret};
+use crate::dispatch::prepared::{open_secret, Blocked, OpenedSecret};
 use crate::state::AppState;
 use serde_json::Value;
 use steward_core::{redact, AdapterSpec, Placement};

@@ -1,7 +1,7 @@
 //! `verify` read-back for governed template actions: a GET on the action's own host whose answer
 //! must have the declared status and match the declared values.
 
-use crate::dispatch::prepare::open_secret;
+use crate::dispatch::prepared::open_secret;
 use crate::state::AppState;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -16,7 +16,7 @@
 mod config;
 
 use super::{Adapter, Reading};
-use crate::dispatch::prepare::{Blocked, OpenedSecret, Prepared, PreparedBody};
+use crate::dispatch::prepared::{Blocked, OpenedSecret, Prepared, PreparedBody};
 use crate::reconcile::lookup::{self, Finding};
 use crate::state::AppState;
 use config::{Config, MatchRule, EFFECT_PLACEHOLDER, KEY_PLACEHOLDER};
