@@ -44,6 +44,8 @@ mod serve;
 mod start_error;
 mod state;
 mod telemetry;
+#[cfg(test)]
+mod test_state;
 mod vault;
 mod webhooks;
 

@@ -16,7 +16,6 @@ use counting_store::CountingStore;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use std::time::Duration;
 use steward_core::{EnvironmentId, KeyId, Millis, Role};
 use steward_store::{Actor, ApiKeyRecord, ConsoleSessionRecord, Identity, SqliteStore};
 use tower::ServiceExt;
@@ -69,31 +68,7 @@ async fn world(dir: &tempfile::TempDir, replica: &str) -> (AppState, Arc<Countin
         .await
         .unwrap();
     let store = Arc::new(CountingStore::new(sqlite));
-    let outbound = crate::OutboundPolicy {
-        allow_insecure: true,
-    };
-    let state = AppState {
-        store: store.clone(),
-        vault: crate::Vault::from_key([7; 32]),
-        clock: Arc::new(crate::SystemClock),
-        http: crate::http_client(outbound).unwrap(),
-        transport: Arc::new(crate::HttpTransport::new(
-            crate::http_client(outbound).unwrap(),
-        )),
-        ids: Arc::new(crate::UlidIds),
-        outbound,
-        dispatch_timeout: Duration::from_secs(1),
-        approval_events: Arc::new(tokio::sync::Notify::new()),
-        absence_grace: Duration::ZERO,
-        metrics: Arc::new(crate::Metrics::default()),
-        crash_hook: None,
-        defect: None,
-        replica: steward_core::ReplicaId::from_unique(replica),
-        key_usage: Arc::default(),
-        integrations: Arc::default(),
-        stream_slots: Arc::default(),
-        heavy_reads: Arc::default(),
-    };
+    let state = crate::test_state::on(store.clone(), replica);
     (state, store)
 }
 

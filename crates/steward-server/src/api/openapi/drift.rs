@@ -9,7 +9,6 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 use steward_core::{EnvironmentId, KeyId, Role};
 use steward_store::{Actor, ApiKeyRecord, Identity, SqliteStore};
 use tower::ServiceExt;
@@ -31,9 +30,6 @@ const METHODS: [Method; 5] = [
 /// A real router on a temporary SQLite store with one operator key.
 pub(super) async fn state(dir: &tempfile::TempDir) -> AppState {
     let store = Arc::new(SqliteStore::open(&dir.path().join("steward.db")).unwrap());
-    let outbound = crate::OutboundPolicy {
-        allow_insecure: true,
-    };
     let now = crate::Clock::now(&crate::SystemClock);
     let env = store
         .ensure_environment(
@@ -64,28 +60,7 @@ pub(super) async fn state(dir: &tempfile::TempDir) -> AppState {
         .insert_key(&second, &Actor::system(now))
         .await
         .unwrap();
-    AppState {
-        store,
-        vault: crate::Vault::from_key([7; 32]),
-        clock: Arc::new(crate::SystemClock),
-        http: crate::http_client(outbound).unwrap(),
-        transport: Arc::new(crate::HttpTransport::new(
-            crate::http_client(outbound).unwrap(),
-        )),
-        ids: Arc::new(crate::UlidIds),
-        outbound,
-        dispatch_timeout: Duration::from_secs(1),
-        approval_events: Arc::new(tokio::sync::Notify::new()),
-        absence_grace: Duration::ZERO,
-        metrics: Arc::new(crate::Metrics::default()),
-        crash_hook: None,
-        defect: None,
-        replica: steward_core::ReplicaId::from_unique("drift"),
-        key_usage: Arc::default(),
-        integrations: Arc::default(),
-        stream_slots: Arc::default(),
-        heavy_reads: Arc::default(),
-    }
+    crate::test_state::on(store, "drift")
 }
 
 async fn send(
