@@ -381,3 +381,44 @@ pub async fn eventually(limit: Duration, mut probe: impl FnMut() -> bool) -> boo
     }
     probe()
 }
+
+/// How long `steward serve` may take to refuse to start.
+pub const REFUSAL_WAIT: Duration = Duration::from_secs(30);
+
+/// `steward serve` that must refuse to start: its exit status and stderr. Fails the test if it
+/// is still running after [`REFUSAL_WAIT`] (the process must end on its own).
+pub fn serve_refused(data: &Path, args: &[&str], envs: &[(&str, &str)]) -> (bool, String) {
+    let log = data.with_extension("refused.log");
+    let mut command = Command::new(steward_bin());
+    command
+        .arg("serve")
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0", "--reconcile-interval-ms", "0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    for (k, v) in envs {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("steward serve runs");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if started.elapsed() > REFUSAL_WAIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "steward serve is still running; it should have refused to start; log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (
+        status.success(),
+        std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+}

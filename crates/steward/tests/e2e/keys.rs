@@ -6,7 +6,7 @@ use crate::harness::*;
 use crate::postgres::{audit_verify_in, TestDatabase};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The master key of the replicas that share a database in these tests.
@@ -19,8 +19,6 @@ const OTHER_MASTER_KEY: &str = "aa1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a6978
 const LIFETIME_S: u64 = 10;
 /// How long a test waits for the lifetime to run out and a request to be refused.
 const EXPIRY_WAIT: Duration = Duration::from_secs(LIFETIME_S + 20);
-/// How long a server that must refuse to start gets to exit.
-const REFUSAL_WAIT: Duration = Duration::from_secs(30);
 
 /// `steward keys ARGS --data DATA [--database URL]`: its stdout (trimmed) and stderr; panics
 /// when it fails.
@@ -89,44 +87,6 @@ async fn refused_within(api: &Api, limit: Duration) -> Reply {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// `steward serve` that must refuse to start: its exit status and stderr. Fails the test if it
-/// is still running after [`REFUSAL_WAIT`].
-fn serve_refused(data: &Path, args: &[&str], envs: &[(&str, &str)]) -> (bool, String) {
-    let log = data.with_extension("refused.log");
-    let mut command = Command::new(steward_bin());
-    command
-        .arg("serve")
-        .arg("--data")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--reconcile-interval-ms", "0"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-    for (k, v) in envs {
-        command.env(k, v);
-    }
-    let mut child = command.spawn().expect("steward serve runs");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if started.elapsed() > REFUSAL_WAIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "steward serve started with the wrong master key; log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    (
-        status.success(),
-        std::fs::read_to_string(&log).unwrap_or_default(),
-    )
 }
 
 fn assert_names_the_master_key_not_its_value(stderr: &str, key: &str) {
@@ -322,7 +282,7 @@ async fn a_replica_with_another_master_key_refuses_to_start_on_a_shared_database
         )
         .await;
     assert_eq!(put.status, 200, "{:?}", put.body);
-    let (ok, stderr) = serve_refused(
+    let (ok, stderr) = crate::harness::serve_refused(
         &dir.path().join("replica-1"),
         &args,
         &[(steward_server::MASTER_KEY_ENV, OTHER_MASTER_KEY)],
@@ -358,7 +318,7 @@ async fn the_embedded_store_refuses_to_start_with_a_replaced_master_key_file() {
     let master = data.join(steward_server::MASTER_KEY_FILE);
     let original = std::fs::read_to_string(&master).expect("master.key");
     std::fs::write(&master, OTHER_MASTER_KEY).expect("replace master.key");
-    let (ok, stderr) = serve_refused(&data, &[], &[]);
+    let (ok, stderr) = crate::harness::serve_refused(&data, &[], &[]);
     assert!(!ok, "the server exits non-zero");
     assert_names_the_master_key_not_its_value(&stderr, OTHER_MASTER_KEY);
     std::fs::write(&master, original).expect("restore master.key");

@@ -6,10 +6,6 @@ use crate::harness::*;
 use crate::postgres::{admin_client, TestDatabase};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// How long a command that must fail gets to exit.
-const EXIT_WAIT: Duration = Duration::from_secs(30);
 
 /// `steward ARGS`: whether it succeeded, and its stderr.
 fn steward(args: &[&str], data: &Path) -> (bool, String) {
@@ -36,40 +32,6 @@ fn entries(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// `steward serve` that must exit on its own (refuse to start): its exit status and stderr.
-pub(crate) fn serve_exits(data: &Path, args: &[&str]) -> (bool, String) {
-    let log = data.with_extension("exit.log");
-    let mut child = Command::new(steward_bin())
-        .arg("serve")
-        .arg("--data")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--reconcile-interval-ms", "0"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("steward serve runs");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if started.elapsed() > EXIT_WAIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "steward serve is still running; log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    (
-        status.success(),
-        std::fs::read_to_string(&log).unwrap_or_default(),
-    )
 }
 
 #[test]
@@ -172,7 +134,7 @@ async fn an_older_binary_refuses_an_embedded_store_a_newer_one_migrated_naming_b
         .unwrap()
         .pragma_update(None, "user_version", newer)
         .unwrap();
-    let (ok, stderr) = serve_exits(&data, &[]);
+    let (ok, stderr) = crate::harness::serve_refused(&data, &[], &[]);
     assert!(!ok, "serve started on a newer store: {stderr}");
     assert!(
         stderr.contains(&format!("schema version {newer}"))
@@ -218,7 +180,7 @@ async fn an_older_binary_refuses_a_postgresql_store_a_newer_one_migrated_naming_
         )
         .await
         .unwrap();
-    let (ok, stderr) = serve_exits(&data, &args);
+    let (ok, stderr) = crate::harness::serve_refused(&data, &args, &[]);
     assert!(!ok, "serve started on a newer database: {stderr}");
     assert!(
         stderr.contains(&format!("at version {newer}"))
