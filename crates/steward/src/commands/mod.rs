@@ -13,26 +13,52 @@ pub mod table;
 pub mod telemetry;
 
 /// Resolves on SIGINT or SIGTERM, and logs which came.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+///
+/// The handlers are installed when this is called, not when the future is first polled: a
+/// server prints that it is ready before its shutdown task has run, and a SIGTERM sent at once
+/// must still find a handler (with none, the default action ends the process with no clean
+/// stop). Must be called inside the runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (interrupt, terminate) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
     };
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    let signal = tokio::select! {
-        () = interrupt => "SIGINT",
-        () = terminate => "SIGTERM",
-    };
-    tracing::info!(signal, "stop signal received");
+    let (interrupt, terminate) = (Some(()), None::<()>);
+    async move {
+        let signal = tokio::select! {
+            () = received(interrupt) => "SIGINT",
+            () = received(terminate) => "SIGTERM",
+        };
+        tracing::info!(signal, "stop signal received");
+    }
+}
+
+/// Waits for the next delivery of an installed handler; never resolves when it could not be
+/// installed.
+#[cfg(unix)]
+async fn received(handler: Option<tokio::signal::unix::Signal>) {
+    match handler {
+        Some(mut handler) => {
+            handler.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Off Unix, Ctrl-C is the only stop signal.
+#[cfg(not(unix))]
+async fn received(handler: Option<()>) {
+    match handler {
+        Some(()) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
 }
 
 /// How log lines are written.

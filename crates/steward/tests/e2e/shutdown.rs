@@ -162,3 +162,17 @@ async fn a_call_slower_than_the_grace_is_cut_at_it_and_taken_over_as_unknown() {
     assert_eq!(statuses, ["unknown"], "{:?}", listed.body);
     assert_eq!(fixture.write_count(), 1, "exactly one provider write");
 }
+
+/// A SIGTERM sent the moment the server says it is listening still finds the handler: the stop
+/// is clean (exit 0), never the default action's kill. Repeated, because the window it guards
+/// (ready printed before the shutdown task first ran) is narrow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_the_moment_it_is_ready_is_a_clean_stop() {
+    const TRIES: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    for attempt in 0..TRIES {
+        let data = dir.path().join(format!("data-{attempt}"));
+        let (exited_0, _, server) = terminate(Server::start(&data, &[])).await.unwrap();
+        assert!(exited_0, "try {attempt}: no clean exit; log:\n{}", server.log());
+    }
+}
