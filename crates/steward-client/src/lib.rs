@@ -61,9 +61,10 @@ mod recover;
 mod state;
 
 pub use api::{
-    ApiError, Approval, ApprovalStatus, Invocation, InvokeRequest, Reconcile, RetryPolicy,
-    StewardApi, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, LONG_POLL_WAIT_S_MAX, REQUEST_TIMEOUT_S,
-    TRANSPORT_ATTEMPTS_MAX,
+    Answer, ApiError, Approval, ApprovalStatus, EffectFilter, Invocation, InvocationFilter,
+    InvokeRequest, Operator, OperatorError, PolicyFile, Reconcile, Resolution, RetryPolicy,
+    StewardApi, Unreachable, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, LONG_POLL_WAIT_S_MAX,
+    OPERATOR_REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S, SERVER_DEFAULT, TRANSPORT_ATTEMPTS_MAX,
 };
 pub use config::{
     OperationsConfig, APPROVAL_WAIT_S_DEFAULT, ASSIGNEE_DEFAULT, POLL_INTERVAL_MS_DEFAULT,
