@@ -43,6 +43,10 @@
 //! application's rows and the intent commit together. The Python package
 //! `python/steward-recovery` keeps the same table and the same decision.
 //!
+//! An operator's tools (the `steward` CLI's `approvals`, `effects`, `invocations`, ...) use
+//! [`Operator`] instead: one typed call per command, answering the server's own `steward_wire`
+//! views, sent once, with errors worded for a person at a terminal ([`OperatorError`]).
+//!
 //! Crash points (`STEWARD_CRASH_AT=before_dispatch|after_dispatch|after_response|
 //! awaiting_approval|after_save`) abort the process inside each window, for tests like
 //! `steward chaos`. Unset, they cost one atomic load.

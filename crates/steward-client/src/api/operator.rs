@@ -13,7 +13,7 @@
 //! the API's JSON, not a re-encoding of the view.
 
 use super::operator_error::{OperatorError, Unreachable};
-use super::{OPERATOR_REQUEST_TIMEOUT_S, SERVER_DEFAULT};
+use super::OPERATOR_REQUEST_TIMEOUT_S;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -432,6 +432,7 @@ fn envelope(server: &str, status: u16, mut body: Value) -> Result<Value, Operato
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::SERVER_DEFAULT;
 
     #[test]
     fn an_envelope_is_its_data_its_refusal_or_not_stewards() {

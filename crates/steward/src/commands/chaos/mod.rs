@@ -28,6 +28,7 @@ use steward_client::{Journal, SqliteJournal};
 use steward_core::{ApprovalId, CrashPoint};
 use steward_fixture::{FaultMode, FaultPlan};
 use world::{aborted, eventually, kill, kill_worker, wait_exit, World};
+use super::progress::Progress;
 
 /// How long a `steward serve` child gets to print its ready line, in seconds.
 pub(super) const SERVER_READY_S: u64 = 30;
@@ -274,21 +275,25 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .prefix("steward-chaos-")
         .tempdir()?;
     let mut rows = vec![];
+    let runs = points.len() as u64 * u64::from(args.iterations);
+    let progress = Progress::new("chaos", "runs", runs);
     for point in points {
         let mut tally = Tally::default();
         for i in 1..=args.iterations {
             let dir = root.path().join(format!("{}-{i}", point.name()));
             std::fs::create_dir_all(&dir)?;
-            eprintln!("chaos: {} iteration {i}/{}", point.name(), args.iterations);
+            progress.now_doing(&format!("{} iteration {i}/{}", point.name(), args.iterations));
             match run_point(&exe, &dir, point, &args).await {
                 Ok(t) => tally.add(t),
                 Err(e) => tally
                     .problems
                     .push(format!("iteration {i} could not run: {e:#}")),
             }
+            progress.advance(1);
         }
         rows.push((point, tally));
     }
+    progress.finish();
     print_table(&rows);
     let mut failed = false;
     for (point, t) in &rows {
