@@ -376,23 +376,18 @@ impl Operator {
     /// Sends once; the envelope's `data`, or why there is none.
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, OperatorError> {
         let server = self.server.to_string();
-        let response = request
-            .bearer_auth(&self.key)
-            .send()
-            .await
-            .map_err(|e| OperatorError::Unreachable {
+        let response = request.bearer_auth(&self.key).send().await.map_err(|e| {
+            OperatorError::Unreachable {
                 server: server.clone(),
                 why: Unreachable::of(&e),
-            })?;
+            }
+        })?;
         let status = response.status().as_u16();
-        let body: Value = response
-            .json()
-            .await
-            .map_err(|e| OperatorError::NotJson {
-                server: server.clone(),
-                status,
-                cause: e.without_url().to_string(),
-            })?;
+        let body: Value = response.json().await.map_err(|e| OperatorError::NotJson {
+            server: server.clone(),
+            status,
+            cause: e.without_url().to_string(),
+        })?;
         envelope(&server, status, body)
     }
 }
@@ -437,7 +432,11 @@ mod tests {
     #[test]
     fn an_envelope_is_its_data_its_refusal_or_not_stewards() {
         let server = "http://127.0.0.1:4000/";
-        let data = envelope(server, 200, json!({"success": true, "data": {"id": "apr_1"}}));
+        let data = envelope(
+            server,
+            200,
+            json!({"success": true, "data": {"id": "apr_1"}}),
+        );
         assert_eq!(data.unwrap(), json!({"id": "apr_1"}));
 
         let refused = envelope(
@@ -454,7 +453,10 @@ mod tests {
                 message,
                 details,
             } => {
-                assert_eq!((status, code.as_str(), message.as_str()), (403, "FORBIDDEN", "no"));
+                assert_eq!(
+                    (status, code.as_str(), message.as_str()),
+                    (403, "FORBIDDEN", "no")
+                );
                 assert_eq!(details["scope"], "approvals:decide");
             }
             other => panic!("not a refusal: {other:?}"),

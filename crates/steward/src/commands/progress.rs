@@ -95,13 +95,7 @@ impl Progress {
 
 /// The plain line for going from `before` to `after` of `total`, if that crossed a tenth (or
 /// reached the end).
-fn plain_line(
-    label: &str,
-    unit: &str,
-    before: u64,
-    after: u64,
-    total: u64,
-) -> Option<String> {
+fn plain_line(label: &str, unit: &str, before: u64, after: u64, total: u64) -> Option<String> {
     let total = total.max(1);
     let tenth = |done: u64| done.min(total) * PLAIN_LINES_MAX / total;
     (tenth(after) > tenth(before)).then(|| {

@@ -66,7 +66,11 @@ impl Remote {
 
     /// As [`Remote::print`], for the answers that have no typed view yet (policy files, webhook
     /// dead letters): JSON in, JSON out.
-    pub fn print_json(&self, data: &serde_json::Value, human: impl FnOnce(&serde_json::Value) -> String) {
+    pub fn print_json(
+        &self,
+        data: &serde_json::Value,
+        human: impl FnOnce(&serde_json::Value) -> String,
+    ) {
         if self.json {
             println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
         } else {

@@ -170,11 +170,7 @@ async fn generate_embedded(
 }
 
 /// Writes `effects` effects left `dispatching`, with one environment, key and action.
-async fn generate(
-    store: Arc<dyn Store>,
-    effects: u64,
-    progress: &Progress,
-) -> anyhow::Result<()> {
+async fn generate(store: Arc<dyn Store>, effects: u64, progress: &Progress) -> anyhow::Result<()> {
     let now = SystemClock.now();
     let system = Actor::system(now);
     let env = store

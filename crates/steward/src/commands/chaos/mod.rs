@@ -19,6 +19,7 @@
 mod audit;
 mod world;
 
+use super::progress::Progress;
 use anyhow::{bail, Context};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -28,7 +29,6 @@ use steward_client::{Journal, SqliteJournal};
 use steward_core::{ApprovalId, CrashPoint};
 use steward_fixture::{FaultMode, FaultPlan};
 use world::{aborted, eventually, kill, kill_worker, wait_exit, World};
-use super::progress::Progress;
 
 /// How long a `steward serve` child gets to print its ready line, in seconds.
 pub(super) const SERVER_READY_S: u64 = 30;
@@ -282,7 +282,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         for i in 1..=args.iterations {
             let dir = root.path().join(format!("{}-{i}", point.name()));
             std::fs::create_dir_all(&dir)?;
-            progress.now_doing(&format!("{} iteration {i}/{}", point.name(), args.iterations));
+            progress.now_doing(&format!(
+                "{} iteration {i}/{}",
+                point.name(),
+                args.iterations
+            ));
             match run_point(&exe, &dir, point, &args).await {
                 Ok(t) => tally.add(t),
                 Err(e) => tally

@@ -37,9 +37,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
                 data: json!({"action": action.data, "versions": versions.data}),
                 view: (action.view, versions.view),
             };
-            remote.print(&answer, |(action, versions)| {
-                show(action, versions, &names)
-            });
+            remote.print(&answer, |(action, versions)| show(action, versions, &names));
         }
     }
     Ok(())
