@@ -86,7 +86,7 @@ impl Remote {
             return KeyNames::default();
         }
         match self.api.identity().await {
-            Ok(me) => KeyNames(BTreeMap::from([(me.view.api_key_id, me.view.name)])),
+            Ok(me) => KeyNames::of([(me.view.api_key_id, me.view.name)]),
             Err(_) => KeyNames::default(),
         }
     }
@@ -97,6 +97,11 @@ impl Remote {
 pub struct KeyNames(BTreeMap<KeyId, String>);
 
 impl KeyNames {
+    /// Names for these keys.
+    pub fn of(names: impl IntoIterator<Item = (KeyId, String)>) -> KeyNames {
+        KeyNames(names.into_iter().collect())
+    }
+
     /// `key_... (name)` when the name is known, else the id alone.
     pub fn show(&self, id: &KeyId) -> String {
         match self.0.get(id) {
@@ -135,7 +140,7 @@ mod tests {
     fn a_known_key_shows_its_name_beside_its_id_and_an_unknown_one_its_id() {
         let me = KeyId::parse("key_01me").unwrap();
         let other = KeyId::parse("key_01other").unwrap();
-        let names = KeyNames(BTreeMap::from([(me.clone(), "ops".to_string())]));
+        let names = KeyNames::of([(me.clone(), "ops".to_string())]);
         assert_eq!(names.show(&me), "key_01me (ops)");
         assert_eq!(names.show(&other), "key_01other");
         assert_eq!(names.show_opt(None), "-");

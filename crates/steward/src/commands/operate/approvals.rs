@@ -183,3 +183,51 @@ fn show(a: &Approval, names: &KeyNames) -> String {
     out.push_str(&decisions.render());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn approval() -> Approval {
+        serde_json::from_value(json!({
+            "id": "apr_1", "status": "approved", "title": "Approve refund",
+            "description": null, "payload": {"amount": 5}, "invocationId": "inv_1",
+            "effectId": null, "actionId": null, "actionVersion": null,
+            "inputFingerprint": null, "requestedBy": "key_agent", "requiredApprovals": 2,
+            "decisions": [{"keyId": "key_ops", "decision": "approve", "note": null,
+                           "at": "2026-12-06T09:00:00Z"}],
+            "decisionOrigin": null, "decisionNote": null, "decidedAt": null,
+            "expiresAt": null, "runId": null, "createdAt": "2026-12-06T08:59:00Z"
+        }))
+        .expect("an approval view")
+    }
+
+    /// The table reads as it did from the JSON (`-` for nothing, JSON for the payload), with the
+    /// caller's own key named beside its id.
+    #[test]
+    fn an_approval_shows_its_fields_and_decisions_with_the_known_key_named() {
+        let names = KeyNames::of([(
+            steward_core::KeyId::parse("key_ops").unwrap(),
+            "night-ops".to_string(),
+        )]);
+        let shown = show(&approval(), &names);
+        assert_eq!(
+            shown,
+            "id:           apr_1\n\
+             status:       approved\n\
+             title:        Approve refund\n\
+             invocation:   inv_1\n\
+             effect:       -\n\
+             requested by: key_agent\n\
+             approved:     1/2\n\
+             created:      2026-12-06T08:59:00Z\n\
+             expires:      -\n\
+             decided:      -\n\
+             input:        {\"amount\":5}\n\
+             \n\
+             DECISION  BY                   AT                    NOTE\n\
+             approve   key_ops (night-ops)  2026-12-06T09:00:00Z  -\n"
+        );
+    }
+}
