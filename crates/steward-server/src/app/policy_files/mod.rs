@@ -5,32 +5,20 @@
 //! `STALE_PLAN`, nothing changed); `test` decides described requests against the set as it would
 //! be after the apply, and writes nothing. The file's format is in `plan.rs`.
 
-mod plan;
+pub mod plan;
 
-use plan::POLICY_TEST_CASES_MAX;
-
-use super::body::{self, only_known, optional_string};
-use super::idempotent;
-use super::openapi as doc;
-use super::policies::{check_action, spec_view, view};
-use crate::adapters::money_amount;
-use crate::app::gate::decision_json;
-use crate::auth::Caller;
-use crate::envelope::ok;
-use crate::error::{codes, ApiError, ApiResult};
+use super::policies::{check_action, described_action, described_amount};
+use super::{Error, Principal, Result};
+use crate::error::codes;
 use crate::state::AppState;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
-use plan::{FileError, Plan};
+use plan::{FileError, Plan, POLICY_TEST_CASES_MAX};
 use serde_json::{json, Map, Value};
-use steward_core::policy::{decide, order, Facts, Policy, PolicySpec, RequestKind};
+use steward_core::policy::{decide, order, Facts, Policy, PolicyDecision, PolicySpec, RequestKind};
 use steward_core::{scopes, PolicyId};
 use steward_store::{Actor, PolicyRecord, StoreError};
 
 /// A 400 listing every problem of the file; `details.field` is the first one's.
-fn file_errors(errors: Vec<FileError>) -> ApiError {
+fn file_errors(errors: Vec<FileError>) -> Error {
     let first = errors
         .first()
         .map(|e| e.field.clone())
@@ -42,27 +30,23 @@ fn file_errors(errors: Vec<FileError>) -> ApiError {
             errors[0].field, errors[0].message
         ),
     };
-    ApiError::of(codes::VALIDATION_ERROR, message).with_details(json!({
+    Error::of(codes::VALIDATION_ERROR, message).with_details(json!({
         "field": first,
         "errors": errors.iter().map(FileError::view).collect::<Vec<_>>(),
     }))
-}
-
-fn required_text(map: &Map<String, Value>, field: &str) -> ApiResult<String> {
-    optional_string(map, field)?.ok_or_else(|| ApiError::validation(field, "is required"))
 }
 
 /// The file's policies, each also checked against the environment (a `matchActionName` must
 /// name one of its actions), and the plan against the live policies.
 async fn planned(
     state: &AppState,
-    caller: &Caller,
+    principal: &Principal,
     source: &str,
-) -> ApiResult<(Vec<PolicySpec>, Plan)> {
+) -> Result<(Vec<PolicySpec>, Plan)> {
     let specs = plan::parse(source).map_err(file_errors)?;
     let mut errors = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
-        if let Err(e) = check_action(state, caller, spec).await {
+        if let Err(e) = check_action(state, principal, spec).await {
             errors.push(FileError {
                 field: format!("policies[{i}].matchActionName"),
                 message: e.message,
@@ -73,142 +57,77 @@ async fn planned(
     if !errors.is_empty() {
         return Err(file_errors(errors));
     }
-    let live = state.store.list_policies(&caller.env.id).await?;
+    let live = state.store.list_policies(&principal.env.id).await?;
     let plan = plan::plan(&specs, &live);
     Ok((specs, plan))
 }
 
-fn plan_view(plan: &Plan) -> Value {
-    let mut changes = Vec::new();
-    for spec in &plan.creates {
-        changes.push(json!({"op": "create", "name": spec.name, "after": spec_view(spec)}));
-    }
-    for (current, spec) in &plan.updates {
-        changes.push(json!({
-            "op": "update", "name": spec.name, "policyId": current.id,
-            "fromVersion": current.version, "before": spec_view(&current.spec),
-            "after": spec_view(spec),
-        }));
-    }
-    for current in &plan.deletes {
-        changes.push(json!({
-            "op": "delete", "name": current.spec.name, "policyId": current.id,
-            "fromVersion": current.version, "before": spec_view(&current.spec),
-        }));
-    }
-    json!({
-        "digest": plan.digest,
-        "valid": true,
-        "errors": [],
-        "changes": changes,
-        "unchanged": plan.unchanged.iter().map(|p| &p.spec.name).collect::<Vec<_>>(),
-        "summary": {
-            "create": plan.creates.len(),
-            "update": plan.updates.len(),
-            "delete": plan.deletes.len(),
-            "unchanged": plan.unchanged.len(),
-        },
-    })
+/// What applying the file `source` would change, and the digest that applies exactly that.
+/// Read-only.
+pub async fn plan(state: &AppState, principal: &Principal, source: &str) -> Result<Plan> {
+    principal.require(scopes::POLICIES_READ)?;
+    let (_, plan) = planned(state, principal, source).await?;
+    Ok(plan)
 }
 
-/// Read-only: what applying the file would change, and the digest that applies exactly that.
-#[utoipa::path(
-    post,
-    path = "/approval-policies/files/plan",
-    operation_id = "policies_files_plan",
-    tag = "approval-policies",
-    request_body = doc::PolicyFilePlanBody,
-    responses(
-        (status = 200, description = "the changes, the policies left unchanged and the digest; nothing is recorded", body = doc::Single<doc::PolicyFilePlan>),
-        doc::Guarded,
-        doc::Invalid,
-        doc::TooLarge,
-    )
-)]
-pub async fn plan(
-    State(state): State<AppState>,
-    caller: Caller,
-    bytes: Bytes,
-) -> ApiResult<Response> {
-    caller.require(scopes::POLICIES_READ)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, &["source"])?;
-    let source = required_text(&map, "source")?;
-    let (_, plan) = planned(&state, &caller, &source).await?;
-    Ok(ok(plan_view(&plan)))
+/// What an apply came to: the plan it applied, whether it wrote anything (not when the file
+/// already matched the live set), and the live policies after it.
+#[derive(Debug)]
+pub struct Applied {
+    pub plan: Plan,
+    pub applied: bool,
+    pub live: Vec<PolicyRecord>,
 }
 
-/// Applies exactly the plan `digest` names, in one transaction; `STALE_PLAN` if the file or the
-/// live policies differ from what was planned.
-#[utoipa::path(
-    post,
-    path = "/approval-policies/files/apply",
-    operation_id = "policies_files_apply",
-    tag = "approval-policies",
-    params(doc::IdempotencyHeader),
-    request_body = doc::PolicyFileApplyBody,
-    responses(
-        (status = 200, description = "the change applied and the live policies after it", body = doc::Single<doc::PolicyFileApplied>),
-        doc::Guarded,
-        doc::Invalid,
-        doc::Idempotent,
-        doc::Conflict,
-        doc::TooLarge,
-    )
-)]
+/// Applies exactly the plan `digest` names, in one transaction; `STALE_PLAN` if the file or
+/// the live policies differ from what was planned.
 pub async fn apply(
-    State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> ApiResult<Response> {
-    caller.require(scopes::POLICIES_WRITE)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, &["source", "digest", "changeNote"])?;
-    let source = required_text(&map, "source")?;
-    let digest = required_text(&map, "digest")?;
-    let note = optional_string(&map, "changeNote")?;
-    let request =
-        json!({"op": "policy.files.apply", "source": source, "digest": digest, "changeNote": note});
-    idempotent::run(&state, &caller, &headers, request, || async {
-        let (_, plan) = planned(&state, &caller, &source).await?;
-        if plan.digest != digest {
-            return Err(stale(&plan.digest));
-        }
-        let now = state.clock.now();
-        let change = plan.change(&caller.env.id, |spec| PolicyRecord {
-            id: PolicyId::from_unique(&crate::clock::unique()),
-            env_id: caller.env.id.clone(),
-            version: 1,
-            spec: spec.clone(),
-            created_at: now,
-            updated_at: now,
-        });
-        let live = if plan.is_empty() {
-            state.store.list_policies(&caller.env.id).await?
-        } else {
-            state
-                .store
-                .apply_policy_set(&change, note.as_deref(), &Actor::key(&caller.key.id, now))
-                .await
-                .map_err(|e| match e {
-                    // Another edit landed between this read and the write.
-                    StoreError::VersionConflict { .. } | StoreError::Duplicate { .. } => {
-                        stale(&plan.digest)
-                    }
-                    other => other.into(),
-                })?
-        };
-        let mut applied = plan_view(&plan);
-        applied["applied"] = json!(!plan.is_empty());
-        applied["policies"] = json!(live.iter().map(view).collect::<Vec<_>>());
-        Ok((StatusCode::OK, applied))
+    state: &AppState,
+    principal: &Principal,
+    source: &str,
+    digest: &str,
+    change_note: Option<&str>,
+) -> Result<Applied> {
+    principal.require(scopes::POLICIES_WRITE)?;
+    let (_, plan) = planned(state, principal, source).await?;
+    if plan.digest != digest {
+        return Err(stale(&plan.digest));
+    }
+    let now = state.clock.now();
+    let env = &principal.env.id;
+    let change = plan.change(env, |spec| PolicyRecord {
+        id: PolicyId::from_unique(&crate::clock::unique()),
+        env_id: env.clone(),
+        version: 1,
+        spec: spec.clone(),
+        created_at: now,
+        updated_at: now,
+    });
+    let live = if plan.is_empty() {
+        state.store.list_policies(env).await?
+    } else {
+        state
+            .store
+            .apply_policy_set(&change, change_note, &Actor::key(&principal.key.id, now))
+            .await
+            .map_err(|e| match e {
+                // Another edit landed between this read and the write.
+                StoreError::VersionConflict { .. } | StoreError::Duplicate { .. } => {
+                    stale(&plan.digest)
+                }
+                other => other.into(),
+            })?
+    };
+    let applied = !plan.is_empty();
+    Ok(Applied {
+        plan,
+        applied,
+        live,
     })
-    .await
 }
 
-fn stale(current: &str) -> ApiError {
-    ApiError::of(
+fn stale(current: &str) -> Error {
+    Error::of(
         codes::STALE_PLAN,
         "the policies or the file changed since this plan; plan again and review the new change",
     )
@@ -216,6 +135,7 @@ fn stale(current: &str) -> ApiError {
 }
 
 /// One described request of a `test` call, and what it expects, if anything.
+#[derive(Debug)]
 struct Case {
     name: Option<String>,
     kind: RequestKind,
@@ -238,7 +158,7 @@ const CASE_FIELDS: [&str; 8] = [
     "expect",
 ];
 
-fn cases(value: &Value) -> Result<Vec<Case>, FileError> {
+fn cases(value: &Value) -> std::result::Result<Vec<Case>, FileError> {
     let err = |field: String, message: &str| FileError {
         field,
         message: message.into(),
@@ -275,7 +195,7 @@ fn cases(value: &Value) -> Result<Vec<Case>, FileError> {
             if let Some(unknown) = map.keys().find(|k| !CASE_FIELDS.contains(&k.as_str())) {
                 return Err(err(at(unknown), "is not a case field"));
             }
-            let text = |field: &str| -> Result<Option<String>, FileError> {
+            let text = |field: &str| -> std::result::Result<Option<String>, FileError> {
                 match map.get(field) {
                     None | Some(Value::Null) => Ok(None),
                     Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -350,88 +270,84 @@ fn after_apply(
     policies
 }
 
-/// Decides each case against the set as it would be after applying the file. Writes nothing
-/// and dispatches nothing.
-#[utoipa::path(
-    post,
-    path = "/approval-policies/files/test",
-    operation_id = "policies_files_test",
-    tag = "approval-policies",
-    request_body = doc::PolicyFileTestBody,
-    responses(
-        (status = 200, description = "each case's decision, and whether it met its expectation; nothing is recorded", body = doc::Single<doc::PolicyFileTest>),
-        doc::Guarded,
-        doc::Invalid,
-        doc::TooLarge,
-    )
-)]
+/// One case's decision against the set after the apply.
+#[derive(Debug)]
+pub struct CaseResult {
+    /// The case's place in the list.
+    pub index: usize,
+    pub name: Option<String>,
+    /// `None`: no policy applies.
+    pub decision: Option<PolicyDecision>,
+    /// The case's `expect`, as given.
+    pub expected: Option<Map<String, Value>>,
+    /// Whether the decision met `expected` (`None` without an expectation).
+    pub passed: Option<bool>,
+}
+
+/// What [`test`] decided: each case, and whether every case with an expectation met it.
+#[derive(Debug)]
+pub struct Tested {
+    pub passed: bool,
+    pub results: Vec<CaseResult>,
+}
+
+/// What a case's `expect` is compared with: the decision's effect, approvals and policy name,
+/// each `null` when no policy applies.
+fn observed(decision: Option<&PolicyDecision>) -> Value {
+    json!({
+        "effect": decision.map(|d| d.effect.as_str()),
+        "requiredApprovals": decision.map(|d| d.required_approvals),
+        "policy": decision.map(|d| d.policy.name.clone()),
+    })
+}
+
+/// Decides each of `cases` (a list, or YAML or JSON text of one) against the set as it would be
+/// after applying the file `source`. Writes nothing and dispatches nothing.
 pub async fn test(
-    State(state): State<AppState>,
-    caller: Caller,
-    bytes: Bytes,
-) -> ApiResult<Response> {
-    caller.require(scopes::POLICIES_READ)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, &["source", "cases"])?;
-    let source = required_text(&map, "source")?;
-    let cases =
-        cases(map.get("cases").unwrap_or(&Value::Null)).map_err(|e| file_errors(vec![e]))?;
-    let (specs, _) = planned(&state, &caller, &source).await?;
-    let live = state.store.list_policies(&caller.env.id).await?;
+    state: &AppState,
+    principal: &Principal,
+    source: &str,
+    cases: &Value,
+) -> Result<Tested> {
+    principal.require(scopes::POLICIES_READ)?;
+    let cases = self::cases(cases).map_err(|e| file_errors(vec![e]))?;
+    let (specs, _) = planned(state, principal, source).await?;
+    let live = state.store.list_policies(&principal.env.id).await?;
     let policies = after_apply(&specs, &live, state.clock.now());
     let mut all_passed = true;
     let mut results = Vec::with_capacity(cases.len());
-    for (i, case) in cases.iter().enumerate() {
-        let action = match (&case.kind, &case.action_name) {
-            (RequestKind::Action, Some(name)) => state.store.action(&caller.env.id, name).await?,
-            _ => None,
-        };
-        let amount = match &action {
-            Some(a) => money_amount(&a.definition, &case.payload).map(|n| n as f64),
-            None => case.payload.get("amount").and_then(Value::as_f64),
-        };
+    for (index, case) in cases.into_iter().enumerate() {
+        let action =
+            described_action(state, principal, case.kind, case.action_name.as_deref()).await?;
         let facts = Facts {
             kind: case.kind,
             action_name: case.action_name.as_deref(),
             agent_id: case.agent_id.as_deref(),
             user_id: case.user_id.as_deref(),
             tags: &case.tags,
-            amount,
+            amount: described_amount(action.as_ref(), &case.payload),
             input: &case.payload,
         };
         let decision = decide(&policies, &facts);
-        let effect = decision.as_ref().map(|d| d.effect.as_str());
-        let observed = json!({
-            "effect": effect,
-            "requiredApprovals": decision.as_ref().map(|d| d.required_approvals),
-            "policy": decision.as_ref().map(|d| d.policy.name.clone()),
-        });
+        let observed = observed(decision.as_ref());
         let passed = case.expect.as_ref().map(|expect| {
             expect
                 .iter()
                 .all(|(field, want)| observed.get(field).is_some_and(|got| got == want))
         });
         all_passed &= passed.unwrap_or(true);
-        results.push(json!({
-            "index": i,
-            "name": case.name,
-            "effect": effect,
-            "requiredApprovals": observed["requiredApprovals"],
-            "policy": observed["policy"],
-            "decision": decision.as_ref().map(decision_json),
-            "explanation": decision
-                .as_ref()
-                .map(|d| d.explanation.clone())
-                .unwrap_or_else(|| "no policy applies".to_string()),
-            "expected": case.expect,
-            "passed": passed,
-        }));
+        results.push(CaseResult {
+            index,
+            name: case.name,
+            decision,
+            expected: case.expect,
+            passed,
+        });
     }
-    Ok(ok(json!({
-        "evaluation": "policy_only",
-        "passed": all_passed,
-        "results": results,
-    })))
+    Ok(Tested {
+        passed: all_passed,
+        results,
+    })
 }
 
 #[cfg(test)]
