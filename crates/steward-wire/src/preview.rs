@@ -107,6 +107,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `utoipa` takes only literal bounds: the documented maximum is the constant.
+    #[test]
+    fn the_documented_ttl_bound_is_the_constant() {
+        use utoipa::PartialSchema;
+        for schema in [PreviewBody::schema(), PreviewRefreshBody::schema()] {
+            let schema = serde_json::to_value(schema).unwrap();
+            let ttl = &schema["properties"]["ttlSeconds"];
+            assert_eq!(ttl["maximum"].as_u64(), Some(PREVIEW_TTL_MAX_S), "{ttl}");
+            assert_eq!(ttl["minimum"].as_u64(), Some(1), "{ttl}");
+        }
+    }
+
     #[test]
     fn a_ttl_is_a_whole_number_of_seconds_in_range_or_null() {
         let body: PreviewRefreshBody = serde_json::from_value(json!({"ttlSeconds": null})).unwrap();
