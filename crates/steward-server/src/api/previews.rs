@@ -13,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use steward_core::{scopes, Millis, PreviewId};
 use steward_store::PreviewRecord;
 use steward_wire::{self as wire, Text};
@@ -94,7 +94,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_INVOKE)?;
     let body: wire::PreviewBody = body::parse(&bytes)?;
-    let input = Value::Object(body.input.unwrap_or_else(Map::new));
+    let input = Value::Object(body.input.unwrap_or_default());
     let ttl_s = body.ttl_seconds.unwrap_or(PREVIEW_TTL_DEFAULT_S);
     let run_id = body.run_id.map(Text::into_string);
     let action = app::previews::previewable(&state, &caller, &reference, &input).await?;

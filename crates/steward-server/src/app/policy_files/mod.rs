@@ -3,7 +3,8 @@
 //! and answers the change with a digest (read-only); `apply` makes exactly that change, in one
 //! transaction, only while the live set is still the one planned against (else 409
 //! `STALE_PLAN`, nothing changed); `test` decides described requests against the set as it would
-//! be after the apply, and writes nothing. The file's format is in `plan.rs`.
+//! be after the apply, and writes nothing. The file's format is in `plan.rs`;
+//! `api/policy_files.rs` is the HTTP door, which the CLI (`commands/operate/policies.rs`) calls.
 
 pub mod plan;
 
@@ -358,7 +359,7 @@ mod tests {
     fn cases_given_as_text_are_read_once() {
         // A string whose YAML is itself a string: refused, not read again and again.
         for text in ["AAA", "'AAA'", "\"\\\"AAA\\\"\"", ""] {
-            let error = cases(&json!(text)).err().expect("refused");
+            let error = cases(&json!(text)).expect_err("refused");
             assert_eq!(error.field, "cases", "{text:?}");
         }
         let listed = cases(&json!("- {name: a, payload: {amount: 1}}")).expect("a list");
