@@ -31,7 +31,7 @@ mod request;
 mod secret;
 
 pub use action::Action;
-pub use approval::{Approval, ApprovalDecision, Decided};
+pub use approval::{Approval, ApprovalDecision, Decided, Unchanged};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{List, Page, Pagination, Single};
 pub use environment::{Environment, Identity};

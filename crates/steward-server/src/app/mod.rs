@@ -21,6 +21,7 @@ pub mod gate;
 pub mod idempotency;
 pub mod input;
 pub mod invoke;
+pub mod keys;
 pub mod links;
 pub mod previews;
 pub mod recovery;
