@@ -28,6 +28,8 @@ mod environment;
 mod invocation;
 mod limit;
 mod request;
+mod run;
+mod run_request;
 mod secret;
 
 pub use action::Action;
@@ -37,5 +39,7 @@ pub use envelope::{List, Page, Pagination, Single};
 pub use environment::{Environment, Identity};
 pub use invocation::{Elided, Governed, Invocation};
 pub use limit::{Deleted, Limit, SecretDeleted};
-pub use request::{DecisionBody, HaltBody, ResumeBody, Text};
+pub use request::{Amount, Count, DecisionBody, HaltBody, Number, Object, ResumeBody, Text};
+pub use run::{Feedback, Run, RunApproval, RunDetail, Span, SpanNode, SpansIngested, Trace};
+pub use run_request::{FeedbackBody, RunEndBody, RunStartBody, SpansBody, TraceBody};
 pub use secret::Secret;

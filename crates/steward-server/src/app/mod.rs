@@ -25,6 +25,7 @@ pub mod keys;
 pub mod links;
 pub mod previews;
 pub mod recovery;
+pub mod runs;
 pub mod seam;
 
 /// Who is acting: an API key and its environment, authenticated by a front end.
