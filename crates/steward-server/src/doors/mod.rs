@@ -3,8 +3,10 @@
 //! `app::approvals::decide`, and both halts and resumes reach `app::environment` (counted by
 //! the seam, `app/seam.rs`), and one MCP request
 //! authenticates once (counted by a store that counts `Store::caller` and
-//! `Store::invoke_context`, `counting_store.rs`). The requests go through the real router, as
-//! a client sends them.
+//! `Store::invoke_context`, `counting_store.rs`) and reads the action list once
+//! (`Store::list_actions`), never a stale one; a decision that changed nothing is explained
+//! the same way by the API and the console. The requests go through the real router, as a
+//! client sends them.
 
 mod counting_store;
 
