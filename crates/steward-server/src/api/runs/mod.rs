@@ -99,8 +99,7 @@ async fn detail(state: &AppState, caller: &Caller, run: &RunRecord) -> ApiResult
     // the remainder for the first spans. A part cut short says so. The run's own part is
     // measured as the run's fields and `approvals`, as it always was.
     let own = views::run(run);
-    let own_len =
-        bounded::view_len(&own) + r#","approvals":"#.len() + bounded::view_len(&approvals);
+    let own_len = views::run_and_approvals_len(&own, &approvals);
     let mut v = wire::RunDetail::of(own);
     let left = bounded::ANSWER_BYTES_MAX.saturating_sub(own_len + 1024);
     let (span_tree, tree_cut) = bounded::fit_strict(span_tree, left / 2);

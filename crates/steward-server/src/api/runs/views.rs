@@ -38,6 +38,13 @@ pub fn run(r: &RunRecord) -> wire::Run {
     }
 }
 
+/// The bytes of the run's fields with its `approvals` beside them, as one JSON object: what
+/// the run read measures its own part by before sharing the rest of the bound.
+pub fn run_and_approvals_len(run: &wire::Run, approvals: &[wire::RunApproval]) -> usize {
+    // The run is a non-empty object: `approvals` adds `,"approvals":` and the list.
+    bounded::view_len(run) + r#","approvals":"#.len() + bounded::view_len(approvals)
+}
+
 /// Marks each of `fields` (named, in the order given) that holds the store's elision marker
 /// as the wire's, reading the record whole at `href`, and returns the names of those marked.
 fn mark_elided<'a>(
@@ -294,6 +301,56 @@ mod tests {
 
         let cycle = [outline(0, "x", Some("y")), outline(1, "y", Some("x"))];
         assert!(tree(&run, &cycle).is_empty());
+    }
+
+    fn record() -> RunRecord {
+        let at = Millis(1_767_225_600_000);
+        RunRecord {
+            id: run_id(),
+            env_id: steward_core::EnvironmentId::from_unique("e"),
+            status: steward_store::RunStatus::Running,
+            name: Some("n".into()),
+            agent_id: None,
+            user_id: Some("u".into()),
+            trace_id: "0".repeat(32),
+            body: steward_store::RunBody {
+                tags: vec!["t".into()],
+                input: Some(steward_store::elision_marker(20_000)),
+                output: Some(json!({"a": 1})),
+                cost: Some(0.5),
+                ..steward_store::RunBody::default()
+            },
+            started_at: at,
+            ended_at: None,
+            updated_at: at,
+        }
+    }
+
+    /// A listed run elides as the `json!` view did (`bounded::mark_elided` over its fields),
+    /// and the run read measures its own part by the same bytes as before.
+    #[test]
+    fn a_listed_run_elides_and_measures_as_the_json_view_did() {
+        let r = record();
+        let href = format!("/api/v2/runs/{}", r.id);
+        let mut expected = serde_json::to_value(run(&r)).unwrap();
+        bounded::mark_elided(&mut expected, &href);
+        assert_eq!(serde_json::to_value(listed_run(&r)).unwrap(), expected);
+        assert_eq!(expected["elidedFields"], json!(["input"]));
+
+        let approvals = vec![wire::RunApproval {
+            id: "apr_1".into(),
+            status: "pending".into(),
+            title: "t".into(),
+            invocation_id: None,
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            decided_at: None,
+        }];
+        let mut old = serde_json::to_value(run(&r)).unwrap();
+        old["approvals"] = serde_json::to_value(&approvals).unwrap();
+        assert_eq!(
+            run_and_approvals_len(&run(&r), &approvals),
+            steward_store::json_len(&old)
+        );
     }
 
     /// The typed span is the stored document with the run's fields, key for key (what the
