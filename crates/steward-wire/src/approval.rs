@@ -58,4 +58,16 @@ pub struct ApprovalDecision {
 pub struct Decided {
     pub approval: Approval,
     pub invocation: Option<Invocation>,
+    /// Why the decision changed nothing (the approval had expired or was settled, or this key
+    /// had already decided it); `null` when it counted. The console shows the same reason.
+    pub unchanged: Option<Unchanged>,
+}
+
+/// Why a decision changed nothing: a stable code and a sentence for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Unchanged {
+    /// `approval_expired`, `approval_already_decided` or `already_decided_by_this_key`.
+    pub code: String,
+    pub message: String,
 }

@@ -32,10 +32,12 @@ mod policy;
 mod policy_body;
 mod preview;
 mod request;
+mod run;
+mod run_request;
 mod secret;
 
 pub use action::Action;
-pub use approval::{Approval, ApprovalDecision, Decided};
+pub use approval::{Approval, ApprovalDecision, Decided, Unchanged};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{List, Page, Pagination, Single};
 pub use environment::{Environment, Identity};
@@ -53,5 +55,7 @@ pub use policy_body::{
     PolicyFileTestBody, RequestKind,
 };
 pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
-pub use request::{DecisionBody, HaltBody, ResumeBody, Text};
+pub use request::{Amount, Count, DecisionBody, HaltBody, Number, Object, ResumeBody, Text};
+pub use run::{Feedback, Run, RunApproval, RunDetail, Span, SpanNode, SpansIngested, Trace};
+pub use run_request::{FeedbackBody, RunEndBody, RunStartBody, SpansBody, TraceBody};
 pub use secret::Secret;

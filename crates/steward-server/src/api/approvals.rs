@@ -339,13 +339,21 @@ async fn decide(
         let decided = app::approvals::decide(&state, &caller, decide).await?;
         // The approval, and the invocation it gated as it stands after the decision; `null`
         // for a custom request. A decision that changed nothing is answered the same way, with
-        // the approval as it stands.
+        // the approval as it stands and why (`unchanged`, the reason the console shows).
         let invocation = decided.invocation.as_ref().map(views::invocation);
+        let unchanged = decided.unchanged.as_ref().map(|reason| {
+            let error = reason.error();
+            steward_wire::Unchanged {
+                code: error.code.to_string(),
+                message: error.message,
+            }
+        });
         Ok((
             StatusCode::OK,
             steward_wire::Decided {
                 approval: views::approval(&decided.approval),
                 invocation,
+                unchanged,
             },
         ))
     })

@@ -35,7 +35,12 @@ pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {
 /// against the properties of `T`'s schema, the same way [`only_known`] names them; then a field
 /// `T` refuses is named by its path (`details.field`), with `T`'s message.
 pub fn parse<T: DeserializeOwned + ToSchema>(bytes: &Bytes) -> Result<T, ApiError> {
-    let map = object(bytes)?;
+    from_object(object(bytes)?)
+}
+
+/// [`parse`] of a body already read as an object: for a handler that also keeps the object as
+/// it came (the `Idempotency-Key` record of the request).
+pub fn from_object<T: DeserializeOwned + ToSchema>(map: Map<String, Value>) -> Result<T, ApiError> {
     let known = properties::<T>();
     only_known(&map, &known.iter().map(String::as_str).collect::<Vec<_>>())?;
     serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {

@@ -283,31 +283,6 @@ fn each_hand_parsed_bodys_known_fields_are_its_schemas_properties() {
             set(BudgetBody::FIELDS),
         ),
         (
-            "RunStartBody",
-            properties::<RunStartBody>(),
-            set(&crate::api::runs::parse::START_FIELDS),
-        ),
-        (
-            "RunEndBody",
-            properties::<RunEndBody>(),
-            set(&crate::api::runs::parse::END_FIELDS),
-        ),
-        (
-            "SpansBody",
-            properties::<SpansBody>(),
-            set(&crate::api::runs::parse::SPANS_FIELDS),
-        ),
-        (
-            "FeedbackBody",
-            properties::<FeedbackBody>(),
-            set(&crate::api::runs::parse::FEEDBACK_FIELDS),
-        ),
-        (
-            "TraceBody",
-            properties::<TraceBody>(),
-            set(&crate::api::runs::parse::TRACE_FIELDS),
-        ),
-        (
             "ImportBody",
             properties::<ImportBody>(),
             set(crate::api::import::FIELDS),

@@ -36,6 +36,11 @@ pub(crate) use steward_wire::{
     Action, Approval, Decided, DecisionBody, Deleted, Effect, Environment, HaltBody, Identity,
     Invocation, Limit, List, Page, ResumeBody, Secret, SecretDeleted, Single,
 };
+// The runs' views and bodies (`api/runs/`).
+pub(crate) use steward_wire::{
+    Feedback, FeedbackBody, Run, RunDetail, RunEndBody, RunStartBody, Span, SpansBody,
+    SpansIngested, Trace, TraceBody,
+};
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
