@@ -96,3 +96,35 @@ pub struct Elided {
     /// The path (under the server's origin) that reads the record whole.
     pub href: String,
 }
+
+/// `POST /actions/{reference}/invoke`. The server reads the invoke from the body's object (the
+/// same reader serves its other doors), after refusing any field this type does not describe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InvokeBody {
+    /// The action's input (default `{}`): a JSON object, unless the action's `inputSchema`
+    /// declares another `type` (an array, a string...), when it is any value that schema accepts.
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+    pub run_id: Option<String>,
+    pub parent_span_id: Option<String>,
+    /// A failed invocation (`inv_...`) this one retries.
+    pub retry_of: Option<String>,
+    /// Names the business operation: the same key and input is the same effect.
+    #[schema(min_length = 1, max_length = 255)]
+    pub operation_key: Option<String>,
+    /// Binds the invoke to an execution-bound preview: same action version, same input, same
+    /// rendered request, before it expires, and its first invoke; refused otherwise
+    /// (`preview_expired`, `preview_superseded`, `preview_already_used`,
+    /// `preview_action_changed`, `preview_mismatch`), with nothing recorded.
+    #[schema(pattern = "^prv_")]
+    pub preview_id: Option<String>,
+    /// Effects that must already hold an outcome (`succeeded`, `failed` or `not_dispatched`);
+    /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
+    /// recorded, when one does not.
+    #[schema(max_items = 16)]
+    pub depends_on: Option<Vec<crate::Dependency>>,
+    /// The settled effect this invoke compensates; both effects show the link.
+    #[schema(pattern = "^eff_")]
+    pub compensates: Option<String>,
+}

@@ -22,20 +22,40 @@
 
 mod action;
 mod approval;
+mod billing;
+mod budget;
+mod connection;
 mod effect;
 mod envelope;
 mod environment;
+mod import;
 mod invocation;
 mod limit;
+mod nullable;
 mod request;
+mod resolve;
 mod secret;
+mod webhook;
 
-pub use action::Action;
-pub use approval::{Approval, ApprovalDecision, Decided};
+pub use action::{Action, ActionBody, MissingOperationKeyChoice};
+pub use approval::{Approval, ApprovalDecision, ApprovalRequestBody, Decided};
+pub use billing::{BillingQuota, BillingUsage, WorkspaceBudget};
+pub use budget::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
+pub use connection::{
+    CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Integration,
+    IntegrationAuth, ReconnectBody,
+};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
-pub use envelope::{List, Page, Pagination, Single};
+pub use envelope::{
+    CursorPage, CursorPagination, List, Page, Pagination, Single, VersionPage, VersionPagination,
+};
 pub use environment::{Environment, Identity};
-pub use invocation::{Elided, Governed, Invocation};
-pub use limit::{Deleted, Limit, SecretDeleted};
+pub use import::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation};
+pub use invocation::{Elided, Governed, Invocation, InvokeBody};
+pub use limit::{Deleted, Limit, LimitBody, LimitUpdateBody, Period, SecretDeleted};
 pub use request::{DecisionBody, HaltBody, ResumeBody, Text};
-pub use secret::Secret;
+pub use resolve::{ManualOutcome, PartialEffect, ResolveEffectBody, ResolveInvocationBody};
+pub use secret::{Secret, SecretBody};
+pub use webhook::{
+    DeadLetter, RedeliveryRequested, Subscription, SubscriptionBody, SubscriptionPatch, Topic,
+};

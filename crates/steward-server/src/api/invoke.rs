@@ -1,7 +1,7 @@
 //! `actions/{ref}/invoke` over HTTP: authenticate and read in one (`app::invoke::authenticate`),
 //! parse the body, invoke (`app::invoke::invoke`), and answer with the invocation as it stands.
 
-use super::body::{self, only_known, optional_string};
+use super::body::{self, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::app::{self, invoke::Invoke};
@@ -16,20 +16,10 @@ use serde_json::{json, Value};
 use steward_core::{EffectState, IdempotencyKey, InvocationId, OperationKey, PreviewId};
 use steward_store::{EffectLinks, InvocationRecord};
 
-pub(super) const FIELDS: [&str; 8] = [
-    "input",
-    "runId",
-    "parentSpanId",
-    "retryOf",
-    "operationKey",
-    "previewId",
-    "dependsOn",
-    "compensates",
-];
 /// The invoke request in `bytes`, as `POST /actions/{reference}/invoke` takes it.
 fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Invoke> {
     let map = body::object(bytes)?;
-    only_known(&map, &FIELDS)?;
+    body::only_known_to::<doc::InvokeBody>(&map)?;
     // Any JSON value: whether it must be an object depends on the action (`check`).
     let input = match map.get("input") {
         None | Some(Value::Null) => json!({}),
@@ -126,7 +116,7 @@ fn answer(inv: &InvocationRecord, replayed: bool) -> Response {
 )]
 pub async fn invoke(
     State(state): State<AppState>,
-    Path(reference): Path<String>,
+    Path(doc::ActionPath { reference }): Path<doc::ActionPath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {

@@ -414,17 +414,13 @@ pub async fn versions(
     let next_before = has_more
         .then(|| newest_first.last().map(|v| v.version))
         .flatten();
-    let body = json!({
-        "success": true,
-        "data": newest_first.iter().map(|v| version_view(v)).collect::<Vec<_>>(),
-        "pagination": {
-            "total": all.len(),
-            "limit": limit,
-            "hasMore": has_more,
-            "nextBefore": next_before,
-        },
-    });
-    Ok((StatusCode::OK, axum::Json(body)).into_response())
+    let page = steward_wire::VersionPage::new(
+        newest_first.iter().map(|v| version_view(v)).collect(),
+        all.len() as u64,
+        limit as u32,
+        next_before,
+    );
+    Ok((StatusCode::OK, axum::Json(page)).into_response())
 }
 
 #[utoipa::path(

@@ -14,6 +14,7 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 use steward_core::{scopes, EffectId, EffectState, InvocationId, ManualOutcome};
 use steward_store::{Actor, ActualImpact, NewEvidence};
+use steward_wire as wire;
 
 use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
 use steward_core::{EvidenceKind, EvidenceSource};
@@ -48,11 +49,11 @@ pub async fn reconcile(
     Ok(crate::envelope::ok(views::effect_detail(&effect)))
 }
 
-fn outcome(map: &Map<String, Value>) -> ApiResult<ManualOutcome> {
-    match optional_string(map, "outcome")?.as_deref() {
-        Some("succeeded") => Ok(ManualOutcome::Succeeded),
-        Some("failed") => Ok(ManualOutcome::Failed),
-        _ => Err(ApiError::validation(
+fn outcome(given: Option<wire::ManualOutcome>) -> ApiResult<ManualOutcome> {
+    match given {
+        Some(wire::ManualOutcome::Succeeded) => Ok(ManualOutcome::Succeeded),
+        Some(wire::ManualOutcome::Failed) => Ok(ManualOutcome::Failed),
+        None => Err(ApiError::validation(
             "outcome",
             "must be succeeded or failed",
         )),
@@ -60,7 +61,12 @@ fn outcome(map: &Map<String, Value>) -> ApiResult<ManualOutcome> {
 }
 
 fn required_text(map: &Map<String, Value>, field: &str) -> ApiResult<String> {
-    match optional_string(map, field)? {
+    required(optional_string(map, field)?, field)
+}
+
+/// A text the body must carry, not blank.
+fn required(given: Option<String>, field: &str) -> ApiResult<String> {
+    match given {
         Some(t) if !t.trim().is_empty() => Ok(t),
         _ => Err(ApiError::validation(field, "is required")),
     }
@@ -93,24 +99,11 @@ pub async fn resolve_effect(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = effect_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::ResolveEffectBody::FIELDS)?;
-    let outcome = outcome(&map)?;
-    let reason = required_text(&map, "reason")?;
-    let partial = optional_string(&map, "partialEffect")?;
-    if partial
-        .as_deref()
-        .is_some_and(|p| !matches!(p, "none" | "possible" | "confirmed"))
-    {
-        return Err(ApiError::validation(
-            "partialEffect",
-            "must be none, possible or confirmed",
-        ));
-    }
-    let actual_impact = match map.get("actualImpact") {
-        None | Some(Value::Null) => Value::Null,
-        Some(v @ Value::Array(_)) => v.clone(),
-        Some(_) => return Err(ApiError::validation("actualImpact", "must be a list")),
-    };
+    let given: wire::ResolveEffectBody = body::typed(&map)?;
+    let outcome = outcome(given.outcome)?;
+    let reason = required(given.reason.map(wire::Text::into_string), "reason")?;
+    let partial = given.partial_effect.map(|p| p.as_str().to_string());
+    let actual_impact = given.actual_impact.map_or(Value::Null, Value::Array);
     let actual = actual_amounts(&actual_impact)?;
     let partial_happened = matches!(partial.as_deref(), Some("possible" | "confirmed"));
     match (outcome, partial_happened, &actual) {
@@ -128,7 +121,7 @@ pub async fn resolve_effect(
         }
         _ => {}
     }
-    let reference = optional_string(&map, "externalReference")?;
+    let reference = given.external_reference.map(wire::Text::into_string);
     let request = json!({"op": "effect.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let resolve = app::recovery::ResolveEffect {
@@ -173,10 +166,10 @@ pub async fn resolve_invocation(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = InvocationId::parse(&id).map_err(|_| ApiError::not_found("invocation"))?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::ResolveInvocationBody::FIELDS)?;
-    let outcome = outcome(&map)?;
-    let text = required_text(&map, "evidence")?;
-    let reference = optional_string(&map, "externalReference")?;
+    let given: wire::ResolveInvocationBody = body::typed(&map)?;
+    let outcome = outcome(given.outcome)?;
+    let text = required(given.evidence.map(wire::Text::into_string), "evidence")?;
+    let reference = given.external_reference.map(wire::Text::into_string);
     let request = json!({"op": "invocation.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let resolve = app::recovery::ResolveInvocation {

@@ -10,10 +10,7 @@
 //! handlers parse by hand are described in `bodies.rs` next to the field lists the handlers
 //! check; `drift.rs` tests that the two agree and that every documented operation is served.
 
-mod billing;
 mod bodies;
-mod budgets;
-mod connections;
 #[cfg(test)]
 mod drift;
 mod envelopes;
@@ -21,20 +18,20 @@ mod envelopes;
 mod flow;
 mod params;
 mod records;
-mod webhooks;
 
-pub(crate) use billing::*;
 pub(crate) use bodies::*;
-pub(crate) use budgets::*;
-pub(crate) use connections::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
 pub(crate) use records::*;
-pub(crate) use webhooks::*;
 // The views the handlers write are their own schemas.
 pub(crate) use steward_wire::{
-    Action, Approval, Decided, DecisionBody, Deleted, Effect, Environment, HaltBody, Identity,
-    Invocation, Limit, List, Page, ResumeBody, Secret, SecretDeleted, Single,
+    Action, ActionBody, Approval, ApprovalRequestBody, BillingQuota, BillingUsage, Budget,
+    BudgetBody, BudgetDeleted, CheckBody, ConnectKeyBody, Connection, ConnectionCompleted,
+    CursorPage, DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, HaltBody,
+    Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit, LimitBody,
+    LimitUpdateBody, List, Page, ReconnectBody, RedeliveryRequested, ResolveEffectBody,
+    ResolveInvocationBody, ResumeBody, Secret, SecretBody, SecretDeleted, Single, Subscription,
+    SubscriptionBody, SubscriptionPatch, Topic, VersionPage, WorkspaceBudget,
 };
 
 use axum::http::header::CONTENT_TYPE;

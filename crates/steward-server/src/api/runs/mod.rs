@@ -506,12 +506,8 @@ pub async fn list_spans(
         false,
     )
     .await?;
-    let body = json!({
-        "success": true,
-        "data": spans,
-        "pagination": {"limit": limit, "hasMore": next.is_some(), "nextCursor": next},
-    });
-    Ok((StatusCode::OK, axum::Json(body)).into_response())
+    let page = steward_wire::CursorPage::new(spans, limit, next);
+    Ok((StatusCode::OK, axum::Json(page)).into_response())
 }
 
 #[utoipa::path(
