@@ -1,11 +1,11 @@
 //! Request bodies as schemas. Handlers parse bodies by hand (`body::object` then
 //! `body::only_known(map, FIELDS)`); each body here carries the field list its handler passes to
-//! `only_known`, and a test (`drift.rs`) checks that list equals the schema's properties.
+//! `only_known`, and a test (`openapi_tests/drift.rs`) checks that list equals the schema's properties.
 //!
 //! Every body is a JSON object; an empty body reads as `{}`. A field sent as `null` reads as left
 //! out, so optional fields are nullable.
 //!
-//! `utoipa` takes only literals for bounds; `drift.rs` checks each against its named constant.
+//! `utoipa` takes only literals for bounds; `openapi_tests/drift.rs` checks each against its named constant.
 
 #![allow(dead_code)]
 

@@ -4,18 +4,14 @@
 //! Each handler carries its own `#[utoipa::path(...)]`, and `super::v2_routes` registers every
 //! route through `utoipa_axum::routes!`, which adds the handler to the router and its operation to
 //! the document in one step: a route cannot be served without being described. The answers'
-//! `data` are the `steward_wire` views the handlers build (`api/views.rs`), so the document
+//! `data` are the `steward_wire` views the handlers build (`api/views.rs` and each handler's
+//! `view`), and the request bodies the `steward_wire` types they parse, so the document
 //! describes the types that are sent; `records.rs` still describes, beside them, the answers
-//! whose handlers write `json!`. Bodies that
-//! handlers parse by hand are described in `bodies.rs` next to the field lists the handlers
-//! check; `drift.rs` tests that the two agree and that every documented operation is served.
+//! whose handlers write `json!`, and `bodies.rs` the bodies still parsed by hand, next to the
+//! field lists the handlers check. `api/openapi_tests/` checks the document against the router.
 
 mod bodies;
-#[cfg(test)]
-mod drift;
 mod envelopes;
-#[cfg(test)]
-mod flow;
 mod params;
 mod records;
 

@@ -1,7 +1,7 @@
 //! What `data` holds in each success answer, as schemas. They mirror the `json!` views in
 //! `api/views.rs`, `policies.rs`, `limits.rs`, `environment.rs` and `identity.rs`; every field
 //! those views write is present (`null` when empty), and no other field may appear
-//! (`deny_unknown_fields`), so `drift.rs` and the fuzzer notice a view that changes alone.
+//! (`deny_unknown_fields`), so `openapi_tests/drift.rs` and the fuzzer notice a view that changes alone.
 //!
 //! Timestamps are RFC 3339 strings. `Value` fields hold any JSON the client or provider sent.
 

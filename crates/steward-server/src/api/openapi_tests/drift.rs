@@ -2,7 +2,7 @@
 //! documented operations, each hand-parsed body's known fields are its schema's properties, the
 //! bounds in the document are the named constants, and every error status is the envelope.
 
-use super::*;
+use super::super::openapi::*;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
