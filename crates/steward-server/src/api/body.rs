@@ -139,4 +139,30 @@ mod tests {
         let empty: DecisionBody = parse(&Bytes::from_static(b" ")).unwrap();
         assert_eq!(empty.note, None);
     }
+
+    /// A nested object's unknown field is named by its path, as the import's hand parser named
+    /// it (`auth.nope`), and a wrongly typed entry of a list by its index.
+    #[test]
+    fn a_nested_refusal_names_where_it_is() {
+        let err = parse::<steward_wire::ImportBody>(&Bytes::from_static(
+            br#"{"spec": {}, "auth": {"headerName": "X", "nope": 1}}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err.details,
+            Some(serde_json::json!({"field": "auth.nope"})),
+            "{}",
+            err.message
+        );
+        let err = parse::<steward_wire::ImportBody>(&Bytes::from_static(
+            br#"{"spec": {}, "only": ["a", 2]}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err.details,
+            Some(serde_json::json!({"field": "only[1]"})),
+            "{}",
+            err.message
+        );
+    }
 }
