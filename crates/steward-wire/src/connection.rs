@@ -2,8 +2,39 @@
 //! account with its health, and the bodies that connect, check and reconnect one.
 
 use crate::Text;
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
+
+/// A string that may hold a credential (an API key, a webhook header's value): anything but a
+/// string is refused with `must be a string`, never with serde's message, which quotes the value
+/// it refuses.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Credential(pub String);
+
+impl Credential {
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// Never shows the value.
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(..)")
+    }
+}
+
+impl<'de> Deserialize<'de> for Credential {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::String(text) => Ok(Credential(text)),
+            _ => Err(D::Error::custom("must be a string")),
+        }
+    }
+}
 
 /// How an integration's accounts are connected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -88,7 +119,7 @@ pub struct ConnectKeyBody {
     /// The key made in the provider's settings; checked with the provider, then sealed.
     #[serde(default)]
     #[schema(required = true, value_type = String, min_length = 1, max_length = 4096)]
-    pub api_key: Option<String>,
+    pub api_key: Option<Credential>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub description: Option<Text>,
@@ -99,11 +130,32 @@ pub struct ConnectKeyBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReconnectBody {
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 4096)]
-    pub api_key: Option<String>,
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 4096)]
+    pub api_key: Option<Credential>,
 }
 
 /// `POST /connections/{secretName}/check`: no fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckBody {}
+
+#[cfg(test)]
+mod tests {
+    use super::ConnectKeyBody;
+    use serde_json::json;
+
+    /// serde's own refusal quotes the value (`invalid type: integer `4242`...`); a key must
+    /// never be written back.
+    #[test]
+    fn a_credential_that_is_not_a_string_is_refused_without_quoting_it() {
+        let err = serde_json::from_value::<ConnectKeyBody>(json!({"apiKey": 4242})).unwrap_err();
+        assert_eq!(err.to_string(), "must be a string");
+        let err = serde_json::from_value::<ConnectKeyBody>(json!({"apiKey": [4242]})).unwrap_err();
+        assert!(!err.to_string().contains("4242"), "{err}");
+        let err = serde_json::from_value::<crate::SubscriptionBody>(
+            json!({"headers": {"X-Token": 4242}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "must be a string");
+    }
+}

@@ -42,8 +42,8 @@ pub use approval::{Approval, ApprovalDecision, ApprovalRequestBody, Decided};
 pub use billing::{BillingQuota, BillingUsage, WorkspaceBudget};
 pub use budget::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
 pub use connection::{
-    CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Integration,
-    IntegrationAuth, ReconnectBody,
+    CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Credential,
+    Integration, IntegrationAuth, ReconnectBody,
 };
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{

@@ -1,7 +1,7 @@
 //! Topics, webhook subscriptions and dead letters (`/events/...`, `/dlq`), and the bodies that
 //! create and change a subscription.
 
-use crate::Text;
+use crate::{Credential, Text};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -106,9 +106,10 @@ pub struct SubscriptionBody {
     #[serde(default)]
     pub generate_secret: Option<bool>,
     /// Extra request headers (at most 20; `Anlyon-*`, `Content-Type`, `Content-Length`, `Host`
-    /// are Steward's).
+    /// are Steward's). A value may be a credential: it is never written back.
     #[serde(default)]
-    pub headers: Option<BTreeMap<String, String>>,
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub headers: Option<BTreeMap<String, Credential>>,
 }
 
 /// `PATCH /events/subscriptions/{id}`: the fields given change.
@@ -123,5 +124,6 @@ pub struct SubscriptionPatch {
     #[serde(default)]
     pub enabled: Option<bool>,
     #[serde(default)]
-    pub headers: Option<BTreeMap<String, String>>,
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub headers: Option<BTreeMap<String, Credential>>,
 }

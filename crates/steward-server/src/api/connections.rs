@@ -89,8 +89,8 @@ fn check_secret_name(name: &str, field: &str) -> ApiResult<()> {
     }
 }
 
-fn api_key(given: Option<String>) -> ApiResult<Option<String>> {
-    match given {
+fn api_key(given: Option<wire::Credential>) -> ApiResult<Option<String>> {
+    match given.map(wire::Credential::into_string) {
         None => Ok(None),
         Some(k)
             if !k.trim().is_empty()

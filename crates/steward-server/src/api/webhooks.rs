@@ -182,7 +182,7 @@ fn event_types_field(given: Option<Vec<String>>, topic: &Topic) -> ApiResult<Opt
 }
 
 /// The extra headers as stored (an object of names to values), if each may be set.
-fn headers_field(given: Option<BTreeMap<String, String>>) -> ApiResult<Option<Value>> {
+fn headers_field(given: Option<BTreeMap<String, wire::Credential>>) -> ApiResult<Option<Value>> {
     let Some(given) = given else {
         return Ok(None);
     };
@@ -211,8 +211,9 @@ fn headers_field(given: Option<BTreeMap<String, String>>) -> ApiResult<Option<Va
                 "{name} is not a header a subscription may set"
             )));
         }
-        let fits = value.len() <= WEBHOOK_HEADER_VALUE_BYTES_MAX
+        let fits = value.0.len() <= WEBHOOK_HEADER_VALUE_BYTES_MAX
             && value
+                .0
                 .bytes()
                 .all(|b| (0x20..0x7f).contains(&b) || b == b'\t');
         if !fits {
@@ -224,7 +225,7 @@ fn headers_field(given: Option<BTreeMap<String, String>>) -> ApiResult<Option<Va
     Ok(Some(Value::Object(
         given
             .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
+            .map(|(k, v)| (k, Value::String(v.into_string())))
             .collect(),
     )))
 }
@@ -703,7 +704,12 @@ mod tests {
 
     #[test]
     fn headers_steward_sets_are_refused() {
-        let one = |name: &str| Some(BTreeMap::from([(name.to_string(), "x".to_string())]));
+        let one = |name: &str| {
+            Some(BTreeMap::from([(
+                name.to_string(),
+                wire::Credential("x".to_string()),
+            )]))
+        };
         for name in ["Anlyon-Signature", "content-type", "Host", "bad name", ""] {
             assert!(headers_field(one(name)).is_err(), "{name}");
         }
