@@ -161,7 +161,7 @@ pub async fn start(
 ) -> ApiResult<Response> {
     caller.require(scopes::RUNS_WRITE)?;
     let map = body::object(&bytes)?;
-    let start = parse::start(body::from_object(map.clone())?)?;
+    let start = parse::start(body::typed(&map)?)?;
     let request = json!({"op": "run.start", "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let run = app::runs::start(&state, &caller, start).await?;
@@ -339,12 +339,8 @@ pub async fn list_spans(
         false,
     )
     .await?;
-    let body = json!({
-        "success": true,
-        "data": spans,
-        "pagination": {"limit": limit, "hasMore": next.is_some(), "nextCursor": next},
-    });
-    Ok((StatusCode::OK, axum::Json(body)).into_response())
+    let page = steward_wire::CursorPage::new(spans, limit, next);
+    Ok((StatusCode::OK, axum::Json(page)).into_response())
 }
 
 #[utoipa::path(
@@ -397,7 +393,7 @@ pub async fn end(
     caller.require(scopes::RUNS_WRITE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    let change = parse::end(body::from_object(map.clone())?)?;
+    let change = parse::end(body::typed(&map)?)?;
     let request = json!({"op": "run.end", "run": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let run = app::runs::end(&state, &caller, &id, &change).await?;
@@ -432,7 +428,7 @@ pub async fn ingest_spans(
     caller.require(scopes::RUNS_WRITE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    let spans = parse::spans(body::from_object(map.clone())?)?;
+    let spans = parse::spans(body::typed(&map)?)?;
     let request = json!({"op": "run.spans", "run": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let ingested = app::runs::ingest_spans(&state, &caller, &id, spans).await?;
@@ -472,7 +468,7 @@ pub async fn add_feedback(
     caller.require(scopes::RUNS_WRITE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    let feedback = parse::feedback(body::from_object(map.clone())?)?;
+    let feedback = parse::feedback(body::typed(&map)?)?;
     let request = json!({"op": "run.feedback", "run": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let record = app::runs::add_feedback(&state, &caller, &id, feedback).await?;
@@ -558,7 +554,7 @@ pub async fn import_trace(
 ) -> ApiResult<Response> {
     caller.require(scopes::RUNS_WRITE)?;
     let map = body::object(&bytes)?;
-    let imported = trace::import(body::from_object(map.clone())?)?;
+    let imported = trace::import(body::typed(&map)?)?;
     let request = json!({"op": "run.import", "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let run = app::runs::import(&state, &caller, imported).await?;
