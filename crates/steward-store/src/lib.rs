@@ -48,11 +48,13 @@ mod postgres;
 mod previews;
 mod records;
 mod recovery;
+mod run_rows;
 mod runs;
 mod sqlite;
 mod store;
 mod submit;
 mod tally;
+mod webhooks;
 
 pub use audit::{
     content_hash, expected_hash, legacy_event_hash, link_hash, verify_chain, verify_log,
