@@ -43,6 +43,7 @@ mod console_session;
 mod elide;
 mod error;
 mod governance;
+mod limit_rows;
 mod links;
 mod postgres;
 mod previews;
