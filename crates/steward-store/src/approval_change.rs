@@ -4,9 +4,8 @@
 use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::{StoreError, StoreResult};
 use crate::records::{
-    Actor, ApprovalRecord, AttemptChange, DecideOutcome, Decided, DecisionRecord,
-    DecisionRequest, EffectChange, FirstAttempt, NewApproval, NewEvidence, ReleaseContext,
-    Submission,
+    Actor, ApprovalRecord, AttemptChange, DecideOutcome, Decided, DecisionRecord, DecisionRequest,
+    EffectChange, FirstAttempt, NewApproval, NewEvidence, ReleaseContext, Submission,
 };
 use serde_json::json;
 use steward_core::{ActionId, EffectId, EnvironmentId, InvocationId};
@@ -179,7 +178,11 @@ pub(crate) fn requested_entry(
 
 /// The `approval.settled` event of `a`, settled as `status` by `origin` (a person or the
 /// system).
-pub(crate) fn settled_entry(a: &ApprovalRecord, status: ApprovalStatus, origin: &str) -> AuditEntry {
+pub(crate) fn settled_entry(
+    a: &ApprovalRecord,
+    status: ApprovalStatus,
+    origin: &str,
+) -> AuditEntry {
     AuditEntry::new(AuditKind::ApprovalSettled, a.env_id.as_str(), a.id.as_str())
         .before(json!({"status": "pending"}))
         .after(json!({"status": status.as_str(), "origin": origin}))

@@ -45,6 +45,7 @@ mod error;
 mod governance;
 mod limit_rows;
 mod links;
+mod policy_plan;
 mod postgres;
 mod previews;
 mod records;

@@ -64,7 +64,9 @@ pub(crate) fn span_with(
 
 /// A span's row, its document read whole.
 pub(crate) fn span(row: &impl Columns) -> StoreResult<SpanRecord> {
-    span_with(row, |text| serde_json::from_str(text).map_err(|e| e.to_string()))
+    span_with(row, |text| {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    })
 }
 
 /// A span's outline (`seq, span_id, parent_span_id, name, type, status, bytes`).

@@ -11,12 +11,14 @@ use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
 
 /// The columns [`subscription`] reads, in its order.
-pub(crate) const COLUMNS: &str = "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
+pub(crate) const COLUMNS: &str =
+    "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
     previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
     created_at, updated_at";
 
 /// The columns [`dead_letter`] reads, in its order.
-pub(crate) const LETTER_COLUMNS: &str = "id, subscription_id, env_id, event_seq, event_type, body, attempts,
+pub(crate) const LETTER_COLUMNS: &str =
+    "id, subscription_id, env_id, event_seq, event_type, body, attempts,
     last_error, created_at, redelivery, redelivered_at";
 
 /// True (as SQL) when the subscription `s` has a letter waiting for its redelivery.
@@ -33,7 +35,10 @@ pub(crate) fn subscription(row: &impl Columns) -> StoreResult<WebhookSubscriptio
     let env: String = row.get(1)?;
     let types: String = row.get(4)?;
     let headers: String = row.get(6)?;
-    let previous = match (row.get::<Option<Vec<u8>>>(9)?, row.get::<Option<Vec<u8>>>(10)?) {
+    let previous = match (
+        row.get::<Option<Vec<u8>>>(9)?,
+        row.get::<Option<Vec<u8>>>(10)?,
+    ) {
         (Some(nonce), Some(sealed)) => Some(SealedSecret { nonce, sealed }),
         _ => None,
     };
@@ -102,8 +107,10 @@ pub(crate) fn dead_lettered(letter: &DeadLetter) -> AuditEntry {
         letter.env_id.as_str(),
         &letter.subscription_id,
     )
-    .after(json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
-                  "attempts": letter.attempts}))
+    .after(
+        json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
+                  "attempts": letter.attempts}),
+    )
 }
 
 /// An operator asked for `letter` to be delivered again, at `now`.
@@ -117,8 +124,10 @@ pub(crate) fn redelivery_requested(
         env.as_str(),
         &letter.subscription_id,
     )
-    .after(json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
-                  "requestedAt": now.0}))
+    .after(
+        json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
+                  "requestedAt": now.0}),
+    )
 }
 
 /// A redelivery of `letter` attempted: delivered, or failed with its error (the letter is dead

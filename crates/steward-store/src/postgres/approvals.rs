@@ -202,12 +202,7 @@ async fn settle(
         &[&status.as_str(), &origin, &actor.now.0, &a.id.as_str()],
     )
     .await?;
-    append(
-        tx,
-        actor,
-        settled_entry(a, status, origin),
-    )
-    .await
+    append(tx, actor, settled_entry(a, status, origin)).await
 }
 
 /// Expires `a`, read with its row locked, and its parked effect. The caller announces it once
@@ -294,12 +289,7 @@ async fn decide(
     )
     .await?;
     let actor = Actor::key(&r.key, now);
-    append(
-        tx,
-        &actor,
-        ballot.entry,
-    )
-    .await?;
+    append(tx, &actor, ballot.entry).await?;
     if ballot.status != ApprovalStatus::Pending {
         settle(tx, &a, ballot.status, HUMAN_ORIGIN, &actor).await?;
     }

@@ -292,12 +292,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now).await?;
     }
     super::links::insert(tx, s).await?;
-    append(
-        tx,
-        &actor,
-        crate::submit::created_entry(s),
-    )
-    .await?;
+    append(tx, &actor, crate::submit::created_entry(s)).await?;
     Ok(created)
 }
 

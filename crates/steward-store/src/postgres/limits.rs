@@ -13,9 +13,9 @@ use super::rows::{self, col};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
+use crate::limit_rows::{self, add_sum, COLUMNS, NOT_A_BUDGET};
 use crate::records::{Actor, ActualImpact, EffectChange};
 use crate::store::Limits;
-use crate::limit_rows::{self, add_sum, COLUMNS, NOT_A_BUDGET};
 use crate::tally::{refused_entry, reserved, reserved_entry, tally, Tally};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -30,7 +30,8 @@ async fn record(
     let sql = format!(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND id = $2 AND {NOT_A_BUDGET}"
     );
-    tx.one(&sql, &[&env.as_str(), &id.as_str()], limit_rows::limit).await
+    tx.one(&sql, &[&env.as_str(), &id.as_str()], limit_rows::limit)
+        .await
 }
 
 /// A limit's usage in one window.
@@ -228,12 +229,7 @@ pub(crate) async fn reserve_after(
     let holds = match tally(r, &limits) {
         Tally::Reserve(holds) => holds,
         Tally::Refuse { audit, outcome } => {
-            append(
-                tx,
-                &r.actor,
-                refused_entry(r, audit),
-            )
-            .await?;
+            append(tx, &r.actor, refused_entry(r, audit)).await?;
             return Ok(outcome);
         }
     };
@@ -250,8 +246,7 @@ pub(crate) async fn reserve_after(
         .await?;
     }
     if let Some(entry) = reserved_entry(r, &holds) {
-        append(tx, &r.actor, entry)
-        .await?;
+        append(tx, &r.actor, entry).await?;
     }
     Ok(reserved(holds))
 }
@@ -307,12 +302,7 @@ impl Limits for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                limit_rows::created(l),
-            )
-            .await
+            append(&tx, actor, limit_rows::created(l)).await
         })
     }
 
@@ -337,12 +327,7 @@ impl Limits for PostgresStore {
             let after = record(&tx, env, id).await?.ok_or(StoreError::NotFound {
                 what: "impact limit",
             })?;
-            append(
-                &tx,
-                actor,
-                limit_rows::updated(&before, &after),
-            )
-            .await?;
+            append(&tx, actor, limit_rows::updated(&before, &after)).await?;
             Ok(after)
         })
     }
@@ -363,12 +348,7 @@ impl Limits for PostgresStore {
                 )
                 .await?;
             if changed > 0 {
-                append(
-                    &tx,
-                    actor,
-                    limit_rows::archived(env, id),
-                )
-                .await?;
+                append(&tx, actor, limit_rows::archived(env, id)).await?;
             }
             Ok(changed > 0)
         })

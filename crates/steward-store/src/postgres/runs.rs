@@ -54,7 +54,8 @@ fn listed_document() -> String {
 
 async fn run(tx: &Tx<'_>, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = $1 AND id = $2");
-    tx.one(&sql, &[&env.as_str(), &id.as_str()], run_rows::run).await
+    tx.one(&sql, &[&env.as_str(), &id.as_str()], run_rows::run)
+        .await
 }
 
 async fn require_run(tx: &Tx<'_>, env: &EnvironmentId, id: &RunId) -> StoreResult<RunRecord> {
@@ -80,12 +81,7 @@ impl Runs for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                run_rows::started(r),
-            )
-            .await
+            append(&tx, actor, run_rows::started(r)).await
         })
     }
 
@@ -122,12 +118,7 @@ impl Runs for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                run_rows::changed(&before, &after),
-            )
-            .await?;
+            append(&tx, actor, run_rows::changed(&before, &after)).await?;
             Ok(Ok(after))
         })
     }
@@ -309,12 +300,7 @@ impl Runs for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                run_rows::feedback_added(f),
-            )
-            .await
+            append(&tx, actor, run_rows::feedback_added(f)).await
         })
     }
 

@@ -6,20 +6,20 @@
 use super::audit_log::{append, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::PostgresStore;
-use crate::webhooks::{
-    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
-    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
-};
 use crate::error::StoreResult;
 use crate::records::Actor;
 use crate::records::Sweep;
 use crate::store::{
-    DeadLetter, DeliveryOutcome, RedeliveryTarget, WebhookBacklog,
-    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+    DeadLetter, DeliveryOutcome, RedeliveryTarget, WebhookBacklog, WebhookSubscription, Webhooks,
+    WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
+use crate::webhooks::{
+    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
+    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
 };
 use async_trait::async_trait;
-use steward_core::{EnvironmentId, Millis};
 use serde_json::json;
+use steward_core::{EnvironmentId, Millis};
 
 /// The subscriptions and the dead-letter list (issue #15 item 4). `IF NOT EXISTS`: the
 /// migration tests roll a database back by forgetting migrations, not by dropping every table
@@ -123,7 +123,12 @@ impl Webhooks for PostgresStore {
                 ],
             )
             .await?;
-            append(&tx, actor, subscription_changed(AuditKind::WebhookSubscriptionCreated, s)).await
+            append(
+                &tx,
+                actor,
+                subscription_changed(AuditKind::WebhookSubscriptionCreated, s),
+            )
+            .await
         })
     }
 
@@ -191,7 +196,12 @@ impl Webhooks for PostgresStore {
             if changed == 0 {
                 return Ok(false);
             }
-            append(&tx, actor, subscription_changed(AuditKind::WebhookSubscriptionUpdated, s)).await?;
+            append(
+                &tx,
+                actor,
+                subscription_changed(AuditKind::WebhookSubscriptionUpdated, s),
+            )
+            .await?;
             Ok(true)
         })
     }
@@ -211,7 +221,12 @@ impl Webhooks for PostgresStore {
                 &[&env.as_str(), &id],
             )
             .await?;
-            append(&tx, actor, subscription_changed(AuditKind::WebhookSubscriptionDeleted, &s)).await?;
+            append(
+                &tx,
+                actor,
+                subscription_changed(AuditKind::WebhookSubscriptionDeleted, &s),
+            )
+            .await?;
             Ok(true)
         })
     }
@@ -314,12 +329,7 @@ impl Webhooks for PostgresStore {
                     ],
                 )
                 .await?;
-                append(
-                    &tx,
-                    &Actor::system(now),
-                    dead_lettered(letter),
-                )
-                .await?;
+                append(&tx, &Actor::system(now), dead_lettered(letter)).await?;
             }
             Ok(true)
         })
@@ -395,12 +405,7 @@ impl Webhooks for PostgresStore {
                 )
                 .await?;
             for d in &marked {
-                append(
-                    &tx,
-                    actor,
-                    redelivery_requested(env, d, now),
-                )
-                .await?;
+                append(&tx, actor, redelivery_requested(env, d, now)).await?;
             }
             Ok(marked)
         })

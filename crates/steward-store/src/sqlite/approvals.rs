@@ -144,11 +144,7 @@ fn settle(
         params![status.as_str(), origin, actor.now.0, a.id.as_str()],
     )
     .map_err(unavailable)?;
-    append(
-        tx,
-        actor,
-        settled_entry(a, status, origin),
-    )
+    append(tx, actor, settled_entry(a, status, origin))
 }
 
 fn expire_one(tx: &Transaction<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult<()> {
@@ -255,11 +251,7 @@ fn decide(
     )
     .map_err(unavailable)?;
     let actor = Actor::key(&r.key, now);
-    append(
-        tx,
-        &actor,
-        ballot.entry,
-    )?;
+    append(tx, &actor, ballot.entry)?;
     if ballot.status != ApprovalStatus::Pending {
         settle(tx, &a, ballot.status, HUMAN_ORIGIN, &actor)?;
     }

@@ -171,11 +171,7 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     let actor = Actor::key(&s.actor, s.now);
     insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
     super::links::insert(tx, s)?;
-    append(
-        tx,
-        &actor,
-        crate::submit::created_entry(s),
-    )
+    append(tx, &actor, crate::submit::created_entry(s))
 }
 
 pub(crate) fn insert_evidence(

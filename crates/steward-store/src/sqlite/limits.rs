@@ -9,9 +9,9 @@ use super::SqliteStore;
 use crate::change_plan::ChangePlan;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
+use crate::limit_rows::{self, add_sum, COLUMNS, NOT_A_BUDGET};
 use crate::records::{Actor, ActualImpact, EffectChange};
 use crate::store::Limits;
-use crate::limit_rows::{self, add_sum, COLUMNS, NOT_A_BUDGET};
 use crate::tally::{refused_entry, reserved, reserved_entry, tally, Tally};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -26,7 +26,9 @@ fn record(
     let sql = format!(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND id = ?2 AND {NOT_A_BUDGET}"
     );
-    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], |row| limit_rows::limit(row))
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], |row| {
+        limit_rows::limit(row)
+    })
 }
 
 /// A limit's usage in one window.
@@ -68,10 +70,12 @@ pub(crate) fn list(
     let sql = format!(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND (?2 OR archived_at IS NULL) AND {NOT_A_BUDGET} ORDER BY created_at, id"
     );
-    query_all(conn, &sql, &[&env.as_str(), &include_archived], |row| limit_rows::limit(row))?
-        .into_iter()
-        .map(|l| status(conn, l, now))
-        .collect()
+    query_all(conn, &sql, &[&env.as_str(), &include_archived], |row| {
+        limit_rows::limit(row)
+    })?
+    .into_iter()
+    .map(|l| status(conn, l, now))
+    .collect()
 }
 
 pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
@@ -92,11 +96,7 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
     let holds = match tally(r, &limits) {
         Tally::Reserve(holds) => holds,
         Tally::Refuse { audit, outcome } => {
-            append(
-                tx,
-                &r.actor,
-                refused_entry(r, audit),
-            )?;
+            append(tx, &r.actor, refused_entry(r, audit))?;
             return Ok(outcome);
         }
     };

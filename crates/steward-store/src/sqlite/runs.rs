@@ -40,7 +40,9 @@ fn text_field(name: &str) -> String {
 
 fn run(conn: &Connection, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = ?1 AND id = ?2");
-    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], |row| run_rows::run(row))
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], |row| {
+        run_rows::run(row)
+    })
 }
 
 fn require_run(conn: &Connection, env: &EnvironmentId, id: &RunId) -> StoreResult<RunRecord> {
@@ -107,11 +109,7 @@ impl Runs for SqliteStore {
                 ],
             )
             .map_err(unavailable)?;
-            append(
-                tx,
-                &actor,
-                run_rows::changed(&before, &after),
-            )?;
+            append(tx, &actor, run_rows::changed(&before, &after))?;
             Ok(Ok(after))
         })
         .await
@@ -242,7 +240,9 @@ impl Runs for SqliteStore {
             text_field("status"),
         );
         self.read(move |conn| {
-            query_all(conn, &sql, &[&env.as_str(), &run_id.as_str()], |row| run_rows::outline(row))
+            query_all(conn, &sql, &[&env.as_str(), &run_id.as_str()], |row| {
+                run_rows::outline(row)
+            })
         })
         .await
     }
@@ -308,11 +308,7 @@ impl Runs for SqliteStore {
                 ],
             )
             .map_err(|e| constraint(e, "feedback"))?;
-            append(
-                tx,
-                &actor,
-                run_rows::feedback_added(&f),
-            )
+            append(tx, &actor, run_rows::feedback_added(&f))
         })
         .await
     }

@@ -4,16 +4,16 @@ use super::audit_log::{append, AuditKind};
 use super::conn::{constraint, execute_cached, unavailable};
 use super::rows::query_all;
 use super::SqliteStore;
-use crate::webhooks::{
-    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
-    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
-};
 use crate::error::StoreResult;
 use crate::records::Actor;
 use crate::records::Sweep;
 use crate::store::{
-    DeadLetter, DeliveryOutcome, RedeliveryTarget, WebhookBacklog,
-    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+    DeadLetter, DeliveryOutcome, RedeliveryTarget, WebhookBacklog, WebhookSubscription, Webhooks,
+    WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
+use crate::webhooks::{
+    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
+    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
 };
 use async_trait::async_trait;
 use rusqlite::params;
@@ -189,7 +189,11 @@ impl Webhooks for SqliteStore {
             if changed == 0 {
                 return Ok(false);
             }
-            append(tx, &actor, subscription_changed(AuditKind::WebhookSubscriptionUpdated, &s))?;
+            append(
+                tx,
+                &actor,
+                subscription_changed(AuditKind::WebhookSubscriptionUpdated, &s),
+            )?;
             Ok(true)
         })
         .await
@@ -211,7 +215,11 @@ impl Webhooks for SqliteStore {
                 params![env, id],
             )
             .map_err(unavailable)?;
-            append(tx, &actor, subscription_changed(AuditKind::WebhookSubscriptionDeleted, &s))?;
+            append(
+                tx,
+                &actor,
+                subscription_changed(AuditKind::WebhookSubscriptionDeleted, &s),
+            )?;
             Ok(true)
         })
         .await
@@ -334,11 +342,7 @@ impl Webhooks for SqliteStore {
                     ],
                 )
                 .map_err(|e| constraint(e, "dead letter"))?;
-                append(
-                    tx,
-                    &Actor::system(now),
-                    dead_lettered(letter),
-                )?;
+                append(tx, &Actor::system(now), dead_lettered(letter))?;
             }
             Ok(true)
         })
