@@ -36,6 +36,7 @@ mod approval_change;
 mod audit;
 mod audit_entry;
 mod budget;
+mod catalog_entries;
 mod change_plan;
 mod columns;
 mod connection;
