@@ -103,3 +103,10 @@ pub(crate) fn audited(p: &PreviewRecord) -> Value {
         "expiresAt": p.expires_at.0, "refreshes": p.refreshes,
     })
 }
+
+/// The preview a refresh `new` supersedes (`new.refreshes`); `NotFound` when it names none.
+pub(crate) fn refreshed(new: &PreviewRecord) -> StoreResult<&PreviewId> {
+    new.refreshes.as_ref().ok_or(StoreError::NotFound {
+        what: "refreshed preview",
+    })
+}

@@ -614,13 +614,8 @@ impl Previews for CountingStore {
     ) -> StoreResult<Option<PreviewRecord>> {
         self.inner.preview(env, id).await
     }
-    async fn refresh_preview(
-        &self,
-        old: &PreviewId,
-        new: &PreviewRecord,
-        actor: &Actor,
-    ) -> StoreResult<bool> {
-        self.inner.refresh_preview(old, new, actor).await
+    async fn refresh_preview(&self, new: &PreviewRecord, actor: &Actor) -> StoreResult<bool> {
+        self.inner.refresh_preview(new, actor).await
     }
 }
 

@@ -61,11 +61,6 @@ fn session_by_hash(
     query_one(conn, &sql, &[&token_hash], session)
 }
 
-/// What the audit log says about a session: its id, key and expiry, never its hash.
-fn session_audit(s: &ConsoleSessionRecord) -> serde_json::Value {
-    json!({"key": s.key_id.as_str(), "expiresAt": s.expires_at.0})
-}
-
 #[async_trait]
 impl Identity for SqliteStore {
     async fn ensure_environment(
@@ -257,8 +252,7 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
-                    .after(session_audit(&s)),
+                s.started_entry(),
             )
         })
         .await
@@ -293,12 +287,7 @@ impl Identity for SqliteStore {
                 params![token_hash],
             )
             .map_err(unavailable)?;
-            append(
-                tx,
-                &actor,
-                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
-                    .before(session_audit(&s)),
-            )?;
+            append(tx, &actor, s.ended_entry())?;
             Ok(true)
         })
         .await
