@@ -96,7 +96,6 @@ pub use store::Connections;
 pub use store::Effects;
 pub use store::Idempotency;
 pub use store::Identity;
-pub use store::KillSwitch;
 pub use store::Limits;
 pub use store::Policies;
 pub use store::Previews;
@@ -107,6 +106,7 @@ pub use store::{
     DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
     WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
 };
+pub use store::{HaltChange, KillSwitch};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)

@@ -210,3 +210,77 @@ pub(crate) fn feedback_added(f: &FeedbackRecord) -> AuditEntry {
     )
     .after(json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clauses(f: &RunFilter) -> Vec<&str> {
+        filter_terms(f, " SEARCH ?")
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect()
+    }
+
+    #[test]
+    fn a_run_list_filters_by_what_is_given_then_orders_limits_and_offsets() {
+        let bare = RunFilter {
+            limit: 10,
+            offset: 20,
+            ..RunFilter::default()
+        };
+        assert_eq!(
+            clauses(&bare),
+            [" ORDER BY started_at DESC, id DESC LIMIT ?", " OFFSET ?"]
+        );
+        let full = RunFilter {
+            search: Some("nightly".into()),
+            status: Some(RunStatus::Failed),
+            agent_id: Some("agent".into()),
+            user_id: Some("user".into()),
+            started_after: Some(Millis(1)),
+            started_before: Some(Millis(2)),
+            ..bare
+        };
+        assert_eq!(
+            clauses(&full),
+            [
+                " SEARCH ?",
+                " AND status = ?",
+                " AND agent_id = ?",
+                " AND user_id = ?",
+                " AND started_at > ?",
+                " AND started_at < ?",
+                " ORDER BY started_at DESC, id DESC LIMIT ?",
+                " OFFSET ?",
+            ]
+        );
+        let values: Vec<String> = filter_terms(&full, " SEARCH ?")
+            .into_iter()
+            .map(|(_, v)| match v {
+                FilterValue::Text(t) => t,
+                FilterValue::Integer(n) => n.to_string(),
+            })
+            .collect();
+        assert_eq!(
+            values,
+            ["nightly", "failed", "agent", "user", "1", "2", "10", "20"]
+        );
+    }
+
+    #[test]
+    fn a_batch_over_the_bound_is_refused_with_what_the_run_holds() {
+        assert_eq!(spans_refused(3, 2, 5), None);
+        assert_eq!(
+            spans_refused(3, 3, 5),
+            Some(SpansIngested::TooMany { existing: 3 })
+        );
+        assert_eq!(
+            spans_refused(usize::MAX, 1, 5),
+            Some(SpansIngested::TooMany {
+                existing: usize::MAX
+            })
+        );
+        assert_eq!(span_seq(4, 1), 5);
+    }
+}

@@ -34,7 +34,7 @@ use steward_store::{
     SecretRecord, SqliteStore, Store, StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
-use steward_store::{FirstAttemptOutcome, Submitted};
+use steward_store::{FirstAttemptOutcome, HaltChange, Submitted};
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
 #[path = "conformance/identity.rs"]
@@ -1293,7 +1293,11 @@ async fn postgres_a_halt_waits_for_the_attempt_in_flight_and_parks_the_next() {
 
     let halt = {
         let (store, id, actor) = (store.clone(), env.id.clone(), env.actor(2_100));
-        tokio::spawn(async move { store.set_halted(&id, true, Some("incident"), &actor).await })
+        tokio::spawn(async move {
+            store
+                .set_halted(HaltChange::halt(&id, Some("incident")), &actor)
+                .await
+        })
     };
     tokio::time::sleep(std::time::Duration::from_millis(WAITING_WATCH_MS)).await;
     assert!(

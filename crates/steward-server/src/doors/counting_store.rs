@@ -483,14 +483,8 @@ impl Identity for CountingStore {
 
 #[async_trait]
 impl KillSwitch for CountingStore {
-    async fn set_halted(
-        &self,
-        env: &EnvironmentId,
-        halted: bool,
-        reason: Option<&str>,
-        actor: &Actor,
-    ) -> StoreResult<Environment> {
-        self.inner.set_halted(env, halted, reason, actor).await
+    async fn set_halted(&self, change: HaltChange<'_>, actor: &Actor) -> StoreResult<Environment> {
+        self.inner.set_halted(change, actor).await
     }
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
         self.inner.ready_invocations(env).await
