@@ -69,7 +69,7 @@ pub use budget::{
     admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
     BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
 };
-pub use connection::{ConnectionHealth, ConnectionRecord};
+pub use connection::{ConnectionHealth, ConnectionRecord, HealthCheck};
 pub use console_session::ConsoleSessionRecord;
 pub use elide::{
     elide_document, elide_fields, elided_bytes, json_len, marker as elision_marker, SpanOutline,

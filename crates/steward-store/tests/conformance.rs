@@ -357,7 +357,13 @@ impl Env {
         let name = unique(tag);
         let id = EnvironmentId::from_unique(&unique(tag));
         let env = store
-            .ensure_environment(&name, &id, &Actor::system(T0))
+            .ensure_environment(
+                steward_store::NewEnvironment {
+                    name: &name,
+                    id: &id,
+                },
+                &Actor::system(T0),
+            )
             .await
             .expect("ensure_environment");
         assert_eq!(env.id, id, "a new name creates a new environment");

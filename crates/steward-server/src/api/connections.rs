@@ -22,7 +22,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 use steward_core::{is_valid_secret_name, scopes};
-use steward_store::{Actor, ConnectionHealth, ConnectionRecord, SecretRecord, StoreError};
+use steward_store::{
+    Actor, ConnectionHealth, ConnectionRecord, HealthCheck, SecretRecord, StoreError,
+};
 
 /// The fields `POST /connections/keys` takes.
 pub(crate) const KEY_FIELDS: [&str; 4] = ["integrationId", "secretName", "apiKey", "description"];
@@ -381,9 +383,11 @@ pub async fn check(
         let after = state
             .store
             .record_health(
-                &caller.env.id,
-                &name,
-                &health,
+                &HealthCheck {
+                    env_id: caller.env.id.clone(),
+                    secret_name: name.clone(),
+                    health,
+                },
                 &Actor::key(&caller.key.id, now),
             )
             .await?;

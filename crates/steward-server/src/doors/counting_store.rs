@@ -265,12 +265,10 @@ impl Connections for CountingStore {
     }
     async fn record_health(
         &self,
-        env: &EnvironmentId,
-        name: &str,
-        health: &ConnectionHealth,
+        check: &HealthCheck,
         actor: &Actor,
     ) -> StoreResult<ConnectionRecord> {
-        self.inner.record_health(env, name, health, actor).await
+        self.inner.record_health(check, actor).await
     }
 }
 
@@ -424,11 +422,10 @@ impl Idempotency for CountingStore {
 impl Identity for CountingStore {
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        self.inner.ensure_environment(name, new_id, actor).await
+        self.inner.ensure_environment(env, actor).await
     }
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
         self.inner.environment(id).await

@@ -66,10 +66,10 @@ async fn session_by_hash(
 impl Identity for PostgresStore {
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
+        let (name, new_id) = (env.name, env.id);
         in_transaction!(self, Mode::Write, |tx| async {
             let sql = format!(
                 "SELECT {} FROM environments WHERE name = $1",

@@ -65,11 +65,10 @@ fn session_by_hash(
 impl Identity for SqliteStore {
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        let (name, new_id, actor) = (name.to_string(), new_id.clone(), actor.clone());
+        let (name, new_id, actor) = (env.name.to_string(), env.id.clone(), actor.clone());
         self.write(move |tx| {
             let sql = format!(
                 "SELECT {} FROM environments WHERE name = ?1",
