@@ -205,7 +205,7 @@ pub(crate) struct Ballot {
 /// What a backend does with request `r` on `a` as read in the decision's transaction.
 pub(crate) enum DecideStep {
     /// Answer at once; nothing is written.
-    Answer(Decided),
+    Answer(Box<Decided>),
     /// The approval ran out: expire it (and its effect), then answer with it as it is then
     /// ([`expired`]).
     Expire,
@@ -216,10 +216,10 @@ pub(crate) enum DecideStep {
 /// The step for `r` on `a` ([`plan_decision`], with the answers that write nothing).
 pub(crate) fn decide_step(a: &ApprovalRecord, r: &DecisionRequest) -> DecideStep {
     let answer = |outcome| {
-        DecideStep::Answer(Decided {
+        DecideStep::Answer(Box::new(Decided {
             outcome,
             first: None,
-        })
+        }))
     };
     match plan_decision(a, &r.key, r.decision, r.note.as_deref(), r.now) {
         DecisionPlan::SelfDecision => answer(DecideOutcome::SelfDecision),

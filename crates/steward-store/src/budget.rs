@@ -148,7 +148,7 @@ pub(crate) enum Admission {
     /// Refused: append `entry` and nothing else; the submission answers `outcome`.
     Refuse {
         entry: AuditEntry,
-        outcome: SubmitOutcome,
+        outcome: Box<SubmitOutcome>,
     },
     /// Reserve [`BUDGET_INVOCATION_UNITS`] of the budget's limit in its window for the
     /// submission's effect, then append `entry`.
@@ -165,7 +165,7 @@ pub(crate) fn admission(s: &Submission, status: &BudgetStatus) -> Admission {
                 s.actor.as_str(),
             )
             .after(refusal.details()),
-            outcome: SubmitOutcome::BudgetRefused(refusal),
+            outcome: Box::new(SubmitOutcome::BudgetRefused(refusal)),
         },
         Ok(()) => Admission::Reserve {
             entry: AuditEntry::new(

@@ -271,7 +271,7 @@ async fn decide(
         .await?
         .ok_or(StoreError::NotFound { what: "approval" })?;
     let ballot = match decide_step(&a, r) {
-        DecideStep::Answer(decided) => return Ok(decided),
+        DecideStep::Answer(decided) => return Ok(*decided),
         DecideStep::Expire => {
             expire_one(tx, &a, now).await?;
             let a = approval(tx, env, id).await?;

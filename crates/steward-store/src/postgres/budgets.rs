@@ -94,7 +94,7 @@ pub(crate) async fn admit(tx: &Tx<'_>, s: &Submission) -> StoreResult<Option<Sub
     let entry = match admission(s, &status) {
         Admission::Refuse { entry, outcome } => {
             append(tx, &actor, entry).await?;
-            return Ok(Some(outcome));
+            return Ok(Some(*outcome));
         }
         Admission::Reserve { entry } => entry,
     };

@@ -232,7 +232,7 @@ fn decide(
     let (env, id, now) = (&r.env_id, &r.approval_id, r.now);
     let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
     let ballot = match decide_step(&a, r) {
-        DecideStep::Answer(decided) => return Ok(decided),
+        DecideStep::Answer(decided) => return Ok(*decided),
         DecideStep::Expire => {
             expire_one(tx, &a, now)?;
             let a = approval(tx, env, id)?;

@@ -79,7 +79,7 @@ pub(crate) fn admit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Option<
     let entry = match admission(s, &status) {
         Admission::Refuse { entry, outcome } => {
             append(tx, &actor, entry)?;
-            return Ok(Some(outcome));
+            return Ok(Some(*outcome));
         }
         Admission::Reserve { entry } => entry,
     };
