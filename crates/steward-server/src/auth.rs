@@ -313,8 +313,10 @@ mod tests {
         let now = clock.now();
         let env = store
             .ensure_environment(
-                "watch",
-                &EnvironmentId::from_unique("watch"),
+                steward_store::NewEnvironment {
+                    name: "watch",
+                    id: &EnvironmentId::from_unique("watch"),
+                },
                 &steward_store::Actor::system(now),
             )
             .await

@@ -355,7 +355,13 @@ mod tests {
         let store = steward_store::SqliteStore::open(&dir.join("steward.db")).unwrap();
         let actor = Actor::system(Millis(1_000));
         let env = store
-            .ensure_environment("test", &EnvironmentId::from_unique("t"), &actor)
+            .ensure_environment(
+                steward_store::NewEnvironment {
+                    name: "test",
+                    id: &EnvironmentId::from_unique("t"),
+                },
+                &actor,
+            )
             .await
             .unwrap();
         let (nonce, ciphertext) = sealed_by.seal(&env.id, "KEY", "sk_test_abc").unwrap();

@@ -349,7 +349,13 @@ impl World {
         let operator = KeyId::from_unique(&format!("{tag}operator"));
         let system = Actor::system(Millis(now));
         store
-            .ensure_environment(&tag, &env, &system)
+            .ensure_environment(
+                steward_store::NewEnvironment {
+                    name: &tag,
+                    id: &env,
+                },
+                &system,
+            )
             .await
             .map_err(err)?;
         let by_operator = Actor::key(&operator, Millis(now));

@@ -1,12 +1,14 @@
 //! What an approval decision does to the effect it parked, the same in every backend: each
 //! backend applies the change in the decision's own transaction.
 
+use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::{StoreError, StoreResult};
 use crate::records::{
-    Actor, ApprovalRecord, AttemptChange, DecisionRecord, DecisionRequest, EffectChange,
-    FirstAttempt, NewEvidence, ReleaseContext,
+    Actor, ApprovalRecord, AttemptChange, DecideOutcome, Decided, DecisionRecord, DecisionRequest,
+    EffectChange, FirstAttempt, NewApproval, NewEvidence, ReleaseContext, Submission,
 };
 use serde_json::json;
+use steward_core::{ActionId, EffectId, EnvironmentId, InvocationId};
 use steward_core::{ApprovalStatus, EffectEvent, EffectState};
 use steward_core::{EvidenceKind, EvidenceSource};
 
@@ -136,6 +138,119 @@ pub(crate) fn plan_decision(
                 releases: effect == Some(EffectEvent::Approve),
             }
         }
+    }
+}
+
+/// What a gated invocation's approval is bound to: what the approver sees is what runs.
+pub(crate) struct Binding<'a> {
+    pub invocation: &'a InvocationId,
+    pub effect: &'a EffectId,
+    pub action: &'a ActionId,
+    pub version: u32,
+    pub input_fingerprint: &'a str,
+}
+
+impl<'a> Binding<'a> {
+    /// The binding of the approval a gated submission `s` requests.
+    pub(crate) fn of(s: &'a Submission) -> Self {
+        Binding {
+            invocation: &s.invocation_id,
+            effect: &s.effect_id,
+            action: &s.action.id,
+            version: s.action.version,
+            input_fingerprint: &s.input_fingerprint,
+        }
+    }
+}
+
+/// The `approval.requested` event of `a`, requested in `env` (bound to an invocation or not).
+pub(crate) fn requested_entry(
+    env: &EnvironmentId,
+    a: &NewApproval,
+    binding: Option<&Binding<'_>>,
+) -> AuditEntry {
+    AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str()).after(json!({
+        "title": a.title,
+        "requiredApprovals": a.required_approvals.max(1),
+        "invocationId": binding.map(|b| b.invocation.as_str()),
+    }))
+}
+
+/// The `approval.settled` event of `a`, settled as `status` by `origin` (a person or the
+/// system).
+pub(crate) fn settled_entry(
+    a: &ApprovalRecord,
+    status: ApprovalStatus,
+    origin: &str,
+) -> AuditEntry {
+    AuditEntry::new(AuditKind::ApprovalSettled, a.env_id.as_str(), a.id.as_str())
+        .before(json!({"status": "pending"}))
+        .after(json!({"status": status.as_str(), "origin": origin}))
+}
+
+/// A ballot to write: [`DecisionPlan::Record`] with its audit event built.
+pub(crate) struct Ballot {
+    /// The wire word of the decision (`approve`, `deny`).
+    pub word: &'static str,
+    /// The `approval.decision` event.
+    pub entry: AuditEntry,
+    /// The approval's status after the ballot; `Pending` leaves it open (N of M).
+    pub status: ApprovalStatus,
+    /// The parked effect's event and its evidence message, when the approval settled.
+    pub effect: Option<(EffectEvent, String)>,
+    /// The approval released its invocation.
+    pub releases: bool,
+}
+
+/// What a backend does with request `r` on `a` as read in the decision's transaction.
+pub(crate) enum DecideStep {
+    /// Answer at once; nothing is written.
+    Answer(Box<Decided>),
+    /// The approval ran out: expire it (and its effect), then answer with it as it is then
+    /// ([`expired`]).
+    Expire,
+    /// Write the ballot, settle and release as it says.
+    Record(Ballot),
+}
+
+/// The step for `r` on `a` ([`plan_decision`], with the answers that write nothing).
+pub(crate) fn decide_step(a: &ApprovalRecord, r: &DecisionRequest) -> DecideStep {
+    let answer = |outcome| {
+        DecideStep::Answer(Box::new(Decided {
+            outcome,
+            first: None,
+        }))
+    };
+    match plan_decision(a, &r.key, r.decision, r.note.as_deref(), r.now) {
+        DecisionPlan::SelfDecision => answer(DecideOutcome::SelfDecision),
+        DecisionPlan::Unchanged => answer(DecideOutcome::Unchanged(a.clone())),
+        DecisionPlan::Expire => DecideStep::Expire,
+        DecisionPlan::Record {
+            word,
+            audit,
+            status,
+            effect,
+            releases,
+        } => DecideStep::Record(Ballot {
+            word,
+            entry: AuditEntry::new(
+                AuditKind::ApprovalDecision,
+                r.env_id.as_str(),
+                r.approval_id.as_str(),
+            )
+            .after(audit),
+            status,
+            effect,
+            releases,
+        }),
+    }
+}
+
+/// The answer to a ballot that found the approval run out: `a` as expiring left it.
+pub(crate) fn expired(a: ApprovalRecord) -> Decided {
+    Decided {
+        outcome: DecideOutcome::Expired(a),
+        first: None,
     }
 }
 

@@ -8,6 +8,8 @@
 //! submission's transaction, [`admit`] decides, and the backend writes the reservation or
 //! answers the refusal ([`crate::SubmitOutcome::BudgetRefused`]) with nothing written.
 
+use crate::audit_entry::{AuditEntry, AuditKind};
+use crate::records::{Submission, SubmitOutcome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use steward_core::impact::Usage;
@@ -138,6 +140,58 @@ pub fn admit(cap: Option<i64>, usage: Usage) -> Result<(), BudgetRefusal> {
         cap,
         used: usage.used(),
     })
+}
+
+/// What admitting a submission under its key's live, enabled budget writes, decided from the
+/// budget's status as read in the submission's transaction.
+pub(crate) enum Admission {
+    /// Refused: append `entry` and nothing else; the submission answers `outcome`.
+    Refuse {
+        entry: AuditEntry,
+        outcome: Box<SubmitOutcome>,
+    },
+    /// Reserve [`BUDGET_INVOCATION_UNITS`] of the budget's limit in its window for the
+    /// submission's effect, then append `entry`.
+    Reserve { entry: AuditEntry },
+}
+
+/// The admission of submission `s` under `status` ([`admit`] on its cap and usage).
+pub(crate) fn admission(s: &Submission, status: &BudgetStatus) -> Admission {
+    match admit(status.budget.spec.invocations_cap(), status.usage) {
+        Err(refusal) => Admission::Refuse {
+            entry: AuditEntry::new(
+                AuditKind::BudgetRefused,
+                s.env_id.as_str(),
+                s.actor.as_str(),
+            )
+            .after(refusal.details()),
+            outcome: Box::new(SubmitOutcome::BudgetRefused(refusal)),
+        },
+        Ok(()) => Admission::Reserve {
+            entry: AuditEntry::new(
+                AuditKind::BudgetReserved,
+                s.env_id.as_str(),
+                s.effect_id.as_str(),
+            )
+            .after(json!({
+                "keyId": s.actor, "limitId": status.budget.limit_id,
+                "amount": BUDGET_INVOCATION_UNITS,
+            })),
+        },
+    }
+}
+
+/// The `budget.put` event of `key`'s budget set to `spec`; `before` is the live budget's view,
+/// if there was one.
+pub(crate) fn put_entry(
+    env: &EnvironmentId,
+    key: &KeyId,
+    before: Option<Value>,
+    spec: &BudgetSpec,
+) -> AuditEntry {
+    AuditEntry::new(AuditKind::BudgetPut, env.as_str(), key.as_str())
+        .before(before)
+        .after(spec.audit_view())
 }
 
 #[cfg(test)]

@@ -21,6 +21,13 @@ pub(crate) trait Columns {
     /// Column `i` as `T`; a type mismatch or an unexpected NULL is `Corrupt`.
     fn get<T: Column>(&self, i: usize) -> StoreResult<T>;
 
+    /// An integer column read as a narrower integer (a version, a count); out of range is
+    /// `Corrupt`.
+    fn int<T: TryFrom<i64>>(&self, i: usize) -> StoreResult<T> {
+        let raw: i64 = self.get(i)?;
+        T::try_from(raw).map_err(|_| StoreError::Corrupt(format!("integer out of range: {raw}")))
+    }
+
     /// A time column (milliseconds).
     fn millis(&self, i: usize) -> StoreResult<Millis> {
         self.get(i).map(Millis)

@@ -14,6 +14,14 @@ pub struct ConnectionHealth {
     pub checked_at: Millis,
 }
 
+/// What the provider answered of the account held by secret `secret_name`, when it was checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthCheck {
+    pub env_id: EnvironmentId,
+    pub secret_name: String,
+    pub health: ConnectionHealth,
+}
+
 /// A connected account.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionRecord {

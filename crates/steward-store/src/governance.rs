@@ -210,6 +210,21 @@ pub(crate) fn actual_state(
     }
 }
 
+/// The `impact.actual` audit event of a manual resolution `c` that recorded `actual` and
+/// changed `changed` reservations.
+pub(crate) fn actual_entry(
+    c: &crate::records::EffectChange,
+    actual: &[crate::records::ActualImpact],
+    changed: usize,
+) -> crate::audit_entry::AuditEntry {
+    crate::audit_entry::AuditEntry::new(
+        crate::audit_entry::AuditKind::ImpactActual,
+        c.env_id.as_str(),
+        c.effect_id.as_str(),
+    )
+    .after(actual_audit(actual, changed))
+}
+
 /// The `impact.actual` audit event's record.
 pub(crate) fn actual_audit(
     actual: &[crate::records::ActualImpact],

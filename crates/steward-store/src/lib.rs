@@ -36,6 +36,7 @@ mod approval_change;
 mod audit;
 mod audit_entry;
 mod budget;
+mod catalog_entries;
 mod change_plan;
 mod columns;
 mod connection;
@@ -43,16 +44,20 @@ mod console_session;
 mod elide;
 mod error;
 mod governance;
+mod limit_rows;
 mod links;
+mod policy_plan;
 mod postgres;
 mod previews;
 mod records;
 mod recovery;
+mod run_rows;
 mod runs;
 mod sqlite;
 mod store;
 mod submit;
 mod tally;
+mod webhooks;
 
 pub use audit::{
     content_hash, expected_hash, legacy_event_hash, link_hash, verify_chain, verify_log,
@@ -64,7 +69,7 @@ pub use budget::{
     admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
     BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
 };
-pub use connection::{ConnectionHealth, ConnectionRecord};
+pub use connection::{ConnectionHealth, ConnectionRecord, HealthCheck};
 pub use console_session::ConsoleSessionRecord;
 pub use elide::{
     elide_document, elide_fields, elided_bytes, json_len, marker as elision_marker, SpanOutline,
@@ -91,7 +96,6 @@ pub use store::Connections;
 pub use store::Effects;
 pub use store::Idempotency;
 pub use store::Identity;
-pub use store::KillSwitch;
 pub use store::Limits;
 pub use store::Policies;
 pub use store::Previews;
@@ -102,6 +106,7 @@ pub use store::{
     DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
     WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
 };
+pub use store::{HaltChange, KillSwitch};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)

@@ -103,3 +103,48 @@ pub(crate) fn audited(p: &PreviewRecord) -> Value {
         "expiresAt": p.expires_at.0, "refreshes": p.refreshes,
     })
 }
+
+/// The preview a refresh `new` supersedes (`new.refreshes`); `NotFound` when it names none.
+pub(crate) fn refreshed(new: &PreviewRecord) -> StoreResult<&PreviewId> {
+    new.refreshes.as_ref().ok_or(StoreError::NotFound {
+        what: "refreshed preview",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(refreshes: Option<PreviewId>) -> PreviewRecord {
+        PreviewRecord {
+            id: PreviewId::from_unique("new"),
+            env_id: EnvironmentId::from_unique("env"),
+            action_id: ActionId::from_unique("act"),
+            action_name: "refund".into(),
+            action_version: 1,
+            input: json!({}),
+            input_fingerprint: "fp".into(),
+            request_digest: "digest".into(),
+            body: json!({}),
+            run_id: None,
+            created_by: KeyId::from_unique("key"),
+            created_at: Millis(1),
+            expires_at: Millis(2),
+            refreshes,
+            superseded_by: None,
+            bound_effect: None,
+        }
+    }
+
+    #[test]
+    fn a_refresh_supersedes_the_preview_its_record_names_and_needs_one() {
+        let old = PreviewId::from_unique("old");
+        assert_eq!(refreshed(&record(Some(old.clone()))).ok(), Some(&old));
+        assert!(matches!(
+            refreshed(&record(None)),
+            Err(StoreError::NotFound {
+                what: "refreshed preview"
+            })
+        ));
+    }
+}

@@ -18,6 +18,14 @@ pub struct Environment {
     pub created_at: Millis,
 }
 
+/// The environment `Identity::ensure_environment` finds by `name`, or creates with `id` when
+/// there is none of that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewEnvironment<'a> {
+    pub name: &'a str,
+    pub id: &'a EnvironmentId,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiKeyRecord {
     pub id: KeyId,

@@ -35,7 +35,7 @@ pub use effects::Effects;
 pub(crate) use idempotency::seen_before;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
-pub use kill_switch::KillSwitch;
+pub use kill_switch::{HaltChange, KillSwitch};
 pub use limits::Limits;
 pub use policies::Policies;
 pub use previews::Previews;

@@ -2,8 +2,10 @@
 //! backend reads the facts in the submission's transaction, [`verdict`] decides, and the backend
 //! writes what the verdict says. The backends keep their SQL and locking; the rules live here.
 
-use crate::records::{EarlierRequest, InvocationRecord, Submission, SubmitOutcome};
-use steward_core::{EffectId, EffectState, Rejection};
+use crate::audit_entry::{AuditEntry, AuditKind};
+use crate::records::{EarlierRequest, InvocationRecord, NewEvidence, Submission, SubmitOutcome};
+use serde_json::json;
+use steward_core::{EffectId, EffectState, EnvironmentId, Rejection};
 
 /// What the backend read for one submission, in the order the rules look at it.
 #[derive(Debug, Default)]
@@ -87,6 +89,35 @@ fn retryable(state: EffectState) -> bool {
                 reason: Rejection::Refused
             }
     )
+}
+
+/// The `invocation.created` event of the new invocation a submission `s` writes.
+pub(crate) fn created_entry(s: &Submission) -> AuditEntry {
+    let op = s.operation_key.as_ref().map(|k| k.as_str());
+    AuditEntry::new(
+        AuditKind::InvocationCreated,
+        s.env_id.as_str(),
+        s.invocation_id.as_str(),
+    )
+    .after(crate::links::audited(
+        json!({
+            "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
+            "state": s.initial.name(), "inputFingerprint": s.input_fingerprint, "operationKey": op,
+            "decision": s.decision,
+        }),
+        &s.links,
+    ))
+}
+
+/// The `effect.evidence` event of evidence `e` appended to `effect` at `seq`.
+pub(crate) fn evidence_entry(
+    env: &EnvironmentId,
+    effect: &EffectId,
+    seq: u32,
+    e: &NewEvidence,
+) -> AuditEntry {
+    AuditEntry::new(AuditKind::EffectEvidence, env.as_str(), effect.as_str())
+        .after(json!({"seq": seq, "kind": e.kind, "source": e.source}))
 }
 
 #[cfg(test)]

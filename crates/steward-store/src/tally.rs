@@ -2,6 +2,7 @@
 //! the backend reads the limits' statuses in the reservation's transaction, this decides, and
 //! the backend writes the reservations or the refusal it returns.
 
+use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::governance::{ImpactRequest, LimitStatus, ReserveOutcome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -88,6 +89,29 @@ pub(crate) fn reserved_audit(holds: &[Hold]) -> Option<Value> {
             .iter()
             .map(|h| json!({"limitId": h.limit, "amount": h.amount}))
             .collect::<Vec<_>>()})
+    })
+}
+
+/// The `impact.refused` event of `request`, with the refusal's record (`Tally::Refuse`'s
+/// `audit`).
+pub(crate) fn refused_entry(request: &ImpactRequest, audit: Value) -> AuditEntry {
+    AuditEntry::new(
+        AuditKind::ImpactRefused,
+        request.env_id.as_str(),
+        request.effect_id.as_str(),
+    )
+    .after(audit)
+}
+
+/// The `impact.reserved` event of `request` for `holds`, or `None` when nothing was reserved.
+pub(crate) fn reserved_entry(request: &ImpactRequest, holds: &[Hold]) -> Option<AuditEntry> {
+    reserved_audit(holds).map(|audit| {
+        AuditEntry::new(
+            AuditKind::ImpactReserved,
+            request.env_id.as_str(),
+            request.effect_id.as_str(),
+        )
+        .after(audit)
     })
 }
 

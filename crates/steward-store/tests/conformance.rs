@@ -34,7 +34,7 @@ use steward_store::{
     SecretRecord, SqliteStore, Store, StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH,
     SEAL_BATCH_EVENTS_MAX,
 };
-use steward_store::{FirstAttemptOutcome, Submitted};
+use steward_store::{FirstAttemptOutcome, HaltChange, Submitted};
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
 
 #[path = "conformance/identity.rs"]
@@ -357,7 +357,13 @@ impl Env {
         let name = unique(tag);
         let id = EnvironmentId::from_unique(&unique(tag));
         let env = store
-            .ensure_environment(&name, &id, &Actor::system(T0))
+            .ensure_environment(
+                steward_store::NewEnvironment {
+                    name: &name,
+                    id: &id,
+                },
+                &Actor::system(T0),
+            )
             .await
             .expect("ensure_environment");
         assert_eq!(env.id, id, "a new name creates a new environment");
@@ -1293,7 +1299,11 @@ async fn postgres_a_halt_waits_for_the_attempt_in_flight_and_parks_the_next() {
 
     let halt = {
         let (store, id, actor) = (store.clone(), env.id.clone(), env.actor(2_100));
-        tokio::spawn(async move { store.set_halted(&id, true, Some("incident"), &actor).await })
+        tokio::spawn(async move {
+            store
+                .set_halted(HaltChange::halt(&id, Some("incident")), &actor)
+                .await
+        })
     };
     tokio::time::sleep(std::time::Duration::from_millis(WAITING_WATCH_MS)).await;
     assert!(

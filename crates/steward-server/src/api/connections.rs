@@ -23,7 +23,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 use steward_core::{is_valid_secret_name, scopes};
-use steward_store::{Actor, ConnectionHealth, ConnectionRecord, SecretRecord, StoreError};
+use steward_store::{
+    Actor, ConnectionHealth, ConnectionRecord, HealthCheck, SecretRecord, StoreError,
+};
 use steward_wire::{self as wire, Text};
 
 /// The longest API key accepted, in bytes: provider keys are well under 1 KiB.
@@ -404,9 +406,11 @@ pub async fn check(
         let after = state
             .store
             .record_health(
-                &caller.env.id,
-                &name,
-                &health,
+                &HealthCheck {
+                    env_id: caller.env.id.clone(),
+                    secret_name: name.clone(),
+                    health,
+                },
                 &Actor::key(&caller.key.id, now),
             )
             .await?;

@@ -6,7 +6,7 @@
 use super::{seam, Error, Principal, Result};
 use crate::state::AppState;
 use steward_core::scopes;
-use steward_store::{Actor, Environment};
+use steward_store::{Actor, Environment, HaltChange};
 
 /// The longest halt reason kept, in bytes.
 pub const HALT_REASON_LEN_MAX: usize = 1_000;
@@ -41,7 +41,7 @@ pub async fn halt(
     let actor = Actor::key(&principal.key.id, state.clock.now());
     let env = state
         .store
-        .set_halted(&principal.env.id, true, reason, &actor)
+        .set_halted(HaltChange::halt(&principal.env.id, reason), &actor)
         .await?;
     tracing::warn!(environment = %env.id, "environment halted");
     Ok(env)
@@ -54,7 +54,7 @@ pub async fn resume(state: &AppState, principal: &Principal) -> Result<Resumed> 
     let actor = Actor::key(&principal.key.id, state.clock.now());
     let env = state
         .store
-        .set_halted(&principal.env.id, false, None, &actor)
+        .set_halted(HaltChange::resume(&principal.env.id), &actor)
         .await?;
     let released = crate::dispatch::park::release(state, &env.id).await?;
     tracing::info!(environment = %env.id, released, "environment resumed");

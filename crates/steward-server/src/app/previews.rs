@@ -116,7 +116,7 @@ pub async fn refresh(
     )
     .await?;
     let actor = Actor::key(&principal.key.id, state.clock.now());
-    if !state.store.refresh_preview(&old.id, &new, &actor).await? {
+    if !state.store.refresh_preview(&new, &actor).await? {
         return Err(Error::of(
             codes::PREVIEW_SUPERSEDED,
             "this preview was refreshed by another request first",

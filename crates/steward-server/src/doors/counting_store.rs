@@ -272,12 +272,10 @@ impl Connections for CountingStore {
     }
     async fn record_health(
         &self,
-        env: &EnvironmentId,
-        name: &str,
-        health: &ConnectionHealth,
+        check: &HealthCheck,
         actor: &Actor,
     ) -> StoreResult<ConnectionRecord> {
-        self.inner.record_health(env, name, health, actor).await
+        self.inner.record_health(check, actor).await
     }
 }
 
@@ -431,11 +429,10 @@ impl Idempotency for CountingStore {
 impl Identity for CountingStore {
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        self.inner.ensure_environment(name, new_id, actor).await
+        self.inner.ensure_environment(env, actor).await
     }
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>> {
         self.inner.environment(id).await
@@ -490,14 +487,8 @@ impl Identity for CountingStore {
 
 #[async_trait]
 impl KillSwitch for CountingStore {
-    async fn set_halted(
-        &self,
-        env: &EnvironmentId,
-        halted: bool,
-        reason: Option<&str>,
-        actor: &Actor,
-    ) -> StoreResult<Environment> {
-        self.inner.set_halted(env, halted, reason, actor).await
+    async fn set_halted(&self, change: HaltChange<'_>, actor: &Actor) -> StoreResult<Environment> {
+        self.inner.set_halted(change, actor).await
     }
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
         self.inner.ready_invocations(env).await
@@ -621,13 +612,8 @@ impl Previews for CountingStore {
     ) -> StoreResult<Option<PreviewRecord>> {
         self.inner.preview(env, id).await
     }
-    async fn refresh_preview(
-        &self,
-        old: &PreviewId,
-        new: &PreviewRecord,
-        actor: &Actor,
-    ) -> StoreResult<bool> {
-        self.inner.refresh_preview(old, new, actor).await
+    async fn refresh_preview(&self, new: &PreviewRecord, actor: &Actor) -> StoreResult<bool> {
+        self.inner.refresh_preview(new, actor).await
     }
 }
 

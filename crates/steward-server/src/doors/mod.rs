@@ -37,8 +37,10 @@ async fn world(dir: &tempfile::TempDir, replica: &str) -> (AppState, Arc<Countin
     let now = crate::Clock::now(&crate::SystemClock);
     let env = sqlite
         .ensure_environment(
-            "test",
-            &EnvironmentId::from_unique("test"),
+            steward_store::NewEnvironment {
+                name: "test",
+                id: &EnvironmentId::from_unique("test"),
+            },
             &Actor::system(now),
         )
         .await

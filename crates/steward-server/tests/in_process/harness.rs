@@ -108,8 +108,10 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
     let now = SystemClock.now();
     let env = store
         .ensure_environment(
-            "test",
-            &EnvironmentId::from_unique("test"),
+            steward_store::NewEnvironment {
+                name: "test",
+                id: &EnvironmentId::from_unique("test"),
+            },
             &Actor::system(now),
         )
         .await

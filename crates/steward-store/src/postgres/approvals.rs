@@ -9,18 +9,20 @@
 //! action's parked approvals), so a decision never moves an effect that one of them moved.
 //! Changes are announced once committed (`notify`), not inside the transaction.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::effects::{change_effect, invocation};
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
 use super::PostgresStore;
-use crate::approval_change::{after_ballot, check_first, DecisionPlan, HUMAN_ORIGIN};
+use crate::approval_change::{
+    after_ballot, check_first, decide_step, expired, requested_entry, settled_entry, Binding,
+    DecideStep, HUMAN_ORIGIN,
+};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Approvals;
 use async_trait::async_trait;
-use serde_json::json;
 use steward_core::*;
 use tokio::sync::broadcast;
 use tokio_postgres::Row;
@@ -145,15 +147,6 @@ async fn parked(
     }))
 }
 
-/// What a gated invocation's approval is bound to: what the approver sees is what runs.
-pub(crate) struct Binding<'a> {
-    pub invocation: &'a InvocationId,
-    pub effect: &'a EffectId,
-    pub action: &'a ActionId,
-    pub version: u32,
-    pub input_fingerprint: &'a str,
-}
-
 pub(crate) async fn insert(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -178,8 +171,7 @@ pub(crate) async fn insert(
     append(
         tx,
         &Actor::key(requested_by, now),
-        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str())
-            .after(json!({"title": a.title, "requiredApprovals": required, "invocationId": binding.as_ref().map(|b| b.invocation.as_str())})),
+        requested_entry(env, a, binding.as_ref()),
     )
     .await
 }
@@ -210,14 +202,7 @@ async fn settle(
         &[&status.as_str(), &origin, &actor.now.0, &a.id.as_str()],
     )
     .await?;
-    append(
-        tx,
-        actor,
-        AuditEntry::new(AuditKind::ApprovalSettled, a.env_id.as_str(), a.id.as_str())
-            .before(json!({"status": "pending"}))
-            .after(json!({"status": status.as_str(), "origin": origin})),
-    )
-    .await
+    append(tx, actor, settled_entry(a, status, origin)).await
 }
 
 /// Expires `a`, read with its row locked, and its parked effect. The caller announces it once
@@ -285,56 +270,34 @@ async fn decide(
     let a = locked_approval(tx, env, id)
         .await?
         .ok_or(StoreError::NotFound { what: "approval" })?;
-    let unchanged = |outcome| {
-        Ok(Decided {
-            outcome,
-            first: None,
-        })
+    let ballot = match decide_step(&a, r) {
+        DecideStep::Answer(decided) => return Ok(*decided),
+        DecideStep::Expire => {
+            expire_one(tx, &a, now).await?;
+            let a = approval(tx, env, id).await?;
+            return Ok(expired(a.ok_or(StoreError::NotFound { what: "approval" })?));
+        }
+        DecideStep::Record(ballot) => ballot,
     };
-    let (word, audit, status, effect, releases) =
-        match crate::approval_change::plan_decision(&a, &r.key, r.decision, r.note.as_deref(), now)
-        {
-            DecisionPlan::SelfDecision => return unchanged(DecideOutcome::SelfDecision),
-            DecisionPlan::Unchanged => return unchanged(DecideOutcome::Unchanged(a)),
-            DecisionPlan::Expire => {
-                expire_one(tx, &a, now).await?;
-                let expired = approval(tx, env, id)
-                    .await?
-                    .ok_or(StoreError::NotFound { what: "approval" })?;
-                return unchanged(DecideOutcome::Expired(expired));
-            }
-            DecisionPlan::Record {
-                word,
-                audit,
-                status,
-                effect,
-                releases,
-            } => (word, audit, status, effect, releases),
-        };
-    let first = first.filter(|_| releases);
+    let first = first.filter(|_| ballot.releases);
     if let Some(first) = first {
         check_first(&a, r, first)?;
     }
     tx.execute(
         "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES ($1, $2, $3, $4, $5)",
-        &[&id.as_str(), &r.key.as_str(), &word, &r.note, &now.0],
+        &[&id.as_str(), &r.key.as_str(), &ballot.word, &r.note, &now.0],
     )
     .await?;
     let actor = Actor::key(&r.key, now);
-    append(
-        tx,
-        &actor,
-        AuditEntry::new(AuditKind::ApprovalDecision, env.as_str(), id.as_str()).after(audit),
-    )
-    .await?;
-    if status != ApprovalStatus::Pending {
-        settle(tx, &a, status, HUMAN_ORIGIN, &actor).await?;
+    append(tx, &actor, ballot.entry).await?;
+    if ballot.status != ApprovalStatus::Pending {
+        settle(tx, &a, ballot.status, HUMAN_ORIGIN, &actor).await?;
     }
-    if let Some((event, message)) = effect {
+    if let Some((event, message)) = ballot.effect {
         move_effect(tx, &a, event, message, &actor).await?;
     }
     let (mut ready, mut begun) = (None, None);
-    if releases {
+    if ballot.releases {
         if let Some(inv) = &a.invocation_id {
             ready = invocation(tx, env, inv).await?.map(Box::new);
         }
@@ -356,7 +319,7 @@ async fn decide(
     }
     Ok(Decided {
         outcome: DecideOutcome::Recorded {
-            approval: after_ballot(a, r, status),
+            approval: after_ballot(a, r, ballot.status),
             ready,
         },
         first: begun,

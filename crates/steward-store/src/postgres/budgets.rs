@@ -8,7 +8,7 @@ use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::rows::{self, col, id, millis};
 use super::PostgresStore;
-use crate::budget::{admit as decide, BudgetRecord, BudgetSpec, BudgetStatus};
+use crate::budget::{admission, put_entry, Admission, BudgetRecord, BudgetSpec, BudgetStatus};
 use crate::budget::{BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS};
 use crate::error::{StoreError, StoreResult};
 use crate::records::{Actor, Submission, SubmitOutcome};
@@ -91,20 +91,13 @@ pub(crate) async fn admit(tx: &Tx<'_>, s: &Submission) -> StoreResult<Option<Sub
     };
     let status = status(tx, budget, s.now).await?;
     let actor = Actor::key(&s.actor, s.now);
-    if let Err(refusal) = decide(status.budget.spec.invocations_cap(), status.usage) {
-        append(
-            tx,
-            &actor,
-            AuditEntry::new(
-                AuditKind::BudgetRefused,
-                s.env_id.as_str(),
-                s.actor.as_str(),
-            )
-            .after(refusal.details()),
-        )
-        .await?;
-        return Ok(Some(SubmitOutcome::BudgetRefused(refusal)));
-    }
+    let entry = match admission(s, &status) {
+        Admission::Refuse { entry, outcome } => {
+            append(tx, &actor, entry).await?;
+            return Ok(Some(*outcome));
+        }
+        Admission::Reserve { entry } => entry,
+    };
     tx.execute(
         "INSERT INTO impact_reservations (limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, 'reserved', $6, $6)",
@@ -114,20 +107,7 @@ pub(crate) async fn admit(tx: &Tx<'_>, s: &Submission) -> StoreResult<Option<Sub
         ],
     )
     .await?;
-    append(
-        tx,
-        &actor,
-        AuditEntry::new(
-            AuditKind::BudgetReserved,
-            s.env_id.as_str(),
-            s.effect_id.as_str(),
-        )
-        .after(serde_json::json!({
-            "keyId": s.actor, "limitId": status.budget.limit_id,
-            "amount": BUDGET_INVOCATION_UNITS,
-        })),
-    )
-    .await?;
+    append(tx, &actor, entry).await?;
     Ok(None)
 }
 
@@ -183,14 +163,7 @@ async fn put(
             None
         }
     };
-    append(
-        tx,
-        actor,
-        AuditEntry::new(AuditKind::BudgetPut, env.as_str(), key.as_str())
-            .before(before)
-            .after(spec.audit_view()),
-    )
-    .await?;
+    append(tx, actor, put_entry(env, key, before, spec)).await?;
     live(tx, env, key)
         .await?
         .ok_or(StoreError::NotFound { what: "budget" })

@@ -6,23 +6,13 @@ use super::conn::{in_transaction, Mode};
 use super::rows;
 use super::PostgresStore;
 use crate::approval_change::Cancellation;
+use crate::catalog_entries;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Catalog;
 use async_trait::async_trait;
 use serde_json::json;
 use steward_core::{ActionDefinition, ActionId, EnvironmentId, KeyId};
-
-/// What the audit log may say about a secret: metadata only, never the value or ciphertext.
-fn secret_audit(s: &SecretRecord) -> serde_json::Value {
-    json!({
-        "name": s.name,
-        "version": s.version,
-        "description": s.description,
-        "allowedHosts": s.allowed_hosts,
-        "allowedPlacements": s.allowed_placements,
-    })
-}
 
 pub(crate) async fn secret(
     tx: &Tx<'_>,
@@ -69,11 +59,7 @@ pub(crate) async fn action(
     env: &EnvironmentId,
     reference: &str,
 ) -> StoreResult<Option<ActionRecord>> {
-    let column = if reference.starts_with(ActionId::PREFIX) {
-        "a.id"
-    } else {
-        "a.name"
-    };
+    let column = catalog_entries::reference_column(reference);
     let sql = format!(
         "SELECT {} FROM {} WHERE a.env_id = $1 AND {column} = $2 AND a.deleted_at IS NULL",
         rows::ACTION_COLUMNS,
@@ -135,17 +121,7 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                AuditEntry::new(
-                    if existing.is_some() {
-                        AuditKind::SecretRotated
-                    } else {
-                        AuditKind::SecretCreated
-                    },
-                    s.env_id.as_str(),
-                    &s.name,
-                )
-                .before(existing.as_ref().map(secret_audit))
-                .after(secret_audit(&stored)),
+                catalog_entries::secret_put(existing.as_ref(), &stored),
             )
             .await?;
             Ok(stored)
@@ -181,13 +157,7 @@ impl Catalog for PostgresStore {
                 &[&env.as_str(), &name],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(AuditKind::SecretDeleted, env.as_str(), name)
-                    .before(secret_audit(&existing)),
-            )
-            .await?;
+            append(&tx, actor, catalog_entries::secret_deleted(&existing)).await?;
             Ok(true)
         })
     }
@@ -238,13 +208,7 @@ impl Catalog for PostgresStore {
             )
             .await?;
             insert_version(&tx, &a.id, 1, &a.definition, actor).await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(AuditKind::ActionCreated, a.env_id.as_str(), a.id.as_str())
-                    .after(json!({"version": 1, "definition": a.definition})),
-            )
-            .await
+            append(&tx, actor, catalog_entries::action_created(a)).await
         })
     }
 
@@ -262,13 +226,7 @@ impl Catalog for PostgresStore {
             let current = action(&tx, env, id.as_str())
                 .await?
                 .ok_or(StoreError::NotFound { what: "action" })?;
-            if current.version != expected {
-                return Err(StoreError::VersionConflict {
-                    expected,
-                    found: current.version,
-                });
-            }
-            let version = expected + 1;
+            let version = catalog_entries::next_version(current.version, expected)?;
             let changed = tx
                 .execute_unique(
                     "action",
@@ -284,9 +242,7 @@ impl Catalog for PostgresStore {
             append(
                 &tx,
                 actor,
-                AuditEntry::new(AuditKind::ActionUpdated, env.as_str(), id.as_str())
-                    .before(json!({"version": expected, "definition": current.definition}))
-                    .after(json!({"version": version, "definition": def})),
+                catalog_entries::action_updated(&current, version, def),
             )
             .await?;
             if let Some(why) = Cancellation::of_update(current.definition.enabled, def.enabled) {
@@ -331,12 +287,7 @@ impl Catalog for PostgresStore {
                 )
                 .await?;
             if changed > 0 {
-                append(
-                    &tx,
-                    actor,
-                    AuditEntry::new(AuditKind::ActionDeleted, env.as_str(), id.as_str()),
-                )
-                .await?;
+                append(&tx, actor, catalog_entries::action_deleted(env, id)).await?;
                 super::approvals::cancel_for_action(
                     &tx,
                     env,

@@ -3,7 +3,7 @@
 use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::PostgresStore;
-use crate::connection::{ConnectionHealth, ConnectionRecord};
+use crate::connection::{ConnectionRecord, HealthCheck};
 use crate::error::{StoreError, StoreResult};
 use crate::records::Actor;
 use crate::store::Connections;
@@ -90,11 +90,10 @@ impl Connections for PostgresStore {
 
     async fn record_health(
         &self,
-        env: &EnvironmentId,
-        name: &str,
-        health: &ConnectionHealth,
+        check: &HealthCheck,
         actor: &Actor,
     ) -> StoreResult<ConnectionRecord> {
+        let (env, name, health) = (&check.env_id, check.secret_name.as_str(), &check.health);
         in_transaction!(self, Mode::Write, |tx| async {
             let missing = StoreError::NotFound {
                 what: "connected account",

@@ -1,6 +1,6 @@
 //! Invocations and effects: the invoke write path's records.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx};
 use super::rows::{self, col};
@@ -11,7 +11,7 @@ use crate::records::*;
 use crate::store::Effects;
 use crate::submit::{verdict, Facts, Verdict};
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::LazyLock;
 use steward_core::impact::ReservationState;
 use steward_core::LimitId;
@@ -288,34 +288,11 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         .ok_or_else(|| rows::corrupt("inserted invocation", "no row returned"))?;
     let created = rows::invocation(created)?;
     if let Some(approval) = &s.approval {
-        let binding = super::approvals::Binding {
-            invocation: &s.invocation_id,
-            effect: &s.effect_id,
-            action: &s.action.id,
-            version: s.action.version,
-            input_fingerprint: &s.input_fingerprint,
-        };
+        let binding = crate::approval_change::Binding::of(s);
         super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now).await?;
     }
     super::links::insert(tx, s).await?;
-    append(
-        tx,
-        &actor,
-        AuditEntry::new(
-            AuditKind::InvocationCreated,
-            s.env_id.as_str(),
-            s.invocation_id.as_str(),
-        )
-        .after(crate::links::audited(
-            json!({
-                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                "decision": s.decision,
-            }),
-            &s.links,
-        )),
-    )
-    .await?;
+    append(tx, &actor, crate::submit::created_entry(s)).await?;
     Ok(created)
 }
 
@@ -718,8 +695,7 @@ impl Effects for PostgresStore {
             append(
                 &tx,
                 actor,
-                AuditEntry::new(AuditKind::EffectEvidence, env.as_str(), effect.as_str())
-                    .after(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+                crate::submit::evidence_entry(env, effect, seq, evidence),
             )
             .await
         })

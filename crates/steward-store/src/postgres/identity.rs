@@ -62,19 +62,14 @@ async fn session_by_hash(
     tx.one(&sql, &[&token_hash], session).await
 }
 
-/// What the audit log says about a session: its key and expiry, never its hash.
-fn session_audit(s: &ConsoleSessionRecord) -> serde_json::Value {
-    json!({"key": s.key_id.as_str(), "expiresAt": s.expires_at.0})
-}
-
 #[async_trait]
 impl Identity for PostgresStore {
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
+        let (name, new_id) = (env.name, env.id);
         in_transaction!(self, Mode::Write, |tx| async {
             let sql = format!(
                 "SELECT {} FROM environments WHERE name = $1",
@@ -262,13 +257,7 @@ impl Identity for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
-                    .after(session_audit(s)),
-            )
-            .await
+            append(&tx, actor, s.started_entry()).await
         })
     }
 
@@ -301,13 +290,7 @@ impl Identity for PostgresStore {
                 &[&token_hash],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
-                    .before(session_audit(&s)),
-            )
-            .await?;
+            append(&tx, actor, s.ended_entry()).await?;
             Ok(true)
         })
     }

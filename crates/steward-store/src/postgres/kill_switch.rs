@@ -8,7 +8,7 @@ use super::rows;
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
-use crate::store::KillSwitch;
+use crate::store::{HaltChange, KillSwitch};
 use async_trait::async_trait;
 use steward_core::EnvironmentId;
 
@@ -35,13 +35,8 @@ pub(crate) async fn is_halted(tx: &Tx<'_>, env: &EnvironmentId) -> StoreResult<b
 
 #[async_trait]
 impl KillSwitch for PostgresStore {
-    async fn set_halted(
-        &self,
-        env: &EnvironmentId,
-        halted: bool,
-        reason: Option<&str>,
-        actor: &Actor,
-    ) -> StoreResult<Environment> {
+    async fn set_halted(&self, change: HaltChange<'_>, actor: &Actor) -> StoreResult<Environment> {
+        let (env, halted, reason) = (change.env, change.halted, change.reason());
         in_transaction!(self, Mode::Write, |tx| async {
             // Waits for every transaction recording an attempt in this environment to commit;
             // every later one waits for this one and reads what it set.
@@ -49,7 +44,6 @@ impl KillSwitch for PostgresStore {
             let before = environment(&tx, env).await?.ok_or(StoreError::NotFound {
                 what: "environment",
             })?;
-            let reason = if halted { reason } else { None };
             tx.execute(
                 "UPDATE environments SET halted = $1, halt_reason = $2 WHERE id = $3",
                 &[&halted, &reason, &env.as_str()],

@@ -6,49 +6,21 @@
 //! Settlement runs inside `change_effect`'s transaction and only moves reservations between
 //! states, never adding usage.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx, ENV_LOCK_SHARED_SQL};
-use super::rows::{self, col, id, millis, millis_opt};
+use super::rows::{self, col};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
+use crate::limit_rows::{self, add_sum, COLUMNS, NOT_A_BUDGET};
 use crate::records::{Actor, ActualImpact, EffectChange};
 use crate::store::Limits;
-use crate::tally::{reserved, reserved_audit, tally, Tally};
+use crate::tally::{refused_entry, reserved, reserved_entry, tally, Tally};
 use async_trait::async_trait;
-use serde_json::json;
 use std::collections::HashMap;
-use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
+use steward_core::impact::Usage;
 use steward_core::{EnvironmentId, LimitId, Millis};
-use tokio_postgres::Row;
-
-const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at, resource_prefix";
-
-/// Leaves out the limit rows that hold per-key budgets (`crate::budget`): they are reserved at
-/// admission, never by the impact tally, and are read through the budgets API only.
-const NOT_A_BUDGET: &str = "id NOT IN (SELECT limit_id FROM budgets)";
-
-fn decode(row: &Row) -> StoreResult<LimitRecord> {
-    let period: &str = col(row, 6)?;
-    Ok(LimitRecord {
-        id: id(row, 0, LimitId::parse)?,
-        env_id: id(row, 1, EnvironmentId::parse)?,
-        spec: LimitSpec {
-            name: col(row, 2)?,
-            dimension: col(row, 3)?,
-            unit: col(row, 4)?,
-            currency: col(row, 5)?,
-            period: Period::parse(period).ok_or_else(|| rows::corrupt("period", period))?,
-            amount: col(row, 7)?,
-            action_name: col(row, 8)?,
-            resource_prefix: col(row, 12)?,
-        },
-        archived_at: millis_opt(row, 9)?,
-        created_at: millis(row, 10)?,
-        updated_at: millis(row, 11)?,
-    })
-}
 
 async fn record(
     tx: &Tx<'_>,
@@ -58,7 +30,8 @@ async fn record(
     let sql = format!(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND id = $2 AND {NOT_A_BUDGET}"
     );
-    tx.one(&sql, &[&env.as_str(), &id.as_str()], decode).await
+    tx.one(&sql, &[&env.as_str(), &id.as_str()], limit_rows::limit)
+        .await
 }
 
 /// A limit's usage in one window.
@@ -75,18 +48,6 @@ pub(crate) async fn usage(tx: &Tx<'_>, limit: &LimitId, window: Millis) -> Store
         add_sum(&mut usage, col(row, 0)?, col(row, 1)?)?;
     }
     Ok(usage)
-}
-
-/// Counts the sum of a limit's reservations in `state` into its usage.
-fn add_sum(usage: &mut Usage, state: &str, sum: i64) -> StoreResult<()> {
-    match ReservationState::parse(state) {
-        Some(ReservationState::Consumed) => usage.consumed = sum,
-        Some(ReservationState::Reserved) => usage.reserved = sum,
-        Some(ReservationState::Exposure) => usage.exposure = sum,
-        Some(ReservationState::Released) => {}
-        None => return Err(rows::corrupt("reservation state", state)),
-    }
-    Ok(())
 }
 
 async fn status(tx: &Tx<'_>, limit: LimitRecord, now: Millis) -> StoreResult<LimitStatus> {
@@ -109,7 +70,7 @@ pub(crate) async fn list(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = $1 AND ($2 OR archived_at IS NULL) AND {NOT_A_BUDGET} ORDER BY created_at, id"
     );
     let limits = tx
-        .all(&sql, &[&env.as_str(), &include_archived], decode)
+        .all(&sql, &[&env.as_str(), &include_archived], limit_rows::limit)
         .await?;
     let mut out = Vec::with_capacity(limits.len());
     for l in limits {
@@ -165,7 +126,7 @@ pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResul
     };
     let applicable = next()
         .iter()
-        .map(decode)
+        .map(limit_rows::limit)
         .collect::<StoreResult<Vec<_>>>()?
         .into_iter()
         .filter(|l| {
@@ -268,17 +229,7 @@ pub(crate) async fn reserve_after(
     let holds = match tally(r, &limits) {
         Tally::Reserve(holds) => holds,
         Tally::Refuse { audit, outcome } => {
-            append(
-                tx,
-                &r.actor,
-                AuditEntry::new(
-                    AuditKind::ImpactRefused,
-                    r.env_id.as_str(),
-                    r.effect_id.as_str(),
-                )
-                .after(audit),
-            )
-            .await?;
+            append(tx, &r.actor, refused_entry(r, audit)).await?;
             return Ok(outcome);
         }
     };
@@ -294,18 +245,8 @@ pub(crate) async fn reserve_after(
         )
         .await?;
     }
-    if let Some(audit) = reserved_audit(&holds) {
-        append(
-            tx,
-            &r.actor,
-            AuditEntry::new(
-                AuditKind::ImpactReserved,
-                r.env_id.as_str(),
-                r.effect_id.as_str(),
-            )
-            .after(audit),
-        )
-        .await?;
+    if let Some(entry) = reserved_entry(r, &holds) {
+        append(tx, &r.actor, entry).await?;
     }
     Ok(reserved(holds))
 }
@@ -338,12 +279,7 @@ pub(crate) async fn settle_actual(
     append(
         tx,
         &c.actor,
-        AuditEntry::new(
-            AuditKind::ImpactActual,
-            c.env_id.as_str(),
-            c.effect_id.as_str(),
-        )
-        .after(crate::governance::actual_audit(actual, changed)),
+        crate::governance::actual_entry(c, actual, changed),
     )
     .await
 }
@@ -366,17 +302,7 @@ impl Limits for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(
-                    AuditKind::ImpactLimitCreated,
-                    l.env_id.as_str(),
-                    l.id.as_str(),
-                )
-                .after(l.audit_view()),
-            )
-            .await
+            append(&tx, actor, limit_rows::created(l)).await
         })
     }
 
@@ -401,14 +327,7 @@ impl Limits for PostgresStore {
             let after = record(&tx, env, id).await?.ok_or(StoreError::NotFound {
                 what: "impact limit",
             })?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(AuditKind::ImpactLimitUpdated, env.as_str(), id.as_str())
-                    .before(before.audit_view())
-                    .after(after.audit_view()),
-            )
-            .await?;
+            append(&tx, actor, limit_rows::updated(&before, &after)).await?;
             Ok(after)
         })
     }
@@ -429,13 +348,7 @@ impl Limits for PostgresStore {
                 )
                 .await?;
             if changed > 0 {
-                append(
-                    &tx,
-                    actor,
-                    AuditEntry::new(AuditKind::ImpactLimitArchived, env.as_str(), id.as_str())
-                        .after(json!({"archived": true})),
-                )
-                .await?;
+                append(&tx, actor, limit_rows::archived(env, id)).await?;
             }
             Ok(changed > 0)
         })

@@ -4,7 +4,7 @@ use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::PostgresStore;
 use crate::error::StoreResult;
-use crate::previews::{audited, record, Raw, COLUMNS};
+use crate::previews::{audited, record, refreshed, Raw, COLUMNS};
 use crate::records::{Actor, PreviewRecord};
 use crate::store::Previews;
 use async_trait::async_trait;
@@ -86,12 +86,8 @@ impl Previews for PostgresStore {
         })
     }
 
-    async fn refresh_preview(
-        &self,
-        old: &PreviewId,
-        new: &PreviewRecord,
-        actor: &Actor,
-    ) -> StoreResult<bool> {
+    async fn refresh_preview(&self, new: &PreviewRecord, actor: &Actor) -> StoreResult<bool> {
+        let old = refreshed(new)?;
         in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             let marked = tx
                 .execute(

@@ -1,51 +1,18 @@
 //! Runs, spans and feedback on PostgreSQL: the same rules as the embedded store.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{in_transaction, Mode, Tx};
-use super::rows::{self, col, corrupt, id, id_opt, millis, millis_opt};
+use super::rows::{self, col};
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::{Actor, InvocationRecord};
+use crate::run_rows::{self, body_text, filter_terms, FilterValue, RUN_COLUMNS};
 use crate::runs::*;
 use crate::store::Runs;
 use async_trait::async_trait;
-use serde_json::{json, Value};
-use steward_core::{EnvironmentId, FeedbackId, InvocationId, RunId};
+use steward_core::{EnvironmentId, RunId};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-
-const RUN_COLUMNS: &str =
-    "id, env_id, status, name, agent_id, user_id, trace_id, body, started_at, ended_at, updated_at";
-
-fn run_row(row: &Row) -> StoreResult<RunRecord> {
-    let status: &str = col(row, 2)?;
-    let body: &str = col(row, 7)?;
-    Ok(RunRecord {
-        id: id(row, 0, RunId::parse)?,
-        env_id: id(row, 1, EnvironmentId::parse)?,
-        status: RunStatus::parse(status).ok_or_else(|| corrupt("run status", status))?,
-        name: col(row, 3)?,
-        agent_id: col(row, 4)?,
-        user_id: col(row, 5)?,
-        trace_id: col(row, 6)?,
-        body: serde_json::from_str(body).map_err(|e| corrupt("run body", e))?,
-        started_at: millis(row, 8)?,
-        ended_at: millis_opt(row, 9)?,
-        updated_at: millis(row, 10)?,
-    })
-}
-
-fn span_row(row: &Row) -> StoreResult<SpanRecord> {
-    let document: &str = col(row, 3)?;
-    Ok(SpanRecord {
-        run_id: id(row, 0, RunId::parse)?,
-        span_id: col(row, 1)?,
-        parent_span_id: col(row, 2)?,
-        document: serde_json::from_str(document).map_err(|e| corrupt("span", e))?,
-        created_at: millis(row, 4)?,
-        updated_at: millis(row, 5)?,
-    })
-}
 
 /// [`RUN_COLUMNS`] for a list: each of the body's [`crate::RUN_ELIDED_FIELDS`] longer than
 /// [`crate::LISTED_FIELD_BYTES_MAX`] replaced, in the query, by its elision marker.
@@ -68,19 +35,7 @@ fn listed_run_columns() -> String {
 }
 
 fn listed_span_row(row: &Row) -> StoreResult<(i64, SpanRecord)> {
-    Ok((col(row, 6)?, span_row(row)?))
-}
-
-fn outline_row(row: &Row) -> StoreResult<crate::SpanOutline> {
-    Ok(crate::SpanOutline {
-        seq: col(row, 0)?,
-        span_id: col(row, 1)?,
-        parent_span_id: col(row, 2)?,
-        name: col(row, 3)?,
-        kind: col(row, 4)?,
-        status: col(row, 5)?,
-        bytes: u64::try_from(col::<i32>(row, 6)?).unwrap_or(0),
-    })
+    Ok((col(row, 6)?, run_rows::span(row)?))
 }
 
 /// A span's document as a list carries it: each top-level field longer than
@@ -97,41 +52,10 @@ fn listed_document() -> String {
     )
 }
 
-fn feedback_row(row: &Row) -> StoreResult<FeedbackRecord> {
-    let document: &str = col(row, 4)?;
-    Ok(FeedbackRecord {
-        id: id(row, 0, FeedbackId::parse)?,
-        env_id: id(row, 1, EnvironmentId::parse)?,
-        run_id: id(row, 2, RunId::parse)?,
-        span_id: col(row, 3)?,
-        document: serde_json::from_str(document).map_err(|e| corrupt("feedback", e))?,
-        created_at: millis(row, 5)?,
-    })
-}
-
-fn approval_row(row: &Row) -> StoreResult<RunApproval> {
-    Ok(RunApproval {
-        id: col(row, 0)?,
-        status: col(row, 1)?,
-        title: col(row, 2)?,
-        invocation_id: id_opt(row, 3, InvocationId::parse)?,
-        created_at: millis(row, 4)?,
-        decided_at: millis_opt(row, 5)?,
-    })
-}
-
-fn body_text(body: &RunBody) -> String {
-    serde_json::to_string(body).expect("a run body always serializes")
-}
-
-/// The audit record of a run's change: `runId`, `name`, `status`.
-fn run_audit(r: &RunRecord) -> Value {
-    json!({"runId": r.id, "name": r.name, "status": r.status.as_str()})
-}
-
 async fn run(tx: &Tx<'_>, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = $1 AND id = $2");
-    tx.one(&sql, &[&env.as_str(), &id.as_str()], run_row).await
+    tx.one(&sql, &[&env.as_str(), &id.as_str()], run_rows::run)
+        .await
 }
 
 async fn require_run(tx: &Tx<'_>, env: &EnvironmentId, id: &RunId) -> StoreResult<RunRecord> {
@@ -157,13 +81,7 @@ impl Runs for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(AuditKind::RunStarted, r.env_id.as_str(), r.id.as_str())
-                    .after(run_audit(r)),
-            )
-            .await
+            append(&tx, actor, run_rows::started(r)).await
         })
     }
 
@@ -200,22 +118,7 @@ impl Runs for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(
-                    if after.status.is_terminal() {
-                        AuditKind::RunEnded
-                    } else {
-                        AuditKind::RunUpdated
-                    },
-                    env.as_str(),
-                    run_id.as_str(),
-                )
-                .before(run_audit(&before))
-                .after(run_audit(&after)),
-            )
-            .await?;
+            append(&tx, actor, run_rows::changed(&before, &after)).await?;
             Ok(Ok(after))
         })
     }
@@ -231,41 +134,19 @@ impl Runs for PostgresStore {
         );
         let mut values: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(env.as_str().to_string())];
-        let mut term = |clause: &str, value: Box<dyn ToSql + Sync + Send>| {
-            values.push(value);
+        let search = " AND strpos(lower(coalesce(name, '')), lower(?)) > 0";
+        for (clause, value) in filter_terms(f, search) {
+            values.push(match value {
+                FilterValue::Text(text) => Box::new(text),
+                FilterValue::Integer(n) => Box::new(n),
+            });
             sql.push_str(&clause.replace('?', &format!("${}", values.len())));
-        };
-        if let Some(s) = &f.search {
-            term(
-                " AND strpos(lower(coalesce(name, '')), lower(?)) > 0",
-                Box::new(s.clone()),
-            );
         }
-        if let Some(s) = f.status {
-            term(" AND status = ?", Box::new(s.as_str()));
-        }
-        if let Some(a) = &f.agent_id {
-            term(" AND agent_id = ?", Box::new(a.clone()));
-        }
-        if let Some(u) = &f.user_id {
-            term(" AND user_id = ?", Box::new(u.clone()));
-        }
-        if let Some(t) = f.started_after {
-            term(" AND started_at > ?", Box::new(t.0));
-        }
-        if let Some(t) = f.started_before {
-            term(" AND started_at < ?", Box::new(t.0));
-        }
-        term(
-            " ORDER BY started_at DESC, id DESC LIMIT ?",
-            Box::new(i64::from(f.limit)),
-        );
-        term(" OFFSET ?", Box::new(i64::from(f.offset)));
         let refs: Vec<&(dyn ToSql + Sync)> = values
             .iter()
             .map(|v| v.as_ref() as &(dyn ToSql + Sync))
             .collect();
-        in_transaction!(self, Mode::Read, |tx| tx.all(&sql, &refs, run_row))
+        in_transaction!(self, Mode::Read, |tx| tx.all(&sql, &refs, run_rows::run))
     }
 
     async fn ingest_spans(
@@ -303,12 +184,11 @@ impl Runs for PostgresStore {
                     created += 1;
                 }
             }
-            if existing.saturating_add(created) > spans_max {
-                return Ok(SpansIngested::TooMany { existing });
+            if let Some(refused) = run_rows::spans_refused(existing, created, spans_max) {
+                return Ok(refused);
             }
             for (i, s) in spans.iter().enumerate() {
-                // `seq` orders the run's spans by first ingest; a replacement keeps its own.
-                let seq = i64::try_from(existing + i).unwrap_or(i64::MAX);
+                let seq = run_rows::span_seq(existing, i);
                 tx.execute(
                     "INSERT INTO run_spans (run_id, span_id, parent_span_id, document, created_at, updated_at, seq)
                      VALUES ($1, $2, $3, $4, $5, $5, $6)
@@ -331,8 +211,7 @@ impl Runs for PostgresStore {
             append(
                 &tx,
                 actor,
-                AuditEntry::new(AuditKind::RunSpansIngested, env.as_str(), run_id.as_str())
-                    .after(json!({"runId": run_id, "created": created, "replaced": replaced})),
+                run_rows::spans_ingested(env, run_id, created, replaced),
             )
             .await?;
             Ok(SpansIngested::Stored { created, replaced })
@@ -345,7 +224,7 @@ impl Runs for PostgresStore {
              FROM run_spans s JOIN runs r ON r.id = s.run_id
              WHERE r.env_id = $1 AND s.run_id = $2 ORDER BY s.seq",
             &[&env.as_str(), &run_id.as_str()],
-            span_row,
+            run_rows::span,
         ))
     }
 
@@ -358,11 +237,12 @@ impl Runs for PostgresStore {
         // is not a string is refused at ingest.
         in_transaction!(self, Mode::Read, |tx| tx.all(
             "SELECT s.seq, s.span_id, s.parent_span_id, s.document::json->>'name',
-                    s.document::json->>'type', s.document::json->>'status', octet_length(s.document)
+                    s.document::json->>'type', s.document::json->>'status',
+                    octet_length(s.document)::BIGINT
              FROM run_spans s JOIN runs r ON r.id = s.run_id
              WHERE r.env_id = $1 AND s.run_id = $2 ORDER BY s.seq",
             &[&env.as_str(), &run_id.as_str()],
-            outline_row,
+            run_rows::outline,
         ))
     }
 
@@ -399,7 +279,7 @@ impl Runs for PostgresStore {
              FROM run_spans s JOIN runs r ON r.id = s.run_id
              WHERE r.env_id = $1 AND s.run_id = $2 AND s.span_id = $3",
             &[&env.as_str(), &run_id.as_str(), &span_id],
-            span_row,
+            run_rows::span,
         ))
     }
 
@@ -420,17 +300,7 @@ impl Runs for PostgresStore {
                 ],
             )
             .await?;
-            append(
-                &tx,
-                actor,
-                AuditEntry::new(
-                    AuditKind::RunFeedbackAdded,
-                    f.env_id.as_str(),
-                    f.run_id.as_str(),
-                )
-                .after(json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id})),
-            )
-            .await
+            append(&tx, actor, run_rows::feedback_added(f)).await
         })
     }
 
@@ -443,7 +313,7 @@ impl Runs for PostgresStore {
             "SELECT id, env_id, run_id, span_id, document, created_at FROM run_feedback
              WHERE env_id = $1 AND run_id = $2 ORDER BY created_at, id",
             &[&env.as_str(), &run_id.as_str()],
-            feedback_row,
+            run_rows::feedback,
         ))
     }
 
@@ -465,7 +335,7 @@ impl Runs for PostgresStore {
                     "SELECT id, status, title, invocation_id, created_at, decided_at FROM approvals
                      WHERE env_id = $1 AND run_id = $2 ORDER BY created_at, id",
                     &[&env.as_str(), &run_id.as_str()],
-                    approval_row,
+                    run_rows::approval,
                 )
                 .await?;
             Ok((invocations, approvals))

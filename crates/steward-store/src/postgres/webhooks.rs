@@ -3,21 +3,23 @@
 //! claiming at once split the work instead of waiting on each other; the lease keeps a claimed
 //! row away from other replicas while its attempt runs.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::{append, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
-use super::rows::{col, corrupt};
 use super::PostgresStore;
 use crate::error::StoreResult;
 use crate::records::Actor;
 use crate::records::Sweep;
 use crate::store::{
-    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
-    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+    DeadLetter, DeliveryOutcome, RedeliveryTarget, WebhookBacklog, WebhookSubscription, Webhooks,
+    WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
+use crate::webhooks::{
+    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
+    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
 };
 use async_trait::async_trait;
 use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
-use tokio_postgres::Row;
 
 /// The subscriptions and the dead-letter list (issue #15 item 4). `IF NOT EXISTS`: the
 /// migration tests roll a database back by forgetting migrations, not by dropping every table
@@ -72,83 +74,6 @@ CREATE INDEX IF NOT EXISTS webhook_dead_letters_subscription
     ON webhook_dead_letters(subscription_id, created_at);
 "#;
 
-const LETTER_COLUMNS: &str = "id, subscription_id, env_id, event_seq, event_type, body, attempts,
-    last_error, created_at, redelivery, redelivered_at";
-
-/// True (as SQL) when the subscription `s` has a letter waiting for its redelivery.
-const REDELIVERY_WAITING: &str = "EXISTS (SELECT 1 FROM webhook_dead_letters d
-    WHERE d.subscription_id = s.id AND d.redelivery = 'requested')";
-
-const COLUMNS: &str = "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
-    previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
-    created_at, updated_at";
-
-fn subscription(row: &Row) -> StoreResult<WebhookSubscription> {
-    let env: String = col(row, 1)?;
-    let types: String = col(row, 4)?;
-    let headers: String = col(row, 6)?;
-    let previous = match (
-        col::<Option<Vec<u8>>>(row, 9)?,
-        col::<Option<Vec<u8>>>(row, 10)?,
-    ) {
-        (Some(nonce), Some(sealed)) => Some(SealedSecret { nonce, sealed }),
-        _ => None,
-    };
-    Ok(WebhookSubscription {
-        id: col(row, 0)?,
-        env_id: EnvironmentId::parse(&env).map_err(|e| corrupt("webhook env", e))?,
-        topic: col(row, 2)?,
-        url: col(row, 3)?,
-        event_types: serde_json::from_str(&types).map_err(|e| corrupt("event types", e))?,
-        enabled: col(row, 5)?,
-        headers: serde_json::from_str(&headers).map_err(|e| corrupt("webhook headers", e))?,
-        secret: SealedSecret {
-            nonce: col(row, 7)?,
-            sealed: col(row, 8)?,
-        },
-        previous_secret: previous,
-        previous_until: col::<Option<i64>>(row, 11)?.map(Millis),
-        cursor: col(row, 12)?,
-        attempts: col::<i64>(row, 13)? as u32,
-        next_attempt_at: Millis(col(row, 14)?),
-        last_error: col(row, 15)?,
-        created_at: Millis(col(row, 16)?),
-        updated_at: Millis(col(row, 17)?),
-    })
-}
-
-fn dead_letter(row: &Row) -> StoreResult<DeadLetter> {
-    let env: String = col(row, 2)?;
-    Ok(DeadLetter {
-        id: col(row, 0)?,
-        subscription_id: col(row, 1)?,
-        env_id: EnvironmentId::parse(&env).map_err(|e| corrupt("dead letter env", e))?,
-        event_seq: col(row, 3)?,
-        event_type: col(row, 4)?,
-        body: col(row, 5)?,
-        attempts: col::<i64>(row, 6)? as u32,
-        last_error: col(row, 7)?,
-        created_at: Millis(col(row, 8)?),
-        redelivery: Redelivery::parse(&col::<String>(row, 9)?)
-            .ok_or_else(|| corrupt("redelivery", "an unknown state"))?,
-        redelivered_at: col::<Option<i64>>(row, 10)?.map(Millis),
-    })
-}
-
-async fn audit(
-    tx: &Tx<'_>,
-    actor: &Actor,
-    kind: AuditKind,
-    s: &WebhookSubscription,
-) -> StoreResult<()> {
-    append(
-        tx,
-        actor,
-        AuditEntry::new(kind, s.env_id.as_str(), &s.id).after(s.audit_view()),
-    )
-    .await
-}
-
 async fn one(tx: &Tx<'_>, env: &str, id: &str) -> StoreResult<Option<WebhookSubscription>> {
     tx.one(
         &format!("SELECT {COLUMNS} FROM webhook_subscriptions WHERE env_id = $1 AND id = $2"),
@@ -198,7 +123,12 @@ impl Webhooks for PostgresStore {
                 ],
             )
             .await?;
-            audit(&tx, actor, AuditKind::WebhookSubscriptionCreated, s).await
+            append(
+                &tx,
+                actor,
+                subscription_changed(AuditKind::WebhookSubscriptionCreated, s),
+            )
+            .await
         })
     }
 
@@ -266,7 +196,12 @@ impl Webhooks for PostgresStore {
             if changed == 0 {
                 return Ok(false);
             }
-            audit(&tx, actor, AuditKind::WebhookSubscriptionUpdated, s).await?;
+            append(
+                &tx,
+                actor,
+                subscription_changed(AuditKind::WebhookSubscriptionUpdated, s),
+            )
+            .await?;
             Ok(true)
         })
     }
@@ -286,7 +221,12 @@ impl Webhooks for PostgresStore {
                 &[&env.as_str(), &id],
             )
             .await?;
-            audit(&tx, actor, AuditKind::WebhookSubscriptionDeleted, &s).await?;
+            append(
+                &tx,
+                actor,
+                subscription_changed(AuditKind::WebhookSubscriptionDeleted, &s),
+            )
+            .await?;
             Ok(true)
         })
     }
@@ -389,20 +329,7 @@ impl Webhooks for PostgresStore {
                     ],
                 )
                 .await?;
-                append(
-                    &tx,
-                    &Actor::system(now),
-                    AuditEntry::new(
-                        AuditKind::WebhookDeadLettered,
-                        letter.env_id.as_str(),
-                        &letter.subscription_id,
-                    )
-                    .after(
-                        json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
-                                           "attempts": letter.attempts}),
-                    ),
-                )
-                .await?;
+                append(&tx, &Actor::system(now), dead_lettered(letter)).await?;
             }
             Ok(true)
         })
@@ -478,18 +405,7 @@ impl Webhooks for PostgresStore {
                 )
                 .await?;
             for d in &marked {
-                append(
-                    &tx,
-                    actor,
-                    AuditEntry::new(
-                        AuditKind::WebhookRedeliveryRequested,
-                        env.as_str(),
-                        &d.subscription_id,
-                    )
-                    .after(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
-                                           "requestedAt": now.0})),
-                )
-                .await?;
+                append(&tx, actor, redelivery_requested(env, d, now)).await?;
             }
             Ok(marked)
         })
@@ -529,8 +445,8 @@ impl Webhooks for PostgresStore {
                              WHERE s.id = d.subscription_id AND s.lease_owner = $2)
                  RETURNING {LETTER_COLUMNS}"
             );
-            let (changed, kind) = match &result {
-                Ok(()) => (
+            let changed = match &result {
+                Ok(()) => {
                     tx.one(
                         &format!(
                             "UPDATE webhook_dead_letters d
@@ -539,10 +455,9 @@ impl Webhooks for PostgresStore {
                         &[&letter, &owner, &now.0],
                         dead_letter,
                     )
-                    .await?,
-                    AuditKind::WebhookRedelivered,
-                ),
-                Err(error) => (
+                    .await?
+                }
+                Err(error) => {
                     tx.one(
                         &format!(
                             "UPDATE webhook_dead_letters d SET redelivery = 'dead',
@@ -551,25 +466,13 @@ impl Webhooks for PostgresStore {
                         &[&letter, &owner, error],
                         dead_letter,
                     )
-                    .await?,
-                    AuditKind::WebhookRedeliveryFailed,
-                ),
+                    .await?
+                }
             };
             let Some(d) = changed else {
                 return Ok(false);
             };
-            let after = match &result {
-                Ok(()) => json!({"deadLetterId": d.id, "eventSeq": d.event_seq}),
-                Err(error) => {
-                    json!({"deadLetterId": d.id, "eventSeq": d.event_seq, "error": error})
-                }
-            };
-            append(
-                &tx,
-                &Actor::system(now),
-                AuditEntry::new(kind, d.env_id.as_str(), &d.subscription_id).after(after),
-            )
-            .await?;
+            append(&tx, &Actor::system(now), redelivered(&d, &result)).await?;
             Ok(true)
         })
     }
@@ -588,15 +491,7 @@ impl Webhooks for PostgresStore {
                  FROM webhook_subscriptions s
                  WHERE $1::TEXT IS NULL OR s.env_id = $1 ORDER BY s.created_at, s.id",
                 &[&env, &WEBHOOK_BACKLOG_SCAN_EVENTS_MAX],
-                |row| {
-                    let env: String = col(row, 1)?;
-                    Ok(WebhookBacklog {
-                        subscription_id: col(row, 0)?,
-                        env_id: EnvironmentId::parse(&env)
-                            .map_err(|e| corrupt("webhook env", e))?,
-                        events: col::<i64>(row, 2)?.max(0) as u64,
-                    })
-                },
+                backlog,
             )
             .await
         })

@@ -2,18 +2,20 @@
 //! together, so an approval can release its invocation exactly once. The store has one writer,
 //! so decisions on one approval are tallied one after the other.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{unavailable, CachedQuery};
 use super::effects::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
-use crate::approval_change::{after_ballot, check_first, DecisionPlan, HUMAN_ORIGIN};
+use crate::approval_change::{
+    after_ballot, check_first, decide_step, expired, requested_entry, settled_entry, Binding,
+    DecideStep, HUMAN_ORIGIN,
+};
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Approvals;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row, Transaction};
-use serde_json::json;
 use steward_core::*;
 
 const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
@@ -88,15 +90,6 @@ pub(crate) fn approval(
         .transpose()
 }
 
-/// What a gated invocation's approval is bound to: what the approver sees is what runs.
-pub(crate) struct Binding<'a> {
-    pub invocation: &'a InvocationId,
-    pub effect: &'a EffectId,
-    pub action: &'a ActionId,
-    pub version: u32,
-    pub input_fingerprint: &'a str,
-}
-
 pub(crate) fn insert(
     tx: &Transaction<'_>,
     env: &EnvironmentId,
@@ -120,8 +113,7 @@ pub(crate) fn insert(
     append(
         tx,
         &Actor::key(requested_by, now),
-        AuditEntry::new(AuditKind::ApprovalRequested, env.as_str(), a.id.as_str())
-            .after(json!({"title": a.title, "requiredApprovals": a.required_approvals.max(1), "invocationId": binding.as_ref().map(|b| b.invocation.as_str())})),
+        requested_entry(env, a, binding.as_ref()),
     )
 }
 
@@ -152,13 +144,7 @@ fn settle(
         params![status.as_str(), origin, actor.now.0, a.id.as_str()],
     )
     .map_err(unavailable)?;
-    append(
-        tx,
-        actor,
-        AuditEntry::new(AuditKind::ApprovalSettled, a.env_id.as_str(), a.id.as_str())
-            .before(json!({"status": "pending"}))
-            .after(json!({"status": status.as_str(), "origin": origin})),
-    )
+    append(tx, actor, settled_entry(a, status, origin))
 }
 
 fn expire_one(tx: &Transaction<'_>, a: &ApprovalRecord, now: Millis) -> StoreResult<()> {
@@ -245,55 +231,35 @@ fn decide(
 ) -> StoreResult<Decided> {
     let (env, id, now) = (&r.env_id, &r.approval_id, r.now);
     let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-    let unchanged = |outcome| {
-        Ok(Decided {
-            outcome,
-            first: None,
-        })
+    let ballot = match decide_step(&a, r) {
+        DecideStep::Answer(decided) => return Ok(*decided),
+        DecideStep::Expire => {
+            expire_one(tx, &a, now)?;
+            let a = approval(tx, env, id)?;
+            return Ok(expired(a.ok_or(StoreError::NotFound { what: "approval" })?));
+        }
+        DecideStep::Record(ballot) => ballot,
     };
-    let (word, audit, status, effect, releases) =
-        match crate::approval_change::plan_decision(&a, &r.key, r.decision, r.note.as_deref(), now)
-        {
-            DecisionPlan::SelfDecision => return unchanged(DecideOutcome::SelfDecision),
-            DecisionPlan::Unchanged => return unchanged(DecideOutcome::Unchanged(a)),
-            DecisionPlan::Expire => {
-                expire_one(tx, &a, now)?;
-                let expired =
-                    approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
-                return unchanged(DecideOutcome::Expired(expired));
-            }
-            DecisionPlan::Record {
-                word,
-                audit,
-                status,
-                effect,
-                releases,
-            } => (word, audit, status, effect, releases),
-        };
-    let first = first.filter(|_| releases);
+    let first = first.filter(|_| ballot.releases);
     if let Some(first) = first {
         check_first(&a, r, first)?;
     }
     super::conn::execute_cached(
         tx,
         "INSERT INTO approval_decisions (approval_id, key_id, decision, note, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id.as_str(), r.key.as_str(), word, r.note, now.0],
+        params![id.as_str(), r.key.as_str(), ballot.word, r.note, now.0],
     )
     .map_err(unavailable)?;
     let actor = Actor::key(&r.key, now);
-    append(
-        tx,
-        &actor,
-        AuditEntry::new(AuditKind::ApprovalDecision, env.as_str(), id.as_str()).after(audit),
-    )?;
-    if status != ApprovalStatus::Pending {
-        settle(tx, &a, status, HUMAN_ORIGIN, &actor)?;
+    append(tx, &actor, ballot.entry)?;
+    if ballot.status != ApprovalStatus::Pending {
+        settle(tx, &a, ballot.status, HUMAN_ORIGIN, &actor)?;
     }
-    if let Some((event, message)) = effect {
+    if let Some((event, message)) = ballot.effect {
         move_effect(tx, &a, event, message, &actor)?;
     }
     let (mut ready, mut begun) = (None, None);
-    if releases {
+    if ballot.releases {
         if let Some(inv) = &a.invocation_id {
             ready = invocation(tx, env, inv)?.map(Box::new);
         }
@@ -316,7 +282,7 @@ fn decide(
     }
     Ok(Decided {
         outcome: DecideOutcome::Recorded {
-            approval: after_ballot(a, r, status),
+            approval: after_ballot(a, r, ballot.status),
             ready,
         },
         first: begun,

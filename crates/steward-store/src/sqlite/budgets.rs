@@ -6,7 +6,7 @@ use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{execute_cached, unavailable};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
-use crate::budget::{admit as decide, BudgetRecord, BudgetSpec, BudgetStatus};
+use crate::budget::{admission, put_entry, Admission, BudgetRecord, BudgetSpec, BudgetStatus};
 use crate::budget::{BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS};
 use crate::error::{StoreError, StoreResult};
 use crate::records::{Actor, Submission, SubmitOutcome};
@@ -76,19 +76,13 @@ pub(crate) fn admit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Option<
     };
     let status = status(tx, budget, s.now)?;
     let actor = Actor::key(&s.actor, s.now);
-    if let Err(refusal) = decide(status.budget.spec.invocations_cap(), status.usage) {
-        append(
-            tx,
-            &actor,
-            AuditEntry::new(
-                AuditKind::BudgetRefused,
-                s.env_id.as_str(),
-                s.actor.as_str(),
-            )
-            .after(refusal.details()),
-        )?;
-        return Ok(Some(SubmitOutcome::BudgetRefused(refusal)));
-    }
+    let entry = match admission(s, &status) {
+        Admission::Refuse { entry, outcome } => {
+            append(tx, &actor, entry)?;
+            return Ok(Some(*outcome));
+        }
+        Admission::Reserve { entry } => entry,
+    };
     execute_cached(
         tx,
         "INSERT INTO impact_reservations (limit_id, effect_id, env_id, amount, window_start, state, created_at, updated_at)
@@ -99,19 +93,7 @@ pub(crate) fn admit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Option<
         ],
     )
     .map_err(unavailable)?;
-    append(
-        tx,
-        &actor,
-        AuditEntry::new(
-            AuditKind::BudgetReserved,
-            s.env_id.as_str(),
-            s.effect_id.as_str(),
-        )
-        .after(serde_json::json!({
-            "keyId": s.actor, "limitId": status.budget.limit_id,
-            "amount": BUDGET_INVOCATION_UNITS,
-        })),
-    )?;
+    append(tx, &actor, entry)?;
     Ok(None)
 }
 
@@ -168,13 +150,7 @@ fn put(
             None
         }
     };
-    append(
-        tx,
-        actor,
-        AuditEntry::new(AuditKind::BudgetPut, env.as_str(), key.as_str())
-            .before(before)
-            .after(spec.audit_view()),
-    )?;
+    append(tx, actor, put_entry(env, key, before, spec))?;
     live(tx, env, key)?.ok_or(StoreError::NotFound { what: "budget" })
 }
 

@@ -5,6 +5,7 @@ use super::conn::{constraint, unavailable};
 use super::rows::{self, query_all, query_one};
 use super::SqliteStore;
 use crate::approval_change::Cancellation;
+use crate::catalog_entries;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::Catalog;
@@ -12,17 +13,6 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, Transaction};
 use serde_json::json;
 use steward_core::{ActionDefinition, ActionId, EnvironmentId};
-
-/// What the audit log may say about a secret: metadata only, never the value or ciphertext.
-fn secret_audit(s: &SecretRecord) -> serde_json::Value {
-    json!({
-        "name": s.name,
-        "version": s.version,
-        "description": s.description,
-        "allowedHosts": s.allowed_hosts,
-        "allowedPlacements": s.allowed_placements,
-    })
-}
 
 pub(crate) fn secret(
     conn: &Connection,
@@ -69,11 +59,7 @@ pub(crate) fn action(
     env: &EnvironmentId,
     reference: &str,
 ) -> StoreResult<Option<ActionRecord>> {
-    let column = if reference.starts_with(ActionId::PREFIX) {
-        "a.id"
-    } else {
-        "a.name"
-    };
+    let column = catalog_entries::reference_column(reference);
     let sql = format!(
         "SELECT {} FROM {} WHERE a.env_id = ?1 AND {column} = ?2 AND a.deleted_at IS NULL",
         rows::ACTION_COLUMNS,
@@ -117,11 +103,7 @@ impl Catalog for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(if existing.is_some() {
-                        AuditKind::SecretRotated
-                    } else {
-                        AuditKind::SecretCreated
-                    }, s.env_id.as_str(), &s.name).before(existing.as_ref().map(secret_audit)).after(secret_audit(&stored)),
+                catalog_entries::secret_put(existing.as_ref(), &stored),
             )?;
             Ok(stored)
         })
@@ -161,12 +143,7 @@ impl Catalog for SqliteStore {
                 params![env.as_str(), name],
             )
             .map_err(unavailable)?;
-            append(
-                tx,
-                &actor,
-                AuditEntry::new(AuditKind::SecretDeleted, env.as_str(), &name)
-                    .before(secret_audit(&existing)),
-            )?;
+            append(tx, &actor, catalog_entries::secret_deleted(&existing))?;
             Ok(true)
         })
         .await
@@ -220,8 +197,7 @@ impl Catalog for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ActionCreated, a.env_id.as_str(), a.id.as_str())
-                    .after(json!({"version": 1, "definition": a.definition})),
+                catalog_entries::action_created(&a),
             )
         })
         .await
@@ -239,13 +215,7 @@ impl Catalog for SqliteStore {
         let (def, actor) = (definition.clone(), actor.clone());
         self.write(move |tx| {
             let current = action(tx, &env, id.as_str())?.ok_or(StoreError::NotFound { what: "action" })?;
-            if current.version != expected {
-                return Err(StoreError::VersionConflict {
-                    expected,
-                    found: current.version,
-                });
-            }
-            let version = expected + 1;
+            let version = catalog_entries::next_version(current.version, expected)?;
             tx.execute(
                 "UPDATE actions SET version = ?1, name = ?2, updated_at = ?3 WHERE id = ?4 AND version = ?5",
                 params![version, def.name, actor.now.0, id.as_str(), expected],
@@ -255,9 +225,7 @@ impl Catalog for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ActionUpdated, env.as_str(), id.as_str())
-                    .before(json!({"version": expected, "definition": current.definition}))
-                    .after(json!({"version": version, "definition": def})),
+                catalog_entries::action_updated(&current, version, &def),
             )?;
             if let Some(why) = Cancellation::of_update(current.definition.enabled, def.enabled) {
                 super::approvals::cancel_for_action(tx, &env, &id, why, actor.now)?;
@@ -307,7 +275,7 @@ impl Catalog for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    AuditEntry::new(AuditKind::ActionDeleted, env.as_str(), id.as_str()),
+                    catalog_entries::action_deleted(&env, &id),
                 )?;
                 super::approvals::cancel_for_action(tx, &env, &id, Cancellation::ActionDeleted, actor.now)?;
             }

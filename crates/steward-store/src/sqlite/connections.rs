@@ -4,7 +4,7 @@ use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{execute_cached, unavailable};
 use super::rows::{query_all, query_one};
 use super::SqliteStore;
-use crate::connection::{ConnectionHealth, ConnectionRecord};
+use crate::connection::{ConnectionRecord, HealthCheck};
 use crate::error::{StoreError, StoreResult};
 use crate::records::Actor;
 use crate::store::Connections;
@@ -89,13 +89,11 @@ impl Connections for SqliteStore {
 
     async fn record_health(
         &self,
-        env: &EnvironmentId,
-        name: &str,
-        health: &ConnectionHealth,
+        check: &HealthCheck,
         actor: &Actor,
     ) -> StoreResult<ConnectionRecord> {
-        let (env, name, health, actor) =
-            (env.clone(), name.to_string(), health.clone(), actor.clone());
+        let (env, name) = (check.env_id.clone(), check.secret_name.clone());
+        let (health, actor) = (check.health.clone(), actor.clone());
         self.write(move |tx| {
             let before = one(tx, &env, &name)?.ok_or(StoreError::NotFound {
                 what: "connected account",

@@ -1,6 +1,6 @@
 //! Invocations and effects: the invoke write path's records.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{unavailable, CachedQuery};
 use super::identity::{environment, key_by_hash};
 use super::rows::{self, query_all, query_one};
@@ -12,7 +12,7 @@ use crate::store::Effects;
 use crate::submit::{verdict, Facts, Verdict};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use serde_json::{json, Value};
+use serde_json::Value;
 use steward_core::impact::ReservationState;
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId,
@@ -165,35 +165,13 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
     )
     .map_err(unavailable)?;
     if let Some(approval) = &s.approval {
-        let binding = super::approvals::Binding {
-            invocation: &s.invocation_id,
-            effect: &s.effect_id,
-            action: &s.action.id,
-            version: s.action.version,
-            input_fingerprint: &s.input_fingerprint,
-        };
+        let binding = crate::approval_change::Binding::of(s);
         super::approvals::insert(tx, &s.env_id, approval, &s.actor, Some(binding), s.now)?;
     }
     let actor = Actor::key(&s.actor, s.now);
     insert_evidence(tx, &s.effect_id, &s.evidence, &actor)?;
     super::links::insert(tx, s)?;
-    append(
-        tx,
-        &actor,
-        AuditEntry::new(
-            AuditKind::InvocationCreated,
-            s.env_id.as_str(),
-            s.invocation_id.as_str(),
-        )
-        .after(crate::links::audited(
-            json!({
-                "effectId": s.effect_id, "actionId": s.action.id, "actionVersion": s.action.version,
-                "state": state, "inputFingerprint": s.input_fingerprint, "operationKey": op,
-                "decision": s.decision,
-            }),
-            &s.links,
-        )),
-    )
+    append(tx, &actor, crate::submit::created_entry(s))
 }
 
 pub(crate) fn insert_evidence(
@@ -550,8 +528,7 @@ impl Effects for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::EffectEvidence, env.as_str(), effect.as_str())
-                    .after(json!({"seq": seq, "kind": e.kind, "source": e.source})),
+                crate::submit::evidence_entry(&env, &effect, seq, &e),
             )
         })
         .await

@@ -61,20 +61,14 @@ fn session_by_hash(
     query_one(conn, &sql, &[&token_hash], session)
 }
 
-/// What the audit log says about a session: its id, key and expiry, never its hash.
-fn session_audit(s: &ConsoleSessionRecord) -> serde_json::Value {
-    json!({"key": s.key_id.as_str(), "expiresAt": s.expires_at.0})
-}
-
 #[async_trait]
 impl Identity for SqliteStore {
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        let (name, new_id, actor) = (name.to_string(), new_id.clone(), actor.clone());
+        let (name, new_id, actor) = (env.name.to_string(), env.id.clone(), actor.clone());
         self.write(move |tx| {
             let sql = format!(
                 "SELECT {} FROM environments WHERE name = ?1",
@@ -257,8 +251,7 @@ impl Identity for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ConsoleSessionStarted, s.env_id.as_str(), &s.id)
-                    .after(session_audit(&s)),
+                s.started_entry(),
             )
         })
         .await
@@ -293,12 +286,7 @@ impl Identity for SqliteStore {
                 params![token_hash],
             )
             .map_err(unavailable)?;
-            append(
-                tx,
-                &actor,
-                AuditEntry::new(AuditKind::ConsoleSessionEnded, s.env_id.as_str(), &s.id)
-                    .before(session_audit(&s)),
-            )?;
+            append(tx, &actor, s.ended_entry())?;
             Ok(true)
         })
         .await

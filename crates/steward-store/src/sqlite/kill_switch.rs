@@ -7,7 +7,7 @@ use super::rows::{self, query_all};
 use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
-use crate::store::KillSwitch;
+use crate::store::{HaltChange, KillSwitch};
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
 use steward_core::EnvironmentId;
@@ -20,16 +20,11 @@ pub(crate) fn is_halted(conn: &Connection, env: &EnvironmentId) -> StoreResult<b
 
 #[async_trait]
 impl KillSwitch for SqliteStore {
-    async fn set_halted(
-        &self,
-        env: &EnvironmentId,
-        halted: bool,
-        reason: Option<&str>,
-        actor: &Actor,
-    ) -> StoreResult<Environment> {
-        let (env, reason, actor) = (env.clone(), reason.map(str::to_string), actor.clone());
+    async fn set_halted(&self, change: HaltChange<'_>, actor: &Actor) -> StoreResult<Environment> {
+        let (env, halted) = (change.env.clone(), change.halted);
+        let (reason, actor) = (change.reason().map(str::to_string), actor.clone());
         self.write(move |tx| {
-            let reason = if halted { reason.as_deref() } else { None };
+            let reason = reason.as_deref();
             let before = environment(tx, &env)?.ok_or(StoreError::NotFound {
                 what: "environment",
             })?;

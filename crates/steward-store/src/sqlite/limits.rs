@@ -2,49 +2,21 @@
 //! IMMEDIATE transaction: SQLite's single writer serialises concurrent reservations, so their
 //! sum never passes a limit. Settlement runs inside `change_effect`'s transaction.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{unavailable, CachedQuery};
-use super::rows::{self, col, query_all, query_one};
+use super::rows::{query_all, query_one};
 use super::SqliteStore;
 use crate::change_plan::ChangePlan;
 use crate::error::{StoreError, StoreResult};
 use crate::governance::{ImpactRequest, LimitRecord, LimitStatus, ReserveOutcome};
+use crate::limit_rows::{self, add_sum, COLUMNS, NOT_A_BUDGET};
 use crate::records::{Actor, ActualImpact, EffectChange};
 use crate::store::Limits;
-use crate::tally::{reserved, reserved_audit, tally, Tally};
+use crate::tally::{refused_entry, reserved, reserved_entry, tally, Tally};
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
-use serde_json::json;
-use steward_core::impact::{LimitSpec, Period, ReservationState, Usage};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use steward_core::impact::Usage;
 use steward_core::{EnvironmentId, LimitId, Millis};
-
-const COLUMNS: &str = "id, env_id, name, dimension, unit, currency, period, amount, action_name, archived_at, created_at, updated_at, resource_prefix";
-
-/// Leaves out the limit rows that hold per-key budgets (`crate::budget`): they are reserved at
-/// admission, never by the impact tally, and are read through the budgets API only.
-const NOT_A_BUDGET: &str = "id NOT IN (SELECT limit_id FROM budgets)";
-
-fn decode(row: &Row<'_>) -> StoreResult<LimitRecord> {
-    let period: String = col(row, 6)?;
-    Ok(LimitRecord {
-        id: LimitId::parse(&col::<String>(row, 0)?).map_err(|e| rows::corrupt("id", e))?,
-        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
-            .map_err(|e| rows::corrupt("id", e))?,
-        spec: LimitSpec {
-            name: col(row, 2)?,
-            dimension: col(row, 3)?,
-            unit: col(row, 4)?,
-            currency: col(row, 5)?,
-            period: Period::parse(&period).ok_or_else(|| rows::corrupt("period", &period))?,
-            amount: col(row, 7)?,
-            action_name: col(row, 8)?,
-            resource_prefix: col(row, 12)?,
-        },
-        archived_at: col::<Option<i64>>(row, 9)?.map(Millis),
-        created_at: Millis(col(row, 10)?),
-        updated_at: Millis(col(row, 11)?),
-    })
-}
 
 fn record(
     conn: &Connection,
@@ -54,7 +26,9 @@ fn record(
     let sql = format!(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND id = ?2 AND {NOT_A_BUDGET}"
     );
-    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], decode)
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], |row| {
+        limit_rows::limit(row)
+    })
 }
 
 /// A limit's usage in one window.
@@ -72,13 +46,7 @@ pub(crate) fn usage(conn: &Connection, limit: &LimitId, window: Millis) -> Store
     while let Some(row) = rows.next().map_err(unavailable)? {
         let state: String = row.get(0).map_err(unavailable)?;
         let sum: i64 = row.get(1).map_err(unavailable)?;
-        match ReservationState::parse(&state) {
-            Some(ReservationState::Consumed) => usage.consumed = sum,
-            Some(ReservationState::Reserved) => usage.reserved = sum,
-            Some(ReservationState::Exposure) => usage.exposure = sum,
-            Some(ReservationState::Released) => {}
-            None => return Err(rows::corrupt("reservation state", state)),
-        }
+        add_sum(&mut usage, &state, sum)?;
     }
     Ok(usage)
 }
@@ -102,10 +70,12 @@ pub(crate) fn list(
     let sql = format!(
         "SELECT {COLUMNS} FROM impact_limits WHERE env_id = ?1 AND (?2 OR archived_at IS NULL) AND {NOT_A_BUDGET} ORDER BY created_at, id"
     );
-    query_all(conn, &sql, &[&env.as_str(), &include_archived], decode)?
-        .into_iter()
-        .map(|l| status(conn, l, now))
-        .collect()
+    query_all(conn, &sql, &[&env.as_str(), &include_archived], |row| {
+        limit_rows::limit(row)
+    })?
+    .into_iter()
+    .map(|l| status(conn, l, now))
+    .collect()
 }
 
 pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<ReserveOutcome> {
@@ -126,16 +96,7 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
     let holds = match tally(r, &limits) {
         Tally::Reserve(holds) => holds,
         Tally::Refuse { audit, outcome } => {
-            append(
-                tx,
-                &r.actor,
-                AuditEntry::new(
-                    AuditKind::ImpactRefused,
-                    r.env_id.as_str(),
-                    r.effect_id.as_str(),
-                )
-                .after(audit),
-            )?;
+            append(tx, &r.actor, refused_entry(r, audit))?;
             return Ok(outcome);
         }
     };
@@ -148,17 +109,8 @@ pub(crate) fn reserve(tx: &Transaction<'_>, r: &ImpactRequest) -> StoreResult<Re
         )
         .map_err(unavailable)?;
     }
-    if let Some(audit) = reserved_audit(&holds) {
-        append(
-            tx,
-            &r.actor,
-            AuditEntry::new(
-                AuditKind::ImpactReserved,
-                r.env_id.as_str(),
-                r.effect_id.as_str(),
-            )
-            .after(audit),
-        )?;
+    if let Some(entry) = reserved_entry(r, &holds) {
+        append(tx, &r.actor, entry)?;
     }
     Ok(reserved(holds))
 }
@@ -217,12 +169,7 @@ pub(crate) fn settle_actual(
     append(
         tx,
         &c.actor,
-        AuditEntry::new(
-            AuditKind::ImpactActual,
-            c.env_id.as_str(),
-            c.effect_id.as_str(),
-        )
-        .after(crate::governance::actual_audit(actual, changed)),
+        crate::governance::actual_entry(c, actual, changed),
     )
 }
 
@@ -244,8 +191,7 @@ impl Limits for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ImpactLimitCreated, l.env_id.as_str(), l.id.as_str())
-                    .after(l.audit_view()),
+                limit_rows::created(&l),
             )
         })
         .await
@@ -283,9 +229,7 @@ impl Limits for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ImpactLimitUpdated, env.as_str(), id.as_str())
-                    .before(before.audit_view())
-                    .after(after.audit_view()),
+                limit_rows::updated(&before, &after),
             )?;
             Ok(after)
         })
@@ -310,8 +254,7 @@ impl Limits for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    AuditEntry::new(AuditKind::ImpactLimitArchived, env.as_str(), id.as_str())
-                        .after(json!({"archived": true})),
+                    limit_rows::archived(&env, &id),
                 )?;
             }
             Ok(changed > 0)

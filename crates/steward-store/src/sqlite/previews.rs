@@ -5,7 +5,7 @@ use super::conn::{constraint, unavailable};
 use super::rows::query_one;
 use super::SqliteStore;
 use crate::error::StoreResult;
-use crate::previews::{audited, record, Raw, COLUMNS};
+use crate::previews::{audited, record, refreshed, Raw, COLUMNS};
 use crate::records::{Actor, PreviewRecord};
 use crate::store::Previews;
 use async_trait::async_trait;
@@ -81,13 +81,9 @@ impl Previews for SqliteStore {
         .await
     }
 
-    async fn refresh_preview(
-        &self,
-        old: &PreviewId,
-        new: &PreviewRecord,
-        actor: &Actor,
-    ) -> StoreResult<bool> {
-        let (old, new, actor) = (old.clone(), new.clone(), actor.clone());
+    async fn refresh_preview(&self, new: &PreviewRecord, actor: &Actor) -> StoreResult<bool> {
+        let old = refreshed(new)?.clone();
+        let (new, actor) = (new.clone(), actor.clone());
         self.write(move |tx| {
             let marked = tx
                 .execute(

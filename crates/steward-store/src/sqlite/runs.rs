@@ -1,94 +1,34 @@
 //! Runs, spans and feedback on SQLite.
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::append;
 use super::conn::{constraint, unavailable};
 use super::rows::{self, col, corrupt, query_all, query_one};
 use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::{Actor, InvocationRecord};
+use crate::run_rows::{self, body_text, filter_terms, FilterValue, RUN_COLUMNS};
 use crate::runs::*;
 use crate::store::Runs;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row, ToSql};
-use serde_json::{json, Value};
-use steward_core::{EnvironmentId, FeedbackId, InvocationId, Millis, RunId};
-
-const RUN_COLUMNS: &str =
-    "id, env_id, status, name, agent_id, user_id, trace_id, body, started_at, ended_at, updated_at";
-
-fn run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
-    let body: String = col(row, 7)?;
-    let body = serde_json::from_str(&body).map_err(|e| corrupt("run body", e))?;
-    run_row_with(row, body)
-}
-
-/// A run's row with `body` as its body (read whole or elided by the caller).
-fn run_row_with(row: &Row<'_>, body: RunBody) -> StoreResult<RunRecord> {
-    let status: String = col(row, 2)?;
-    Ok(RunRecord {
-        id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("run id", e))?,
-        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
-            .map_err(|e| corrupt("run environment", e))?,
-        status: RunStatus::parse(&status).ok_or_else(|| corrupt("run status", &status))?,
-        name: col(row, 3)?,
-        agent_id: col(row, 4)?,
-        user_id: col(row, 5)?,
-        trace_id: col(row, 6)?,
-        body,
-        started_at: Millis(col(row, 8)?),
-        ended_at: col::<Option<i64>>(row, 9)?.map(Millis),
-        updated_at: Millis(col(row, 10)?),
-    })
-}
+use steward_core::{EnvironmentId, RunId};
 
 /// A run as a list carries it: the large documents of its body elided while the row is read.
 fn listed_run_row(row: &Row<'_>) -> StoreResult<RunRecord> {
     let body: String = col(row, 7)?;
     let elided = crate::elide_fields(&body, Some(&crate::RUN_ELIDED_FIELDS))
         .map_err(|e| corrupt("run body", e))?;
-    let mut run = run_row_with(row, RunBody::default())?;
+    let mut run = run_rows::run_with(row, RunBody::default())?;
     run.body = serde_json::from_value(elided).map_err(|e| corrupt("run body", e))?;
     Ok(run)
 }
 
-fn span_row(row: &Row<'_>) -> StoreResult<SpanRecord> {
-    let document: String = col(row, 3)?;
-    Ok(SpanRecord {
-        run_id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("span run", e))?,
-        span_id: col(row, 1)?,
-        parent_span_id: col(row, 2)?,
-        document: serde_json::from_str(&document).map_err(|e| corrupt("span", e))?,
-        created_at: Millis(col(row, 4)?),
-        updated_at: Millis(col(row, 5)?),
-    })
-}
-
 /// A span as a list or tree carries it: its large fields elided while the row is read.
 fn listed_span_row(row: &Row<'_>) -> StoreResult<(i64, SpanRecord)> {
-    let document: String = col(row, 3)?;
-    Ok((
-        col(row, 6)?,
-        SpanRecord {
-            run_id: RunId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("span run", e))?,
-            span_id: col(row, 1)?,
-            parent_span_id: col(row, 2)?,
-            document: crate::elide_document(&document).map_err(|e| corrupt("span", e))?,
-            created_at: Millis(col(row, 4)?),
-            updated_at: Millis(col(row, 5)?),
-        },
-    ))
-}
-
-fn outline_row(row: &Row<'_>) -> StoreResult<crate::SpanOutline> {
-    Ok(crate::SpanOutline {
-        seq: col(row, 0)?,
-        span_id: col(row, 1)?,
-        parent_span_id: col(row, 2)?,
-        name: col(row, 3)?,
-        kind: col(row, 4)?,
-        status: col(row, 5)?,
-        bytes: u64::try_from(col::<i64>(row, 6)?).unwrap_or(0),
-    })
+    let span = run_rows::span_with(row, |text| {
+        crate::elide_document(text).map_err(|e| e.to_string())
+    })?;
+    Ok((col(row, 6)?, span))
 }
 
 /// A top-level text field of a span's document, or NULL when it is absent or not text.
@@ -98,48 +38,15 @@ fn text_field(name: &str) -> String {
     )
 }
 
-fn feedback_row(row: &Row<'_>) -> StoreResult<FeedbackRecord> {
-    let document: String = col(row, 4)?;
-    Ok(FeedbackRecord {
-        id: FeedbackId::parse(&col::<String>(row, 0)?).map_err(|e| corrupt("feedback id", e))?,
-        env_id: EnvironmentId::parse(&col::<String>(row, 1)?)
-            .map_err(|e| corrupt("feedback environment", e))?,
-        run_id: RunId::parse(&col::<String>(row, 2)?).map_err(|e| corrupt("feedback run", e))?,
-        span_id: col(row, 3)?,
-        document: serde_json::from_str(&document).map_err(|e| corrupt("feedback", e))?,
-        created_at: Millis(col(row, 5)?),
-    })
-}
-
-fn approval_row(row: &Row<'_>) -> StoreResult<RunApproval> {
-    Ok(RunApproval {
-        id: col(row, 0)?,
-        status: col(row, 1)?,
-        title: col(row, 2)?,
-        invocation_id: col::<Option<String>>(row, 3)?
-            .map(|i| InvocationId::parse(&i).map_err(|e| corrupt("approval invocation", e)))
-            .transpose()?,
-        created_at: Millis(col(row, 4)?),
-        decided_at: col::<Option<i64>>(row, 5)?.map(Millis),
-    })
-}
-
-fn body_text(body: &RunBody) -> String {
-    serde_json::to_string(body).expect("a run body always serializes")
-}
-
 fn run(conn: &Connection, env: &EnvironmentId, id: &RunId) -> StoreResult<Option<RunRecord>> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = ?1 AND id = ?2");
-    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], run_row)
+    query_one(conn, &sql, &[&env.as_str(), &id.as_str()], |row| {
+        run_rows::run(row)
+    })
 }
 
 fn require_run(conn: &Connection, env: &EnvironmentId, id: &RunId) -> StoreResult<RunRecord> {
     run(conn, env, id)?.ok_or(StoreError::NotFound { what: "run" })
-}
-
-/// The audit record of a run's change: `runId`, `name`, `status`.
-pub(crate) fn run_audit(r: &RunRecord) -> Value {
-    json!({"runId": r.id, "name": r.name, "status": r.status.as_str()})
 }
 
 #[async_trait]
@@ -169,8 +76,7 @@ impl Runs for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::RunStarted, r.env_id.as_str(), r.id.as_str())
-                    .after(run_audit(&r)),
+                run_rows::started(&r),
             )
         })
         .await
@@ -203,21 +109,7 @@ impl Runs for SqliteStore {
                 ],
             )
             .map_err(unavailable)?;
-            append(
-                tx,
-                &actor,
-                AuditEntry::new(
-                    if after.status.is_terminal() {
-                        AuditKind::RunEnded
-                    } else {
-                        AuditKind::RunUpdated
-                    },
-                    env.as_str(),
-                    id.as_str(),
-                )
-                .before(run_audit(&before))
-                .after(run_audit(&after)),
-            )?;
+            append(tx, &actor, run_rows::changed(&before, &after))?;
             Ok(Ok(after))
         })
         .await
@@ -237,36 +129,14 @@ impl Runs for SqliteStore {
         self.read(move |conn| {
             let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE env_id = ?1");
             let mut values: Vec<Box<dyn ToSql>> = vec![Box::new(env.as_str().to_string())];
-            let mut term = |clause: &str, value: Box<dyn ToSql>| {
-                values.push(value);
+            let search = " AND instr(lower(coalesce(name, '')), lower(?)) > 0";
+            for (clause, value) in filter_terms(&f, search) {
+                values.push(match value {
+                    FilterValue::Text(text) => Box::new(text),
+                    FilterValue::Integer(n) => Box::new(n),
+                });
                 sql.push_str(&clause.replace('?', &format!("?{}", values.len())));
-            };
-            if let Some(s) = &f.search {
-                term(
-                    " AND instr(lower(coalesce(name, '')), lower(?)) > 0",
-                    Box::new(s.clone()),
-                );
             }
-            if let Some(s) = f.status {
-                term(" AND status = ?", Box::new(s.as_str()));
-            }
-            if let Some(a) = &f.agent_id {
-                term(" AND agent_id = ?", Box::new(a.clone()));
-            }
-            if let Some(u) = &f.user_id {
-                term(" AND user_id = ?", Box::new(u.clone()));
-            }
-            if let Some(t) = f.started_after {
-                term(" AND started_at > ?", Box::new(t.0));
-            }
-            if let Some(t) = f.started_before {
-                term(" AND started_at < ?", Box::new(t.0));
-            }
-            term(
-                " ORDER BY started_at DESC, id DESC LIMIT ?",
-                Box::new(f.limit),
-            );
-            term(" OFFSET ?", Box::new(f.offset));
             let refs: Vec<&dyn ToSql> = values.iter().map(|v| v.as_ref()).collect();
             query_all(conn, &sql, &refs, listed_run_row)
         })
@@ -306,12 +176,11 @@ impl Runs for SqliteStore {
                     created += 1;
                 }
             }
-            if existing.saturating_add(created) > spans_max {
-                return Ok(SpansIngested::TooMany { existing });
+            if let Some(refused) = run_rows::spans_refused(existing, created, spans_max) {
+                return Ok(refused);
             }
             for (i, s) in spans.iter().enumerate() {
-                // `seq` orders the run's spans by first ingest; a replacement keeps its own.
-                let seq = i64::try_from(existing + i).unwrap_or(i64::MAX);
+                let seq = run_rows::span_seq(existing, i);
                 tx.execute(
                     "INSERT INTO run_spans (run_id, span_id, parent_span_id, document, created_at, updated_at, seq)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
@@ -334,8 +203,7 @@ impl Runs for SqliteStore {
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::RunSpansIngested, env.as_str(), run_id.as_str())
-                    .after(json!({"runId": run_id, "created": created, "replaced": replaced})),
+                run_rows::spans_ingested(&env, &run_id, created, replaced),
             )?;
             Ok(SpansIngested::Stored { created, replaced })
         })
@@ -351,7 +219,7 @@ impl Runs for SqliteStore {
                  FROM run_spans s JOIN runs r ON r.id = s.run_id
                  WHERE r.env_id = ?1 AND s.run_id = ?2 ORDER BY s.seq",
                 &[&env.as_str(), &run_id.as_str()],
-                span_row,
+                |row| run_rows::span(row),
             )
         })
         .await
@@ -372,7 +240,9 @@ impl Runs for SqliteStore {
             text_field("status"),
         );
         self.read(move |conn| {
-            query_all(conn, &sql, &[&env.as_str(), &run_id.as_str()], outline_row)
+            query_all(conn, &sql, &[&env.as_str(), &run_id.as_str()], |row| {
+                run_rows::outline(row)
+            })
         })
         .await
     }
@@ -415,7 +285,7 @@ impl Runs for SqliteStore {
                  FROM run_spans s JOIN runs r ON r.id = s.run_id
                  WHERE r.env_id = ?1 AND s.run_id = ?2 AND s.span_id = ?3",
                 &[&env.as_str(), &run_id.as_str(), &span_id],
-                span_row,
+                |row| run_rows::span(row),
             )
         })
         .await
@@ -438,16 +308,7 @@ impl Runs for SqliteStore {
                 ],
             )
             .map_err(|e| constraint(e, "feedback"))?;
-            append(
-                tx,
-                &actor,
-                AuditEntry::new(
-                    AuditKind::RunFeedbackAdded,
-                    f.env_id.as_str(),
-                    f.run_id.as_str(),
-                )
-                .after(json!({"runId": f.run_id, "feedbackId": f.id, "spanId": f.span_id})),
-            )
+            append(tx, &actor, run_rows::feedback_added(&f))
         })
         .await
     }
@@ -464,7 +325,7 @@ impl Runs for SqliteStore {
                 "SELECT id, env_id, run_id, span_id, document, created_at FROM run_feedback
                  WHERE env_id = ?1 AND run_id = ?2 ORDER BY created_at, id",
                 &[&env.as_str(), &run_id.as_str()],
-                feedback_row,
+                |row| run_rows::feedback(row),
             )
         })
         .await
@@ -492,7 +353,7 @@ impl Runs for SqliteStore {
                 "SELECT id, status, title, invocation_id, created_at, decided_at FROM approvals
                  WHERE env_id = ?1 AND run_id = ?2 ORDER BY created_at, id",
                 &[&env.as_str(), &run_id.as_str()],
-                approval_row,
+                |row| run_rows::approval(row),
             )?;
             Ok((invocations, approvals))
         })

@@ -1,18 +1,22 @@
 //! Webhook subscriptions, delivery cursors and dead letters on SQLite (`store/webhooks.rs`).
 
-use super::audit_log::{append, AuditEntry, AuditKind};
+use super::audit_log::{append, AuditKind};
 use super::conn::{constraint, execute_cached, unavailable};
-use super::rows::{col, corrupt, query_all};
+use super::rows::query_all;
 use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::records::Actor;
 use crate::records::Sweep;
 use crate::store::{
-    DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
-    WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+    DeadLetter, DeliveryOutcome, RedeliveryTarget, WebhookBacklog, WebhookSubscription, Webhooks,
+    WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
+};
+use crate::webhooks::{
+    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
+    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
 };
 use async_trait::async_trait;
-use rusqlite::{params, Row, Transaction};
+use rusqlite::params;
 use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
 
@@ -77,88 +81,12 @@ CREATE INDEX IF NOT EXISTS webhook_dead_letters_subscription
     ON webhook_dead_letters(subscription_id, created_at);
 "#;
 
-const LETTER_COLUMNS: &str = "id, subscription_id, env_id, event_seq, event_type, body, attempts,
-    last_error, created_at, redelivery, redelivered_at";
-
-/// True (as SQL) when the subscription `s` has a letter waiting for its redelivery.
-const REDELIVERY_WAITING: &str = "EXISTS (SELECT 1 FROM webhook_dead_letters d
-    WHERE d.subscription_id = s.id AND d.redelivery = 'requested')";
-
-const COLUMNS: &str = "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
-    previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
-    created_at, updated_at";
-
-fn subscription(row: &Row<'_>) -> StoreResult<WebhookSubscription> {
-    let env: String = col(row, 1)?;
-    let types: String = col(row, 4)?;
-    let headers: String = col(row, 6)?;
-    let previous = match (
-        col::<Option<Vec<u8>>>(row, 9)?,
-        col::<Option<Vec<u8>>>(row, 10)?,
-    ) {
-        (Some(nonce), Some(sealed)) => Some(SealedSecret { nonce, sealed }),
-        _ => None,
-    };
-    Ok(WebhookSubscription {
-        id: col(row, 0)?,
-        env_id: EnvironmentId::parse(&env).map_err(|e| corrupt("webhook env", e))?,
-        topic: col(row, 2)?,
-        url: col(row, 3)?,
-        event_types: serde_json::from_str(&types).map_err(|e| corrupt("event types", e))?,
-        enabled: col::<i64>(row, 5)? != 0,
-        headers: serde_json::from_str(&headers).map_err(|e| corrupt("webhook headers", e))?,
-        secret: SealedSecret {
-            nonce: col(row, 7)?,
-            sealed: col(row, 8)?,
-        },
-        previous_secret: previous,
-        previous_until: col::<Option<i64>>(row, 11)?.map(Millis),
-        cursor: col(row, 12)?,
-        attempts: col::<i64>(row, 13)? as u32,
-        next_attempt_at: Millis(col(row, 14)?),
-        last_error: col(row, 15)?,
-        created_at: Millis(col(row, 16)?),
-        updated_at: Millis(col(row, 17)?),
-    })
-}
-
-fn dead_letter(row: &Row<'_>) -> StoreResult<DeadLetter> {
-    let env: String = col(row, 2)?;
-    Ok(DeadLetter {
-        id: col(row, 0)?,
-        subscription_id: col(row, 1)?,
-        env_id: EnvironmentId::parse(&env).map_err(|e| corrupt("dead letter env", e))?,
-        event_seq: col(row, 3)?,
-        event_type: col(row, 4)?,
-        body: col(row, 5)?,
-        attempts: col::<i64>(row, 6)? as u32,
-        last_error: col(row, 7)?,
-        created_at: Millis(col(row, 8)?),
-        redelivery: Redelivery::parse(&col::<String>(row, 9)?)
-            .ok_or_else(|| corrupt("redelivery", "an unknown state"))?,
-        redelivered_at: col::<Option<i64>>(row, 10)?.map(Millis),
-    })
-}
-
-fn audit(
-    tx: &Transaction<'_>,
-    actor: &Actor,
-    kind: AuditKind,
-    s: &WebhookSubscription,
-) -> StoreResult<()> {
-    append(
-        tx,
-        actor,
-        AuditEntry::new(kind, s.env_id.as_str(), &s.id).after(s.audit_view()),
-    )
-}
-
 fn one(tx: &rusqlite::Connection, env: &str, id: &str) -> StoreResult<Option<WebhookSubscription>> {
     Ok(query_all(
         tx,
         &format!("SELECT {COLUMNS} FROM webhook_subscriptions WHERE env_id = ?1 AND id = ?2"),
         &[&env, &id],
-        subscription,
+        |row| subscription(row),
     )?
     .pop())
 }
@@ -195,7 +123,7 @@ impl Webhooks for SqliteStore {
                 ],
             )
             .map_err(|e| constraint(e, "webhook subscription"))?;
-            audit(tx, &actor, AuditKind::WebhookSubscriptionCreated, &s)
+            append(tx, &actor, subscription_changed(AuditKind::WebhookSubscriptionCreated, &s))
         })
         .await
     }
@@ -214,7 +142,7 @@ impl Webhooks for SqliteStore {
                      WHERE env_id = ?1 AND (?2 IS NULL OR topic = ?2) ORDER BY created_at, id"
                 ),
                 &[&env, &topic],
-                subscription,
+                |row| subscription(row),
             )
         })
         .await
@@ -261,7 +189,11 @@ impl Webhooks for SqliteStore {
             if changed == 0 {
                 return Ok(false);
             }
-            audit(tx, &actor, AuditKind::WebhookSubscriptionUpdated, &s)?;
+            append(
+                tx,
+                &actor,
+                subscription_changed(AuditKind::WebhookSubscriptionUpdated, &s),
+            )?;
             Ok(true)
         })
         .await
@@ -283,7 +215,11 @@ impl Webhooks for SqliteStore {
                 params![env, id],
             )
             .map_err(unavailable)?;
-            audit(tx, &actor, AuditKind::WebhookSubscriptionDeleted, &s)?;
+            append(
+                tx,
+                &actor,
+                subscription_changed(AuditKind::WebhookSubscriptionDeleted, &s),
+            )?;
             Ok(true)
         })
         .await
@@ -326,7 +262,7 @@ impl Webhooks for SqliteStore {
                      ORDER BY s.next_attempt_at, s.id LIMIT ?2"
                 ),
                 &[&now.0, &limit],
-                subscription,
+                |row| subscription(row),
             )?;
             for s in &due {
                 execute_cached(
@@ -406,19 +342,7 @@ impl Webhooks for SqliteStore {
                     ],
                 )
                 .map_err(|e| constraint(e, "dead letter"))?;
-                append(
-                    tx,
-                    &Actor::system(now),
-                    AuditEntry::new(
-                        AuditKind::WebhookDeadLettered,
-                        letter.env_id.as_str(),
-                        &letter.subscription_id,
-                    )
-                    .after(
-                        json!({"deadLetterId": letter.id, "eventSeq": letter.event_seq,
-                                           "attempts": letter.attempts}),
-                    ),
-                )?;
+                append(tx, &Actor::system(now), dead_lettered(letter))?;
             }
             Ok(true)
         })
@@ -451,7 +375,7 @@ impl Webhooks for SqliteStore {
                      WHERE env_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
                 ),
                 &[&env, &limit],
-                dead_letter,
+                |row| dead_letter(row),
             )
         })
         .await
@@ -466,7 +390,7 @@ impl Webhooks for SqliteStore {
                     "SELECT {LETTER_COLUMNS} FROM webhook_dead_letters WHERE env_id = ?1 AND id = ?2"
                 ),
                 &[&env, &id],
-                dead_letter,
+                |row| dead_letter(row),
             )?
             .pop())
         })
@@ -480,7 +404,7 @@ impl Webhooks for SqliteStore {
         actor: &Actor,
         now: Millis,
     ) -> StoreResult<Vec<DeadLetter>> {
-        let env = env.to_string();
+        let env = env.clone();
         let (letter, subscription) = match target {
             RedeliveryTarget::Letter(id) => (Some(id.to_string()), None),
             RedeliveryTarget::Subscription(id) => (None, Some(id.to_string())),
@@ -496,16 +420,14 @@ impl Webhooks for SqliteStore {
                        AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE env_id = ?1)
                      RETURNING {LETTER_COLUMNS}"
                 ),
-                &[&env, &letter, &subscription],
-                dead_letter,
+                &[&env.as_str(), &letter, &subscription],
+                |row| dead_letter(row),
             )?;
             for d in &marked {
                 append(
                     tx,
                     &actor,
-                    AuditEntry::new(AuditKind::WebhookRedeliveryRequested, env.as_str(), &d.subscription_id)
-                        .after(json!({"deadLetterId": d.id, "eventSeq": d.event_seq,
-                                           "requestedAt": now.0})),
+                    redelivery_requested(&env, d, now),
                 )?;
             }
             Ok(marked)
@@ -528,7 +450,7 @@ impl Webhooks for SqliteStore {
                      ORDER BY created_at, id LIMIT ?2"
                 ),
                 &[&subscription, &limit],
-                dead_letter,
+                |row| dead_letter(row),
             )
         })
         .await
@@ -552,43 +474,26 @@ impl Webhooks for SqliteStore {
                                    WHERE s.id = d.subscription_id AND s.lease_owner = ?2)"
                 ),
                 &[&letter, &owner],
-                dead_letter,
+                |row| dead_letter(row),
             )?
             .pop();
             let Some(d) = held else {
                 return Ok(false);
             };
-            let (kind, after) = match &result {
-                Ok(()) => {
-                    tx.execute(
-                        "UPDATE webhook_dead_letters SET redelivery = 'redelivered',
-                            redelivered_at = ?2 WHERE id = ?1",
-                        params![d.id, now.0],
-                    )
-                    .map_err(unavailable)?;
-                    (
-                        AuditKind::WebhookRedelivered,
-                        json!({"deadLetterId": d.id, "eventSeq": d.event_seq}),
-                    )
-                }
-                Err(error) => {
-                    tx.execute(
-                        "UPDATE webhook_dead_letters SET redelivery = 'dead',
-                            attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
-                        params![d.id, error],
-                    )
-                    .map_err(unavailable)?;
-                    (
-                        AuditKind::WebhookRedeliveryFailed,
-                        json!({"deadLetterId": d.id, "eventSeq": d.event_seq, "error": error}),
-                    )
-                }
-            };
-            append(
-                tx,
-                &Actor::system(now),
-                AuditEntry::new(kind, d.env_id.as_str(), &d.subscription_id).after(after),
-            )?;
+            match &result {
+                Ok(()) => tx.execute(
+                    "UPDATE webhook_dead_letters SET redelivery = 'redelivered',
+                        redelivered_at = ?2 WHERE id = ?1",
+                    params![d.id, now.0],
+                ),
+                Err(error) => tx.execute(
+                    "UPDATE webhook_dead_letters SET redelivery = 'dead',
+                        attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+                    params![d.id, error],
+                ),
+            }
+            .map_err(unavailable)?;
+            append(tx, &Actor::system(now), redelivered(&d, &result))?;
             Ok(true)
         })
         .await
@@ -609,15 +514,7 @@ impl Webhooks for SqliteStore {
                  FROM webhook_subscriptions s
                  WHERE ?1 IS NULL OR s.env_id = ?1 ORDER BY s.created_at, s.id",
                 &[&env, &WEBHOOK_BACKLOG_SCAN_EVENTS_MAX],
-                |row| {
-                    let env: String = col(row, 1)?;
-                    Ok(WebhookBacklog {
-                        subscription_id: col(row, 0)?,
-                        env_id: EnvironmentId::parse(&env)
-                            .map_err(|e| corrupt("webhook env", e))?,
-                        events: col::<i64>(row, 2)?.max(0) as u64,
-                    })
-                },
+                |row| backlog(row),
             )
         })
         .await

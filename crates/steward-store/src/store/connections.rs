@@ -1,7 +1,7 @@
 //! Connected accounts (`crate::connection`): which secrets hold an integration's credential,
 //! and whether that credential still works.
 
-use crate::connection::{ConnectionHealth, ConnectionRecord};
+use crate::connection::{ConnectionRecord, HealthCheck};
 use crate::error::StoreResult;
 use crate::records::Actor;
 use async_trait::async_trait;
@@ -27,12 +27,11 @@ pub trait Connections: Send + Sync {
     ) -> StoreResult<Option<ConnectionRecord>>;
     /// Every account of the environment, by secret name.
     async fn list_connections(&self, env: &EnvironmentId) -> StoreResult<Vec<ConnectionRecord>>;
-    /// Records what the provider answered of the account; `NotFound` if there is none.
+    /// Records what the provider answered of the account `check` names; `NotFound` if there is
+    /// none.
     async fn record_health(
         &self,
-        env: &EnvironmentId,
-        name: &str,
-        health: &ConnectionHealth,
+        check: &HealthCheck,
         actor: &Actor,
     ) -> StoreResult<ConnectionRecord>;
 }

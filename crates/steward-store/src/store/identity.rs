@@ -2,7 +2,7 @@
 
 use crate::console_session::ConsoleSessionRecord;
 use crate::error::StoreResult;
-use crate::records::{Actor, ApiKeyRecord, Environment, KeyRotation};
+use crate::records::{Actor, ApiKeyRecord, Environment, KeyRotation, NewEnvironment};
 use async_trait::async_trait;
 use steward_core::{EnvironmentId, KeyId, Millis};
 
@@ -12,11 +12,10 @@ use steward_core::{EnvironmentId, KeyId, Millis};
 pub trait Identity: Send + Sync {
     // --- environments and keys -------------------------------------------------------------
 
-    /// The environment called `name`, created with `new_id` if it does not exist yet.
+    /// The environment called `env.name`, created with `env.id` if it does not exist yet.
     async fn ensure_environment(
         &self,
-        name: &str,
-        new_id: &EnvironmentId,
+        env: NewEnvironment<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment>;
     async fn environment(&self, id: &EnvironmentId) -> StoreResult<Option<Environment>>;

@@ -19,12 +19,8 @@ pub trait Previews: Send + Sync {
         env: &EnvironmentId,
         id: &PreviewId,
     ) -> StoreResult<Option<PreviewRecord>>;
-    /// In one transaction: marks `old` superseded by `new` and records `new`. `Ok(false)`, and
-    /// nothing written, when `old` was already superseded (by a concurrent refresh).
-    async fn refresh_preview(
-        &self,
-        old: &PreviewId,
-        new: &PreviewRecord,
-        actor: &Actor,
-    ) -> StoreResult<bool>;
+    /// In one transaction: marks the preview `new` refreshes (`new.refreshes`) superseded by
+    /// `new` and records `new`. `Ok(false)`, and nothing written, when that preview was already
+    /// superseded (by a concurrent refresh); `NotFound` when `new` refreshes none.
+    async fn refresh_preview(&self, new: &PreviewRecord, actor: &Actor) -> StoreResult<bool>;
 }

@@ -504,8 +504,10 @@ pub async fn keys_are_unique_by_hash(store: Arc<dyn Store>) {
     assert!(!environment.halted);
     let again = store
         .ensure_environment(
-            &environment.name,
-            &EnvironmentId::from_unique(&unique("second-id")),
+            steward_store::NewEnvironment {
+                name: &environment.name,
+                id: &EnvironmentId::from_unique(&unique("second-id")),
+            },
             &Actor::system(T0),
         )
         .await

@@ -275,7 +275,10 @@ pub async fn decide_and_begin_records_no_attempt_where_the_rules_say_no(store: A
 
     // Halted: the decision commits, the attempt does not.
     store
-        .set_halted(&env.id, true, Some("incident"), &env.actor(T0.0))
+        .set_halted(
+            HaltChange::halt(&env.id, Some("incident")),
+            &env.actor(T0.0),
+        )
         .await
         .expect("halt");
     let (halted, halted_approval) = park(&env, &action, json!({"n": 1}), 1, None).await;
@@ -304,7 +307,7 @@ pub async fn decide_and_begin_records_no_attempt_where_the_rules_say_no(store: A
         "the released effect was the deciding replica's: {report:?}"
     );
     store
-        .set_halted(&env.id, false, None, &env.actor(2_500))
+        .set_halted(HaltChange::resume(&env.id), &env.actor(2_500))
         .await
         .expect("resume");
 

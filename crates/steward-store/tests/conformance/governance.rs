@@ -452,7 +452,10 @@ pub async fn a_halted_environment_records_no_attempt(store: Arc<dyn Store>) {
         expect_created(store.submit(sub).await.expect("submit"));
     }
     let halted = store
-        .set_halted(&env.id, true, Some("incident"), &env.actor(2_000))
+        .set_halted(
+            HaltChange::halt(&env.id, Some("incident")),
+            &env.actor(2_000),
+        )
         .await
         .expect("halt");
     assert!(halted.halted);
@@ -500,7 +503,7 @@ pub async fn a_halted_environment_records_no_attempt(store: Arc<dyn Store>) {
     assert_eq!(ready, vec![parked.invocation_id.clone()]);
 
     let resumed = store
-        .set_halted(&env.id, false, None, &env.actor(3_000))
+        .set_halted(HaltChange::resume(&env.id), &env.actor(3_000))
         .await
         .expect("resume");
     assert!(!resumed.halted);

@@ -165,7 +165,10 @@ pub async fn submit_and_begin_halted_or_refused_records_no_attempt(store: Arc<dy
         .await
         .expect("archive");
     store
-        .set_halted(&env.id, true, Some("incident"), &env.actor(2_200))
+        .set_halted(
+            HaltChange::halt(&env.id, Some("incident")),
+            &env.actor(2_200),
+        )
         .await
         .expect("halt");
     let parked = env.submission(&action, json!({"n": 3}));
@@ -395,7 +398,10 @@ pub async fn a_halt_during_concurrent_invokes_parks_every_later_one(store: Arc<d
     let in_flight: Vec<_> = (0..BEFORE).map(invoke).collect();
     tokio::task::yield_now().await;
     store
-        .set_halted(&env.id, true, Some("incident"), &env.actor(2_500))
+        .set_halted(
+            HaltChange::halt(&env.id, Some("incident")),
+            &env.actor(2_500),
+        )
         .await
         .expect("halt");
     let later: Vec<_> = (BEFORE..BEFORE + AFTER).map(invoke).collect();

@@ -135,13 +135,14 @@ pub async fn a_preview_binds_one_effect_and_is_refreshed_once(store: Arc<dyn Sto
     let mut second = preview_record(&env, &action, "prv");
     second.refreshes = Some(first.id.clone());
     assert!(store
-        .refresh_preview(&first.id, &second, &env.actor(T0.0))
+        .refresh_preview(&second, &env.actor(T0.0))
         .await
         .expect("refresh"));
-    let third = preview_record(&env, &action, "prv");
+    let mut third = preview_record(&env, &action, "prv");
+    third.refreshes = Some(first.id.clone());
     assert!(
         !store
-            .refresh_preview(&first.id, &third, &env.actor(T0.0))
+            .refresh_preview(&third, &env.actor(T0.0))
             .await
             .expect("refresh again"),
         "a preview is superseded once"

@@ -197,8 +197,10 @@ async fn create(
     let actor = Actor::system(now);
     let environment = store
         .ensure_environment(
-            &env,
-            &EnvironmentId::from_unique(&steward_server::unique()),
+            steward_store::NewEnvironment {
+                name: &env,
+                id: &EnvironmentId::from_unique(&steward_server::unique()),
+            },
             &actor,
         )
         .await?;

@@ -30,8 +30,10 @@ pub(super) async fn state(dir: &tempfile::TempDir) -> AppState {
     let now = crate::Clock::now(&crate::SystemClock);
     let env = store
         .ensure_environment(
-            "test",
-            &EnvironmentId::from_unique("test"),
+            steward_store::NewEnvironment {
+                name: "test",
+                id: &EnvironmentId::from_unique("test"),
+            },
             &Actor::system(now),
         )
         .await

@@ -175,8 +175,10 @@ async fn generate(store: Arc<dyn Store>, effects: u64, progress: &Progress) -> a
     let system = Actor::system(now);
     let env = store
         .ensure_environment(
-            "bench",
-            &EnvironmentId::from_unique(&steward_server::unique()),
+            steward_store::NewEnvironment {
+                name: "bench",
+                id: &EnvironmentId::from_unique(&steward_server::unique()),
+            },
             &system,
         )
         .await?;
