@@ -3,16 +3,16 @@
 //! (`app::approvals::decide`, as `POST /api/v2/approvals/{id}/approve|deny`), and the recent
 //! decisions.
 
-use super::bridge::{data, items, optional, query};
+use super::bridge::{full, items, optional, query};
 use super::layout::{self, csrf_field, json_text, text};
+use super::overview::{self, Notice};
 use super::session::Operator;
 use super::ConsoleMode;
 use crate::api::approvals;
 use crate::app;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::{Extension, Form};
 use maud::{html, Markup};
@@ -25,56 +25,46 @@ const INBOX_APPROVALS_MAX: u32 = 200;
 /// How many recent approvals (any status) are read to show the decided ones.
 const RECENT_APPROVALS_MAX: u32 = 30;
 
-pub async fn page(
-    State(state): State<AppState>,
-    Extension(mode): Extension<ConsoleMode>,
-    op: Operator,
-    Query(params): Query<HashMap<String, String>>,
-) -> Response {
-    let done = params.get("done").and_then(|d| layout::done_message(d));
-    render(&state, mode, &op, done, None).await
+/// The pending approvals (at most [`INBOX_APPROVALS_MAX`]) as the API lists them, with the
+/// pagination that says how many there are in all.
+pub async fn pending(state: &AppState, op: &Operator) -> Result<Value, ApiError> {
+    list(state, op, "status=pending", INBOX_APPROVALS_MAX).await
 }
 
-async fn render(
-    state: &AppState,
-    mode: ConsoleMode,
-    op: &Operator,
-    done: Option<&str>,
-    error: Option<ApiError>,
-) -> Response {
-    let pending = match list(state, op, "status=pending", INBOX_APPROVALS_MAX).await {
-        Ok(v) => v,
-        Err(e) => return layout::error_page(&e),
-    };
-    let recent = list(state, op, "", RECENT_APPROVALS_MAX)
-        .await
-        .unwrap_or_default();
-    let now = state.clock.now();
-    let status = error.as_ref().map_or(StatusCode::OK, |e| e.status);
-    let body = html! {
-        (layout::notice(done, error.as_ref()))
-        @if items(&pending).is_empty() {
+/// The most recent approvals of any status, for the decided ones.
+pub async fn recent(state: &AppState, op: &Operator) -> Result<Value, ApiError> {
+    list(state, op, "", RECENT_APPROVALS_MAX).await
+}
+
+/// The inbox: the pending approvals with their approve and deny forms.
+pub fn pending_table(pending: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Markup {
+    html! {
+        @if items(pending).is_empty() {
             p.muted { "No approval is waiting." }
         } @else {
             table #inbox {
                 tr { th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
-                @for a in items(&pending) { (pending_row(a, op, mode, now)) }
+                @for a in items(pending) { (pending_row(a, op, mode, now)) }
             }
         }
-        h2 { "Recently decided" }
+    }
+}
+
+/// The approvals of `recent` that are decided, with their decisions.
+pub fn decided_table(recent: &Value, now: Millis) -> Markup {
+    html! {
         table #decided {
             tr { th { "Approval" } th { "Status" } th { "Decisions" } th { "Invocation" } }
-            @for a in items(&recent).iter().filter(|a| text(a, "status") != "pending") {
+            @for a in items(recent).iter().filter(|a| text(a, "status") != "pending") {
                 tr {
                     td { (text(a, "title")) br; span.muted { (text(a, "id")) } }
                     td { span.tag { (text(a, "status")) } }
-                    td { (decisions(a)) }
+                    td { (decisions(a, now)) }
                     td { (invocation_link(a)) }
                 }
             }
         }
-    };
-    layout::html(status, layout::page("Approvals", Some(op), mode, body))
+    }
 }
 
 async fn list(
@@ -87,7 +77,7 @@ async fn list(
         "{filter}{}limit={limit}",
         if filter.is_empty() { "" } else { "&" }
     );
-    data(approvals::list(State(state.clone()), op.caller.clone(), query(&q)?).await).await
+    full(approvals::list(State(state.clone()), op.caller.clone(), query(&q)?).await).await
 }
 
 fn pending_row(a: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Markup {
@@ -114,9 +104,9 @@ fn pending_row(a: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Mark
                 }
             }
             td { pre { (json_text(&input)) } }
-            td { (layout::age(text(a, "createdAt"), now)) }
-            td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => (at), None => span.muted { "never" } } }
-            td.progress { (approved) " of " (required) (decisions(a)) }
+            td { (layout::when(text(a, "createdAt"), now)) }
+            td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => time datetime=(at) title=(format!("{at} (UTC)")) { (at) }, None => span.muted { "never" } } }
+            td.progress { (approved) " of " (required) (decisions(a, now)) }
             td {
                 @if mode.writable() {
                     form.inline method="post" action={ "/console/approvals/" (id) "/approve" } {
@@ -143,11 +133,11 @@ fn approvals_given(a: &Value) -> usize {
     })
 }
 
-fn decisions(a: &Value) -> Markup {
+fn decisions(a: &Value, now: Millis) -> Markup {
     html! {
         @for d in a.get("decisions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             div.decision {
-                span.tag { (text(d, "decision")) } " by " (text(d, "keyId")) " at " (text(d, "at"))
+                span.tag { (text(d, "decision")) } " by " (text(d, "keyId")) " " (layout::when(text(d, "at"), now))
                 @if let Some(note) = d.get("note").and_then(Value::as_str) { ": " span.note { (note) } }
             }
         }
@@ -190,18 +180,27 @@ async fn decide(
     Form(form): Form<HashMap<String, String>>,
     approve: bool,
 ) -> Response {
+    let refused = |e| overview::render(&state, mode, &op, Notice::refused(e));
     let decide = match decision(&op, &id, &form, approve) {
         Ok(decide) => decide,
-        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
+        Err(e) => return refused(e).await,
     };
     let decided = match app::approvals::decide(&state, &op.caller, decide).await {
         Ok(decided) => decided,
-        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
+        Err(e) => return refused(e).await,
     };
-    match decided.unchanged {
-        Some(reason) => render(&state, mode, &op, None, Some(reason.error())).await,
-        None if approve => layout::see_other("/console/?done=approved"),
-        None => layout::see_other("/console/?done=denied"),
+    if let Some(reason) = decided.unchanged {
+        return refused(reason.error()).await;
+    }
+    // The overview then reads the invocation the decision released (or ended) and says what
+    // its dispatch did.
+    let done = if approve { "approved" } else { "denied" };
+    match &decided.invocation {
+        Some(invocation) => layout::see_other(&format!(
+            "/console/?done={done}&invocation={}",
+            invocation.id
+        )),
+        None => layout::see_other(&format!("/console/?done={done}")),
     }
 }
 
