@@ -16,6 +16,9 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
     connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; \
     frame-ancestors 'none'; base-uri 'none'";
 
+/// Where the console's one script is served (`live.rs`).
+pub const LIVE_SCRIPT_PATH: &str = "/console/live.js";
+
 const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9;font-size:14px}
 header{background:#1d2b3a;color:#fff;padding:.6rem 1rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
@@ -129,7 +132,7 @@ fn shell(
                 title { (title) " · Steward console" }
                 style { (maud::PreEscaped(STYLE)) }
                 @if operator.is_some() {
-                    script src=(super::live::SCRIPT_PATH) defer {}
+                    script src=(LIVE_SCRIPT_PATH) defer {}
                 }
             }
             body {

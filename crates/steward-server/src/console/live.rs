@@ -2,9 +2,9 @@
 //! something happens in the environment, without a reload and without losing what the
 //! operator is typing.
 //!
-//! Two routes. `GET /console/live.js` is the console's one script (a static file; the
-//! `Content-Security-Policy` allows scripts from this origin only, never inline). `GET
-//! /console/events` is a Server-Sent Events stream for the signed-in session: one
+//! Two routes. `GET /console/live.js` (`layout::LIVE_SCRIPT_PATH`) is the console's one script
+//! (a static file; the `Content-Security-Policy` allows scripts from this origin only, never
+//! inline). `GET /console/events` is a Server-Sent Events stream for the signed-in session: one
 //! `event: change` frame (its data the public event types, nothing else of the events) whenever
 //! the environment's sealed log gains public events, read as `GET /api/v2/stream` reads them
 //! (`events::Feed`). The script answers a change by fetching the same page again and putting its
@@ -30,9 +30,6 @@ use std::convert::Infallible;
 use std::time::Duration;
 use steward_core::scopes;
 use tokio::sync::mpsc;
-
-/// Where the console's script is served.
-pub const SCRIPT_PATH: &str = "/console/live.js";
 
 /// How often an open console stream re-reads its session, in milliseconds: as often as the
 /// API's stream re-reads its key (`KEY_RECHECK_INTERVAL_MS`), so signing out or revoking the

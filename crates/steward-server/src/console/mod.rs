@@ -25,6 +25,7 @@
 mod audit;
 mod bridge;
 mod catalog;
+mod decide;
 mod effects;
 mod environment;
 mod filters;
@@ -76,12 +77,12 @@ pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
     Router::new()
         .route(PATH, get(|| async { layout::see_other("/console/") }))
         .route("/console/", get(overview::page))
-        .route(live::SCRIPT_PATH, get(live::script))
+        .route(layout::LIVE_SCRIPT_PATH, get(live::script))
         .route("/console/events", get(live::events))
         .route("/console/login", get(login::page).post(login::sign_in))
         .route("/console/logout", post(login::sign_out))
-        .route("/console/approvals/{id}/approve", post(inbox::approve))
-        .route("/console/approvals/{id}/deny", post(inbox::deny))
+        .route("/console/approvals/{id}/approve", post(decide::approve))
+        .route("/console/approvals/{id}/deny", post(decide::deny))
         .route("/console/unknown", get(unknown::page))
         .route("/console/effects/{id}/reconcile", post(unknown::reconcile))
         .route("/console/effects/{id}/resolve", post(unknown::resolve))

@@ -86,9 +86,10 @@ pub async fn render(
             reconciling: total(&effects(state, op, "stage=reconciling", 1).await?),
             failed: total(&failures),
         };
-        Ok::<_, ApiError>((pending, recent, failures, counts))
+        let names = inbox::KeyNames::of(state, op).await?;
+        Ok::<_, ApiError>((pending, recent, failures, counts, names))
     };
-    let (pending, recent, failures, counts) = match read.await {
+    let (pending, recent, failures, counts, names) = match read.await {
         Ok(read) => read,
         Err(e) => return layout::error_page(&e),
     };
@@ -103,11 +104,11 @@ pub async fn render(
         @if let Some(dispatch) = dispatch { (dispatch) }
         (cards(counts, op.caller.env.halted))
         h2 { "Waiting for approval" }
-        (inbox::pending_table(&pending["data"], op, mode, now))
+        (inbox::pending_table(&pending["data"], op, mode, now, &names))
         h2 { "Recent failures" }
         (failures_table(&failures["data"], now))
         h2 { "Recently decided" }
-        (inbox::decided_table(&recent["data"], now))
+        (inbox::decided_table(&recent["data"], now, &names))
     };
     // An answer to a form is not refreshed in place: its URL is the form's, not a page's.
     let page = if notice.error.is_some() {
