@@ -160,7 +160,7 @@ pub async fn page(
                 }
             }
         }
-        (super::filters::pager(&filters, PATH, shown.len(), scan.matched))
+        (super::filters::pager(&filters, PATH, shown.len(), scan.matched, AUDIT_OFFSET_MAX))
     };
     layout::html(
         StatusCode::OK,

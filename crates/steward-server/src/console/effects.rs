@@ -68,7 +68,7 @@ pub async fn list(
         @if filters.operation_key.is_some() {
             p.muted #page-range { (rows.len()) " found by operation key" }
         } @else {
-            (super::filters::pager(&filters, PATH, rows.len(), total))
+            (super::filters::pager(&filters, PATH, rows.len(), total, super::filters::OFFSET_MAX))
         }
     };
     layout::html(

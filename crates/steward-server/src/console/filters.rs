@@ -393,13 +393,14 @@ where
     Ok(low)
 }
 
-/// The previous and next links of a page at `offset` that showed `shown` items of `total`.
-pub fn pager(filters: &Filters, path: &str, shown: usize, total: u64) -> Markup {
+/// The previous and next links of a page at `offset` that showed `shown` items of `total`; no
+/// next link past `offset_max`, the furthest the list pages.
+pub fn pager(filters: &Filters, path: &str, shown: usize, total: u64, offset_max: u32) -> Markup {
     let offset = filters.offset;
     let previous = (offset > 0).then(|| filters.link(path, offset.saturating_sub(PAGE_ITEMS)));
     let after = u64::from(offset) + shown as u64;
     let next =
-        (after < total && after <= u64::from(OFFSET_MAX)).then(|| filters.link(path, after as u32));
+        (after < total && after <= u64::from(offset_max)).then(|| filters.link(path, after as u32));
     html! {
         p.pager {
             span #page-range {
@@ -522,6 +523,27 @@ mod tests {
             Filters::default().link("/console/effects", 0),
             "/console/effects"
         );
+    }
+
+    #[test]
+    fn the_pager_offers_no_page_past_the_end_or_past_its_bound() {
+        let at = |offset| Filters {
+            offset,
+            ..Filters::default()
+        };
+        let shown = pager(&at(0), "/console/audit", 50, 120, 10_000).into_string();
+        assert!(
+            shown.contains("1–50 of 120") && shown.contains("offset=50"),
+            "{shown}"
+        );
+        assert!(!shown.contains("previous-page"));
+        let last = pager(&at(100), "/console/audit", 20, 120, 10_000).into_string();
+        assert!(
+            !last.contains("next-page") && last.contains("offset=50"),
+            "{last}"
+        );
+        let bounded = pager(&at(0), "/console/audit", 50, 120, 40).into_string();
+        assert!(!bounded.contains("next-page"), "{bounded}");
     }
 
     #[tokio::test]

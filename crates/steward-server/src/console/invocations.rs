@@ -66,7 +66,7 @@ pub async fn list(
         @if filters.operation_key.is_some() {
             p.muted #page-range { (rows.len()) " found by operation key" }
         } @else {
-            (filters::pager(&filters, PATH, rows.len(), total))
+            (filters::pager(&filters, PATH, rows.len(), total, filters::OFFSET_MAX))
         }
     };
     layout::html(
@@ -200,6 +200,6 @@ pub async fn by_operation_key(
             found.push(record);
         }
     }
-    found.sort_by(|a, b| b.created_at.0.cmp(&a.created_at.0));
+    found.sort_by_key(|i| std::cmp::Reverse(i.created_at.0));
     Ok(found)
 }
