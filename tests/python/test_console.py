@@ -238,7 +238,7 @@ def browser_b(playwright: Playwright, console_steward: Steward) -> Iterator[Brow
 
 PAGES = ["/console/", "/console/unknown", "/console/invocations", "/console/actions",
          "/console/policies", "/console/limits", "/console/keys", "/console/environment",
-         "/console/audit"]
+         "/console/audit", "/console/effects", "/console/runs"]
 
 
 # -- sign-in and sessions ----------------------------------------------------------------------
@@ -316,6 +316,9 @@ def test_an_approval_from_the_inbox_writes_exactly_once_and_a_second_decision_sa
     # A second operator has the same inbox open; the first approves.
     browser_b.sign_in(world.keys["bob"])
     assert browser_b.page.locator(f"tr[data-approval='{approval_id}']").count() == 1
+    # Bob is typing a note: a live page keeps a form being filled in while the approval changes.
+    browser_b.page.fill(f"form[action='/console/approvals/{approval_id}/approve'] input[name=note]",
+                        "looks fine")
     status = browser.submit(f"form[action='/console/approvals/{approval_id}/approve']",
                             {"note": "checked the order"})
     assert status == 200 and "approval was recorded" in browser.page.inner_text("main")
@@ -351,6 +354,9 @@ def test_an_expired_approval_says_so(browser: Browser, world: World,
     browser.goto("/console/")
     row = browser.page.locator(f"tr[data-approval='{parked['approvalId']}']")
     assert row.count() == 1 and "never" not in row.inner_text()
+    # A note being typed: a live page keeps a form being filled in while the approval expires.
+    browser.page.fill(f"form[action='/console/approvals/{parked['approvalId']}/approve'] input[name=note]",
+                      "refund confirmed by phone")
     assert wait_for(lambda: world.approval(parked["approvalId"])["status"] == "expired")
     status = browser.submit(f"form[action='/console/approvals/{parked['approvalId']}/approve']")
     alert = browser.page.inner_text("[role=alert]")
@@ -641,6 +647,296 @@ def mcp_call(steward: Steward, key: str, tool: str, arguments: dict[str, Any]) -
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+# -- the overview, live updates, filters, search and paging --------------------------------------
+
+
+def api_get(steward: Steward, key: str, path: str) -> dict[str, Any]:
+    """One GET of the API with `key`, the whole envelope."""
+    request = urllib.request.Request(steward.url + "/api/v2" + path,
+                                     headers={"Authorization": f"Bearer {key}"})
+    with _DIRECT.open(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def api_total(steward: Steward, key: str, path: str) -> int:
+    return int(api_get(steward, key, path)["pagination"]["total"])
+
+
+def test_get_root_leads_to_the_console(console_steward: Steward) -> None:
+    status, headers, _ = raw_request(console_steward.url + "/")
+    assert status == 303 and headers["location"] == "/console/"
+
+
+def overview_counts(browser: Browser) -> dict[str, int]:
+    return {name: int(browser.page.get_attribute(f"#count-{name} .count", "data-count") or "-1")
+            for name in ("pending", "unknown", "reconciling", "failed")}
+
+
+def api_counts(steward: Steward, key: str) -> dict[str, int]:
+    return {"pending": api_total(steward, key, "/approvals?status=pending&limit=1"),
+            "unknown": api_total(steward, key, "/actions/effects?outcome=unknown&limit=1"),
+            "reconciling": api_total(steward, key, "/actions/effects?stage=reconciling&limit=1"),
+            "failed": api_total(steward, key, "/actions/effects?outcome=failed&limit=1")}
+
+
+def test_overview_counts_match_the_api(browser: Browser, world: World,
+                                       console_steward: Steward) -> None:
+    # At least one of each that the module can make: a pending approval and an unknown effect.
+    world.invoke("agent", "console-gated")
+    unknown_invocation(world, console_steward)
+    browser.sign_in(world.keys["alice"])
+    key = world.keys["alice"]
+    api = api_counts(console_steward, key)
+    assert api["pending"] >= 1 and api["unknown"] >= 1, api
+    assert overview_counts(browser) == api
+    assert browser.page.inner_text("#environment-state") .startswith("Running")
+    assert world.halted() is False
+    # The inbox on the same page lists every pending approval the count counts (under 200).
+    assert browser.page.locator("#inbox tr.approval").count() == api["pending"]
+
+
+def test_a_new_pending_approval_appears_without_a_reload(browser: Browser, world: World,
+                                                         console_steward: Steward) -> None:
+    # Its own key: the key's stream slots are not shared with the browsers of other tests.
+    key = create_key(console_steward.data_dir, ENV, "console-live", role="operator")
+    browser.sign_in(key)
+    browser.page.wait_for_selector("#live:text-is('live')")
+    browser.page.evaluate("window.__sameDocument = true")
+    before = overview_counts(browser)["pending"]
+    parked = world.invoke("agent", "console-gated")
+    assert parked["status"] == "pending_approval", parked
+    browser.page.wait_for_selector(f"tr[data-approval='{parked['approvalId']}']",
+                                   timeout=PAGE_TIMEOUT_MS)
+    assert browser.page.evaluate("window.__sameDocument") is True, "the page was not reloaded"
+    assert overview_counts(browser)["pending"] == before + 1
+    # A note being typed is not wiped by an update: the page waits until the field is left as it was.
+    row = browser.page.locator(f"tr[data-approval='{parked['approvalId']}']")
+    row.locator("input[name=note]").first.fill("checking with finance")
+    second = world.invoke("agent", "console-gated")
+    browser.page.wait_for_selector("#live:text-is('updates waiting')")
+    assert row.locator("input[name=note]").first.input_value() == "checking with finance"
+    assert browser.page.locator(f"tr[data-approval='{second['approvalId']}']").count() == 0
+    row.locator("input[name=note]").first.fill("")
+    browser.page.wait_for_selector(f"tr[data-approval='{second['approvalId']}']",
+                                   timeout=PAGE_TIMEOUT_MS)
+    assert browser.page.evaluate("window.__sameDocument") is True
+
+
+def test_a_search_by_operation_key_finds_its_invocation(browser: Browser, world: World,
+                                                        console_steward: Steward) -> None:
+    operation_key = "order-" + pysecrets.token_hex(4) + "-refund"
+    found = world.clients["agent"].actions.invoke("console-refund", refund(),
+                                                  operation_key=operation_key).data
+    for _ in range(3):  # other invocations around it
+        world.invoke("agent", "console-refund")
+    browser.sign_in(world.keys["alice"])
+    browser.goto("/console/invocations")
+    with browser.page.expect_navigation():
+        browser.page.fill("form.filters input[name=operationKey]", operation_key)
+        browser.page.click("form.filters button[type=submit]")
+    rows = browser.page.locator("#invocations tr.invocation")
+    assert rows.count() == 1
+    assert rows.first.get_attribute("data-invocation") == found["id"]
+    assert operation_key in rows.first.inner_text()
+    # The effects list and the audit view find the same operation by its key.
+    browser.goto("/console/effects?" + urllib.parse.urlencode({"operationKey": operation_key}))
+    effects = browser.page.locator("#effects tr.effect")
+    assert effects.count() == 1 and effects.first.get_attribute("data-effect") == found["effectId"]
+    browser.goto("/console/audit?" + urllib.parse.urlencode({"operationKey": operation_key}))
+    subjects = set(browser.page.locator("#audit tr.event td:nth-child(4)").all_inner_texts())
+    assert subjects and subjects <= {found["id"], found["effectId"]}, subjects
+    # A key nothing was recorded under finds nothing; a malformed one is refused by name.
+    browser.goto("/console/invocations?operationKey=no-such-key-" + pysecrets.token_hex(4))
+    assert browser.page.locator("#invocations tr.invocation").count() == 0
+    assert browser.goto("/console/invocations?operationKey=%07") == 400
+    assert "operationKey" in browser.page.inner_text("main")
+
+
+def test_an_agent_key_cannot_reach_approve(browser: Browser, world: World,
+                                           console_steward: Steward) -> None:
+    parked = world.invoke("agent", "console-gated")
+    browser.goto("/console/login")
+    browser.page.fill("input[name=key]", world.keys["agent"])
+    with browser.page.expect_navigation() as nav:
+        browser.page.click("button[type=submit]")
+    assert nav.value is not None and nav.value.status == 403
+    assert "approvals:decide" in browser.page.inner_text("main")
+    assert [c for c in browser.context.cookies() if c["name"].startswith("__Host-")] == []
+    for path in ["/console/", f"/console/invocations/{parked['id']}"]:
+        browser.goto(path)
+        assert browser.page.url == browser.base + "/console/login", path
+        assert browser.page.locator("button", has_text="Approve").count() == 0
+    # The form's target refuses without an operator session, and nothing is decided.
+    status, _, _ = raw_request(console_steward.url + f"/console/approvals/{parked['approvalId']}/approve",
+                               data={"note": "x"}, headers={"Origin": console_steward.url})
+    assert status == 403
+    assert world.approval(parked["approvalId"])["status"] == "pending"
+
+
+def test_after_an_approve_the_console_says_what_the_dispatch_did(
+        browser: Browser, world: World, console_steward: Steward) -> None:
+    parked = world.invoke("agent", "console-gated")
+    browser.sign_in(world.keys["bob"])
+    writes = console_steward.fixture_writes()
+    status = browser.submit(f"tr[data-approval='{parked['approvalId']}'] form[action$='/approve']")
+    assert status == 200
+    dispatch = browser.page.inner_text("#dispatch")
+    assert parked["id"] in dispatch and "succeeded" in dispatch and "HTTP 200" in dispatch, dispatch
+    assert world.invocation(parked["id"])["status"] == "succeeded"
+    assert console_steward.fixture_writes() == writes + 1
+
+
+def test_times_are_relative_with_the_exact_utc_on_hover(browser: Browser, world: World) -> None:
+    made = world.invoke("agent", "console-refund")
+    browser.sign_in(world.keys["alice"])
+    browser.goto("/console/invocations?action=console-refund")
+    cell = browser.page.locator(f"tr[data-invocation='{made['id']}'] time")
+    assert cell.get_attribute("datetime") == made["createdAt"]
+    assert cell.get_attribute("title") == made["createdAt"] + " (UTC)"
+    assert cell.inner_text().endswith(" ago")
+
+
+def test_invocation_filters_time_range_and_paging_match_the_api(
+        browser: Browser, world: World, console_steward: Steward) -> None:
+    world.refund_action("console-paged")
+    made = [world.invoke("agent", "console-paged")["id"] for _ in range(57)]
+    key = world.keys["alice"]
+    api = api_get(console_steward, key, "/actions/invocations?action=console-paged&limit=200")["data"]
+    assert {i["id"] for i in api} == set(made)
+    browser.sign_in(key)
+
+    def ids_on_page() -> list[str]:
+        return browser.page.locator("#invocations tr.invocation").evaluate_all(
+            "rows => rows.map(r => r.dataset.invocation)")
+
+    # Paging: 50, then the other 7, newest first as the API lists them, each once.
+    browser.goto("/console/invocations?action=console-paged")
+    first = ids_on_page()
+    assert len(first) == 50 and browser.page.inner_text("#page-range") == "1–50 of 57"
+    browser.page.click("#next-page")
+    browser.page.wait_for_url("**offset=50**")
+    second = ids_on_page()
+    assert browser.page.inner_text("#page-range") == "51–57 of 57"
+    assert first + second == [i["id"] for i in api]
+    assert browser.page.locator("#next-page").count() == 0
+
+    # Status: none of them failed; all succeeded.
+    browser.goto("/console/invocations?action=console-paged&status=failed")
+    assert ids_on_page() == []
+    browser.goto("/console/invocations?action=console-paged&status=succeeded")
+    assert len(ids_on_page()) == 50
+
+    # A time range: exactly the invocations the API lists inside it.
+    times = sorted({i["createdAt"] for i in api})
+    start, end = times[len(times) // 4], times[(3 * len(times)) // 4]
+    expected = [i["id"] for i in api if start <= i["createdAt"] <= end]
+    browser.goto("/console/invocations?" + urllib.parse.urlencode(
+        {"action": "console-paged", "from": start, "to": end}))
+    assert ids_on_page() == expected
+    assert browser.page.inner_text("#page-range") == f"1–{len(expected)} of {len(expected)}"
+
+    # A bad filter is refused by name, as the API refuses one.
+    assert browser.goto("/console/invocations?status=bogus") == 400
+    assert "status" in browser.page.inner_text("main")
+    assert browser.goto("/console/invocations?from=yesterday") == 400
+    assert "from" in browser.page.inner_text("main")
+
+
+def test_effects_filter_by_outcome_and_the_audit_pages_with_its_json_folded(
+        browser: Browser, world: World, console_steward: Steward) -> None:
+    unknown_invocation(world, console_steward)
+    key = world.keys["alice"]
+    browser.sign_in(key)
+    browser.goto("/console/effects?status=unknown")
+    outcomes = browser.page.locator("#effects tr.effect td:nth-child(4)").all_inner_texts()
+    total = api_total(console_steward, key, "/actions/effects?outcome=unknown&limit=1")
+    assert outcomes and set(outcomes) == {"unknown"} and len(outcomes) == min(total, 50)
+
+    browser.goto("/console/audit")
+    rows = browser.page.locator("#audit tr.event")
+    assert 0 < rows.count() <= 50
+    assert browser.page.locator("#audit details").count() > 0
+    assert browser.page.locator("#audit details[open]").count() == 0, "JSON starts folded"
+    height = browser.page.evaluate("document.body.scrollHeight")
+    assert height < 6000, f"the audit page is {height} px tall"
+    first_seqs = rows.evaluate_all("rows => rows.map(r => r.cells[0].innerText)")
+    browser.page.click("#next-page")
+    browser.page.wait_for_url("**offset=50**")
+    second_seqs = browser.page.locator("#audit tr.event").evaluate_all(
+        "rows => rows.map(r => r.cells[0].innerText)")
+    assert second_seqs and not set(first_seqs) & set(second_seqs)
+    browser.goto("/console/audit?action=approval.")
+    kinds = browser.page.locator("#audit tr.event td:nth-child(3)").all_inner_texts()
+    assert kinds and all(k.startswith("approval.") for k in kinds)
+
+
+def test_the_runs_page_shows_the_span_tree(browser: Browser, world: World) -> None:
+    agent = world.clients["agent"]
+    run = agent.runs.start(name="refund triage").data
+    agent.runs.ingest_spans(run["id"], [
+        {"id": "root", "name": "triage ticket", "type": "workflow_step"},
+        {"id": "llm", "parentSpanId": "root", "name": "classify", "type": "model_call"},
+        {"id": "tool", "parentSpanId": "llm", "name": "refund", "type": "tool_call"},
+        {"id": "note", "parentSpanId": "root", "name": "reply", "type": "tool_call"},
+    ])
+    browser.sign_in(world.keys["alice"])
+    browser.goto("/console/runs")
+    assert browser.page.locator(f"tr[data-run='{run['id']}']").count() == 1
+    browser.page.click(f"tr[data-run='{run['id']}'] a")
+    spans = browser.page.locator("#spans li.span").evaluate_all(
+        "items => items.map(i => [i.dataset.span, Number(i.dataset.depth)])")
+    assert spans == [["root", 0], ["llm", 1], ["tool", 2], ["note", 1]]
+
+
+def test_zy_overview_screenshot_with_realistic_data(playwright: Playwright,
+                                                     console_steward: Steward) -> None:
+    """The README's console picture: a shop's refunds, not test payloads."""
+    steward = console_steward
+    maria = create_key(steward.data_dir, "shop", "maria (support lead)", role="operator")
+    lee = steward.client(create_key(steward.data_dir, "shop", "lee (finance)", role="operator"))
+    agent = steward.client(create_key(steward.data_dir, "shop", "support-agent"))
+    ops = steward.client(maria)
+    ops.secrets.put(STRIPE_SECRET_NAME, value=STRIPE_SECRET_VALUE, allowed_hosts=[steward.fixture_host])
+    adapter = {"type": "stripe.refund", "credentialSecret": STRIPE_SECRET_NAME,
+               "config": {"account": "acct_1", "mode": "test", "currency": "usd", "baseUrl": steward.fixture_url}}
+    ops.actions.create(name="refund-customer", adapter=adapter,
+                       description="Refund a customer's card payment, in full or in part")
+    ops.actions.create(name="refund-large-order", adapter=adapter, requires_approval=True,
+                       description="Refunds over $500: a second person approves")
+    for order, amount in [("1042", 1999), ("1043", 4500), ("1047", 1250)]:
+        agent.actions.invoke("refund-customer", {"paymentIntent": f"pi_3Q{order}shop", "amount": amount},
+                             operation_key=f"order-{order}-refund")
+    approved = agent.actions.invoke("refund-large-order", {"paymentIntent": "pi_3Q1036shop", "amount": 82000},
+                                    operation_key="order-1036-refund").data
+    lee.approvals.approve(approved["approvalId"], note="matches the returned shipment")
+    agent.actions.invoke("refund-large-order", {"paymentIntent": "pi_3Q1051shop", "amount": 64900},
+                         operation_key="order-1051-refund")
+    steward.set_fault("reject")
+    try:
+        # The provider refuses it (already refunded): a failed effect, whichever way the SDK says so.
+        agent.actions.invoke("refund-customer", {"paymentIntent": "pi_3Q1038shop", "amount": 2400},
+                             operation_key="order-1038-refund")
+    except anlyon.AnlyonError:
+        pass
+    finally:
+        steward.clear_faults()
+    steward.set_fault("drop_after_commit")
+    try:
+        agent.actions.invoke("refund-customer", {"paymentIntent": "pi_3Q1049shop", "amount": 3200},
+                             operation_key="order-1049-refund")
+    finally:
+        steward.clear_faults()
+    b = Browser(playwright, steward.url.replace("127.0.0.1", "localhost"))
+    try:
+        b.sign_in(maria)
+        counts = overview_counts(b)
+        assert counts["pending"] == 1 and counts["unknown"] == 1 and counts["failed"] == 1, counts
+        assert "lee (finance)" in b.page.inner_text("#decided")
+        b.page.screenshot(path=str(SCREENSHOTS / "console-overview.png"), full_page=True)
+    finally:
+        b.close()
 
 
 # -- a read-only console -------------------------------------------------------------------------

@@ -50,7 +50,7 @@ GET_ROUTES = [
     "/console/", "/console/unknown", "/console/invocations", "/console/invocations/{id}",
     "/console/actions", "/console/actions/{id}", "/console/policies", "/console/policies/{id}",
     "/console/limits", "/console/keys", "/console/environment", "/console/audit",
-    "/console/{id}",
+    "/console/effects", "/console/runs", "/console/runs/{id}", "/console/{id}",
 ]
 
 # Text a hostile client would send: any unicode (control characters included), markup, long runs.

@@ -39,7 +39,9 @@ pub(crate) fn router(
             "/healthz",
             get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
         )
-        .route("/readyz", get(ready));
+        .route("/readyz", get(ready))
+        // A person who opens the server's address lands in the console.
+        .route("/", get(|| async { crate::console::landing() }));
     if let Some(token) = metrics_token {
         top = top.route("/metrics", scrape(Some(token)));
     }

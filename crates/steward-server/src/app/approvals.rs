@@ -1,7 +1,7 @@
 //! Deciding an approval: `POST /approvals/{id}/approve|deny` (`api/approvals.rs`) and the
-//! console's inbox (`console/inbox.rs`) both call [`decide`]. Approving a gated invocation
-//! dispatches it exactly once; denying or expiry means it never runs. A decision that changed
-//! nothing says why ([`Unchanged`]), once, for every door.
+//! the console's approve and deny (`console/decide.rs`) both call [`decide`]. Approving a gated
+//! invocation dispatches it exactly once; denying or expiry means it never runs. A decision that
+//! changed nothing says why ([`Unchanged`]), once, for every door.
 
 use super::{seam, Error, Principal, Result};
 use crate::error::codes;

@@ -1,7 +1,6 @@
 //! The kill switch (`POST /api/v2/environment/halt|resume`, the same handlers), with a
-//! confirmation and a reason, and the audit view with the chain's verification.
+//! confirmation and a reason.
 
-use super::audit;
 use super::bridge::{optional, required};
 use super::layout::{self, csrf_field};
 use super::session::Operator;
@@ -15,10 +14,6 @@ use axum::response::Response;
 use axum::{Extension, Form};
 use maud::html;
 use std::collections::HashMap;
-use steward_core::{scopes, Millis};
-
-/// How many of the environment's audit events the audit view shows (its newest).
-const AUDIT_EVENTS_SHOWN_MAX: usize = 200;
 
 pub async fn page(
     Extension(mode): Extension<ConsoleMode>,
@@ -103,54 +98,4 @@ pub async fn resume(
         Ok(_) => layout::see_other("/console/environment?done=resumed"),
         Err(e) => render(mode, &op, None, Some(e)),
     }
-}
-
-/// The audit view: the whole log verified, and the environment's newest events.
-pub async fn audit(
-    State(state): State<AppState>,
-    Extension(mode): Extension<ConsoleMode>,
-    op: Operator,
-) -> Response {
-    if let Err(e) = op.caller.require(scopes::AUDIT_READ) {
-        return layout::error_page(&e);
-    }
-    let scan = match audit::scan(
-        &state,
-        op.caller.env.id.as_str(),
-        AUDIT_EVENTS_SHOWN_MAX,
-        |_| true,
-    )
-    .await
-    {
-        Ok(scan) => scan,
-        Err(e) => return layout::error_page(&e),
-    };
-    let body = html! {
-        @match &scan.verified {
-            Ok(report) => div.banner.ok #chain role="status" {
-                "Audit chain intact: " (report.sealed) " sealed events verified, head " code { (report.head) }
-                @if report.unsealed > 0 {
-                    "; " (report.unsealed) " newer events verified by their own hashes, not sealed yet"
-                }
-            },
-            Err(broken) => div.banner.error #chain role="alert" { "Audit chain BROKEN: " (broken.to_string()) },
-        }
-        table #audit {
-            tr { th { "#" } th { "Time" } th { "Event" } th { "Subject" } th { "Actor" } th { "After" } }
-            @for e in scan.events.iter().rev() {
-                tr {
-                    td { @match e.seq() { Some(seq) => (seq), None => span.tag title="not sealed into the chain yet" { "unsealed" } } }
-                    td { (Millis(e.at).to_rfc3339()) }
-                    td { (e.kind) }
-                    td { (e.subject) }
-                    td { (e.actor.as_deref().unwrap_or("steward")) }
-                    td { @if let Some(after) = &e.after { pre { (layout::json_text(after)) } } }
-                }
-            }
-        }
-    };
-    layout::html(
-        StatusCode::OK,
-        layout::page("Audit log", Some(&op), mode, body),
-    )
 }

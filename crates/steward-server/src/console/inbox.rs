@@ -1,80 +1,98 @@
-//! The approvals inbox: pending approvals with what they would run, who asked, how old they
-//! are, when they expire and how many approvals they still need; approve or deny with a note
-//! (`app::approvals::decide`, as `POST /api/v2/approvals/{id}/approve|deny`), and the recent
-//! decisions.
+//! The approvals inbox, shown on the overview: pending approvals with what they would run, who
+//! asked, how long ago, when they expire and how many approvals they still need, each with its
+//! approve and deny forms (`decide.rs`), and the recent decisions.
 
-use super::bridge::{data, items, optional, query};
+use super::bridge::{full, items, query};
 use super::layout::{self, csrf_field, json_text, text};
 use super::session::Operator;
 use super::ConsoleMode;
 use crate::api::approvals;
-use crate::app;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::Response;
-use axum::{Extension, Form};
+use axum::extract::State;
 use maud::{html, Markup};
 use serde_json::Value;
 use std::collections::HashMap;
-use steward_core::{scopes, ApprovalId, Decision, Millis};
+use steward_core::Millis;
 
 /// How many pending approvals the inbox shows: the API's largest page.
 const INBOX_APPROVALS_MAX: u32 = 200;
 /// How many recent approvals (any status) are read to show the decided ones.
 const RECENT_APPROVALS_MAX: u32 = 30;
 
-pub async fn page(
-    State(state): State<AppState>,
-    Extension(mode): Extension<ConsoleMode>,
-    op: Operator,
-    Query(params): Query<HashMap<String, String>>,
-) -> Response {
-    let done = params.get("done").and_then(|d| layout::done_message(d));
-    render(&state, mode, &op, done, None).await
+/// The names of the environment's keys by id, so a page names who asked and who decided.
+#[derive(Debug, Default)]
+pub struct KeyNames(HashMap<String, String>);
+
+impl KeyNames {
+    /// The keys of the operator's environment (`Store::list_keys`, the keys page's read).
+    pub async fn of(state: &AppState, op: &Operator) -> Result<Self, ApiError> {
+        let keys = state.store.list_keys().await?;
+        Ok(Self(
+            keys.into_iter()
+                .filter(|k| k.env_id == op.caller.env.id)
+                .map(|k| (k.id.to_string(), k.name))
+                .collect(),
+        ))
+    }
+
+    /// A key as a page shows it: its name, then its id.
+    fn show(&self, id: &str) -> Markup {
+        html! {
+            @match self.0.get(id) {
+                Some(name) => { (name) " " span.muted { "(" (id) ")" } },
+                None => (id),
+            }
+        }
+    }
 }
 
-async fn render(
-    state: &AppState,
-    mode: ConsoleMode,
+/// The pending approvals (at most [`INBOX_APPROVALS_MAX`]) as the API lists them, with the
+/// pagination that says how many there are in all.
+pub async fn pending(state: &AppState, op: &Operator) -> Result<Value, ApiError> {
+    list(state, op, "status=pending", INBOX_APPROVALS_MAX).await
+}
+
+/// The most recent approvals of any status, for the decided ones.
+pub async fn recent(state: &AppState, op: &Operator) -> Result<Value, ApiError> {
+    list(state, op, "", RECENT_APPROVALS_MAX).await
+}
+
+/// The inbox: the pending approvals with their approve and deny forms.
+pub fn pending_table(
+    pending: &Value,
     op: &Operator,
-    done: Option<&str>,
-    error: Option<ApiError>,
-) -> Response {
-    let pending = match list(state, op, "status=pending", INBOX_APPROVALS_MAX).await {
-        Ok(v) => v,
-        Err(e) => return layout::error_page(&e),
-    };
-    let recent = list(state, op, "", RECENT_APPROVALS_MAX)
-        .await
-        .unwrap_or_default();
-    let now = state.clock.now();
-    let status = error.as_ref().map_or(StatusCode::OK, |e| e.status);
-    let body = html! {
-        (layout::notice(done, error.as_ref()))
-        @if items(&pending).is_empty() {
+    mode: ConsoleMode,
+    now: Millis,
+    names: &KeyNames,
+) -> Markup {
+    html! {
+        @if items(pending).is_empty() {
             p.muted { "No approval is waiting." }
         } @else {
             table #inbox {
                 tr { th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
-                @for a in items(&pending) { (pending_row(a, op, mode, now)) }
+                @for a in items(pending) { (pending_row(a, op, mode, now, names)) }
             }
         }
-        h2 { "Recently decided" }
+    }
+}
+
+/// The approvals of `recent` that are decided, with their decisions.
+pub fn decided_table(recent: &Value, now: Millis, names: &KeyNames) -> Markup {
+    html! {
         table #decided {
             tr { th { "Approval" } th { "Status" } th { "Decisions" } th { "Invocation" } }
-            @for a in items(&recent).iter().filter(|a| text(a, "status") != "pending") {
+            @for a in items(recent).iter().filter(|a| text(a, "status") != "pending") {
                 tr {
                     td { (text(a, "title")) br; span.muted { (text(a, "id")) } }
                     td { span.tag { (text(a, "status")) } }
-                    td { (decisions(a)) }
+                    td { (decisions(a, now, names)) }
                     td { (invocation_link(a)) }
                 }
             }
         }
-    };
-    layout::html(status, layout::page("Approvals", Some(op), mode, body))
+    }
 }
 
 async fn list(
@@ -87,10 +105,16 @@ async fn list(
         "{filter}{}limit={limit}",
         if filter.is_empty() { "" } else { "&" }
     );
-    data(approvals::list(State(state.clone()), op.caller.clone(), query(&q)?).await).await
+    full(approvals::list(State(state.clone()), op.caller.clone(), query(&q)?).await).await
 }
 
-fn pending_row(a: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Markup {
+fn pending_row(
+    a: &Value,
+    op: &Operator,
+    mode: ConsoleMode,
+    now: Millis,
+    names: &KeyNames,
+) -> Markup {
     let id = text(a, "id");
     let payload = a.get("payload").cloned().unwrap_or(Value::Null);
     let input = payload.get("input").cloned().unwrap_or(payload.clone());
@@ -108,15 +132,15 @@ fn pending_row(a: &Value, op: &Operator, mode: ConsoleMode, now: Millis) -> Mark
                 br; (invocation_link(a))
             }
             td {
-                (text(a, "requestedBy"))
+                (names.show(text(a, "requestedBy")))
                 @if text(a, "requestedBy") == op.caller.key.id.as_str() {
                     br; span.muted { "(this key: another key must decide)" }
                 }
             }
             td { pre { (json_text(&input)) } }
-            td { (layout::age(text(a, "createdAt"), now)) }
-            td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => (at), None => span.muted { "never" } } }
-            td.progress { (approved) " of " (required) (decisions(a)) }
+            td { (layout::when(text(a, "createdAt"), now)) }
+            td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => time datetime=(at) title=(format!("{at} (UTC)")) { (at) }, None => span.muted { "never" } } }
+            td.progress { (approved) " of " (required) (decisions(a, now, names)) }
             td {
                 @if mode.writable() {
                     form.inline method="post" action={ "/console/approvals/" (id) "/approve" } {
@@ -143,11 +167,11 @@ fn approvals_given(a: &Value) -> usize {
     })
 }
 
-fn decisions(a: &Value) -> Markup {
+fn decisions(a: &Value, now: Millis, names: &KeyNames) -> Markup {
     html! {
         @for d in a.get("decisions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             div.decision {
-                span.tag { (text(d, "decision")) } " by " (text(d, "keyId")) " at " (text(d, "at"))
+                span.tag { (text(d, "decision")) } " by " (names.show(text(d, "keyId"))) " " (layout::when(text(d, "at"), now))
                 @if let Some(note) = d.get("note").and_then(Value::as_str) { ": " span.note { (note) } }
             }
         }
@@ -160,68 +184,4 @@ fn invocation_link(a: &Value) -> Markup {
             a href={ "/console/invocations/" (inv) } { "timeline" }
         }
     }
-}
-
-pub async fn approve(
-    state: State<AppState>,
-    mode: Extension<ConsoleMode>,
-    op: Operator,
-    id: Path<String>,
-    form: Form<HashMap<String, String>>,
-) -> Response {
-    decide(state, mode, op, id, form, true).await
-}
-
-pub async fn deny(
-    state: State<AppState>,
-    mode: Extension<ConsoleMode>,
-    op: Operator,
-    id: Path<String>,
-    form: Form<HashMap<String, String>>,
-) -> Response {
-    decide(state, mode, op, id, form, false).await
-}
-
-async fn decide(
-    State(state): State<AppState>,
-    Extension(mode): Extension<ConsoleMode>,
-    op: Operator,
-    Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
-    approve: bool,
-) -> Response {
-    let decide = match decision(&op, &id, &form, approve) {
-        Ok(decide) => decide,
-        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
-    };
-    let decided = match app::approvals::decide(&state, &op.caller, decide).await {
-        Ok(decided) => decided,
-        Err(e) => return render(&state, mode, &op, None, Some(e)).await,
-    };
-    match decided.unchanged {
-        Some(reason) => render(&state, mode, &op, None, Some(reason.error())).await,
-        None if approve => layout::see_other("/console/?done=approved"),
-        None => layout::see_other("/console/?done=denied"),
-    }
-}
-
-/// The decision the form asks for. The operator must be able to read approvals as well as
-/// decide them, as on the page the form is on.
-fn decision(
-    op: &Operator,
-    id: &str,
-    form: &HashMap<String, String>,
-    approve: bool,
-) -> Result<app::approvals::Decide, ApiError> {
-    op.caller.require(scopes::APPROVALS_READ)?;
-    let approval = ApprovalId::parse(id).map_err(|_| ApiError::not_found("approval"))?;
-    Ok(app::approvals::Decide {
-        approval,
-        decision: if approve {
-            Decision::Approve
-        } else {
-            Decision::Deny
-        },
-        note: optional(form, "note").map(str::to_string),
-    })
 }

@@ -7,11 +7,17 @@ use crate::error::ApiError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
+use steward_core::scopes;
 
-/// No script runs on a console page, and no form posts anywhere else: a second line behind
-/// the escaping, should a value ever slip through unescaped.
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; \
-    img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// The only script a console page runs is the console's own file (`/console/live.js`, no inline
+/// script, no `eval`), which talks only to this origin; no form posts anywhere else: a second
+/// line behind the escaping, should a value ever slip through unescaped.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+    connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; \
+    frame-ancestors 'none'; base-uri 'none'";
+
+/// Where the console's one script is served (`live.rs`).
+pub const LIVE_SCRIPT_PATH: &str = "/console/live.js";
 
 const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9;font-size:14px}
@@ -33,6 +39,18 @@ input[type=text],input[type=password],textarea,select{font:inherit;padding:.25re
 button{font:inherit;padding:.25rem .7rem;cursor:pointer}
 button.danger{background:#b22;color:#fff;border:1px solid #900}
 .muted{color:#667}.tag{display:inline-block;padding:0 .4rem;border-radius:3px;background:#e6e9ef}
+header .live{color:#8fd19e;font-size:12px}
+.cards{display:flex;gap:.8rem;flex-wrap:wrap;margin-bottom:1rem}
+.card{background:#fff;border:1px solid #d9dee4;border-radius:6px;padding:.6rem 1rem;min-width:10rem;text-decoration:none;color:inherit}
+.card .count{display:block;font-size:1.8rem;font-weight:600}.card.attention .count{color:#b25b00}
+.card.halted .count{color:#b22}
+form.filters{background:#fff;border:1px solid #d9dee4;padding:.5rem;margin-bottom:.8rem;display:flex;gap:.6rem;flex-wrap:wrap;align-items:end}
+form.filters label{display:flex;flex-direction:column;font-size:12px;color:#445}
+.pager{display:flex;gap:1rem;align-items:center}
+ul.spans{list-style:none;padding-left:1.2rem;margin:0;border-left:1px dotted #aab}
+ul.spans.root{border-left:none;padding-left:0}
+ul.spans li{margin:.15rem 0}
+details summary{cursor:pointer;color:#345}
 ";
 
 /// An HTML answer with the console's headers: no caching (pages show live state and carry
@@ -84,6 +102,27 @@ impl IntoResponse for NotSignedIn {
 
 /// A whole page: the navigation (when signed in), a halted-environment banner, and `body`.
 pub fn page(title: &str, operator: Option<&Operator>, mode: ConsoleMode, body: Markup) -> Markup {
+    shell(title, operator, mode, false, body)
+}
+
+/// [`page`], refreshed in place when the environment's event stream says something changed
+/// (`live.rs`): for the pages a GET shows, never for an answer to a form.
+pub fn live_page(title: &str, operator: &Operator, mode: ConsoleMode, body: Markup) -> Markup {
+    shell(title, Some(operator), mode, true, body)
+}
+
+/// Whether the signed-in key holds `scope`: the navigation hides what the key cannot read.
+pub fn can(operator: &Operator, scope: &str) -> bool {
+    operator.caller.key.scopes.iter().any(|s| s == scope)
+}
+
+fn shell(
+    title: &str,
+    operator: Option<&Operator>,
+    mode: ConsoleMode,
+    live: bool,
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -92,21 +131,27 @@ pub fn page(title: &str, operator: Option<&Operator>, mode: ConsoleMode, body: M
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · Steward console" }
                 style { (maud::PreEscaped(STYLE)) }
+                @if operator.is_some() {
+                    script src=(LIVE_SCRIPT_PATH) defer {}
+                }
             }
             body {
                 header {
                     strong { "Steward" }
                     @if let Some(op) = operator {
-                        a href="/console/" { "Approvals" }
+                        a href="/console/" { "Overview" }
                         a href="/console/unknown" { "Unknown" }
                         a href="/console/invocations" { "Invocations" }
+                        a href="/console/effects" { "Effects" }
+                        @if can(op, scopes::RUNS_READ) { a href="/console/runs" { "Runs" } }
                         a href="/console/actions" { "Actions" }
                         a href="/console/policies" { "Policies" }
                         a href="/console/limits" { "Limits" }
                         a href="/console/keys" { "Keys" }
                         a href="/console/environment" { "Kill switch" }
-                        a href="/console/audit" { "Audit" }
+                        @if can(op, scopes::AUDIT_READ) { a href="/console/audit" { "Audit" } }
                         a href="/console/webhooks" { "Webhooks" }
+                        span.live #live aria-live="polite" {}
                         span.who {
                             (op.caller.key.name) " (" (op.caller.key.id) ") in " (op.caller.env.name)
                             @if !mode.writable() { " · read-only" }
@@ -118,7 +163,7 @@ pub fn page(title: &str, operator: Option<&Operator>, mode: ConsoleMode, body: M
                         }
                     }
                 }
-                main {
+                main data-live=[live.then_some("on")] {
                     @if let Some(op) = operator {
                         @if op.caller.env.halted {
                             div.banner.halted role="alert" {
@@ -216,8 +261,90 @@ pub fn age(at: &str, now: steward_core::Millis) -> String {
     }
 }
 
+/// A time as the console shows it: how long ago, with the exact UTC time on hover (`title`) and
+/// in `datetime`; the time itself when it is not in the API's form, nothing when empty.
+pub fn when(at: &str, now: steward_core::Millis) -> Markup {
+    let ago = age(at, now);
+    html! {
+        @if ago.is_empty() { (at) } @else {
+            time datetime=(at) title=(format!("{at} (UTC)")) { (ago) " ago" }
+        }
+    }
+}
+
+/// [`when`] for a time in milliseconds since the epoch.
+pub fn when_ms(at: steward_core::Millis, now: steward_core::Millis) -> Markup {
+    when(&at.to_rfc3339(), now)
+}
+
+/// The most bytes of a JSON value a list shows folded away; a larger one is cut there, with
+/// its size, and read whole where the record is (the API, the timeline).
+pub const FOLDED_JSON_BYTES_MAX: usize = 4 * 1024;
+
+/// A JSON value folded under a one-line summary (`<details>`), at most
+/// [`FOLDED_JSON_BYTES_MAX`] bytes of it.
+pub fn folded_json(value: &serde_json::Value) -> Markup {
+    let text = json_text(value);
+    let size = text.len();
+    let shown = if size > FOLDED_JSON_BYTES_MAX {
+        let mut end = FOLDED_JSON_BYTES_MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        &text[..end]
+    } else {
+        &text
+    };
+    html! {
+        details.json {
+            summary { (summary_of(value)) " · " (size) " bytes" }
+            pre { (shown) @if shown.len() < size { "\n… cut at " (FOLDED_JSON_BYTES_MAX) " bytes" } }
+        }
+    }
+}
+
+/// A JSON value's first few fields, for a folded summary line: a scalar field with its value
+/// (a long string cut), any other field by name.
+fn summary_of(value: &serde_json::Value) -> String {
+    /// How many fields a summary line names.
+    const SUMMARY_FIELDS_MAX: usize = 4;
+    /// How many characters of a string field a summary line shows.
+    const SUMMARY_STRING_CHARS_MAX: usize = 40;
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let fields: Vec<String> = map
+                .iter()
+                .take(SUMMARY_FIELDS_MAX)
+                .map(|(name, v)| match v {
+                    Value::String(s) if s.chars().count() > SUMMARY_STRING_CHARS_MAX => {
+                        let cut: String = s.chars().take(SUMMARY_STRING_CHARS_MAX).collect();
+                        format!("{name}: \"{cut}…\"")
+                    }
+                    Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => {
+                        format!("{name}: {v}")
+                    }
+                    _ => name.clone(),
+                })
+                .collect();
+            let more = if map.len() > SUMMARY_FIELDS_MAX {
+                ", …"
+            } else {
+                ""
+            };
+            format!("{{{}{more}}}", fields.join(", "))
+        }
+        Value::Array(items) => format!("[{} items]", items.len()),
+        other => other
+            .to_string()
+            .chars()
+            .take(SUMMARY_STRING_CHARS_MAX)
+            .collect(),
+    }
+}
+
 /// Milliseconds since the epoch of the API's own RFC 3339 form (UTC, milliseconds, `Z`).
-fn parse_rfc3339_ms(at: &str) -> Option<i64> {
+pub fn parse_rfc3339_ms(at: &str) -> Option<i64> {
     let b = at.as_bytes();
     if b.len() != 24 || b[23] != b'Z' {
         return None;
@@ -251,6 +378,38 @@ mod tests {
         assert_eq!(age(&then.to_rfc3339(), then.plus_ms(65_000)), "65 s");
         assert_eq!(age(&then.to_rfc3339(), then.plus_ms(3 * 3_600_000)), "3 h");
         assert_eq!(age("yesterday", then), "");
+    }
+
+    #[test]
+    fn a_time_shows_its_age_with_the_exact_utc_on_hover() {
+        let then = Millis(1_764_000_000_000);
+        let shown = when(&then.to_rfc3339(), then.plus_ms(3 * 60_000)).into_string();
+        assert_eq!(
+            shown,
+            format!(
+                "<time datetime=\"{at}\" title=\"{at} (UTC)\">3 min ago</time>",
+                at = then.to_rfc3339()
+            )
+        );
+        assert_eq!(when("<b>", then).into_string(), "&lt;b&gt;");
+    }
+
+    #[test]
+    fn folded_json_is_cut_at_its_bound_and_escaped() {
+        let big =
+            serde_json::json!({"note": "<script>", "blob": "x".repeat(3 * FOLDED_JSON_BYTES_MAX)});
+        let shown = folded_json(&big).into_string();
+        assert!(
+            shown.starts_with("<details class=\"json\"><summary>"),
+            "{shown}"
+        );
+        assert!(shown.contains("cut at"));
+        assert!(shown.len() < 2 * FOLDED_JSON_BYTES_MAX);
+        assert!(!shown.contains("<script>") && shown.contains("&lt;script&gt;"));
+        let halt = serde_json::json!({"halted": true, "reason": "incident 12"});
+        assert!(folded_json(&halt)
+            .into_string()
+            .contains("reason: &quot;incident 12&quot;"));
     }
 
     #[test]

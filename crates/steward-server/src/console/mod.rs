@@ -25,11 +25,18 @@
 mod audit;
 mod bridge;
 mod catalog;
+mod decide;
+mod effects;
 mod environment;
+mod filters;
 mod guard;
 mod inbox;
+mod invocations;
 mod layout;
+mod live;
 mod login;
+mod overview;
+mod runs;
 mod session;
 mod timeline;
 mod unknown;
@@ -69,15 +76,20 @@ impl ConsoleMode {
 pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
     Router::new()
         .route(PATH, get(|| async { layout::see_other("/console/") }))
-        .route("/console/", get(inbox::page))
+        .route("/console/", get(overview::page))
+        .route(layout::LIVE_SCRIPT_PATH, get(live::script))
+        .route("/console/events", get(live::events))
         .route("/console/login", get(login::page).post(login::sign_in))
         .route("/console/logout", post(login::sign_out))
-        .route("/console/approvals/{id}/approve", post(inbox::approve))
-        .route("/console/approvals/{id}/deny", post(inbox::deny))
+        .route("/console/approvals/{id}/approve", post(decide::approve))
+        .route("/console/approvals/{id}/deny", post(decide::deny))
         .route("/console/unknown", get(unknown::page))
         .route("/console/effects/{id}/reconcile", post(unknown::reconcile))
         .route("/console/effects/{id}/resolve", post(unknown::resolve))
-        .route("/console/invocations", get(timeline::list))
+        .route("/console/invocations", get(invocations::list))
+        .route("/console/effects", get(effects::list))
+        .route("/console/runs", get(runs::list))
+        .route("/console/runs/{id}", get(runs::page))
         .route("/console/invocations/{id}", get(timeline::page))
         .route("/console/actions", get(catalog::actions))
         .route("/console/actions/{id}", get(catalog::action))
@@ -88,7 +100,7 @@ pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
         .route("/console/environment", get(environment::page))
         .route("/console/environment/halt", post(environment::halt))
         .route("/console/environment/resume", post(environment::resume))
-        .route("/console/audit", get(environment::audit))
+        .route("/console/audit", get(audit::page))
         .route("/console/webhooks", get(webhooks::page))
         .route(
             "/console/dlq/{id}/redeliver",
@@ -104,4 +116,9 @@ pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
         }))
         .layer(axum::Extension(mode))
         .layer(DefaultBodyLimit::max(FORM_BODY_BYTES_MAX))
+}
+
+/// `GET /`: a `303 See Other` to the console (its overview, or sign-in).
+pub(crate) fn landing() -> axum::response::Response {
+    layout::see_other("/console/")
 }

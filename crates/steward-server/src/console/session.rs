@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use steward_core::scopes;
-use steward_store::ConsoleSessionRecord;
+use steward_store::{ApiKeyRecord, ConsoleSessionRecord, Environment};
 
 /// The scope a key needs to sign in to the console, and to keep its session: the console is
 /// where approvals are decided, so a key that cannot decide them (an agent's, a read-only
@@ -112,6 +112,27 @@ pub enum NotSignedIn {
     Unreadable(ApiError),
 }
 
+/// A session, its key and its environment, as [`live`] finds them.
+type LiveSession = (ConsoleSessionRecord, ApiKeyRecord, Environment);
+
+/// The session whose token hashes to `token_hash`, when it is live: not expired or ended, its
+/// key valid (not revoked or expired) and still holding [`CONSOLE_SCOPE`]. A session whose key
+/// cannot decide approvals (signed in before sign-in required it) is no session either.
+pub async fn live(state: &AppState, token_hash: &str) -> Result<Option<LiveSession>, ApiError> {
+    let found = state
+        .store
+        .console_session(token_hash, state.clock.now())
+        .await
+        .map_err(ApiError::from)?;
+    Ok(found.filter(|(_, key, _)| key.scopes.iter().any(|s| s == CONSOLE_SCOPE)))
+}
+
+/// Whether the session is still live ([`live`]); a session that cannot be read counts as over,
+/// so a long-lived request ends rather than outlives a session nobody can check.
+pub async fn is_live(state: &AppState, token_hash: &str) -> bool {
+    matches!(live(state, token_hash).await, Ok(Some(_)))
+}
+
 impl FromRequestParts<AppState> for Operator {
     type Rejection = NotSignedIn;
 
@@ -120,14 +141,9 @@ impl FromRequestParts<AppState> for Operator {
             return Err(NotSignedIn::NoCookie);
         };
         let token_hash = hash_token(&token);
-        let found = state
-            .store
-            .console_session(&token_hash, state.clock.now())
+        let found = live(state, &token_hash)
             .await
-            .map_err(|e| NotSignedIn::Unreadable(ApiError::from(e)))?;
-        // A session whose key cannot decide approvals (signed in before sign-in required it)
-        // is no session either.
-        let found = found.filter(|(_, key, _)| key.scopes.iter().any(|s| s == CONSOLE_SCOPE));
+            .map_err(NotSignedIn::Unreadable)?;
         let Some((session, key, env)) = found else {
             return Err(NotSignedIn::SessionOver);
         };

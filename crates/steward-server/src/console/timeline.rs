@@ -5,7 +5,7 @@
 //! `/approvals/{id}`), so the timeline says what the API says.
 
 use super::audit;
-use super::bridge::{data, full, items, query};
+use super::bridge::{data, items, query};
 use super::layout::{self, json_text, text};
 use super::session::Operator;
 use super::ConsoleMode;
@@ -17,14 +17,10 @@ use axum::response::Response;
 use axum::Extension;
 use maud::html;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use steward_core::Millis;
 
 /// How many audit events one timeline shows at most (its newest).
 const TIMELINE_AUDIT_EVENTS_MAX: usize = 200;
-/// How many invocations one page of the list shows. Each page is one API page, itself under
-/// the API's answer bound (4 MiB) with large inputs elided.
-const INVOCATIONS_PAGE: u32 = 50;
 
 /// One line of the timeline.
 struct Entry {
@@ -32,68 +28,6 @@ struct Entry {
     what: &'static str,
     summary: String,
     detail: Option<Value>,
-}
-
-/// The list's text for a field a list elided (its size), or "".
-fn elided_note(i: &Value, field: &str) -> String {
-    i.get(field)
-        .filter(|v| v.get("elided").and_then(Value::as_bool) == Some(true))
-        .and_then(|v| v.get("bytes").and_then(Value::as_u64))
-        .map(|bytes| format!("{field}: {bytes} bytes, on the invocation's page"))
-        .unwrap_or_default()
-}
-
-pub async fn list(
-    State(state): State<AppState>,
-    Extension(mode): Extension<ConsoleMode>,
-    op: Operator,
-    axum::extract::Query(params): axum::extract::Query<HashMap<String, String>>,
-) -> Response {
-    // The cursor is the API's own: passed on as it came, refused by the API if it is not one.
-    let mut text_query = format!("limit={INVOCATIONS_PAGE}");
-    if let Some(cursor) = params.get("cursor") {
-        let encoded: String = form_urlencoded::byte_serialize(cursor.as_bytes()).collect();
-        text_query.push_str(&format!("&cursor={encoded}"));
-    }
-    let answer = match query(&text_query) {
-        Ok(q) => {
-            full(reads::list_invocations(State(state.clone()), op.caller.clone(), q).await).await
-        }
-        Err(e) => Err(e),
-    };
-    let found = match answer {
-        Ok(v) => v,
-        Err(e) => return layout::error_page(&e),
-    };
-    let next = found
-        .pointer("/pagination/nextCursor")
-        .and_then(Value::as_str)
-        .map(|c| {
-            let encoded: String = form_urlencoded::byte_serialize(c.as_bytes()).collect();
-            format!("/console/invocations?cursor={encoded}")
-        });
-    let data = found.get("data").cloned().unwrap_or(Value::Null);
-    let body = html! {
-        table #invocations {
-            tr { th { "Invocation" } th { "Action" } th { "Status" } th { "Created" } th { "Large fields" } }
-            @for i in items(&data) {
-                tr {
-                    td { a href={ "/console/invocations/" (text(i, "id")) } { (text(i, "id")) } }
-                    td { (text(i, "action")) }
-                    td { span.tag { (text(i, "status")) } }
-                    td { (text(i, "createdAt")) }
-                    td.muted { (elided_note(i, "input")) " " (elided_note(i, "body")) }
-                }
-            }
-        }
-        @if let Some(next) = next {
-            p { a #next-page href=(next) { "Older invocations" } }
-        }
-    };
-    layout::html(
-        StatusCode::OK,
-        layout::page("Invocations", Some(&op), mode, body),
-    )
 }
 
 pub async fn page(
