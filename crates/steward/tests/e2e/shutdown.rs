@@ -173,6 +173,10 @@ async fn sigterm_the_moment_it_is_ready_is_a_clean_stop() {
     for attempt in 0..TRIES {
         let data = dir.path().join(format!("data-{attempt}"));
         let (exited_0, _, server) = terminate(Server::start(&data, &[])).await.unwrap();
-        assert!(exited_0, "try {attempt}: no clean exit; log:\n{}", server.log());
+        assert!(
+            exited_0,
+            "try {attempt}: no clean exit; log:\n{}",
+            server.log()
+        );
     }
 }
