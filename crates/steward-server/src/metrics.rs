@@ -371,6 +371,26 @@ mod tests {
         assert!(text.contains("steward_build_info{version=\""), "{text}");
     }
 
+    #[test]
+    fn approvals_decided_and_expired_and_dead_letters_are_counted() {
+        let m = Metrics::default();
+        m.approval_decision("approve");
+        m.approval_decision("approve");
+        m.approval_decision("deny");
+        m.approvals_expired(3);
+        m.webhook_dead_lettered();
+        let text = m.render(&[("steward_reconcile_lag_seconds", "lag", 1.5)]);
+        for line in [
+            "steward_approval_decisions_total{decision=\"approve\"} 2",
+            "steward_approval_decisions_total{decision=\"deny\"} 1",
+            "steward_approvals_expired_total 3",
+            "steward_webhook_dead_letters_total 1",
+            "steward_reconcile_lag_seconds 1.5",
+        ] {
+            assert!(text.contains(line), "no {line} in\n{text}");
+        }
+    }
+
     /// Every family the Grafana dashboard in `deploy/` queries is one this server exports (by
     /// name, here or among the scrape-time gauges of `api/metrics.rs`).
     #[test]

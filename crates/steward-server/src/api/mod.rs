@@ -28,6 +28,7 @@ pub(crate) mod runs;
 mod secrets;
 pub(crate) mod stream;
 pub(crate) mod views;
+mod warnings;
 pub(crate) mod webhooks;
 
 use crate::state::AppState;
@@ -73,7 +74,7 @@ fn v2_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(plain(routes!(openapi::serve)))
         .routes(plain(routes!(identity::identity)))
-        .routes(plain(routes!(identity::environment)))
+        .routes(plain(routes!(identity::environment, environment::update)))
         .routes(plain(routes!(environment::halt)))
         .routes(plain(routes!(environment::resume)))
         .routes(query::<policies::ListQuery>(routes!(policies::list)))

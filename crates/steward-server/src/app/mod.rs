@@ -25,6 +25,7 @@ pub mod links;
 pub mod previews;
 pub mod recovery;
 pub mod seam;
+pub mod warnings;
 
 /// Who is acting: an API key and its environment, authenticated by a front end.
 pub use crate::auth::Caller as Principal;

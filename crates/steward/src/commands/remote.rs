@@ -95,6 +95,17 @@ impl Remote {
         self.send(request).await
     }
 
+    /// `PATCH /api/v2{path}` with a JSON body and a fresh `Idempotency-Key`, as [`Remote::post`].
+    #[allow(clippy::disallowed_methods)] // a fresh key per command run; the CLI has no clock seam
+    pub async fn patch(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let request = self
+            .http
+            .patch(self.url(path)?)
+            .header("idempotency-key", format!("cli-{}", ulid::Ulid::new()))
+            .json(body);
+        self.send(request).await
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
         let response = request
             .bearer_auth(&self.key)

@@ -503,6 +503,9 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     )
     .await;
 
+    let setting = json!({"unkeyedInvokes": "accept"});
+    f.call(a, M::PATCH, "/environment", "/environment", Some(setting))
+        .await;
     let halt = json!({"reason": "drift"});
     f.call(
         a,

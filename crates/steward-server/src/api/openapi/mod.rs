@@ -33,8 +33,8 @@ pub(crate) use records::*;
 pub(crate) use webhooks::*;
 // The views the handlers write are their own schemas.
 pub(crate) use steward_wire::{
-    Action, Approval, Decided, DecisionBody, Deleted, Effect, Environment, HaltBody, Identity,
-    Invocation, Limit, List, Page, ResumeBody, Secret, SecretDeleted, Single,
+    Action, Approval, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody,
+    HaltBody, Identity, Invocation, Limit, List, Page, ResumeBody, Secret, SecretDeleted, Single,
 };
 
 use axum::http::header::CONTENT_TYPE;

@@ -1,4 +1,5 @@
-//! `steward environment halt|resume`: the kill switch of the key's environment.
+//! `steward environment halt|resume|show|set`: the kill switch of the key's environment, and
+//! its setting for governed invokes without any key.
 
 use super::super::remote::{Remote, RemoteArgs};
 use super::super::table::{fields, text};
@@ -19,8 +20,17 @@ pub enum Command {
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// The environment and whether it is halted.
+    /// The environment, whether it is halted, and its settings.
     Show {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Change a setting of the environment (needs `environments:halt`).
+    Set {
+        /// What a governed invoke with neither an operationKey nor an Idempotency-Key gets:
+        /// `refuse` (400 operation_key_required) or `accept` (answered with a warning).
+        #[arg(long, value_parser = ["accept", "refuse"])]
+        unkeyed_invokes: String,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -45,6 +55,15 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let data = remote.get("/environment", &[]).await?;
             (remote, data)
         }
+        Command::Set {
+            unkeyed_invokes,
+            remote,
+        } => {
+            let remote = Remote::connect(&remote)?;
+            let body = json!({ "unkeyedInvokes": unkeyed_invokes });
+            let data = remote.patch("/environment", &body).await?;
+            (remote, data)
+        }
     };
     remote.print(&data, show);
     Ok(())
@@ -58,6 +77,9 @@ fn show(e: &Value) -> String {
         ),
         ("halted", text(&e["halted"])),
     ];
+    if !e["unkeyedInvokes"].is_null() {
+        pairs.push(("unkeyed invokes", text(&e["unkeyedInvokes"])));
+    }
     for (field, label) in [("haltReason", "reason"), ("haltedAt", "halted at")] {
         if !e[field].is_null() {
             pairs.push((label, text(&e[field])));
