@@ -172,3 +172,72 @@ async fn saving_an_action_whose_credential_cannot_reach_its_url_warns() {
     assert_eq!(edited.status, 200, "{:?}", edited.body);
     assert!(edited.body.get("warnings").is_none(), "{:?}", edited.body);
 }
+
+/// Runs `steward ARGS` against `server` with `key`; (succeeded, stdout, stderr).
+async fn cli(server: &Server, key: &str, args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(steward_bin())
+        .args(args)
+        .env("STEWARD_SERVER", &server.url)
+        .env("STEWARD_API_KEY", key)
+        .env_remove("STEWARD_DATA")
+        .output()
+        .await
+        .expect("the CLI runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sets_unkeyed_invokes_from_the_cli() {
+    let w = world(&[]).await;
+    let operator_key = w.server.keys("test", "operator");
+    let (ok, stdout, stderr) = cli(
+        &w.server,
+        &operator_key,
+        &[
+            "environment",
+            "set",
+            "--unkeyed-invokes",
+            "refuse",
+            "--json",
+        ],
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    let set: Value = serde_json::from_str(&stdout).expect("--json parses");
+    assert_eq!(set["unkeyedInvokes"], "refuse");
+    let (ok, stdout, _) = cli(&w.server, &operator_key, &["environment", "show"]).await;
+    assert!(
+        ok && stdout.contains("unkeyed invokes") && stdout.contains("refuse"),
+        "{stdout}"
+    );
+    let refused = w.agent.invoke("refund", refund_input(1), None, None).await;
+    assert_eq!(
+        refused.code(),
+        "operation_key_required",
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(w.fixture.write_count(), 0);
+
+    // A value the setting does not know is refused before anything is sent.
+    let (ok, _, stderr) = cli(
+        &w.server,
+        &operator_key,
+        &["environment", "set", "--unkeyed-invokes", "sometimes"],
+    )
+    .await;
+    assert!(!ok && stderr.contains("sometimes"), "{stderr}");
+    // An agent key may not change it.
+    let agent_key = w.server.keys("test", "agent");
+    let (ok, _, stderr) = cli(
+        &w.server,
+        &agent_key,
+        &["environment", "set", "--unkeyed-invokes", "accept"],
+    )
+    .await;
+    assert!(!ok && stderr.contains("environments:halt"), "{stderr}");
+}
