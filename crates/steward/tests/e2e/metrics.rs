@@ -30,6 +30,25 @@ fn value(text: &str, series: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_counts_approvals_pending_and_decided_and_dispatch_latency_by_adapter() {
     let w = gated_world(&["--metrics-token", METRICS_TOKEN]).await;
+    approvals_and_dispatches_are_counted(&w, 8.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_counts_the_same_figures_on_postgres() {
+    let database = crate::postgres::TestDatabase::create().await;
+    let w = gated_world(&[
+        "--metrics-token",
+        METRICS_TOKEN,
+        "--database",
+        &database.url,
+    ])
+    .await;
+    approvals_and_dispatches_are_counted(&w, 16.0).await;
+}
+
+/// Three gated invokes, one approved (and dispatched once), one denied, one left pending; the
+/// pool lends at most `pool_max` connections.
+async fn approvals_and_dispatches_are_counted(w: &World, pool_max: f64) {
     let mut approvals = Vec::new();
     for n in 1..=3 {
         let parked = w
@@ -39,7 +58,7 @@ async fn a_scrape_counts_approvals_pending_and_decided_and_dispatch_latency_by_a
         assert_eq!(parked.status, 202, "{:?}", parked.body);
         approvals.push(parked.data()["approvalId"].as_str().unwrap().to_string());
     }
-    let text = scrape(&w).await;
+    let text = scrape(w).await;
     assert_eq!(
         value(&text, "steward_approvals_pending"),
         Some(3.0),
@@ -70,7 +89,7 @@ async fn a_scrape_counts_approvals_pending_and_decided_and_dispatch_latency_by_a
         .post(&format!("/approvals/{}/deny", approvals[1]), json!({}))
         .await;
 
-    let text = scrape(&w).await;
+    let text = scrape(w).await;
     for (series, expected) in [
         ("steward_approvals_pending", 1.0),
         (
@@ -86,12 +105,12 @@ async fn a_scrape_counts_approvals_pending_and_decided_and_dispatch_latency_by_a
         ("steward_dispatching_effects", 0.0),
         ("steward_reconcile_lag_seconds", 0.0),
         ("steward_webhook_dead_letters", 0.0),
-        ("steward_store_pool_connections_max", 8.0),
+        ("steward_store_pool_connections_max", pool_max),
         ("steward_store_pool_waiting", 0.0),
     ] {
         assert_eq!(value(&text, series), Some(expected), "{series} in:\n{text}");
     }
     let in_use = value(&text, "steward_store_pool_connections_in_use").expect("pool in use");
-    assert!((0.0..=8.0).contains(&in_use), "{in_use}");
+    assert!((0.0..=pool_max).contains(&in_use), "{in_use}");
     assert_eq!(w.fixture.write_count(), 1, "one approved, one denied");
 }
