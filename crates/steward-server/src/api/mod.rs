@@ -42,6 +42,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub(crate) use body::JSON_BODY_BYTES_MAX;
+pub(crate) use rejection::no_such_route;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
