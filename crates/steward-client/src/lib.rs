@@ -43,6 +43,10 @@
 //! application's rows and the intent commit together. The Python package
 //! `python/steward-recovery` keeps the same table and the same decision.
 //!
+//! An operator's tools (the `steward` CLI's `approvals`, `effects`, `invocations`, ...) use
+//! [`Operator`] instead: one typed call per command, answering the server's own `steward_wire`
+//! views, sent once, with errors worded for a person at a terminal ([`OperatorError`]).
+//!
 //! Crash points (`STEWARD_CRASH_AT=before_dispatch|after_dispatch|after_response|
 //! awaiting_approval|after_save`) abort the process inside each window, for tests like
 //! `steward chaos`. Unset, they cost one atomic load.
@@ -61,9 +65,10 @@ mod recover;
 mod state;
 
 pub use api::{
-    ApiError, Approval, ApprovalStatus, Invocation, InvokeRequest, Reconcile, RetryPolicy,
-    StewardApi, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, LONG_POLL_WAIT_S_MAX, REQUEST_TIMEOUT_S,
-    TRANSPORT_ATTEMPTS_MAX,
+    Answer, ApiError, Approval, ApprovalStatus, EffectFilter, Invocation, InvocationFilter,
+    InvokeRequest, Operator, OperatorError, PolicyFile, Reconcile, Resolution, RetryPolicy,
+    StewardApi, Unreachable, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, LONG_POLL_WAIT_S_MAX,
+    OPERATOR_REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S, SERVER_DEFAULT, TRANSPORT_ATTEMPTS_MAX,
 };
 pub use config::{
     OperationsConfig, APPROVAL_WAIT_S_DEFAULT, ASSIGNEE_DEFAULT, POLL_INTERVAL_MS_DEFAULT,

@@ -49,8 +49,8 @@ pub struct Effect {
     /// On a single effect, not in listings: the preview it was bound to (`null`: none), as
     /// `GET /previews/{id}` shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(required = false, value_type = Option<Object>)]
-    pub preview: Option<Option<Value>>,
+    #[schema(required = false)]
+    pub preview: Option<Option<crate::Preview>>,
     /// On a single effect, not in listings: the effects that held these outcomes when it was
     /// recorded (its invoke's `dependsOn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,6 +33,8 @@ pub struct Environment {
     /// What a governed invoke with neither an `operationKey` nor an `Idempotency-Key` gets:
     /// `accept` (answered with a `no_request_key` warning; the default) or `refuse` (400
     /// `operation_key_required`).
+    /// Read as `accept` when absent (a server from before the setting).
+    #[serde(default)]
     pub unkeyed_invokes: UnkeyedInvokes,
     /// Only on resume: how many parked effects were dispatched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,9 +43,10 @@ pub struct Environment {
 }
 
 /// An environment's `unkeyedInvokes` setting (`steward_core::UnkeyedInvokes` on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UnkeyedInvokes {
+    #[default]
     Accept,
     Refuse,
 }

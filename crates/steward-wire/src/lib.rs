@@ -27,6 +27,10 @@ mod envelope;
 mod environment;
 mod invocation;
 mod limit;
+mod note;
+mod policy;
+mod policy_body;
+mod preview;
 mod request;
 mod secret;
 
@@ -37,5 +41,17 @@ pub use envelope::{List, Page, Pagination, Single, Warning};
 pub use environment::{Environment, Identity, UnkeyedInvokes};
 pub use invocation::{Elided, Governed, Invocation};
 pub use limit::{Deleted, Limit, SecretDeleted};
+pub use note::NoteBody;
+pub use policy::{
+    Considered, DecidingPolicy, Evaluation, MatchKind, MatchResult, Policy, PolicyDecision,
+    PolicyEffect, PolicyFileApplied, PolicyFileCase, PolicyFileChange, PolicyFileOp,
+    PolicyFilePlan, PolicyFileProblem, PolicyFileSummary, PolicyFileTest, PolicyMatch,
+    PolicyVersion, VersionPage, VersionPagination,
+};
+pub use policy_body::{
+    EvaluateBody, PolicyBody, PolicyDeleteBody, PolicyFileApplyBody, PolicyFilePlanBody,
+    PolicyFileTestBody, RequestKind,
+};
+pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
 pub use request::{DecisionBody, EnvironmentBody, HaltBody, ResumeBody, Text};
 pub use secret::Secret;

@@ -1,12 +1,18 @@
-//! A typed async client for Steward's `/api/v2`: actions, invoke, invocations, effects and
-//! approvals. Every write carries an `Idempotency-Key` chosen by the caller, and the client's
-//! own retries (see [`RetryPolicy`]) resend it unchanged.
+//! Typed async clients for Steward's `/api/v2`. [`StewardApi`] is an agent's: actions, invoke,
+//! invocations, effects and approvals; every write carries an `Idempotency-Key` chosen by the
+//! caller, and the client's own retries (see [`RetryPolicy`]) resend it unchanged. [`Operator`]
+//! is an operator's (the `steward` CLI's): one call per operator command, answering the
+//! `steward_wire` views, sent once.
 
 mod error;
+mod operator;
+mod operator_error;
 mod transport;
 mod wire;
 
 pub use error::ApiError;
+pub use operator::{Answer, EffectFilter, InvocationFilter, Operator, PolicyFile, Resolution};
+pub use operator_error::{OperatorError, Unreachable};
 pub use transport::{RetryPolicy, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, TRANSPORT_ATTEMPTS_MAX};
 pub use wire::{Approval, ApprovalStatus, Invocation, Reconcile};
 
@@ -26,6 +32,12 @@ pub const REQUEST_TIMEOUT_S: u64 = 30;
 pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
 /// Extra time a long poll's HTTP deadline allows beyond the wait it asks for, in seconds.
 const LONG_POLL_SLACK_S: u64 = 10;
+/// The server an operator talks to unless told otherwise: where `steward serve` listens by
+/// default (the CLI's test checks the two agree).
+pub const SERVER_DEFAULT: &str = "http://127.0.0.1:4000";
+/// How long one operator request may take, in seconds: longer than the server's dispatch
+/// deadline, so an approval that dispatches answers before the command gives up.
+pub const OPERATOR_REQUEST_TIMEOUT_S: u64 = 60;
 /// The largest page the server returns; listings here read one page of this size.
 const PAGE_LIMIT_MAX: u32 = 200;
 

@@ -1,11 +1,11 @@
 //! Execution-bound previews over HTTP (`actions/{ref}/previews`, `actions/previews/{id}`,
 //! `actions/previews/{id}/refresh`): the body is read here, the use cases are
-//! `app/previews.rs`, and the view is [`view`].
+//! `app/previews.rs`, and the view is [`view`], a `steward_wire::Preview`.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::idempotent;
 use super::openapi as doc;
-use crate::app::{self, previews::PREVIEW_TTL_DEFAULT_S, previews::PREVIEW_TTL_MAX_S};
+use crate::app::{self, previews::PREVIEW_TTL_DEFAULT_S};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -13,32 +13,19 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use steward_core::{scopes, Millis, PreviewId};
 use steward_store::PreviewRecord;
-
-fn ttl(map: &Map<String, Value>) -> ApiResult<u64> {
-    match map.get("ttlSeconds") {
-        None | Some(Value::Null) => Ok(PREVIEW_TTL_DEFAULT_S),
-        Some(v) => v
-            .as_u64()
-            .filter(|s| (1..=PREVIEW_TTL_MAX_S).contains(s))
-            .ok_or_else(|| {
-                ApiError::validation(
-                    "ttlSeconds",
-                    format!("must be a whole number of seconds from 1 to {PREVIEW_TTL_MAX_S}"),
-                )
-            }),
-    }
-}
+use steward_wire::{self as wire, Text};
 
 fn preview_id(id: &str) -> ApiResult<PreviewId> {
     PreviewId::parse(id).map_err(|_| ApiError::not_found("preview"))
 }
 
-/// The preview as the API shows it; `status` is read at `now`.
-pub(super) fn view(p: &PreviewRecord, now: Millis) -> Value {
-    let status = if p.bound_effect.is_some() {
+/// A preview's status at `now`: `used` once bound, `superseded` once refreshed, `expired` past
+/// its expiry, `active` otherwise.
+fn status(p: &PreviewRecord, now: Millis) -> &'static str {
+    if p.bound_effect.is_some() {
         "used"
     } else if p.superseded_by.is_some() {
         "superseded"
@@ -46,27 +33,39 @@ pub(super) fn view(p: &PreviewRecord, now: Millis) -> Value {
         "expired"
     } else {
         "active"
-    };
-    let mut v = json!({
-        "id": p.id,
-        "actionId": p.action_id,
-        "action": p.action_name,
-        "actionVersion": p.action_version,
-        "input": p.input,
-        "runId": p.run_id,
-        "status": status,
-        "createdAt": p.created_at.to_rfc3339(),
-        "expiresAt": p.expires_at.to_rfc3339(),
-        "refreshes": p.refreshes,
-        "supersededBy": p.superseded_by,
-        "effectId": p.bound_effect,
-    });
-    if let (Value::Object(out), Value::Object(body)) = (&mut v, &p.body) {
-        for (k, val) in body {
-            out.insert(k.clone(), val.clone());
-        }
     }
-    v
+}
+
+/// The preview as the API shows it; `status` is read at `now`. What it computed when it was
+/// made (the request, reads, preconditions, impact, guarantees and life) is its stored body.
+pub(super) fn view(p: &PreviewRecord, now: Millis) -> wire::Preview {
+    let computed = |field: &str| p.body.get(field).cloned().unwrap_or(Value::Null);
+    let list = |field: &str| match computed(field) {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    wire::Preview {
+        id: p.id.clone(),
+        action_id: p.action_id.clone(),
+        action: p.action_name.clone(),
+        action_version: p.action_version,
+        input: p.input.clone(),
+        run_id: p.run_id.clone(),
+        status: status(p, now).to_string(),
+        created_at: p.created_at.to_rfc3339(),
+        expires_at: p.expires_at.to_rfc3339(),
+        ttl_seconds: computed("ttlSeconds")
+            .as_u64()
+            .unwrap_or_else(|| (p.expires_at.0 - p.created_at.0).max(0) as u64 / 1000),
+        refreshes: p.refreshes.clone(),
+        superseded_by: p.superseded_by.clone(),
+        effect_id: p.bound_effect.clone(),
+        request: computed("request"),
+        reads: list("reads"),
+        preconditions: list("preconditions"),
+        impact: list("impact"),
+        guarantees: computed("guarantees"),
+    }
 }
 
 #[utoipa::path(
@@ -75,9 +74,9 @@ pub(super) fn view(p: &PreviewRecord, now: Millis) -> Value {
     operation_id = "previews_create",
     tag = "previews",
     params(doc::ActionPath, doc::IdempotencyHeader),
-    request_body = doc::PreviewBody,
+    request_body = wire::PreviewBody,
     responses(
-        (status = 201, description = "the preview: the exact request, the provider reads, the impact, preconditions, guarantees and expiry", body = doc::Single<doc::Preview>),
+        (status = 201, description = "the preview: the exact request, the provider reads, the impact, preconditions, guarantees and expiry", body = doc::Single<wire::Preview>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -94,15 +93,10 @@ pub async fn create(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_INVOKE)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, &["input", "ttlSeconds", "runId"])?;
-    let input = match map.get("input") {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(ApiError::validation("input", "must be a JSON object")),
-    };
-    let ttl_s = ttl(&map)?;
-    let run_id = optional_string(&map, "runId")?;
+    let body: wire::PreviewBody = body::parse(&bytes)?;
+    let input = Value::Object(body.input.unwrap_or_default());
+    let ttl_s = body.ttl_seconds.unwrap_or(PREVIEW_TTL_DEFAULT_S);
+    let run_id = body.run_id.map(Text::into_string);
     let action = app::previews::previewable(&state, &caller, &reference, &input).await?;
     let request = json!({"op": "preview.create", "action": action.id, "input": input, "ttlSeconds": ttl_s, "runId": run_id});
     idempotent::run(&state, &caller, &headers, request, || async {
@@ -119,7 +113,7 @@ pub async fn create(
     tag = "previews",
     params(doc::IdPath),
     responses(
-        (status = 200, description = "the preview and its status now (active, expired, superseded or used)", body = doc::Single<doc::Preview>),
+        (status = 200, description = "the preview and its status now (active, expired, superseded or used)", body = doc::Single<wire::Preview>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -142,9 +136,9 @@ pub async fn get(
     operation_id = "previews_refresh",
     tag = "previews",
     params(doc::IdPath, doc::IdempotencyHeader),
-    request_body = doc::PreviewRefreshBody,
+    request_body = wire::PreviewRefreshBody,
     responses(
-        (status = 201, description = "a new preview, read again from the provider under the action's current version; the old one is superseded", body = doc::Single<doc::Preview>),
+        (status = 201, description = "a new preview, read again from the provider under the action's current version; the old one is superseded", body = doc::Single<wire::Preview>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -162,9 +156,8 @@ pub async fn refresh(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_INVOKE)?;
     let id = preview_id(&id)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, &["ttlSeconds"])?;
-    let ttl_s = ttl(&map)?;
+    let wire::PreviewRefreshBody { ttl_seconds } = body::parse(&bytes)?;
+    let ttl_s = ttl_seconds.unwrap_or(PREVIEW_TTL_DEFAULT_S);
     let request = json!({"op": "preview.refresh", "id": id, "ttlSeconds": ttl_s});
     idempotent::run(&state, &caller, &headers, request, || async {
         let new = app::previews::refresh(&state, &caller, &id, ttl_s).await?;

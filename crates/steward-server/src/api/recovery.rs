@@ -1,22 +1,20 @@
-//! Settling what Steward could not: reconcile (read-only), manual resolution, notes, replay.
+//! Settling what Steward could not, over HTTP: reconcile (read-only), manual resolution, notes,
+//! replay. The use cases are `app/recovery.rs`.
 
 use super::body::{self, only_known, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::app;
 use crate::auth::Caller;
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-use steward_core::{scopes, EffectId, EffectState, InvocationId, ManualOutcome};
-use steward_store::{Actor, ActualImpact, NewEvidence};
-
-use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
-use steward_core::{EvidenceKind, EvidenceSource};
+use steward_core::{scopes, EffectId, InvocationId, ManualOutcome};
+use steward_store::ActualImpact;
 
 fn effect_id(id: &str) -> ApiResult<EffectId> {
     EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
@@ -197,7 +195,7 @@ pub async fn resolve_invocation(
     operation_id = "recovery_note",
     tag = "effects",
     params(doc::IdPath, doc::IdempotencyHeader),
-    request_body = doc::NoteBody,
+    request_body = steward_wire::NoteBody,
     responses(
         (status = 200, description = "the effect with the note appended to its evidence", body = doc::Single<doc::Effect>),
         doc::Guarded,
@@ -217,26 +215,15 @@ pub async fn note(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = effect_id(&id)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, doc::NoteBody::FIELDS)?;
-    let text = required_text(&map, "note")?;
+    let steward_wire::NoteBody { note } = body::parse(&bytes)?;
+    let text = match note.map(steward_wire::Text::into_string) {
+        Some(t) if !t.trim().is_empty() => t,
+        _ => return Err(ApiError::validation("note", "is required")),
+    };
     let request = json!({"op": "effect.note", "id": id, "note": text});
     idempotent::run(&state, &caller, &headers, request, || async {
-        app::recovery::detail(&state, &caller, &id).await?;
-        let evidence = NewEvidence::new(EvidenceKind::Note, EvidenceSource::Manual, text.clone());
-        state
-            .store
-            .append_evidence(
-                &caller.env.id,
-                &id,
-                &evidence,
-                &Actor::key(&caller.key.id, state.clock.now()),
-            )
-            .await?;
-        Ok((
-            StatusCode::OK,
-            views::effect_detail(&app::recovery::detail(&state, &caller, &id).await?),
-        ))
+        let effect = app::recovery::note(&state, &caller, &id, &text).await?;
+        Ok((StatusCode::OK, views::effect_detail(&effect)))
     })
     .await
 }
@@ -267,43 +254,8 @@ pub async fn replay(
     let d = app::recovery::detail(&state, &caller, &id).await?;
     let request = json!({"op": "effect.replay", "id": id, "attempts": d.effect.attempt_count});
     idempotent::run(&state, &caller, &headers, request, || async {
-        if d.effect.state != EffectState::Unknown {
-            return Err(ApiError::of(
-                codes::EFFECT_NOT_UNKNOWN,
-                format!("only an unknown effect is replayed; this one is {}", d.effect.state.invocation_status().as_str()),
-            ));
-        }
-        if d.effect.provider_idempotency_key.is_none() {
-            return Err(ApiError::of(
-                codes::REPLAY_NOT_SUPPORTED,
-                "this action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead",
-            ));
-        }
-        let inv = state.store.invocation(&caller.env.id, &d.effect.invocation_id).await?.ok_or_else(|| ApiError::not_found("invocation"))?;
-        let def = crate::dispatch::definition_of(&*state.store, &inv).await?;
-        // The adapter says how long its provider keeps an idempotency key.
-        let Some(window_ms) = crate::adapters::replay_window_ms(&def) else {
-            return Err(ApiError::of(
-                codes::REPLAY_NOT_SUPPORTED,
-                "this action's adapter is not one this server knows, so a replay could write twice; reconcile or resolve it instead",
-            ));
-        };
-        let first = d.attempts.first().map(|a| a.started_at).unwrap_or(d.effect.created_at);
-        if state.clock.now().0 >= first.0 + window_ms - REPLAY_WINDOW_MARGIN_MS {
-            return Err(ApiError::of(
-                codes::REPLAY_WINDOW_CLOSED,
-                format!(
-                    "the provider keeps idempotency keys for {} s; this effect's window has closed (or closes within {} s), so a replay could create a second write",
-                    window_ms / 1000,
-                    REPLAY_WINDOW_MARGIN_MS / 1000
-                ),
-            ));
-        }
-        let task_state = state.clone();
-        tokio::spawn(async move { crate::dispatch::replay(&task_state, &inv).await })
-            .await
-            .map_err(|e| ApiError::internal("replay task", &e))??;
-        Ok((StatusCode::OK, views::effect_detail(&app::recovery::detail(&state, &caller, &id).await?)))
+        let effect = app::recovery::replay(&state, &caller, &id).await?;
+        Ok((StatusCode::OK, views::effect_detail(&effect)))
     })
     .await
 }

@@ -22,6 +22,8 @@ pub mod idempotency;
 pub mod input;
 pub mod invoke;
 pub mod links;
+pub mod policies;
+pub mod policy_files;
 pub mod previews;
 pub mod recovery;
 pub mod seam;

@@ -22,8 +22,8 @@ use steward_store::{ActionRecord, Actor, PreviewRecord};
 
 /// A preview's life when the request names none, in seconds.
 pub const PREVIEW_TTL_DEFAULT_S: u64 = 600;
-/// The longest a preview may live, in seconds: what it read goes stale.
-pub const PREVIEW_TTL_MAX_S: u64 = 3600;
+// The longest a preview may live is `steward_wire::PREVIEW_TTL_MAX_S`: the request bodies
+// refuse more, so the bound is part of the wire contract and defined there.
 
 /// The invocation id a preview's request carries where an invoke's would carry its own.
 const PLACEHOLDER_INVOCATION: &str = "assigned_at_invoke";

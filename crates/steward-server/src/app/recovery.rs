@@ -1,9 +1,11 @@
-//! Recovering an effect whose outcome is unknown: asking the provider again (`reconcile`), and
-//! settling it by hand with evidence (`resolve_effect`, `resolve_invocation`), by a key other
-//! than the one that invoked. `api/recovery.rs` is the HTTP door; the console's unknown-effects
+//! Recovering an effect whose outcome is unknown: asking the provider again (`reconcile`),
+//! sending it again under the same provider idempotency key (`replay`), settling it by hand
+//! with evidence (`resolve_effect`, `resolve_invocation`), by a key other than the one that
+//! invoked, and adding a person's note to its evidence (`note`). `api/recovery.rs` is the HTTP door; the console's unknown-effects
 //! page goes through it.
 
 use super::{Error, Principal, Result};
+use crate::adapters::REPLAY_WINDOW_MARGIN_MS;
 use crate::error::codes;
 use crate::reconcile::reconcile as reconcile_effect;
 use crate::state::AppState;
@@ -27,6 +29,81 @@ pub async fn reconcile(
     detail(state, principal, id).await?;
     let actor = Actor::key(&principal.key.id, state.clock.now());
     reconcile_effect(state, &principal.env.id, id, EvidenceSource::Api, actor).await?;
+    detail(state, principal, id).await
+}
+
+/// Appends a person's `note` to effect `id`'s evidence; the effect as it then stands.
+pub async fn note(
+    state: &AppState,
+    principal: &Principal,
+    id: &EffectId,
+    note: &str,
+) -> Result<EffectDetail> {
+    principal.require(scopes::ACTIONS_RESOLVE)?;
+    detail(state, principal, id).await?;
+    let evidence = NewEvidence::new(EvidenceKind::Note, EvidenceSource::Manual, note.to_string());
+    let actor = Actor::key(&principal.key.id, state.clock.now());
+    state
+        .store
+        .append_evidence(&principal.env.id, id, &evidence, &actor)
+        .await?;
+    detail(state, principal, id).await
+}
+
+/// Sends unknown effect `id` again under the same provider idempotency key, while the provider
+/// still keeps that key (with [`REPLAY_WINDOW_MARGIN_MS`] to spare), so the provider answers
+/// the first write's outcome instead of writing twice; the effect as it then stands.
+pub async fn replay(
+    state: &AppState,
+    principal: &Principal,
+    id: &EffectId,
+) -> Result<EffectDetail> {
+    principal.require(scopes::ACTIONS_RESOLVE)?;
+    let d = detail(state, principal, id).await?;
+    if d.effect.state != EffectState::Unknown {
+        return Err(Error::of(
+            codes::EFFECT_NOT_UNKNOWN,
+            format!(
+                "only an unknown effect is replayed; this one is {}",
+                d.effect.state.invocation_status().as_str()
+            ),
+        ));
+    }
+    if d.effect.provider_idempotency_key.is_none() {
+        return Err(Error::of(
+            codes::REPLAY_NOT_SUPPORTED,
+            "this action has no provider idempotency, so a replay could write twice; reconcile or resolve it instead",
+        ));
+    }
+    let inv = invocation(state, principal, &d.effect.invocation_id).await?;
+    let def = crate::dispatch::definition_of(&*state.store, &inv).await?;
+    // The adapter says how long its provider keeps an idempotency key.
+    let Some(window_ms) = crate::adapters::replay_window_ms(&def) else {
+        return Err(Error::of(
+            codes::REPLAY_NOT_SUPPORTED,
+            "this action's adapter is not one this server knows, so a replay could write twice; reconcile or resolve it instead",
+        ));
+    };
+    let first = d
+        .attempts
+        .first()
+        .map(|a| a.started_at)
+        .unwrap_or(d.effect.created_at);
+    if state.clock.now().0 >= first.0 + window_ms - REPLAY_WINDOW_MARGIN_MS {
+        return Err(Error::of(
+            codes::REPLAY_WINDOW_CLOSED,
+            format!(
+                "the provider keeps idempotency keys for {} s; this effect's window has closed (or closes within {} s), so a replay could create a second write",
+                window_ms / 1000,
+                REPLAY_WINDOW_MARGIN_MS / 1000
+            ),
+        ));
+    }
+    // On a task of its own, so a client that goes away does not cut the replay short.
+    let task_state = state.clone();
+    tokio::spawn(async move { crate::dispatch::replay(&task_state, &inv).await })
+        .await
+        .map_err(|e| Error::internal("replay task", &e))??;
     detail(state, principal, id).await
 }
 

@@ -6,6 +6,7 @@ pub mod fixture;
 pub mod keys;
 pub mod mcp;
 pub mod operate;
+pub mod progress;
 pub mod remote;
 pub mod serve;
 pub mod sim;

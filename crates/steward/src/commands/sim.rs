@@ -1,12 +1,16 @@
 //! `steward sim`: the deterministic simulator (crates/steward-sim) outside CI. `--seeds N` runs
 //! seeds 0..N (on `--jobs` threads) and reports a seed that breaks an invariant; `--seed S` replays one and prints
-//! its event log, which is the same, byte for byte, every time.
+//! its event log, which is the same, byte for byte, every time. How many seeds have run shows on
+//! standard error (a bar on a terminal, a line per tenth otherwise); standard output has only the
+//! result.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use steward_sim::{Bug, Config, Run, Simulator, STEPS_DEFAULT};
+
+use super::progress::Progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -74,12 +78,13 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
         .max(1) as u64;
     let started = Instant::now();
     let broken = AtomicBool::new(false);
+    let progress = Progress::new("sim", "seeds", args.seeds);
     let end = args.from.saturating_add(args.seeds);
     // Job j runs seeds from+j, from+j+jobs, ...; every job stops once one finds a violation.
     let found: Vec<Run> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..jobs)
             .map(|job| {
-                let (args, broken) = (&args, &broken);
+                let (args, broken, progress) = (&args, &broken, &progress);
                 scope.spawn(move || {
                     let sim = Simulator::new();
                     let mut seed = args.from + job;
@@ -89,6 +94,7 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
                             broken.store(true, Ordering::Relaxed);
                             return Some(run);
                         }
+                        progress.advance(1);
                         seed += jobs;
                     }
                     None
@@ -100,6 +106,7 @@ fn simulate(args: Args) -> anyhow::Result<ExitCode> {
             .filter_map(|h| h.join().expect("a simulator job panicked"))
             .collect()
     });
+    progress.finish();
     if let Some(run) = found.into_iter().min_by_key(|r| r.seed) {
         return Ok(report(&run, &args));
     }

@@ -1,6 +1,7 @@
 //! Human-readable output of the operator commands: aligned tables, `name: value` blocks and
 //! ages. `--json` bypasses all of it.
 
+use serde::Serialize;
 use serde_json::Value;
 use steward_core::Millis;
 
@@ -61,32 +62,15 @@ impl Table {
     }
 }
 
-/// How one column of a listing is drawn from each item.
-pub enum Cell {
-    /// The item's field, as [`text`] renders it.
-    Field(&'static str),
-    /// The age of the item's RFC 3339 time field, as [`age`] renders it.
-    Age(&'static str),
-    /// Computed from the whole item.
-    With(fn(&Value) -> String),
-}
+/// One column of a listing: its header and how each item shows in it.
+pub type Column<'a, T> = (&'static str, &'a dyn Fn(&T) -> String);
 
-/// A listing: one row per item of the JSON array `items`, one column per `(header, cell)`.
-pub fn listing(items: &Value, columns: &[(&'static str, Cell)]) -> String {
-    let now = now();
+/// A listing: one row per item, one column per `(header, cell)`.
+pub fn listing<T>(items: &[T], columns: &[Column<'_, T>]) -> String {
     let headers: Vec<&'static str> = columns.iter().map(|(h, _)| *h).collect();
     let mut table = Table::new(&headers);
-    for item in items.as_array().into_iter().flatten() {
-        table.row(
-            columns
-                .iter()
-                .map(|(_, cell)| match cell {
-                    Cell::Field(f) => text(&item[*f]),
-                    Cell::Age(f) => age(&item[*f], now),
-                    Cell::With(f) => f(item),
-                })
-                .collect(),
-        );
+    for item in items {
+        table.row(columns.iter().map(|(_, cell)| cell(item)).collect());
     }
     table.render()
 }
@@ -100,6 +84,12 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
         .collect()
 }
 
+/// A field of a view as a cell, as its JSON reads: strings (and names such as an outcome) bare,
+/// nothing (`None`, `null`) as `-`, anything else as compact JSON.
+pub fn cell<T: Serialize + ?Sized>(value: &T) -> String {
+    text(&serde_json::to_value(value).unwrap_or_default())
+}
+
 /// A JSON value as a cell: strings bare, `null` as `-`, anything else as compact JSON.
 pub fn text(value: &Value) -> String {
     match value {
@@ -111,8 +101,8 @@ pub fn text(value: &Value) -> String {
 
 /// How long before `now` the RFC 3339 time `at` was, in the largest whole unit (`45s`, `3m`,
 /// `2h`, `5d`); `-` when there is none, `in 3m` for a time still ahead.
-pub fn age(at: &Value, now: Millis) -> String {
-    let Some(at) = at.as_str().and_then(Millis::parse_rfc3339) else {
+pub fn age(at: Option<&str>, now: Millis) -> String {
+    let Some(at) = at.and_then(Millis::parse_rfc3339) else {
         return "-".into();
     };
     let delta = now.0 - at.0;
@@ -178,18 +168,21 @@ mod tests {
         assert_eq!(text(&json!(null)), "-");
         assert_eq!(text(&json!("s")), "s");
         assert_eq!(text(&json!({"a": 1})), "{\"a\":1}");
+        assert_eq!(cell(&None::<String>), "-");
+        assert_eq!(cell(&Some(3u32)), "3");
+        assert_eq!(cell(&steward_core::Outcome::Succeeded), "succeeded");
     }
 
     #[test]
     fn ages_use_the_largest_whole_unit() {
         let now = Millis(1_796_210_264_123);
-        let at = |ms: i64| json!(now.plus_ms(-ms).to_rfc3339());
-        assert_eq!(age(&at(45_000), now), "45s");
-        assert_eq!(age(&at(3 * 60_000 + 5), now), "3m");
-        assert_eq!(age(&at(2 * 3_600_000), now), "2h");
-        assert_eq!(age(&at(5 * 86_400_000), now), "5d");
-        assert_eq!(age(&at(-120_000), now), "in 2m");
-        assert_eq!(age(&json!(null), now), "-");
+        let at = |ms: i64| now.plus_ms(-ms).to_rfc3339();
+        assert_eq!(age(Some(&at(45_000)), now), "45s");
+        assert_eq!(age(Some(&at(3 * 60_000 + 5)), now), "3m");
+        assert_eq!(age(Some(&at(2 * 3_600_000)), now), "2h");
+        assert_eq!(age(Some(&at(5 * 86_400_000)), now), "5d");
+        assert_eq!(age(Some(&at(-120_000)), now), "in 2m");
+        assert_eq!(age(None, now), "-");
     }
 
     #[test]

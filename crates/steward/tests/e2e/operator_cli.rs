@@ -156,6 +156,66 @@ async fn an_operator_approves_from_the_cli_and_the_call_runs_once_but_never_by_i
     );
 }
 
+/// A key id the API can name is printed with its name beside it: the operator's own key (the one
+/// `/auth/identity` names) on its decision; the requester, which no view names, as its id alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_own_key_is_named_beside_its_id() {
+    let w = gated_world(&[]).await;
+    let (agent_key, operator_key) = (
+        w.server.keys("test", "agent"),
+        w.server.keys("test", "operator"),
+    );
+    let agent = Api::new(&w.server, &agent_key);
+    let parked = agent
+        .invoke("refund", refund_input(1), Some("cli-named"), None)
+        .await;
+    assert_eq!(parked.status, 202, "{:?}", parked.body);
+    let approval = parked.data()["approvalId"].as_str().unwrap().to_string();
+    let identity = |key: &str| {
+        let api = Api::new(&w.server, key);
+        async move { api.get("/auth/identity").await.data().clone() }
+    };
+    let (me, requester) = (identity(&operator_key).await, identity(&agent_key).await);
+    let (my_id, my_name) = (
+        me["apiKeyId"].as_str().unwrap().to_string(),
+        me["name"].as_str().unwrap().to_string(),
+    );
+    let requester_id = requester["apiKeyId"].as_str().unwrap().to_string();
+
+    let approved = cli(
+        &w.server,
+        &operator_key,
+        &["approvals", "approve", &approval, "--note", "named"],
+    )
+    .await;
+    assert!(approved.ok, "{}{}", approved.stdout, approved.stderr);
+    let named = format!("{my_id} ({my_name})");
+    assert!(
+        approved.stdout.contains(&named),
+        "no {named:?} in {}",
+        approved.stdout
+    );
+    let requested = approved
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("requested by:"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        requested.trim_end().ends_with(&requester_id),
+        "the requester has no name the API gives: {requested:?}"
+    );
+    // `--json` is the API's JSON: no names added.
+    let json = cli(
+        &w.server,
+        &operator_key,
+        &["approvals", "show", &approval, "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(json["decisions"][0]["keyId"], my_id.as_str());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unknown_queue_is_listed_reconciled_and_resolved_from_the_cli_without_a_resend() {
     let w = world(&[]).await;

@@ -2,8 +2,8 @@
 //! an operation lists in its `responses(...)`.
 //!
 //! The error envelope is `crate::error::ErrorEnvelope`, the type every error answer is written
-//! from. The page envelopes here are never built: they describe the JSON that the runs' and
-//! policies' handlers write with `json!`.
+//! from. The page envelope here is never built: it describes the JSON that the runs' handlers
+//! write with `json!`.
 
 #![allow(dead_code)]
 
@@ -31,25 +31,6 @@ pub struct CursorPagination {
     has_more: bool,
     /// The `cursor` of the next page, or `null` at the end.
     next_cursor: Option<String>,
-}
-
-/// A page of policy versions, newest first; `nextBefore` asks for the next page.
-#[derive(ToSchema)]
-pub struct VersionPage<T> {
-    success: bool,
-    data: Vec<T>,
-    #[schema(inline)]
-    pagination: VersionPagination,
-}
-
-#[derive(ToSchema)]
-#[schema(rename_all = "camelCase")]
-pub struct VersionPagination {
-    total: u64,
-    #[schema(minimum = 1, maximum = 200)]
-    limit: u32,
-    has_more: bool,
-    next_before: Option<u32>,
 }
 
 fn error(description: &str) -> RefOr<Response> {

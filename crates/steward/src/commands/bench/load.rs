@@ -3,6 +3,7 @@
 
 use super::world::{Fixture, World, SECRET_VALUE};
 use super::Workload;
+use crate::commands::progress::Progress;
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
@@ -335,6 +336,7 @@ pub(super) async fn run_cell(
     concurrency: usize,
     limit: Limit,
     fixture: &Fixture,
+    progress: &Progress,
 ) -> anyhow::Result<Cell> {
     let warm = Limit {
         duration: limit.duration,
@@ -370,7 +372,7 @@ pub(super) async fn run_cell(
         Workload::Resubmit => 0,
         _ => cell.ok,
     };
-    eprintln!(
+    progress.line(&format!(
         "bench: {:<5} {:<8} c={:<3} {:>7} ok {:>4} errors {:>9.1}/s p50 {:.3} ms",
         workload.name(),
         cell.store,
@@ -379,6 +381,6 @@ pub(super) async fn run_cell(
         cell.errors,
         cell.throughput(),
         cell.latency_us.value_at_quantile(0.5) as f64 / 1000.0
-    );
+    ));
     Ok(cell)
 }

@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::progress::Progress;
 use load::{Limit, Target};
 use report::{Report, Row};
 use world::{Fixture, PgDatabase, World};
@@ -207,12 +208,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let http = load::http_client(args.concurrency.iter().copied().max().unwrap_or(1))?;
+    let progress = Progress::new("bench", "cells", cells(&args, &stores));
 
     if args.workloads.contains(&Workload::Floor) {
         let target = Target::floor(&http, &fixture.url, &run_id);
         for &c in &args.concurrency {
-            let cell = load::run_cell(&target, Workload::Floor, c, limit, &fixture).await?;
+            progress.set_message(&format!("floor c={c}"));
+            let cell =
+                load::run_cell(&target, Workload::Floor, c, limit, &fixture, &progress).await?;
             report.push(Row::from_cell(&cell, "-"));
+            progress.advance(1);
         }
     }
     let http_workloads: Vec<Workload> = args
@@ -234,33 +239,34 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 &http_workloads,
                 limit,
                 &mut report,
+                &progress,
             )
             .await
             {
-                eprintln!("bench: {} store: {e:#}", store.label());
+                progress.line(&format!("bench: {} store: {e:#}", store.label()));
                 report.note(&format!("{} store: not measured: {e:#}", store.label()));
             }
         }
     }
     if args.workloads.contains(&Workload::Recovery) {
-        let recovered = stores.iter().filter(|s| match s {
-            StoreKind::Embedded => true,
-            StoreKind::Postgres { replicas, .. } => *replicas == 1,
-            StoreKind::External => false,
-        });
+        let recovered = stores.iter().filter(|s| recovers(s));
         for store in recovered {
-            match recovery::run(&exe, dir.path(), store, args.recovery_effects).await {
+            progress.set_message(&format!("d {}", store.label()));
+            let row = recovery::run(&exe, dir.path(), store, args.recovery_effects, &progress);
+            match row.await {
                 Ok(row) => report.push_recovery(row),
                 Err(e) => {
-                    eprintln!("bench: recovery on {}: {e:#}", store.label());
+                    progress.line(&format!("bench: recovery on {}: {e:#}", store.label()));
                     report.note(&format!(
                         "recovery on {}: not measured: {e:#}",
                         store.label()
                     ));
                 }
             }
+            progress.advance(1);
         }
     }
+    progress.finish();
     fixture.stop().await;
 
     let markdown = report.markdown();
@@ -285,6 +291,33 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The cells a run measures, for its progress: the floor at each concurrency, each HTTP
+/// workload at each concurrency on each store, and recovery on each store that has it.
+fn cells(args: &Args, stores: &[StoreKind]) -> u64 {
+    let levels = args.concurrency.len() as u64;
+    let floor = u64::from(args.workloads.contains(&Workload::Floor)) * levels;
+    let http = args
+        .workloads
+        .iter()
+        .filter(|w| matches!(w, Workload::Invoke | Workload::Resubmit | Workload::Approve))
+        .count() as u64;
+    let recovered = if args.workloads.contains(&Workload::Recovery) {
+        stores.iter().filter(|s| recovers(s)).count() as u64
+    } else {
+        0
+    };
+    floor + http * levels * stores.len() as u64 + recovered
+}
+
+/// Whether workload (d) runs on `store`: a store this run starts, on one server.
+fn recovers(store: &StoreKind) -> bool {
+    match store {
+        StoreKind::Embedded => true,
+        StoreKind::Postgres { replicas, .. } => *replicas == 1,
+        StoreKind::External => false,
+    }
+}
+
 /// Runs workloads (a), (b) and (c) against one store's server.
 #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename these
 async fn run_store(
@@ -298,6 +331,7 @@ async fn run_store(
     workloads: &[Workload],
     limit: Limit,
     report: &mut Report,
+    progress: &Progress,
 ) -> anyhow::Result<()> {
     let mut database = None;
     let mut world = match store {
@@ -333,7 +367,8 @@ async fn run_store(
             load::seed_resubmit(&target, RESUBMIT_KEYS).await?;
         }
         for &c in &args.concurrency {
-            let cell = load::run_cell(&target, workload, c, limit, fixture).await?;
+            progress.set_message(&format!("{} {} c={c}", workload.name(), store.label()));
+            let cell = load::run_cell(&target, workload, c, limit, fixture, progress).await?;
             let ratio = match workload {
                 Workload::Invoke => {
                     invoke_throughput.insert(c, cell.throughput());
@@ -346,6 +381,7 @@ async fn run_store(
                 _ => report.ratio_to_floor(c, cell.throughput()),
             };
             report.push(Row::from_cell(&cell, &ratio));
+            progress.advance(1);
         }
     }
     world.stop().await;

@@ -11,6 +11,7 @@
 
 use super::world::{start_server, terminate, PgDatabase};
 use super::{StoreKind, RECOVERY_READY_S};
+use crate::commands::progress::Progress;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::json;
@@ -63,6 +64,7 @@ pub(super) async fn run(
     dir: &Path,
     store: &StoreKind,
     effects: u64,
+    progress: &Progress,
 ) -> anyhow::Result<RecoveryRow> {
     let label = store.label();
     let extra = ["--reconcile-interval-ms", "0"];
@@ -73,7 +75,7 @@ pub(super) async fn run(
             let empty = dir.join("recovery-embedded-empty");
             let mut server = start_server(exe, &empty, None, &extra, limit).await?;
             terminate(&mut server.child).await;
-            let generate = generate_embedded(dir, &data, effects).await?;
+            let generate = generate_embedded(dir, &data, effects, progress).await?;
             (None, server.ready_after, generate)
         }
         StoreKind::Postgres { admin_url, .. } => {
@@ -84,12 +86,14 @@ pub(super) async fn run(
             terminate(&mut server.child).await;
             let started = Instant::now();
             let store = open_store(&data, Some(&db.url)).await?;
-            generate(store, effects).await?;
+            generate(store, effects, progress).await?;
             (Some(db), server.ready_after, started.elapsed())
         }
         StoreKind::External => bail!("recovery needs a server this run starts"),
     };
-    eprintln!("bench: d     {label:<8} starting on {effects} unfinished effects");
+    progress.line(&format!(
+        "bench: d     {label:<8} starting on {effects} unfinished effects"
+    ));
     let url = database.as_ref().map(|db| db.url.clone());
     let measured = start_server(exe, &data, url.as_deref(), &extra, limit).await;
     let result = match measured {
@@ -111,10 +115,10 @@ pub(super) async fn run(
         db.drop_database().await;
     }
     let row = result?;
-    eprintln!(
+    progress.line(&format!(
         "bench: d     {label:<8} ready after {:.3} s (empty store {:.3} s), verified {}",
         row.ready_s, row.baseline_s, row.verified
-    );
+    ));
     Ok(row)
 }
 
@@ -134,7 +138,12 @@ fn strip_ansi(text: &str) -> String {
 }
 
 /// Generates the embedded store on a memory file system, then copies it into `data`.
-async fn generate_embedded(dir: &Path, data: &Path, effects: u64) -> anyhow::Result<Duration> {
+async fn generate_embedded(
+    dir: &Path,
+    data: &Path,
+    effects: u64,
+    progress: &Progress,
+) -> anyhow::Result<Duration> {
     let scratch = if Path::new(MEMORY_DIR).is_dir() {
         tempfile::Builder::new()
             .prefix("steward-bench-")
@@ -146,7 +155,7 @@ async fn generate_embedded(dir: &Path, data: &Path, effects: u64) -> anyhow::Res
     };
     let started = Instant::now();
     let store = open_store(scratch.path(), None).await?;
-    generate(store, effects).await?;
+    generate(store, effects, progress).await?;
     let took = started.elapsed();
     std::fs::create_dir_all(data)?;
     for suffix in ["", "-wal"] {
@@ -161,7 +170,7 @@ async fn generate_embedded(dir: &Path, data: &Path, effects: u64) -> anyhow::Res
 }
 
 /// Writes `effects` effects left `dispatching`, with one environment, key and action.
-async fn generate(store: Arc<dyn Store>, effects: u64) -> anyhow::Result<()> {
+async fn generate(store: Arc<dyn Store>, effects: u64, progress: &Progress) -> anyhow::Result<()> {
     let now = SystemClock.now();
     let system = Actor::system(now);
     let env = store
@@ -203,12 +212,13 @@ async fn generate(store: Arc<dyn Store>, effects: u64) -> anyhow::Result<()> {
     let mut tasks = vec![];
     for g in 0..GENERATORS {
         let (store, action, key_id) = (store.clone(), action.clone(), key.id.clone());
+        let progress = progress.clone();
         tasks.push(tokio::spawn(async move {
             let mut n = g;
             while n < effects {
                 leave_dispatching(store.as_ref(), &action, &key_id, n).await?;
                 if n > 0 && n % 10_000 == 0 {
-                    eprintln!("bench: d     generated {n} of {effects}");
+                    progress.line(&format!("bench: d     generated {n} of {effects}"));
                 }
                 n += GENERATORS;
             }

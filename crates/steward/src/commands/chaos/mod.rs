@@ -19,6 +19,7 @@
 mod audit;
 mod world;
 
+use super::progress::Progress;
 use anyhow::{bail, Context};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -274,21 +275,29 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .prefix("steward-chaos-")
         .tempdir()?;
     let mut rows = vec![];
+    let runs = points.len() as u64 * u64::from(args.iterations);
+    let progress = Progress::new("chaos", "runs", runs);
     for point in points {
         let mut tally = Tally::default();
         for i in 1..=args.iterations {
             let dir = root.path().join(format!("{}-{i}", point.name()));
             std::fs::create_dir_all(&dir)?;
-            eprintln!("chaos: {} iteration {i}/{}", point.name(), args.iterations);
+            progress.now_doing(&format!(
+                "{} iteration {i}/{}",
+                point.name(),
+                args.iterations
+            ));
             match run_point(&exe, &dir, point, &args).await {
                 Ok(t) => tally.add(t),
                 Err(e) => tally
                     .problems
                     .push(format!("iteration {i} could not run: {e:#}")),
             }
+            progress.advance(1);
         }
         rows.push((point, tally));
     }
+    progress.finish();
     print_table(&rows);
     let mut failed = false;
     for (point, t) in &rows {

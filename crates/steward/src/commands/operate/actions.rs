@@ -1,8 +1,10 @@
 //! `steward actions list|show`.
 
-use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{fields, listing, text, Cell, Table};
-use serde_json::Value;
+use super::super::remote::{KeyNames, Remote, RemoteArgs};
+use super::super::table::{cell, fields, listing, Table};
+use serde_json::json;
+use steward_client::Answer;
+use steward_wire::Action;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -23,75 +25,74 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::List { remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.get("/actions", &[]).await?;
-            remote.print(&data, list);
+            let answer = remote.api.actions().await?;
+            remote.print(&answer, |actions| list(actions));
         }
         Command::Show { reference, remote } => {
             let remote = Remote::connect(&remote)?;
-            let path = format!("/actions/{}", segment(&reference));
-            let action = remote.get(&path, &[]).await?;
-            let versions = remote.get(&format!("{path}/versions"), &[]).await?;
-            let data = serde_json::json!({"action": action, "versions": versions});
-            remote.print(&data, show);
+            let action = remote.api.action(&reference).await?;
+            let versions = remote.api.action_versions(&reference).await?;
+            let names = remote.key_names().await;
+            let answer = Answer {
+                data: json!({"action": action.data, "versions": versions.data}),
+                view: (action.view, versions.view),
+            };
+            remote.print(&answer, |(action, versions)| show(action, versions, &names));
         }
     }
     Ok(())
 }
 
-fn kind(a: &Value) -> String {
-    match &a["adapter"] {
-        Value::Null => format!("{} {}", text(&a["method"]), text(&a["urlTemplate"])),
-        adapter => text(&adapter["type"]),
+/// What the action calls: its adapter's type, or its method and URL template.
+fn kind(a: &Action) -> String {
+    match &a.adapter {
+        Some(Some(adapter)) => adapter.kind.clone(),
+        _ => format!("{} {}", cell(&a.method), cell(&a.url_template)),
     }
 }
 
-fn list(data: &Value) -> String {
+fn approval(a: &Action) -> String {
+    if a.requires_approval { "required" } else { "-" }.into()
+}
+
+fn list(actions: &[Action]) -> String {
     listing(
-        data,
+        actions,
         &[
-            ("NAME", Cell::Field("name")),
-            ("VERSION", Cell::Field("version")),
-            ("ENABLED", Cell::Field("enabled")),
-            ("APPROVAL", Cell::With(approval)),
-            ("GOVERNED", Cell::Field("governed")),
-            ("CALLS", Cell::With(kind)),
+            ("NAME", &|a: &Action| a.name.clone()),
+            ("VERSION", &|a: &Action| cell(&a.version)),
+            ("ENABLED", &|a: &Action| a.enabled.to_string()),
+            ("APPROVAL", &approval),
+            ("GOVERNED", &|a: &Action| a.governed.to_string()),
+            ("CALLS", &kind),
         ],
     )
 }
 
-fn approval(a: &Value) -> String {
-    if a["requiresApproval"] == true {
-        "required"
-    } else {
-        "-"
-    }
-    .into()
-}
-
-fn show(data: &Value) -> String {
-    let a = &data["action"];
+fn show(a: &Action, versions: &[Action], names: &KeyNames) -> String {
     let mut out = fields(&[
-        ("id", text(&a["id"])),
-        ("name", text(&a["name"])),
-        ("description", text(&a["description"])),
-        ("version", text(&a["version"])),
-        ("enabled", text(&a["enabled"])),
-        ("requires approval", text(&a["requiresApproval"])),
-        ("governed", text(&a["governed"])),
+        ("id", cell(&a.id)),
+        ("name", a.name.clone()),
+        ("description", cell(&a.description)),
+        ("version", cell(&a.version)),
+        ("enabled", a.enabled.to_string()),
+        ("requires approval", a.requires_approval.to_string()),
+        ("governed", a.governed.to_string()),
         ("calls", kind(a)),
-        ("input schema", text(&a["inputSchema"])),
-        ("impact", text(&a["impact"])),
+        ("input schema", cell(&a.input_schema)),
+        ("impact", cell(&a.impact)),
     ]);
-    let mut versions = Table::new(&["VERSION", "CREATED", "ENABLED", "APPROVAL"]);
-    for v in data["versions"].as_array().into_iter().flatten() {
-        versions.row(vec![
-            text(&v["version"]),
-            text(&v["createdAt"]),
-            text(&v["enabled"]),
-            text(&v["requiresApproval"]),
+    let mut table = Table::new(&["VERSION", "CREATED", "BY", "ENABLED", "APPROVAL"]);
+    for v in versions {
+        table.row(vec![
+            cell(&v.version),
+            cell(&v.created_at),
+            names.show_opt(v.created_by.clone().flatten().as_ref()),
+            v.enabled.to_string(),
+            v.requires_approval.to_string(),
         ]);
     }
     out.push('\n');
-    out.push_str(&versions.render());
+    out.push_str(&table.render());
     out
 }

@@ -1,8 +1,10 @@
 //! `steward approvals list|show|approve|deny`.
 
-use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{fields, listing, text, Cell, Table};
-use serde_json::{json, Value};
+use super::super::remote::{fresh_key, KeyNames, Remote, RemoteArgs};
+use super::super::table::{age, cell, fields, listing, now, text, Table};
+use steward_client::Answer;
+use steward_core::Decision;
+use steward_wire::{Approval, Decided, Invocation};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -43,22 +45,21 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::List { status, remote } => {
             let remote = Remote::connect(&remote)?;
-            let mut query = vec![("limit", "200".to_string())];
-            if status != "all" {
-                query.push(("status", status));
-            }
-            let data = remote.get("/approvals", &query).await?;
-            remote.print(&data, list);
+            let status = Some(status).filter(|s| s != "all");
+            let answer = remote.api.approvals(status.as_deref()).await?;
+            let names = remote.key_names().await;
+            remote.print(&answer, |approvals| list(approvals, &names));
         }
         Command::Show { id, remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote
-                .get(&format!("/approvals/{}", segment(&id)), &[])
-                .await?;
-            remote.print(&data, show);
+            let answer = remote.api.approval(&id).await?;
+            let names = remote.key_names().await;
+            remote.print(&answer, |approval| show(approval, &names));
         }
-        Command::Approve { id, note, remote } => decide(&remote, &id, "approve", note).await?,
-        Command::Deny { id, note, remote } => decide(&remote, &id, "deny", note).await?,
+        Command::Approve { id, note, remote } => {
+            decide(&remote, &id, Decision::Approve, note).await?
+        }
+        Command::Deny { id, note, remote } => decide(&remote, &id, Decision::Deny, note).await?,
     }
     Ok(())
 }
@@ -66,28 +67,44 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
 async fn decide(
     remote: &RemoteArgs,
     id: &str,
-    decision: &str,
+    decision: Decision,
     note: Option<String>,
 ) -> anyhow::Result<()> {
     let remote = Remote::connect(remote)?;
-    let path = format!("/approvals/{}/{decision}", segment(id));
-    let data = remote.post(&path, &json!({"note": note})).await?;
-    // The answer is the approval, or `{approval, invocation}`: the invocation as the decision's
-    // dispatch left it, when the decision released it.
-    let invocation = data.get("invocation").filter(|i| i.is_object()).cloned();
-    let approval = data.get("approval").cloned().unwrap_or(data);
+    let answer = remote
+        .api
+        .decide(id, decision, note.as_deref(), &fresh_key())
+        .await?;
+    // The answer is the approval and the invocation as the decision's dispatch left it (`null`
+    // for a custom request).
+    let Decided {
+        approval,
+        invocation,
+    } = answer.view;
     // The API answers a decision on a settled approval with the approval unchanged; a person
     // at a terminal must not mistake that for their decision.
-    let status = approval["status"].as_str().unwrap_or_default();
     let took = match decision {
-        "deny" => status == "denied",
-        _ => matches!(status, "approved" | "pending"),
+        Decision::Deny => approval.status == "denied",
+        Decision::Approve => matches!(approval.status.as_str(), "approved" | "pending"),
     };
     if !took {
-        anyhow::bail!("approval {id} is already {status}; your {decision} changed nothing");
+        let verb = match decision {
+            Decision::Approve => "approve",
+            Decision::Deny => "deny",
+        };
+        anyhow::bail!(
+            "approval {id} is already {}; your {verb} changed nothing",
+            approval.status
+        );
     }
-    remote.print(&approval, show);
-    // `--json` prints the approval as before; a person also reads what the dispatch did.
+    // `--json` prints the approval (the API's `data.approval`) as before.
+    let approval = Answer {
+        data: answer.data.get("approval").cloned().unwrap_or_default(),
+        view: approval,
+    };
+    let names = remote.key_names().await;
+    remote.print(&approval, |a| show(a, &names));
+    // A person also reads what the dispatch did.
     if let (Some(invocation), false) = (invocation, remote.json) {
         println!("\n{}", dispatched(&invocation));
     }
@@ -96,16 +113,16 @@ async fn decide(
 
 /// What the released invocation's dispatch did, in one line: a person who approved a refund
 /// wants to know whether it happened without a second command.
-fn dispatched(inv: &Value) -> String {
-    let status = inv["status"].as_str().unwrap_or("unknown");
-    let mut line = format!("dispatched: {} is {status}", text(&inv["id"]));
-    if let Some(grade) = inv["grade"].as_str() {
+fn dispatched(inv: &Invocation) -> String {
+    let status = inv.status.as_str();
+    let mut line = format!("dispatched: {} is {status}", inv.id);
+    if let Some(grade) = &inv.grade {
         line.push_str(&format!(" (grade {grade})"));
     }
     match status {
         "unknown" => line.push_str(&format!(
             "; the provider may have acted and the reconciler is settling it: steward effects show {}",
-            text(&inv["effectId"])
+            cell(&inv.effect_id)
         )),
         "pending_approval" => line.push_str("; it needs more approvals"),
         _ => {}
@@ -114,54 +131,103 @@ fn dispatched(inv: &Value) -> String {
 }
 
 /// `approved 1/2` style progress.
-fn progress(a: &Value) -> String {
-    let approvals = a["decisions"]
-        .as_array()
-        .map(|d| d.iter().filter(|d| d["decision"] == "approve").count())
-        .unwrap_or(0);
-    let required = a["requiredApprovals"].as_u64().unwrap_or(1);
-    format!("{approvals}/{required}")
+fn progress(a: &Approval) -> String {
+    let approvals = a
+        .decisions
+        .iter()
+        .filter(|d| d.decision == Decision::Approve)
+        .count();
+    format!("{approvals}/{}", a.required_approvals)
 }
 
-fn list(data: &Value) -> String {
+fn list(approvals: &[Approval], names: &KeyNames) -> String {
+    let now = now();
     listing(
-        data,
+        approvals,
         &[
-            ("ID", Cell::Field("id")),
-            ("STATUS", Cell::Field("status")),
-            ("TITLE", Cell::Field("title")),
-            ("REQUESTED BY", Cell::Field("requestedBy")),
-            ("APPROVED", Cell::With(progress)),
-            ("AGE", Cell::Age("createdAt")),
-            ("EXPIRES", Cell::Age("expiresAt")),
+            ("ID", &|a: &Approval| a.id.to_string()),
+            ("STATUS", &|a: &Approval| a.status.clone()),
+            ("TITLE", &|a: &Approval| a.title.clone()),
+            ("REQUESTED BY", &|a: &Approval| names.show(&a.requested_by)),
+            ("APPROVED", &progress),
+            ("AGE", &|a: &Approval| age(Some(&a.created_at), now)),
+            ("EXPIRES", &|a: &Approval| age(a.expires_at.as_deref(), now)),
         ],
     )
 }
 
-fn show(a: &Value) -> String {
+fn show(a: &Approval, names: &KeyNames) -> String {
     let mut out = fields(&[
-        ("id", text(&a["id"])),
-        ("status", text(&a["status"])),
-        ("title", text(&a["title"])),
-        ("invocation", text(&a["invocationId"])),
-        ("effect", text(&a["effectId"])),
-        ("requested by", text(&a["requestedBy"])),
+        ("id", a.id.to_string()),
+        ("status", a.status.clone()),
+        ("title", a.title.clone()),
+        ("invocation", cell(&a.invocation_id)),
+        ("effect", cell(&a.effect_id)),
+        ("requested by", names.show(&a.requested_by)),
         ("approved", progress(a)),
-        ("created", text(&a["createdAt"])),
-        ("expires", text(&a["expiresAt"])),
-        ("decided", text(&a["decidedAt"])),
-        ("input", text(&a["payload"])),
+        ("created", a.created_at.clone()),
+        ("expires", cell(&a.expires_at)),
+        ("decided", cell(&a.decided_at)),
+        ("input", text(&a.payload)),
     ]);
     let mut decisions = Table::new(&["DECISION", "BY", "AT", "NOTE"]);
-    for d in a["decisions"].as_array().into_iter().flatten() {
+    for d in &a.decisions {
         decisions.row(vec![
-            text(&d["decision"]),
-            text(&d["keyId"]),
-            text(&d["at"]),
-            text(&d["note"]),
+            cell(&d.decision),
+            names.show(&d.key_id),
+            d.at.clone(),
+            cell(&d.note),
         ]);
     }
     out.push('\n');
     out.push_str(&decisions.render());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn approval() -> Approval {
+        serde_json::from_value(json!({
+            "id": "apr_1", "status": "approved", "title": "Approve refund",
+            "description": null, "payload": {"amount": 5}, "invocationId": "inv_1",
+            "effectId": null, "actionId": null, "actionVersion": null,
+            "inputFingerprint": null, "requestedBy": "key_agent", "requiredApprovals": 2,
+            "decisions": [{"keyId": "key_ops", "decision": "approve", "note": null,
+                           "at": "2026-12-06T09:00:00Z"}],
+            "decisionOrigin": null, "decisionNote": null, "decidedAt": null,
+            "expiresAt": null, "runId": null, "createdAt": "2026-12-06T08:59:00Z"
+        }))
+        .expect("an approval view")
+    }
+
+    /// The table reads as it did from the JSON (`-` for nothing, JSON for the payload), with the
+    /// caller's own key named beside its id.
+    #[test]
+    fn an_approval_shows_its_fields_and_decisions_with_the_known_key_named() {
+        let names = KeyNames::of([(
+            steward_core::KeyId::parse("key_ops").unwrap(),
+            "night-ops".to_string(),
+        )]);
+        let shown = show(&approval(), &names);
+        assert_eq!(
+            shown,
+            "id:           apr_1\n\
+             status:       approved\n\
+             title:        Approve refund\n\
+             invocation:   inv_1\n\
+             effect:       -\n\
+             requested by: key_agent\n\
+             approved:     1/2\n\
+             created:      2026-12-06T08:59:00Z\n\
+             expires:      -\n\
+             decided:      -\n\
+             input:        {\"amount\":5}\n\
+             \n\
+             DECISION  BY                   AT                    NOTE\n\
+             approve   key_ops (night-ops)  2026-12-06T09:00:00Z  -\n"
+        );
+    }
 }

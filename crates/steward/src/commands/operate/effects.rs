@@ -1,9 +1,10 @@
 //! `steward effects list|show|reconcile|resolve`. There is no retry or re-send here: an
 //! unknown outcome is settled by a read-only lookup or by a person's reasoned resolution.
 
-use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{fields, listing, text, Cell, Table};
-use serde_json::{json, Value};
+use super::super::remote::{fresh_key, KeyNames, Remote, RemoteArgs};
+use super::super::table::{age, cell, fields, listing, now, Table};
+use steward_client::{EffectFilter, Resolution};
+use steward_wire::Effect;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -56,25 +57,24 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let mut query = vec![("limit", "200".to_string())];
-            if unresolved {
-                query.push(("unresolved", "true".into()));
-            }
-            if let Some(outcome) = outcome {
-                query.push(("outcome", outcome));
-            }
-            let data = remote.get("/actions/effects", &query).await?;
-            remote.print(&data, list);
+            let filter = EffectFilter {
+                unresolved,
+                outcome,
+            };
+            let answer = remote.api.effects(&filter).await?;
+            remote.print(&answer, |effects| list(effects));
         }
         Command::Show { id, remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.get(&path(&id, ""), &[]).await?;
-            remote.print(&data, show);
+            let answer = remote.api.effect(&id).await?;
+            let names = remote.key_names().await;
+            remote.print(&answer, |effect| show(effect, &names));
         }
         Command::Reconcile { id, remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.post(&path(&id, "/reconcile"), &json!({})).await?;
-            remote.print(&data, show);
+            let answer = remote.api.reconcile(&id, &fresh_key()).await?;
+            let names = remote.key_names().await;
+            remote.print(&answer, |effect| show(effect, &names));
         }
         Command::Resolve {
             id,
@@ -84,69 +84,70 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let body = json!({"outcome": outcome, "reason": reason,
-                              "externalReference": external_reference});
-            let data = remote.post(&path(&id, "/resolve"), &body).await?;
-            remote.print(&data, show);
+            let resolution = Resolution {
+                outcome,
+                reason,
+                external_reference,
+            };
+            let answer = remote.api.resolve(&id, &resolution, &fresh_key()).await?;
+            let names = remote.key_names().await;
+            remote.print(&answer, |effect| show(effect, &names));
         }
     }
     Ok(())
 }
 
-fn path(id: &str, rest: &str) -> String {
-    format!("/actions/effects/{}{rest}", segment(id))
-}
-
-fn list(data: &Value) -> String {
+fn list(effects: &[Effect]) -> String {
+    let now = now();
     listing(
-        data,
+        effects,
         &[
-            ("ID", Cell::Field("id")),
-            ("ACTION", Cell::Field("action")),
-            ("OUTCOME", Cell::Field("outcome")),
-            ("STAGE", Cell::Field("stage")),
-            ("GRADE", Cell::Field("grade")),
-            ("ATTEMPTS", Cell::Field("attemptCount")),
-            ("AGE", Cell::Age("createdAt")),
-            ("OPERATION KEY", Cell::Field("operationKey")),
+            ("ID", &|e: &Effect| e.id.to_string()),
+            ("ACTION", &|e: &Effect| e.action.clone()),
+            ("OUTCOME", &|e: &Effect| cell(&e.outcome)),
+            ("STAGE", &|e: &Effect| cell(&e.stage)),
+            ("GRADE", &|e: &Effect| e.grade.clone()),
+            ("ATTEMPTS", &|e: &Effect| e.attempt_count.to_string()),
+            ("AGE", &|e: &Effect| age(Some(&e.created_at), now)),
+            ("OPERATION KEY", &|e: &Effect| cell(&e.operation_key)),
         ],
     )
 }
 
-fn show(e: &Value) -> String {
+fn show(e: &Effect, names: &KeyNames) -> String {
     let mut out = fields(&[
-        ("id", text(&e["id"])),
-        ("action", text(&e["action"])),
-        ("invocation", text(&e["invocationId"])),
-        ("operation key", text(&e["operationKey"])),
-        ("outcome", text(&e["outcome"])),
-        ("stage", text(&e["stage"])),
-        ("grade", text(&e["grade"])),
-        ("unresolved", text(&e["unresolved"])),
-        ("provider reference", text(&e["externalReference"])),
-        ("created", text(&e["createdAt"])),
-        ("updated", text(&e["updatedAt"])),
+        ("id", e.id.to_string()),
+        ("action", e.action.clone()),
+        ("invocation", e.invocation_id.to_string()),
+        ("operation key", cell(&e.operation_key)),
+        ("outcome", cell(&e.outcome)),
+        ("stage", cell(&e.stage)),
+        ("grade", e.grade.clone()),
+        ("unresolved", e.unresolved.to_string()),
+        ("provider reference", cell(&e.external_reference)),
+        ("created", e.created_at.clone()),
+        ("updated", e.updated_at.clone()),
     ]);
     let mut attempts = Table::new(&["ATTEMPT", "STATUS", "STARTED", "FINISHED", "HTTP", "ERROR"]);
-    for a in e["attempts"].as_array().into_iter().flatten() {
+    for a in e.attempts.iter().flatten() {
         attempts.row(vec![
-            text(&a["number"]),
-            text(&a["status"]),
-            text(&a["startedAt"]),
-            text(&a["finishedAt"]),
-            text(&a["responseStatus"]),
-            text(&a["error"]),
+            a.number.to_string(),
+            a.status.clone(),
+            a.started_at.clone(),
+            cell(&a.finished_at),
+            cell(&a.response_status),
+            cell(&a.error),
         ]);
     }
     let mut evidence = Table::new(&["SEQ", "AT", "KIND", "SOURCE", "BY", "MESSAGE"]);
-    for v in e["evidence"].as_array().into_iter().flatten() {
+    for v in e.evidence.iter().flatten() {
         evidence.row(vec![
-            text(&v["seq"]),
-            text(&v["at"]),
-            text(&v["kind"]),
-            text(&v["source"]),
-            text(&v["actorKeyId"]),
-            text(&v["message"]),
+            v.seq.to_string(),
+            v.at.clone(),
+            cell(&v.kind),
+            cell(&v.source),
+            names.show_opt(v.actor_key_id.as_ref()),
+            v.message.clone(),
         ]);
     }
     out.push('\n');

@@ -1,9 +1,9 @@
 //! `steward environment halt|resume|show|set`: the kill switch of the key's environment, and
 //! its setting for governed invokes without any key.
 
-use super::super::remote::{Remote, RemoteArgs};
-use super::super::table::{fields, text};
-use serde_json::{json, Value};
+use super::super::remote::{fresh_key, Remote, RemoteArgs};
+use super::super::table::fields;
+use steward_wire::{Environment, UnkeyedInvokes};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -37,53 +37,57 @@ pub enum Command {
 }
 
 pub async fn run(command: Command) -> anyhow::Result<()> {
-    let (remote, data) = match command {
+    let (remote, answer) = match command {
         Command::Halt { reason, remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote
-                .post("/environment/halt", &json!({"reason": reason}))
-                .await?;
-            (remote, data)
+            let answer = remote.api.halt(&reason, &fresh_key()).await?;
+            (remote, answer)
         }
         Command::Resume { remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.post("/environment/resume", &json!({})).await?;
-            (remote, data)
+            let answer = remote.api.resume(&fresh_key()).await?;
+            (remote, answer)
         }
         Command::Show { remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.get("/environment", &[]).await?;
-            (remote, data)
+            let answer = remote.api.environment().await?;
+            (remote, answer)
         }
         Command::Set {
             unkeyed_invokes,
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let body = json!({ "unkeyedInvokes": unkeyed_invokes });
-            let data = remote.patch("/environment", &body).await?;
-            (remote, data)
+            let setting = match unkeyed_invokes.as_str() {
+                "refuse" => UnkeyedInvokes::Refuse,
+                _ => UnkeyedInvokes::Accept,
+            };
+            let answer = remote
+                .api
+                .set_unkeyed_invokes(setting, &fresh_key())
+                .await?;
+            (remote, answer)
         }
     };
-    remote.print(&data, show);
+    remote.print(&answer, show);
     Ok(())
 }
 
-fn show(e: &Value) -> String {
+fn show(e: &Environment) -> String {
     let mut pairs = vec![
-        (
-            "environment",
-            text(e.get("name").or(e.get("id")).unwrap_or(&Value::Null)),
-        ),
-        ("halted", text(&e["halted"])),
+        ("environment", e.name.clone()),
+        ("halted", e.halted.to_string()),
+        ("unkeyed invokes", unkeyed(e.unkeyed_invokes).to_string()),
     ];
-    if !e["unkeyedInvokes"].is_null() {
-        pairs.push(("unkeyed invokes", text(&e["unkeyedInvokes"])));
-    }
-    for (field, label) in [("haltReason", "reason"), ("haltedAt", "halted at")] {
-        if !e[field].is_null() {
-            pairs.push((label, text(&e[field])));
-        }
+    if let Some(reason) = &e.halt_reason {
+        pairs.push(("reason", reason.clone()));
     }
     fields(&pairs)
+}
+
+fn unkeyed(setting: UnkeyedInvokes) -> &'static str {
+    match setting {
+        UnkeyedInvokes::Accept => "accept",
+        UnkeyedInvokes::Refuse => "refuse",
+    }
 }

@@ -1,8 +1,9 @@
 //! `steward invocations list|show`.
 
-use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{fields, listing, text, Cell};
-use serde_json::Value;
+use super::super::remote::{Remote, RemoteArgs};
+use super::super::table::{age, cell, fields, listing, now, text};
+use steward_client::InvocationFilter;
+use steward_wire::Invocation;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -34,59 +35,50 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let mut query = vec![("limit", "200".to_string())];
-            if let Some(action) = action {
-                query.push(("action", action));
-            }
-            if let Some(status) = status {
-                query.push(("status", status));
-            }
-            let data = remote.get("/actions/invocations", &query).await?;
-            remote.print(&data, list);
+            let filter = InvocationFilter { action, status };
+            let answer = remote.api.invocations(&filter).await?;
+            remote.print(&answer, |invocations| list(invocations));
         }
         Command::Show { id, remote } => {
             let remote = Remote::connect(&remote)?;
-            let path = format!("/actions/invocations/{}", segment(&id));
-            let data = remote.get(&path, &[]).await?;
-            remote.print(&data, show);
+            let answer = remote.api.invocation(&id).await?;
+            remote.print(&answer, show);
         }
     }
     Ok(())
 }
 
-fn list(data: &Value) -> String {
+fn list(invocations: &[Invocation]) -> String {
+    let now = now();
     listing(
-        data,
+        invocations,
         &[
-            ("ID", Cell::Field("id")),
-            ("ACTION", Cell::Field("action")),
-            ("STATUS", Cell::Field("status")),
-            ("GRADE", Cell::Field("grade")),
-            ("APPROVAL", Cell::Field("approvalId")),
-            ("AGE", Cell::Age("createdAt")),
-            ("OPERATION KEY", Cell::Field("operationKey")),
+            ("ID", &|i: &Invocation| i.id.to_string()),
+            ("ACTION", &|i: &Invocation| i.action.clone()),
+            ("STATUS", &|i: &Invocation| i.status.clone()),
+            ("GRADE", &|i: &Invocation| cell(&i.grade)),
+            ("APPROVAL", &|i: &Invocation| cell(&i.approval_id)),
+            ("AGE", &|i: &Invocation| age(Some(&i.created_at), now)),
+            ("OPERATION KEY", &|i: &Invocation| cell(&i.operation_key)),
         ],
     )
 }
 
-fn show(i: &Value) -> String {
+fn show(i: &Invocation) -> String {
     fields(&[
-        ("id", text(&i["id"])),
-        (
-            "action",
-            format!("{} v{}", text(&i["action"]), text(&i["actionVersion"])),
-        ),
-        ("status", text(&i["status"])),
-        ("grade", text(&i["grade"])),
-        ("effect", text(&i["effectId"])),
-        ("approval", text(&i["approvalId"])),
-        ("operation key", text(&i["operationKey"])),
-        ("input", text(&i["input"])),
-        ("decision", text(&i["decision"])),
-        ("response status", text(&i["responseStatus"])),
-        ("response", text(&i["body"])),
-        ("error", text(&i["error"])),
-        ("created", text(&i["createdAt"])),
-        ("completed", text(&i["completedAt"])),
+        ("id", i.id.to_string()),
+        ("action", format!("{} v{}", i.action, i.action_version)),
+        ("status", i.status.clone()),
+        ("grade", cell(&i.grade)),
+        ("effect", cell(&i.effect_id)),
+        ("approval", cell(&i.approval_id)),
+        ("operation key", cell(&i.operation_key)),
+        ("input", text(&i.input)),
+        ("decision", cell(&i.decision)),
+        ("response status", cell(&i.response_status)),
+        ("response", cell(&i.body)),
+        ("error", cell(&i.error)),
+        ("created", i.created_at.clone()),
+        ("completed", cell(&i.completed_at)),
     ])
 }

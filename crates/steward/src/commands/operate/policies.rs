@@ -4,11 +4,12 @@
 //! `test --cases CASES` decides described requests against the set the file would leave, and
 //! changes nothing. Exit status 0 done, 1 refused (or a test case that missed its expectation).
 
-use super::super::remote::{Refused, Remote, RemoteArgs};
+use super::super::remote::{fresh_key, Remote, RemoteArgs};
 use super::super::table::{fields, text};
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
+use steward_client::{OperatorError, PolicyFile};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -48,12 +49,16 @@ fn read(path: &Path) -> anyhow::Result<String> {
 }
 
 pub async fn run(command: Command) -> anyhow::Result<()> {
+    // A test whose case missed its expectation is printed whole, then fails the command.
+    let mut failed = false;
     let outcome = match command {
         Command::Plan { file, remote } => {
             let remote = Remote::connect(&remote)?;
-            let body = json!({"source": read(&file)?});
-            let data = remote.post("/approval-policies/files/plan", &body).await;
-            data.map(|data| remote.print(&data, show_plan))
+            let plan = PolicyFile::Plan {
+                source: read(&file)?,
+            };
+            let data = remote.api.policy_file(&plan, &fresh_key()).await;
+            data.map(|data| remote.print_json(&data, show_plan))
         }
         Command::Apply {
             file,
@@ -62,9 +67,13 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let body = json!({"source": read(&file)?, "digest": digest, "changeNote": note});
-            let data = remote.post("/approval-policies/files/apply", &body).await;
-            data.map(|data| remote.print(&data, show_applied))
+            let apply = PolicyFile::Apply {
+                source: read(&file)?,
+                digest,
+                note,
+            };
+            let data = remote.api.policy_file(&apply, &fresh_key()).await;
+            data.map(|data| remote.print_json(&data, show_applied))
         }
         Command::Test {
             file,
@@ -72,41 +81,44 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let body = json!({"source": read(&file)?, "cases": read(&cases)?});
-            match remote.post("/approval-policies/files/test", &body).await {
-                Ok(data) => {
-                    remote.print(&data, show_test);
-                    if data["passed"] != Value::Bool(true) {
-                        bail!("a case did not decide as expected");
-                    }
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            }
+            let test = PolicyFile::Test {
+                source: read(&file)?,
+                cases: read(&cases)?,
+            };
+            let data = remote.api.policy_file(&test, &fresh_key()).await;
+            data.map(|data| {
+                remote.print_json(&data, show_test);
+                failed = data["passed"] != Value::Bool(true);
+            })
         }
     };
-    outcome.map_err(explain)
+    outcome.map_err(explain)?;
+    if failed {
+        bail!("a case did not decide as expected");
+    }
+    Ok(())
 }
 
 /// A refusal that lists the file's problems gets them all, one a line.
-fn explain(err: anyhow::Error) -> anyhow::Error {
-    let Some(refused) = err.downcast_ref::<Refused>() else {
-        return err;
+fn explain(err: OperatorError) -> anyhow::Error {
+    let OperatorError::Refused {
+        code,
+        message,
+        details,
+        ..
+    } = &err
+    else {
+        return err.into();
     };
-    match refused.details["errors"].as_array() {
+    match details["errors"].as_array() {
         Some(errors) if !errors.is_empty() => {
             let lines: Vec<String> = errors
                 .iter()
                 .map(|e| format!("  {}: {}", text(&e["field"]), text(&e["message"])))
                 .collect();
-            anyhow::anyhow!(
-                "{} ({}):\n{}",
-                refused.message,
-                refused.code,
-                lines.join("\n")
-            )
+            anyhow::anyhow!("{message} ({code}):\n{}", lines.join("\n"))
         }
-        _ => err,
+        _ => err.into(),
     }
 }
 

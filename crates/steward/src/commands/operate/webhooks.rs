@@ -3,9 +3,9 @@
 //! durable, audited request; the subscription's worker POSTs each letter once and records the
 //! answer, which `dlq list` shows (`redelivered`, or `dead` again with the error).
 
-use super::super::remote::{segment, Remote, RemoteArgs};
-use super::super::table::{listing, Cell};
-use serde_json::{json, Value};
+use super::super::remote::{fresh_key, Remote, RemoteArgs};
+use super::super::table::{age, listing, now, text};
+use serde_json::Value;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -42,8 +42,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Dlq::List { remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.get("/dlq", &[("limit", "100".to_string())]).await?;
-            remote.print(&data, list);
+            let data = remote.api.dead_letters().await?;
+            remote.print_json(&data, list);
         }
         Dlq::Redeliver {
             id,
@@ -53,17 +53,15 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let remote = Remote::connect(&remote)?;
             match (id, subscription) {
                 (_, Some(subscription)) => {
-                    let path = format!(
-                        "/events/subscriptions/{}/dlq/redeliver",
-                        segment(&subscription)
-                    );
-                    let data = remote.post(&path, &json!({})).await?;
-                    remote.print(&data, requested);
+                    let data = remote
+                        .api
+                        .redeliver_subscription(&subscription, &fresh_key())
+                        .await?;
+                    remote.print_json(&data, requested);
                 }
                 (Some(id), None) => {
-                    let path = format!("/dlq/{}/redeliver", segment(&id));
-                    let data = remote.post(&path, &json!({})).await?;
-                    remote.print(&data, |d| list(&Value::Array(vec![d.clone()])));
+                    let data = remote.api.redeliver_dead_letter(&id, &fresh_key()).await?;
+                    remote.print_json(&data, |d| list(&Value::Array(vec![d.clone()])));
                 }
                 (None, None) => anyhow::bail!("name a dead letter or --subscription"),
             }
@@ -73,21 +71,22 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
 }
 
 fn list(data: &Value) -> String {
+    let now = now();
+    let field = |name: &'static str| move |d: &Value| text(&d[name]);
     listing(
-        data,
+        data.as_array().map(Vec::as_slice).unwrap_or_default(),
         &[
-            ("ID", Cell::Field("id")),
-            ("SUBSCRIPTION", Cell::Field("subscriptionId")),
-            ("EVENT", Cell::Field("eventId")),
-            ("TYPE", Cell::Field("eventType")),
-            ("ATTEMPTS", Cell::Field("attempts")),
-            ("LAST ERROR", Cell::Field("lastError")),
-            ("REDELIVERY", Cell::Field("redelivery")),
-            ("AGE", Cell::Age("createdAt")),
+            ("ID", &field("id")),
+            ("SUBSCRIPTION", &field("subscriptionId")),
+            ("EVENT", &field("eventId")),
+            ("TYPE", &field("eventType")),
+            ("ATTEMPTS", &field("attempts")),
+            ("LAST ERROR", &field("lastError")),
+            ("REDELIVERY", &field("redelivery")),
+            ("AGE", &|d: &Value| age(d["createdAt"].as_str(), now)),
         ],
     )
 }
-
 fn requested(data: &Value) -> String {
     let ids: Vec<&str> = data["deadLetterIds"]
         .as_array()

@@ -184,7 +184,7 @@ pub fn plan(specs: &[PolicySpec], live: &[PolicyRecord]) -> Plan {
         live.iter().map(|p| (p.id.clone(), p.version)).collect();
     versions.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
     let digest = fingerprint(&json!({
-        "file": specs.iter().map(super::super::policies::spec_view).collect::<Vec<_>>(),
+        "file": specs.iter().map(steward_wire::Policy::of_spec).collect::<Vec<_>>(),
         "live": versions.iter().map(|(id, v)| json!([id, v])).collect::<Vec<_>>(),
     }));
     Plan {
