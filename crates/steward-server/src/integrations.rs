@@ -11,7 +11,6 @@
 
 use crate::dispatch::outbound::OutboundPolicy;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 use steward_core::{host_allowed, HostRule};
@@ -76,18 +75,6 @@ pub struct Integration {
     pub allowed_hosts: Vec<String>,
     /// For `api_key` integrations: how a key is checked.
     pub key_check: Option<KeyCheck>,
-}
-
-impl Integration {
-    /// The catalog entry as `connections.integrations` lists it.
-    pub fn view(&self) -> Value {
-        json!({
-            "id": self.id,
-            "name": self.name,
-            "auth": {"kind": self.auth_kind.as_str()},
-            "allowedHosts": self.allowed_hosts,
-        })
-    }
 }
 
 /// The catalog.

@@ -14,6 +14,7 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use steward_core::Millis;
 use steward_store::{RunRecord, SpanRecord};
 
 /// The 8-byte OTLP span id of `span` in `run` (`""` is the run's own root span): the first 8
@@ -51,7 +52,7 @@ pub(crate) fn run_context(run: &RunRecord) -> Option<Context> {
 }
 
 fn at(text: Option<&str>) -> Option<SystemTime> {
-    let ms = crate::api::runs::parse::rfc3339(text?)?;
+    let ms = rfc3339(text?)?;
     let ms = u64::try_from(ms.0).ok()?;
     Some(UNIX_EPOCH + Duration::from_millis(ms))
 }
@@ -92,4 +93,43 @@ pub(crate) fn export_run_spans(run: &RunRecord, spans: &[SpanRecord]) {
         }
         span.end_with_timestamp(end);
     }
+}
+
+/// An RFC 3339 time as tracers write it: any number of fraction digits (Python writes six),
+/// `Z` or a `+HH:MM` / `-HH:MM` offset. Read to the millisecond; `None` for anything else.
+pub fn rfc3339(text: &str) -> Option<Millis> {
+    let base = Millis::parse_rfc3339(&format!("{}Z", text.get(..19)?))?;
+    let rest = &text[19..];
+    let (fraction, zone) = match rest.strip_prefix('.') {
+        Some(tail) => {
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || digits > 9 {
+                return None;
+            }
+            (&tail[..digits], &tail[digits..])
+        }
+        None => ("", rest),
+    };
+    let ms: i64 = format!("{fraction:0<3}")[..3].parse().ok()?;
+    let offset_ms = match zone.as_bytes() {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let two = |a: u8, b: u8| -> Option<i64> {
+                (a.is_ascii_digit() && b.is_ascii_digit())
+                    .then(|| i64::from(a - b'0') * 10 + i64::from(b - b'0'))
+            };
+            let (h, m) = (two(*h1, *h2)?, two(*m1, *m2)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let magnitude = (h * 60 + m) * 60_000;
+            if *sign == b'+' {
+                magnitude
+            } else {
+                -magnitude
+            }
+        }
+        _ => return None,
+    };
+    Some(Millis(base.0 + ms - offset_ms))
 }

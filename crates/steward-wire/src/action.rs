@@ -93,6 +93,59 @@ impl Action {
     }
 }
 
+/// What an MCP call of a governed action without an operation key does
+/// (`mcpMissingOperationKey`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingOperationKeyChoice {
+    Refuse,
+    Derive,
+}
+
+/// `POST /actions` and `PATCH /actions/{reference}` (a field left out is unchanged, `null`
+/// clears it). The server reads the definition from the body's object itself (a change tells
+/// `null` from left out, and the import builds the same object), after refusing any field this
+/// type does not describe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ActionBody {
+    /// Unique in the environment, not starting with `act_`; required on create.
+    #[schema(pattern = "^[A-Za-z0-9._-]+$", min_length = 1, max_length = 64)]
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// The HTTP method of `urlTemplate` (default POST).
+    pub method: Option<String>,
+    /// The URL called, with `{{input.path}}` placeholders.
+    pub url_template: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Any JSON value: a template (an object, a string such as `{{input.body}}`, ...).
+    #[schema(value_type = Option<Value>)]
+    pub body_template: Option<Value>,
+    /// A JSON Schema the input must satisfy.
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<Value>,
+    pub requires_approval: Option<bool>,
+    /// How long an approval of this action's calls stays open, in seconds (1 to 2592000);
+    /// past it the call is `expired` and never runs. Left out: open until decided.
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub approval_expires_in_seconds: Option<u64>,
+    /// What an MCP call of this governed action without an operation key does: `refuse` it, or
+    /// `derive` a key from (agent key, action version, input) within the server's window. Left
+    /// out: the server's default (`steward serve --mcp-missing-operation-key`).
+    pub mcp_missing_operation_key: Option<MissingOperationKeyChoice>,
+    pub enabled: Option<bool>,
+    /// A built-in adapter (`stripe.refund`, `http.idempotent`) instead of a URL.
+    #[schema(value_type = Option<Object>)]
+    pub adapter: Option<Value>,
+    /// What the action changes, for limits and verification.
+    #[schema(value_type = Option<Object>)]
+    pub impact: Option<Value>,
+    /// How an unknown outcome is checked with the provider.
+    #[schema(value_type = Option<Object>)]
+    pub verify: Option<Value>,
+    pub governed: Option<bool>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::Action;

@@ -58,4 +58,43 @@ pub struct ApprovalDecision {
 pub struct Decided {
     pub approval: Approval,
     pub invocation: Option<Invocation>,
+    /// Why the decision changed nothing (the approval had expired or was settled, or this key
+    /// had already decided it); `null` when it counted. The console shows the same reason.
+    pub unchanged: Option<Unchanged>,
+}
+
+/// Why a decision changed nothing: a stable code and a sentence for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Unchanged {
+    /// `approval_expired`, `approval_already_decided` or `already_decided_by_this_key`.
+    pub code: String,
+    pub message: String,
+}
+
+/// `POST /approvals`: a custom approval request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalRequestBody {
+    /// Required (the server names it when it is missing or blank).
+    #[serde(default)]
+    #[schema(required = true, value_type = String, min_length = 1)]
+    pub title: Option<crate::Text>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<crate::Text>,
+    /// A JSON object (default `{}`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub expires_in_seconds: Option<i64>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub run_id: Option<crate::Text>,
+    /// Accepted for the SDK, which sends it; not recorded.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub parent_span_id: Option<crate::Text>,
 }

@@ -126,6 +126,82 @@ impl Pagination {
     }
 }
 
+/// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
+/// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CursorPage<T> {
+    /// Always `true`.
+    pub success: bool,
+    pub data: Vec<T>,
+    #[schema(inline)]
+    pub pagination: CursorPagination,
+}
+
+impl<T> CursorPage<T> {
+    /// `data`, then the cursor of the next page (`None` at the end).
+    pub fn new(data: Vec<T>, limit: u32, next_cursor: Option<String>) -> Self {
+        Self {
+            success: true,
+            data,
+            pagination: CursorPagination {
+                limit,
+                has_more: next_cursor.is_some(),
+                next_cursor,
+            },
+        }
+    }
+}
+
+/// Where a page read by cursor ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CursorPagination {
+    #[schema(minimum = 1)]
+    pub limit: u32,
+    pub has_more: bool,
+    /// The `cursor` of the next page, or `null` at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of versions, newest first; `nextBefore` asks for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct VersionPage<T> {
+    /// Always `true`.
+    pub success: bool,
+    pub data: Vec<T>,
+    #[schema(inline)]
+    pub pagination: VersionPagination,
+}
+
+impl<T> VersionPage<T> {
+    /// `data` of `total` versions in all, then the version the next page starts before
+    /// (`None` at the end).
+    pub fn new(data: Vec<T>, total: u64, limit: u32, next_before: Option<u32>) -> Self {
+        Self {
+            success: true,
+            data,
+            pagination: VersionPagination {
+                total,
+                limit,
+                has_more: next_before.is_some(),
+                next_before,
+            },
+        }
+    }
+}
+
+/// Where a page of versions ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionPagination {
+    pub total: u64,
+    /// At most 200 (`PAGE_LIMIT_MAX` in the server; its drift test checks the bound).
+    #[schema(minimum = 1, maximum = 200)]
+    pub limit: u32,
+    pub has_more: bool,
+    pub next_before: Option<u32>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

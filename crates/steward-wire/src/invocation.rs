@@ -96,3 +96,46 @@ pub struct Elided {
     /// The path (under the server's origin) that reads the record whole.
     pub href: String,
 }
+
+/// `POST /actions/{reference}/invoke`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InvokeBody {
+    /// The action's input (default `{}`): a JSON object, unless the action's `inputSchema`
+    /// declares another `type` (an array, a string...), when it is any value that schema accepts.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub run_id: Option<crate::Text>,
+    /// The span of the run the invocation is made under (needs `runId`).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub parent_span_id: Option<crate::Text>,
+    /// A failed invocation (`inv_...`) this one retries.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub retry_of: Option<crate::Text>,
+    /// Names the business operation: the same key and input is the same effect.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 255)]
+    pub operation_key: Option<crate::Text>,
+    /// Binds the invoke to an execution-bound preview: same action version, same input, same
+    /// rendered request, before it expires, and its first invoke; refused otherwise
+    /// (`preview_expired`, `preview_superseded`, `preview_already_used`,
+    /// `preview_action_changed`, `preview_mismatch`), with nothing recorded.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^prv_")]
+    pub preview_id: Option<crate::Text>,
+    /// Effects that must already hold an outcome (`succeeded`, `failed` or `not_dispatched`);
+    /// pending and unknown never hold one. Refused with `dependency_not_satisfied`, nothing
+    /// recorded, when one does not. Read as JSON: the core's parser names each entry it refuses.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::Dependency>>, max_items = 16)]
+    pub depends_on: Option<Value>,
+    /// The settled effect this invoke compensates; both effects show the link.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, pattern = "^eff_")]
+    pub compensates: Option<crate::Text>,
+}

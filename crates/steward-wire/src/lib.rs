@@ -22,36 +22,63 @@
 
 mod action;
 mod approval;
+mod billing;
+mod budget;
+mod connection;
 mod effect;
 mod envelope;
 mod environment;
+mod import;
 mod invocation;
 mod limit;
 mod note;
+mod nullable;
 mod policy;
 mod policy_body;
 mod preview;
 mod request;
+mod resolve;
+mod run;
+mod run_request;
 mod secret;
+mod webhook;
 
-pub use action::Action;
-pub use approval::{Approval, ApprovalDecision, Decided};
+pub use action::{Action, ActionBody, MissingOperationKeyChoice};
+pub use approval::{Approval, ApprovalDecision, ApprovalRequestBody, Decided, Unchanged};
+pub use billing::{BillingQuota, BillingUsage, WorkspaceBudget};
+pub use budget::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
+pub use connection::{
+    CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Credential,
+    Integration, IntegrationAuth, ReconnectBody,
+};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
-pub use envelope::{List, Page, Pagination, Single, Warning};
+pub use envelope::{
+    CursorPage, CursorPagination, List, Page, Pagination, Single, VersionPage, VersionPagination,
+    Warning,
+};
 pub use environment::{Environment, Identity, UnkeyedInvokes};
-pub use invocation::{Elided, Governed, Invocation};
-pub use limit::{Deleted, Limit, SecretDeleted};
+pub use import::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation};
+pub use invocation::{Elided, Governed, Invocation, InvokeBody};
+pub use limit::{Deleted, Limit, LimitBody, LimitUpdateBody, Period, SecretDeleted};
 pub use note::NoteBody;
 pub use policy::{
     Considered, DecidingPolicy, Evaluation, MatchKind, MatchResult, Policy, PolicyDecision,
     PolicyEffect, PolicyFileApplied, PolicyFileCase, PolicyFileChange, PolicyFileOp,
     PolicyFilePlan, PolicyFileProblem, PolicyFileSummary, PolicyFileTest, PolicyMatch,
-    PolicyVersion, VersionPage, VersionPagination,
+    PolicyVersion,
 };
 pub use policy_body::{
     EvaluateBody, PolicyBody, PolicyDeleteBody, PolicyFileApplyBody, PolicyFilePlanBody,
     PolicyFileTestBody, RequestKind,
 };
 pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
-pub use request::{DecisionBody, EnvironmentBody, HaltBody, ResumeBody, Text};
-pub use secret::Secret;
+pub use request::{
+    Amount, Count, DecisionBody, EnvironmentBody, HaltBody, Number, Object, ResumeBody, Text,
+};
+pub use resolve::{ManualOutcome, PartialEffect, ResolveEffectBody, ResolveInvocationBody};
+pub use run::{Feedback, Run, RunApproval, RunDetail, Span, SpanNode, SpansIngested, Trace};
+pub use run_request::{FeedbackBody, RunEndBody, RunStartBody, SpansBody, TraceBody};
+pub use secret::{Secret, SecretBody};
+pub use webhook::{
+    DeadLetter, RedeliveryRequested, Subscription, SubscriptionBody, SubscriptionPatch, Topic,
+};

@@ -58,3 +58,53 @@ pub struct SecretDeleted {
     /// Always `true`.
     pub deleted: bool,
 }
+
+/// The window a limit counts over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Period {
+    Day,
+    Month,
+    Total,
+}
+
+/// `POST /impact-limits`. The server reads the limit from the body's object (the core's
+/// `LimitSpec::from_create` names each field it refuses), after refusing any field this type
+/// does not describe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitBody {
+    #[schema(min_length = 1, max_length = 100)]
+    pub name: String,
+    /// `money`, `resource_mutations`, or a unit of your own.
+    #[schema(pattern = "^[a-z][a-z0-9_]{0,31}$")]
+    pub dimension: String,
+    #[schema(inline)]
+    pub period: Period,
+    /// A non-negative integer in the limit's unit (minor units for money).
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    pub amount: i64,
+    /// A three-letter currency such as `usd`; required for money.
+    #[schema(pattern = "^[A-Za-z]{3}$")]
+    pub currency: Option<String>,
+    pub unit: Option<String>,
+    /// Only invocations of this action count.
+    pub action_name: Option<String>,
+    /// Only effects whose resource (the URL of what they change: a refund's payment intent, a
+    /// template action's rendered URL) starts with this count; an effect whose resource cannot
+    /// be told counts anyway.
+    #[schema(min_length = 1, max_length = 512)]
+    pub resource_prefix: Option<String>,
+}
+
+/// `PATCH /impact-limits/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitUpdateBody {
+    #[serde(default)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 100)]
+    pub name: Option<crate::Text>,
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000000000000_i64)]
+    pub amount: Option<i64>,
+}

@@ -154,30 +154,6 @@ pub struct PolicyVersion {
     pub policy: Option<Policy>,
 }
 
-/// `{"success": true, "data": [...], "pagination": {...}}`: a page of policy versions, newest
-/// first; `nextBefore` asks for the next page.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct VersionPage<T> {
-    /// Always `true`.
-    pub success: bool,
-    pub data: Vec<T>,
-    #[schema(inline)]
-    pub pagination: VersionPagination,
-}
-
-/// Where a page of versions sits among them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VersionPagination {
-    pub total: u64,
-    /// At most 200 (`PAGE_LIMIT_MAX` in the server; its drift test checks the bound).
-    #[schema(minimum = 1, maximum = 200)]
-    pub limit: u32,
-    pub has_more: bool,
-    /// The `before` of the next page, or `null` at the end.
-    pub next_before: Option<u32>,
-}
-
 /// The policy that decided, as a decision names it (its version at the time).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

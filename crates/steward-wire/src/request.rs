@@ -3,9 +3,11 @@
 //! reads as left out. The server checks the field names against the type's schema before it
 //! deserializes, so an unknown field is named the same way whatever else is wrong.
 
-use serde::de::Error as _;
+use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::fmt;
+use std::marker::PhantomData;
 use steward_core::TextKind;
 use utoipa::ToSchema;
 
@@ -33,6 +35,125 @@ impl<'de> Deserialize<'de> for Text {
             _ => Err(D::Error::custom("must be a string")),
         }
     }
+}
+
+/// A JSON object (`metadata`, `error`): anything else is refused with `must be a JSON object`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Object(pub Map<String, Value>);
+
+impl Object {
+    pub fn into_value(self) -> Value {
+        Value::Object(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Object {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Object(map) => Ok(Object(map)),
+            _ => Err(D::Error::custom("must be a JSON object")),
+        }
+    }
+}
+
+/// A count (tokens): a JSON integer of at least 0, else `must be a non-negative integer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Count(pub u64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer)?
+            .as_u64()
+            .map(Count)
+            .ok_or_else(|| D::Error::custom("must be a non-negative integer"))
+    }
+}
+
+/// An amount (a cost): a JSON number of at least 0, else `must be a non-negative number`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Amount(pub f64);
+
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)?.as_f64() {
+            Some(n) if n.is_finite() && n >= 0.0 => Ok(Amount(n)),
+            _ => Err(D::Error::custom("must be a non-negative number")),
+        }
+    }
+}
+
+/// Any JSON number (a rating), else `must be a number`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Number(pub f64);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)?.as_f64() {
+            Some(n) if n.is_finite() => Ok(Number(n)),
+            _ => Err(D::Error::custom("must be a number")),
+        }
+    }
+}
+
+/// An optional JSON list of `T`: `null` is `None`, anything but a list is refused with
+/// `message`, and an item `T` refuses is named by its index (`tags[1]`).
+pub(crate) fn list_of<'de, D, T>(
+    deserializer: D,
+    message: &'static str,
+) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct List<T> {
+        message: &'static str,
+        item: PhantomData<T>,
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for List<T> {
+        type Value = Option<Vec<T>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            while let Some(item) = seq.next_element()? {
+                items.push(item);
+            }
+            Ok(Some(items))
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Err(E::custom(self.message))
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Err(E::custom(self.message))
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Err(E::custom(self.message))
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Err(E::custom(self.message))
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Err(E::custom(self.message))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
+            Err(A::Error::custom(self.message))
+        }
+    }
+
+    deserializer.deserialize_any(List {
+        message,
+        item: PhantomData,
+    })
 }
 
 /// `POST /environment/halt`.

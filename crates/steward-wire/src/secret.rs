@@ -15,3 +15,19 @@ pub struct Secret {
     pub created_at: String,
     pub updated_at: String,
 }
+
+/// `PUT /secrets/{name}`: create or rotate. A rotation may narrow where the secret may go, never
+/// widen it. The server reads the lists from the body's object (left out keeps a rotation's
+/// list, `null` is anywhere), after refusing any field this type does not describe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretBody {
+    /// The secret; never returned by any endpoint.
+    #[schema(min_length = 1)]
+    pub value: String,
+    pub description: Option<String>,
+    /// Hosts (or `.suffix` domains) the secret may be sent to; `null` is anywhere.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Where in a request the secret may be placed; `null` is anywhere.
+    pub allowed_placements: Option<Vec<String>>,
+}

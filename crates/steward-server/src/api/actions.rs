@@ -1,6 +1,6 @@
 //! `actions`: create, read, edit (each edit appends an immutable version), delete.
 
-use super::body::{self, only_known};
+use super::body;
 use super::openapi as doc;
 use super::views::ActionView;
 use super::{idempotent, views};
@@ -15,24 +15,6 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 use steward_core::{scopes, ActionDefinition, ActionId};
 use steward_store::{ActionRecord, Actor, StoreError};
-
-pub(super) const FIELDS: [&str; 15] = [
-    "name",
-    "description",
-    "method",
-    "urlTemplate",
-    "headers",
-    "bodyTemplate",
-    "inputSchema",
-    "requiresApproval",
-    "approvalExpiresInSeconds",
-    "mcpMissingOperationKey",
-    "enabled",
-    "adapter",
-    "impact",
-    "verify",
-    "governed",
-];
 
 /// Parses and checks a whole definition. `allow_http`: the server allows insecure destinations
 /// (local fixtures), so a governed action may call plain http. `POST /actions/import` checks
@@ -129,7 +111,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &FIELDS)?;
+    body::only_known_to::<doc::ActionBody>(&map)?;
     let request = json!({"op": "action.create", "body": map});
     idempotent::run_warned(&state, &caller, &headers, request, || async {
         let def = definition(map, state.outbound.allow_insecure)?;
@@ -222,7 +204,7 @@ pub async fn update(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
     let patch = body::object(&bytes)?;
-    only_known(&patch, &FIELDS)?;
+    body::only_known_to::<doc::ActionBody>(&patch)?;
     let request = json!({"op": "action.update", "ref": reference, "body": patch});
     idempotent::run_warned(&state, &caller, &headers, request, || async {
         let current = find(&state, &caller, &reference).await?;

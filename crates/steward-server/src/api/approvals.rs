@@ -1,7 +1,7 @@
 //! `approvals`: the inbox, custom requests, long-poll reads, and decisions. Approving a gated
 //! invocation dispatches it exactly once; denying or expiry means it never runs.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::openapi as doc;
 use super::query::Query;
 use super::{idempotent, views};
@@ -15,10 +15,11 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::time::Duration;
 use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, EnvironmentId};
 use steward_store::{ApprovalFilter, ApprovalRecord, Approvals, NewApproval};
+use steward_wire::Text;
 
 /// The longest a read may wait for a decision, in seconds; the SDK asks for at most this.
 pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
@@ -214,8 +215,8 @@ pub async fn request(
 ) -> ApiResult<Response> {
     caller.require(scopes::APPROVALS_REQUEST)?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::ApprovalRequestBody::FIELDS)?;
-    let title = match optional_string(&map, "title")? {
+    let given: doc::ApprovalRequestBody = body::typed(&map)?;
+    let title = match given.title.map(Text::into_string) {
         Some(t) if !t.trim().is_empty() => {
             steward_core::check_text("title", &t, steward_core::TextKind::Line)
                 .map_err(|e| ApiError::validation(e.field, e.message))?;
@@ -223,25 +224,23 @@ pub async fn request(
         }
         _ => return Err(ApiError::validation("title", "is required")),
     };
-    let payload = match map.get("payload") {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
+    let payload = match given.payload {
+        None => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v,
         Some(_) => return Err(ApiError::validation("payload", "must be a JSON object")),
     };
-    let expires_in = match map.get("expiresInSeconds") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_i64() {
-            Some(s) if (1..=APPROVAL_EXPIRY_S_MAX).contains(&s) => Some(s),
-            _ => {
-                return Err(ApiError::validation(
-                    "expiresInSeconds",
-                    format!("must be an integer from 1 to {APPROVAL_EXPIRY_S_MAX}"),
-                ))
-            }
-        },
+    let expires_in = match given.expires_in_seconds {
+        None => None,
+        Some(s) if (1..=APPROVAL_EXPIRY_S_MAX).contains(&s) => Some(s),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "expiresInSeconds",
+                format!("must be an integer from 1 to {APPROVAL_EXPIRY_S_MAX}"),
+            ))
+        }
     };
-    let description = optional_string(&map, "description")?;
-    let run_id = optional_string(&map, "runId")?;
+    let description = given.description.map(Text::into_string);
+    let run_id = given.run_id.map(Text::into_string);
     let request = json!({"op": "approval.request", "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let now = state.clock.now();
@@ -339,13 +338,21 @@ async fn decide(
         let decided = app::approvals::decide(&state, &caller, decide).await?;
         // The approval, and the invocation it gated as it stands after the decision; `null`
         // for a custom request. A decision that changed nothing is answered the same way, with
-        // the approval as it stands.
+        // the approval as it stands and why (`unchanged`, the reason the console shows).
         let invocation = decided.invocation.as_ref().map(views::invocation);
+        let unchanged = decided.unchanged.as_ref().map(|reason| {
+            let error = reason.error();
+            steward_wire::Unchanged {
+                code: error.code.to_string(),
+                message: error.message,
+            }
+        });
         Ok((
             StatusCode::OK,
             steward_wire::Decided {
                 approval: views::approval(&decided.approval),
                 invocation,
+                unchanged,
             },
         ))
     })

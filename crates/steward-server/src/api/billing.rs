@@ -13,10 +13,11 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
-use serde_json::json;
+use std::collections::BTreeMap;
 use steward_core::impact::Period;
 use steward_core::{scopes, Millis};
 use steward_store::BUDGET_DIMENSION_INVOCATIONS;
+use steward_wire::{BillingQuota, BillingUsage, WorkspaceBudget};
 
 /// Long enough from a month's first instant to land in the next month, in milliseconds.
 const MONTH_SPAN_MS_MAX: i64 = 32 * 86_400_000;
@@ -53,13 +54,13 @@ pub async fn current_usage(State(state): State<AppState>, caller: Caller) -> Api
         .store
         .key_invocations_since(&caller.env.id, &caller.key.id, start)
         .await?;
-    Ok(ok(json!({
-        "apiKeyId": caller.key.id,
-        "periodStart": start.to_rfc3339(),
-        "periodEnd": end.to_rfc3339(),
-        "usage": {BUDGET_DIMENSION_INVOCATIONS: invocations},
-        "estimatedCostCents": 0,
-    })))
+    Ok(ok(BillingUsage {
+        api_key_id: caller.key.id.clone(),
+        period_start: start.to_rfc3339(),
+        period_end: end.to_rfc3339(),
+        usage: BTreeMap::from([(BUDGET_DIMENSION_INVOCATIONS.to_string(), invocations)]),
+        estimated_cost_cents: 0,
+    }))
 }
 
 #[utoipa::path(
@@ -96,17 +97,17 @@ pub async fn quota(State(state): State<AppState>, caller: Caller) -> ApiResult<R
             (None, i64::try_from(count).unwrap_or(i64::MAX), 0)
         }
     };
-    Ok(ok(json!({
-        "apiKeyId": caller.key.id,
-        "periodStart": start.to_rfc3339(),
-        "periodEnd": end.to_rfc3339(),
-        "dimension": BUDGET_DIMENSION_INVOCATIONS,
-        "budgeted": budget.is_some(),
-        "cap": cap,
-        "used": used,
-        "remaining": cap.map(|cap| cap.saturating_sub(used).max(0)),
-        "reconciliationRequired": exposure > 0,
-    })))
+    Ok(ok(BillingQuota {
+        api_key_id: caller.key.id.clone(),
+        period_start: start.to_rfc3339(),
+        period_end: end.to_rfc3339(),
+        dimension: BUDGET_DIMENSION_INVOCATIONS.to_string(),
+        budgeted: budget.is_some(),
+        cap,
+        used,
+        remaining: cap.map(|cap| cap.saturating_sub(used).max(0)),
+        reconciliation_required: exposure > 0,
+    }))
 }
 
 #[utoipa::path(
@@ -122,12 +123,7 @@ pub async fn quota(State(state): State<AppState>, caller: Caller) -> ApiResult<R
 )]
 pub async fn workspace_budget(caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_READ)?;
-    Ok(ok(json!({
-        "enabled": false,
-        "alertOnly": true,
-        "monthlyTargetCents": null,
-        "estimatedCostCents": 0,
-    })))
+    Ok(ok(WorkspaceBudget::none()))
 }
 
 /// `days` of `GET /billing/usage/history`, checked and not used.

@@ -35,13 +35,24 @@ pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {
 /// against the properties of `T`'s schema, the same way [`only_known`] names them; then a field
 /// `T` refuses is named by its path (`details.field`), with `T`'s message.
 pub fn parse<T: DeserializeOwned + ToSchema>(bytes: &Bytes) -> Result<T, ApiError> {
-    let map = object(bytes)?;
-    let known = properties::<T>();
-    only_known(&map, &known.iter().map(String::as_str).collect::<Vec<_>>())?;
-    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+    typed(&object(bytes)?)
+}
+
+/// [`parse`] for a body already read as an object, for the handlers that also keep the object
+/// itself (an idempotency fingerprint of the request as sent).
+pub fn typed<T: DeserializeOwned + ToSchema>(map: &Map<String, Value>) -> Result<T, ApiError> {
+    only_known_to::<T>(map)?;
+    serde_path_to_error::deserialize(Value::Object(map.clone())).map_err(|e| {
         let field = e.path().to_string();
         ApiError::validation(field, e.into_inner().to_string())
     })
+}
+
+/// Refuses fields `T`'s schema does not describe, naming the first one: for the bodies whose
+/// fields a handler reads from the object itself (a change where `null` clears a field).
+pub fn only_known_to<T: ToSchema>(map: &Map<String, Value>) -> Result<(), ApiError> {
+    let known = properties::<T>();
+    only_known(map, &known.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// The property names of `T`'s schema: the fields its body may carry.
@@ -127,5 +138,31 @@ mod tests {
         assert_eq!(err.message, "body: must be a JSON object");
         let empty: DecisionBody = parse(&Bytes::from_static(b" ")).unwrap();
         assert_eq!(empty.note, None);
+    }
+
+    /// A nested object's unknown field is named by its path, as the import's hand parser named
+    /// it (`auth.nope`), and a wrongly typed entry of a list by its index.
+    #[test]
+    fn a_nested_refusal_names_where_it_is() {
+        let err = parse::<steward_wire::ImportBody>(&Bytes::from_static(
+            br#"{"spec": {}, "auth": {"headerName": "X", "nope": 1}}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err.details,
+            Some(serde_json::json!({"field": "auth.nope"})),
+            "{}",
+            err.message
+        );
+        let err = parse::<steward_wire::ImportBody>(&Bytes::from_static(
+            br#"{"spec": {}, "only": ["a", 2]}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err.details,
+            Some(serde_json::json!({"field": "only[1]"})),
+            "{}",
+            err.message
+        );
     }
 }

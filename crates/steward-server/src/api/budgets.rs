@@ -9,7 +9,7 @@
 //! nothing, so `estimatedCostCents` is always 0, and a `monthlyCostCentsCap`, which could never
 //! refuse, is refused at save ([`COST_CAP_REFUSED`]) and always answered as `null`.
 
-use super::body::{self, only_known};
+use super::body;
 use super::idempotent;
 use super::openapi as doc;
 use crate::auth::Caller;
@@ -20,19 +20,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::json;
 use std::collections::BTreeMap;
 use steward_core::impact::LIMIT_AMOUNT_MAX;
 use steward_core::{scopes, KeyId, LimitId};
 use steward_store::{Actor, BudgetSpec, BudgetStatus, StoreError, BUDGET_DIMENSION_INVOCATIONS};
-
-/// The fields a budget put may carry.
-pub(crate) const FIELDS: [&str; 4] = [
-    "monthlyCostCentsCap",
-    "dimensionCaps",
-    "alertThreshold",
-    "enabled",
-];
+use steward_wire::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
 
 /// The alert threshold a new budget gets when the put names none: the share of a cap past which
 /// the view reports `alerting` (the hosted product's documented default is the same 80%).
@@ -42,37 +36,46 @@ pub(crate) const BUDGET_ALERT_THRESHOLD_DEFAULT: f64 = 0.8;
 /// cents), so the cap could never refuse, and a stored cap that never refuses would mislead.
 pub(crate) const COST_CAP_REFUSED: &str = "Steward prices no call (every call costs 0 cents), so a cost cap could never refuse; leave it out or null, and cap `dimensionCaps.invocations` instead";
 
-fn view(s: &BudgetStatus) -> Value {
+fn view(s: &BudgetStatus) -> Budget {
     let b = &s.budget;
     let u = s.usage;
     let cap = b.spec.invocations_cap();
     let used = u.used();
     let alerting =
         b.spec.enabled && cap.is_some_and(|cap| used as f64 >= b.spec.alert_threshold * cap as f64);
-    json!({
-        "apiKeyId": b.key_id,
-        "enabled": b.spec.enabled,
+    let usage = BudgetUsage {
+        consumed: u.consumed,
+        reserved: u.reserved,
+        unknown_exposure: u.exposure,
+        available: cap.map(|cap| u.available(cap)),
+    };
+    Budget {
+        api_key_id: b.key_id.clone(),
+        enabled: b.spec.enabled,
         // Never the stored value: a cap put before caps were refused at save enforces nothing,
         // and the answer must not claim one.
-        "monthlyCostCentsCap": Value::Null,
-        "dimensionCaps": b.spec.dimension_caps,
-        "alertThreshold": b.spec.alert_threshold,
-        "period": "month",
-        "windowStart": s.window_start.to_rfc3339(),
-        "usage": {
-            BUDGET_DIMENSION_INVOCATIONS: {
-                "consumed": u.consumed,
-                "reserved": u.reserved,
-                "unknownExposure": u.exposure,
-                "available": cap.map(|cap| u.available(cap)),
-            }
-        },
-        "estimatedCostCents": 0,
-        "alerting": alerting,
-        "reconciliationRequired": u.exposure > 0,
-        "createdAt": b.created_at.to_rfc3339(),
-        "updatedAt": b.updated_at.to_rfc3339(),
-    })
+        monthly_cost_cents_cap: None,
+        dimension_caps: b.spec.dimension_caps.clone(),
+        alert_threshold: b.spec.alert_threshold,
+        period: "month".to_string(),
+        window_start: s.window_start.to_rfc3339(),
+        usage: BTreeMap::from([(BUDGET_DIMENSION_INVOCATIONS.to_string(), usage)]),
+        estimated_cost_cents: 0,
+        alerting,
+        reconciliation_required: u.exposure > 0,
+        created_at: b.created_at.to_rfc3339(),
+        updated_at: b.updated_at.to_rfc3339(),
+    }
+}
+
+/// The API key a budget caps, by id (`key_...`); a key of another environment is 404.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ApiKeyPath {
+    /// The key's id.
+    #[param(rename = "apiKeyId")]
+    #[serde(rename = "apiKeyId")]
+    api_key_id: String,
 }
 
 /// The key named in the path, if it belongs to the caller's environment; anything else is 404.
@@ -85,25 +88,20 @@ async fn key_in_env(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Ke
     }
 }
 
-fn amount(field: &str, value: &Value) -> ApiResult<i64> {
-    match value.as_i64() {
-        Some(a) if (0..=LIMIT_AMOUNT_MAX).contains(&a) => Ok(a),
-        _ => Err(ApiError::validation(
+fn amount(field: &str, value: i64) -> ApiResult<i64> {
+    if (0..=LIMIT_AMOUNT_MAX).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::validation(
             field,
             format!("must be an integer from 0 to {LIMIT_AMOUNT_MAX}"),
-        )),
+        ))
     }
 }
 
-fn dimension_caps(value: &Value) -> ApiResult<BTreeMap<String, i64>> {
-    let Some(map) = value.as_object() else {
-        return Err(ApiError::validation(
-            "dimensionCaps",
-            "must be an object of dimension to cap",
-        ));
-    };
+fn dimension_caps(given: BTreeMap<String, i64>) -> ApiResult<BTreeMap<String, i64>> {
     let mut caps = BTreeMap::new();
-    for (dimension, cap) in map {
+    for (dimension, cap) in given {
         let field = format!("dimensionCaps.{dimension}");
         if dimension != BUDGET_DIMENSION_INVOCATIONS {
             return Err(ApiError::validation(
@@ -113,7 +111,7 @@ fn dimension_caps(value: &Value) -> ApiResult<BTreeMap<String, i64>> {
                 ),
             ));
         }
-        caps.insert(dimension.clone(), amount(&field, cap)?);
+        caps.insert(dimension, amount(&field, cap)?);
     }
     Ok(caps)
 }
@@ -121,42 +119,36 @@ fn dimension_caps(value: &Value) -> ApiResult<BTreeMap<String, i64>> {
 /// The spec after applying the body to `current` (or to the defaults): a field left out keeps
 /// its value, `null` clears a cap. A cost cap is refused ([`COST_CAP_REFUSED`]); one stored by
 /// an earlier version is cleared by any put.
-fn apply(map: &Map<String, Value>, current: Option<BudgetSpec>) -> ApiResult<BudgetSpec> {
+fn apply(body: BudgetBody, current: Option<BudgetSpec>) -> ApiResult<BudgetSpec> {
     let mut spec = current.unwrap_or(BudgetSpec {
         monthly_cost_cents_cap: None,
         dimension_caps: BTreeMap::new(),
         alert_threshold: BUDGET_ALERT_THRESHOLD_DEFAULT,
         enabled: true,
     });
-    match map.get("monthlyCostCentsCap") {
-        None | Some(Value::Null) => spec.monthly_cost_cents_cap = None,
-        Some(_) => {
-            return Err(ApiError::validation(
-                "monthlyCostCentsCap",
-                COST_CAP_REFUSED,
-            ))
-        }
+    if body.monthly_cost_cents_cap.is_some() {
+        return Err(ApiError::validation(
+            "monthlyCostCentsCap",
+            COST_CAP_REFUSED,
+        ));
     }
-    match map.get("dimensionCaps") {
+    spec.monthly_cost_cents_cap = None;
+    match body.dimension_caps {
         None => {}
-        Some(Value::Null) => spec.dimension_caps.clear(),
-        Some(v) => spec.dimension_caps = dimension_caps(v)?,
+        Some(None) => spec.dimension_caps.clear(),
+        Some(Some(caps)) => spec.dimension_caps = dimension_caps(caps)?,
     }
-    if let Some(v) = map.get("alertThreshold") {
-        match v.as_f64() {
-            Some(t) if t > 0.0 && t <= 1.0 => spec.alert_threshold = t,
-            _ => {
-                return Err(ApiError::validation(
-                    "alertThreshold",
-                    "must be a number greater than 0 and at most 1",
-                ))
-            }
+    if let Some(t) = body.alert_threshold {
+        if !(t > 0.0 && t <= 1.0) {
+            return Err(ApiError::validation(
+                "alertThreshold",
+                "must be a number greater than 0 and at most 1",
+            ));
         }
+        spec.alert_threshold = t;
     }
-    if let Some(v) = map.get("enabled") {
-        spec.enabled = v
-            .as_bool()
-            .ok_or_else(|| ApiError::validation("enabled", "must be true or false"))?;
+    if let Some(enabled) = body.enabled {
+        spec.enabled = enabled;
     }
     Ok(spec)
 }
@@ -178,7 +170,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
         .store
         .list_budgets(&caller.env.id, state.clock.now())
         .await?;
-    Ok(ok(Value::Array(budgets.iter().map(view).collect())))
+    Ok(ok(budgets.iter().map(view).collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -186,7 +178,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
     path = "/budgets/{apiKeyId}",
     operation_id = "budgets_get",
     tag = "budgets",
-    params(doc::ApiKeyPath),
+    params(ApiKeyPath),
     responses(
         (status = 200, description = "the key's budget with this month's usage", body = doc::Single<doc::Budget>),
         doc::Guarded,
@@ -197,7 +189,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ApiKeyPath { api_key_id: id }): Path<ApiKeyPath>,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_READ)?;
     let key = key_in_env(&state, &caller, &id).await?;
@@ -214,7 +206,7 @@ pub async fn get(
     path = "/budgets/{apiKeyId}",
     operation_id = "budgets_put",
     tag = "budgets",
-    params(doc::ApiKeyPath, doc::IdempotencyHeader),
+    params(ApiKeyPath, doc::IdempotencyHeader),
     request_body = doc::BudgetBody,
     responses(
         (status = 200, description = "the key's budget after the change", body = doc::Single<doc::Budget>),
@@ -228,19 +220,19 @@ pub async fn get(
 pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ApiKeyPath { api_key_id: id }): Path<ApiKeyPath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &FIELDS)?;
+    let put: BudgetBody = body::typed(&map)?;
     let request = json!({"op": "budget.put", "key": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let key = key_in_env(&state, &caller, &id).await?;
         let now = state.clock.now();
         let current = state.store.budget(&caller.env.id, &key, now).await?;
-        let spec = apply(&map, current.map(|c| c.budget.spec))?;
+        let spec = apply(put, current.map(|c| c.budget.spec))?;
         let limit_id = LimitId::from_unique(&crate::clock::unique());
         let status = state
             .store
@@ -266,7 +258,7 @@ pub async fn put(
     path = "/budgets/{apiKeyId}",
     operation_id = "budgets_delete",
     tag = "budgets",
-    params(doc::ApiKeyPath, doc::IdempotencyHeader),
+    params(ApiKeyPath, doc::IdempotencyHeader),
     responses(
         (status = 200, description = "the budget removed: the key is no longer capped", body = doc::Single<doc::BudgetDeleted>),
         doc::Guarded,
@@ -278,7 +270,7 @@ pub async fn put(
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ApiKeyPath { api_key_id: id }): Path<ApiKeyPath>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
@@ -293,7 +285,13 @@ pub async fn delete(
         if !deleted {
             return Err(ApiError::not_found("budget"));
         }
-        Ok((StatusCode::OK, json!({"apiKeyId": key, "deleted": true})))
+        Ok((
+            StatusCode::OK,
+            BudgetDeleted {
+                api_key_id: key,
+                deleted: true,
+            },
+        ))
     })
     .await
 }

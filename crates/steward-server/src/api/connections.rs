@@ -8,7 +8,7 @@
 //! a stored key; a refusal then is an answer (`health.status` `needs_reauth`), not an error.
 //! Sign-in (OAuth) sessions are not offered by this Steward (docs/DECISIONS.md).
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
@@ -20,14 +20,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::json;
 use steward_core::{is_valid_secret_name, scopes};
 use steward_store::{Actor, ConnectionHealth, ConnectionRecord, SecretRecord, StoreError};
+use steward_wire::{self as wire, Text};
 
-/// The fields `POST /connections/keys` takes.
-pub(crate) const KEY_FIELDS: [&str; 4] = ["integrationId", "secretName", "apiKey", "description"];
-/// The fields `POST /connections/{secretName}/reconnect` takes.
-pub(crate) const RECONNECT_FIELDS: [&str; 1] = ["apiKey"];
 /// The longest API key accepted, in bytes: provider keys are well under 1 KiB.
 pub(crate) const CONNECTION_API_KEY_BYTES_MAX: usize = 4096;
 
@@ -36,22 +34,51 @@ const NEEDS_REAUTH: &str = "needs_reauth";
 
 /// An account as the SDK describes it: the secret (its metadata, never its value) with its
 /// `integrationId` and `health`.
-fn view(c: &ConnectionRecord, secret: &SecretRecord) -> Value {
-    // The secret's view with the connection's fields added: a shape only this listing has.
-    let mut v = serde_json::to_value(views::secret(secret)).expect("a view is plain JSON");
-    v["integrationId"] = json!(c.integration_id);
-    v["authKind"] = json!(c.auth_kind);
-    v["health"] = json!({
-        "status": c.health.status,
-        "reason": c.health.reason,
-        "checkedAt": c.health.checked_at.to_rfc3339(),
-    });
-    v["connectedAt"] = json!(c.created_at.to_rfc3339());
-    v
+fn view(c: &ConnectionRecord, secret: &SecretRecord) -> wire::Connection {
+    let secret = views::secret(secret);
+    wire::Connection {
+        name: secret.name,
+        description: secret.description,
+        allowed_hosts: secret.allowed_hosts,
+        allowed_placements: secret.allowed_placements,
+        version: secret.version,
+        created_at: secret.created_at,
+        updated_at: secret.updated_at,
+        integration_id: c.integration_id.clone(),
+        auth_kind: c.auth_kind.clone(),
+        health: wire::ConnectionHealth {
+            status: c.health.status.clone(),
+            reason: c.health.reason.clone(),
+            checked_at: c.health.checked_at.to_rfc3339(),
+        },
+        connected_at: c.created_at.to_rfc3339(),
+    }
 }
 
-fn completed(c: &ConnectionRecord, secret: &SecretRecord) -> Value {
-    json!({"status": "completed", "connection": view(c, secret)})
+fn completed(c: &ConnectionRecord, secret: &SecretRecord) -> wire::ConnectionCompleted {
+    wire::ConnectionCompleted::new(view(c, secret))
+}
+
+/// The catalog entry as `connections.integrations` lists it.
+fn integration_view(i: &Integration) -> wire::Integration {
+    wire::Integration {
+        id: i.id.clone(),
+        name: i.name.clone(),
+        auth: wire::IntegrationAuth {
+            kind: i.auth_kind.as_str().to_string(),
+        },
+        allowed_hosts: i.allowed_hosts.clone(),
+    }
+}
+
+/// A connected account, by the name of the secret that holds its credential.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SecretNamePath {
+    /// The secret's name (`^[A-Z0-9_]+$`); anything else is 404.
+    #[param(rename = "secretName")]
+    #[serde(rename = "secretName")]
+    secret_name: String,
 }
 
 fn check_secret_name(name: &str, field: &str) -> ApiResult<()> {
@@ -62,10 +89,10 @@ fn check_secret_name(name: &str, field: &str) -> ApiResult<()> {
     }
 }
 
-fn api_key(map: &Map<String, Value>) -> ApiResult<Option<String>> {
-    match map.get("apiKey") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(k))
+fn api_key(given: Option<wire::Credential>) -> ApiResult<Option<String>> {
+    match given.map(wire::Credential::into_string) {
+        None => Ok(None),
+        Some(k)
             if !k.trim().is_empty()
                 && k.len() <= CONNECTION_API_KEY_BYTES_MAX
                 && !k.chars().any(char::is_control) =>
@@ -215,21 +242,19 @@ async fn account(
     operation_id = "connections_integrations",
     tag = "connections",
     responses(
-        (status = 200, description = "the integrations an account can be connected for", body = doc::List<doc::IntegrationView>),
+        (status = 200, description = "the integrations an account can be connected for", body = doc::List<doc::Integration>),
         doc::Guarded,
         doc::Invalid,
     )
 )]
 pub async fn integrations(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_READ)?;
-    Ok(ok(Value::Array(
-        state
-            .integrations
-            .all()
-            .iter()
-            .map(Integration::view)
-            .collect(),
-    )))
+    Ok(ok(state
+        .integrations
+        .all()
+        .iter()
+        .map(integration_view)
+        .collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -238,7 +263,7 @@ pub async fn integrations(State(state): State<AppState>, caller: Caller) -> ApiR
     operation_id = "connections_list",
     tag = "connections",
     responses(
-        (status = 200, description = "the connected accounts of the key's environment", body = doc::List<doc::ConnectionView>),
+        (status = 200, description = "the connected accounts of the key's environment", body = doc::List<doc::Connection>),
         doc::Guarded,
         doc::Invalid,
     )
@@ -256,8 +281,8 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
             let secret = secrets.iter().find(|s| s.name == c.secret_name)?;
             Some(view(c, secret))
         })
-        .collect();
-    Ok(ok(Value::Array(listed)))
+        .collect::<Vec<_>>();
+    Ok(ok(listed))
 }
 
 #[utoipa::path(
@@ -286,18 +311,17 @@ pub async fn connect_with_api_key(
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &KEY_FIELDS)?;
-    let integration_id = match map.get("integrationId") {
-        Some(Value::String(id)) => id.clone(),
-        _ => return Err(ApiError::validation("integrationId", "is required")),
-    };
-    let name = match map.get("secretName") {
-        Some(Value::String(n)) => n.clone(),
-        _ => return Err(ApiError::validation("secretName", "is required")),
-    };
+    let given: wire::ConnectKeyBody = body::typed(&map)?;
+    let integration_id = given
+        .integration_id
+        .ok_or_else(|| ApiError::validation("integrationId", "is required"))?;
+    let name = given
+        .secret_name
+        .ok_or_else(|| ApiError::validation("secretName", "is required"))?;
     check_secret_name(&name, "secretName")?;
-    let key = api_key(&map)?.ok_or_else(|| ApiError::validation("apiKey", "is required"))?;
-    let description = optional_string(&map, "description")?;
+    let key =
+        api_key(given.api_key)?.ok_or_else(|| ApiError::validation("apiKey", "is required"))?;
+    let description = given.description.map(Text::into_string);
     // The key is fingerprinted by its vault tag, never stored or compared in clear.
     let mut fingerprinted = map.clone();
     fingerprinted.insert("apiKey".into(), json!(state.vault.tag(&key)));
@@ -330,10 +354,10 @@ pub async fn connect_with_api_key(
     path = "/connections/{secretName}/check",
     operation_id = "connections_check",
     tag = "connections",
-    params(doc::SecretNamePath, doc::IdempotencyHeader),
+    params(SecretNamePath, doc::IdempotencyHeader),
     request_body = doc::CheckBody,
     responses(
-        (status = 200, description = "the account with the provider's answer in `health` (`needs_reauth` when the key is refused)", body = doc::Single<doc::ConnectionView>),
+        (status = 200, description = "the account with the provider's answer in `health` (`needs_reauth` when the key is refused)", body = doc::Single<doc::Connection>),
         (status = 502, description = "the key could not be checked; health is unchanged (`CONNECTION_KEY_CHECK_FAILED`)", body = doc::ErrorEnvelope),
         doc::Guarded,
         doc::Invalid,
@@ -345,13 +369,12 @@ pub async fn connect_with_api_key(
 pub async fn check(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    Path(SecretNamePath { secret_name: name }): Path<SecretNamePath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, &[])?;
+    let wire::CheckBody {} = body::parse(&bytes)?;
     let request = json!({"op": "connection.check", "name": name});
     idempotent::run(&state, &caller, &headers, request, || async {
         let (connection, secret) = account(&state, &caller, &name).await?;
@@ -397,7 +420,7 @@ pub async fn check(
     path = "/connections/{secretName}/reconnect",
     operation_id = "connections_reconnect",
     tag = "connections",
-    params(doc::SecretNamePath, doc::IdempotencyHeader),
+    params(SecretNamePath, doc::IdempotencyHeader),
     request_body = doc::ReconnectBody,
     responses(
         (status = 200, description = "the new key was accepted by the provider and replaced the old one", body = doc::Single<doc::ConnectionCompleted>),
@@ -413,14 +436,14 @@ pub async fn check(
 pub async fn reconnect(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    Path(SecretNamePath { secret_name: name }): Path<SecretNamePath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &RECONNECT_FIELDS)?;
-    let key = api_key(&map)?;
+    let given: wire::ReconnectBody = body::typed(&map)?;
+    let key = api_key(given.api_key)?;
     let mut fingerprinted = map.clone();
     if let Some(key) = &key {
         fingerprinted.insert("apiKey".into(), json!(state.vault.tag(key)));

@@ -21,7 +21,7 @@ use serde_json::json;
 use steward_core::scopes;
 use steward_store::Environment;
 
-/// Named here by the OpenAPI drift test (`openapi/drift.rs`).
+/// Named here by the OpenAPI drift test (`openapi_tests/drift.rs`).
 #[cfg(test)]
 pub use crate::app::environment::HALT_REASON_LEN_MAX;
 

@@ -1,6 +1,7 @@
 //! `auth/identity` and `environment`: what the calling key is and where it is bound.
 
 use super::openapi as doc;
+use crate::app;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use axum::response::Response;
@@ -17,13 +18,14 @@ use axum::response::Response;
     )
 )]
 pub async fn identity(caller: Caller) -> Response {
+    let identity = app::keys::identity(&caller);
     ok(steward_wire::Identity {
         credential_type: "api_key".to_string(),
-        api_key_id: caller.key.id.clone(),
-        name: caller.key.name.clone(),
-        environment_id: caller.env.id.clone(),
-        environment: caller.env.name.clone(),
-        scopes: caller.key.scopes.clone(),
+        api_key_id: identity.key_id,
+        name: identity.name,
+        environment_id: identity.environment.id,
+        environment: identity.environment.name,
+        scopes: identity.scopes,
         expires_at: None,
     })
 }

@@ -1,7 +1,7 @@
 //! `actions/{ref}/invoke` over HTTP: authenticate and read in one (`app::invoke::authenticate`),
 //! parse the body, invoke (`app::invoke::invoke`), and answer with the invocation as it stands.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::app::warnings::Warning;
@@ -13,56 +13,45 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 use steward_core::{EffectState, IdempotencyKey, InvocationId, OperationKey, PreviewId};
 use steward_store::{EffectLinks, InvocationRecord};
+use steward_wire::Text;
 
-pub(super) const FIELDS: [&str; 8] = [
-    "input",
-    "runId",
-    "parentSpanId",
-    "retryOf",
-    "operationKey",
-    "previewId",
-    "dependsOn",
-    "compensates",
-];
 /// The invoke request in `bytes`, as `POST /actions/{reference}/invoke` takes it.
 fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<Invoke> {
-    let map = body::object(bytes)?;
-    only_known(&map, &FIELDS)?;
-    // Any JSON value: whether it must be an object depends on the action (`check`).
-    let input = match map.get("input") {
-        None | Some(Value::Null) => json!({}),
-        Some(v) => v.clone(),
-    };
-    let retry_of = optional_string(&map, "retryOf")?
+    let given: doc::InvokeBody = body::parse(bytes)?;
+    let text = |t: Option<Text>| t.map(Text::into_string);
+    let retry_of = text(given.retry_of)
         .map(|r| {
             InvocationId::parse(&r)
                 .map_err(|_| ApiError::validation("retryOf", "must be an invocation id (inv_...)"))
         })
         .transpose()?;
-    let operation_key = optional_string(&map, "operationKey")?
+    let operation_key = text(given.operation_key)
         .map(|k| {
             OperationKey::parse(&k).map_err(|e| ApiError::validation("operationKey", e.to_string()))
         })
         .transpose()?;
+    let run_id = text(given.run_id);
+    let parent_span_id = parent_span_id(text(given.parent_span_id), run_id.is_some())?;
+    let preview = text(given.preview_id)
+        .map(|id| {
+            PreviewId::parse(&id)
+                .map_err(|_| ApiError::validation("previewId", "must be a preview id (prv_...)"))
+        })
+        .transpose()?;
     Ok(Invoke {
-        input,
-        run_id: optional_string(&map, "runId")?,
-        parent_span_id: parent_span_id(&map)?,
+        // Any JSON value: whether it must be an object depends on the action (`check`).
+        input: given.input.unwrap_or_else(|| Value::Object(Map::new())),
+        run_id,
+        parent_span_id,
         retry_of,
         operation_key,
         idempotency_key,
         links: EffectLinks {
-            preview: optional_string(&map, "previewId")?
-                .map(|id| {
-                    PreviewId::parse(&id).map_err(|_| {
-                        ApiError::validation("previewId", "must be a preview id (prv_...)")
-                    })
-                })
-                .transpose()?,
-            ..super::links::parse(&map)?
+            preview,
+            ..super::links::parse(given.depends_on, text(given.compensates))?
         },
     })
 }
@@ -70,11 +59,11 @@ fn parse(idempotency_key: Option<IdempotencyKey>, bytes: &Bytes) -> ApiResult<In
 /// `parentSpanId`: the span of the run the invocation is made under, shaped as a span id.
 /// It needs a `runId`, and is kept for the run's timeline only: it is not part of the request's
 /// fingerprint and decides nothing.
-fn parent_span_id(map: &serde_json::Map<String, Value>) -> ApiResult<Option<String>> {
-    let Some(id) = optional_string(map, "parentSpanId")? else {
+fn parent_span_id(id: Option<String>, has_run: bool) -> ApiResult<Option<String>> {
+    let Some(id) = id else {
         return Ok(None);
     };
-    if map.get("runId").is_none_or(Value::is_null) {
+    if !has_run {
         return Err(ApiError::validation("parentSpanId", "needs a runId"));
     }
     let max = super::runs::parse::SPAN_ID_BYTES_MAX;
@@ -131,7 +120,7 @@ fn answer(inv: &InvocationRecord, replayed: bool, warnings: &[Warning]) -> Respo
 )]
 pub async fn invoke(
     State(state): State<AppState>,
-    Path(reference): Path<String>,
+    Path(doc::ActionPath { reference }): Path<doc::ActionPath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {

@@ -3,7 +3,7 @@
 //! default role holds. Every listing shows, for the current window, what was consumed, what is
 //! reserved, the unknown exposure, and what is available.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use steward_core::impact::{check_limit_amount, check_limit_name, LimitSpec, LIMIT_FIELDS};
+use steward_core::impact::{check_limit_amount, check_limit_name, LimitSpec};
 use steward_core::{scopes, LimitId};
 use steward_store::{Actor, LimitRecord, LimitStatus};
 
@@ -117,7 +117,7 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(doc::IdPath { id }): Path<doc::IdPath>,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_READ)?;
     let id = parse_id(&id)?;
@@ -148,7 +148,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
     let map = body::object(&bytes)?;
-    only_known(&map, &LIMIT_FIELDS)?;
+    body::only_known_to::<doc::LimitBody>(&map)?;
     let request = json!({"op": "impact_limit.create", "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let spec =
@@ -202,24 +202,24 @@ pub async fn create(
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(doc::IdPath { id }): Path<doc::IdPath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
     let id = parse_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::LimitUpdateBody::FIELDS)?;
-    let name = optional_string(&map, "name")?
-        .map(|n| check_limit_name(&n))
+    let change: doc::LimitUpdateBody = body::typed(&map)?;
+    let name = change
+        .name
+        .map(|n| check_limit_name(&n.into_string()))
         .transpose()
         .map_err(|e| ApiError::validation(e.field, e.message))?;
-    let amount = match map.get("amount") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            Some(check_limit_amount(v).map_err(|e| ApiError::validation(e.field, e.message))?)
-        }
-    };
+    let amount = change
+        .amount
+        .map(|a| check_limit_amount(&Value::from(a)))
+        .transpose()
+        .map_err(|e| ApiError::validation(e.field, e.message))?;
     let request = json!({"op": "impact_limit.update", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let actor = Actor::key(&caller.key.id, state.clock.now());
@@ -251,7 +251,7 @@ pub async fn update(
 pub async fn archive(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(doc::IdPath { id }): Path<doc::IdPath>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;

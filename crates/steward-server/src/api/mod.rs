@@ -17,6 +17,8 @@ pub(crate) mod limits;
 mod links;
 pub(crate) mod metrics;
 mod openapi;
+#[cfg(test)]
+mod openapi_tests;
 pub(crate) mod policies;
 mod policy_files;
 mod previews;
@@ -69,7 +71,7 @@ fn plain(routes: Documented) -> Documented {
 
 /// Every `/api/v2` route. Each is registered through `routes!`, which adds the handler to the
 /// router and its `#[utoipa::path]` operation to the OpenAPI document together; register no route
-/// here any other way (`openapi/drift.rs` checks). Handlers with different query parameters on
+/// here any other way (`openapi_tests/drift.rs` checks). Handlers with different query parameters on
 /// one path are registered apart, each with its own check.
 fn v2_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -256,16 +256,12 @@ pub async fn versions(
     caller.require(scopes::POLICIES_READ)?;
     let id = parse_id(&id)?;
     let page = app::policies::versions(&state, &caller, &id, q.limit, q.before).await?;
-    let answer = wire::VersionPage {
-        success: true,
-        data: page.versions.iter().map(version_view).collect(),
-        pagination: wire::VersionPagination {
-            total: page.total as u64,
-            limit: page.limit,
-            has_more: page.has_more,
-            next_before: page.next_before,
-        },
-    };
+    let answer = wire::VersionPage::new(
+        page.versions.iter().map(version_view).collect(),
+        page.total as u64,
+        page.limit,
+        page.next_before,
+    );
     Ok((StatusCode::OK, axum::Json(answer)).into_response())
 }
 

@@ -1,7 +1,7 @@
 //! Settling what Steward could not, over HTTP: reconcile (read-only), manual resolution, notes,
 //! replay. The use cases are `app/recovery.rs`.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::app;
@@ -12,9 +12,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use steward_core::{scopes, EffectId, InvocationId, ManualOutcome};
 use steward_store::ActualImpact;
+use steward_wire as wire;
 
 fn effect_id(id: &str) -> ApiResult<EffectId> {
     EffectId::parse(id).map_err(|_| ApiError::not_found("effect"))
@@ -46,19 +47,20 @@ pub async fn reconcile(
     Ok(crate::envelope::ok(views::effect_detail(&effect)))
 }
 
-fn outcome(map: &Map<String, Value>) -> ApiResult<ManualOutcome> {
-    match optional_string(map, "outcome")?.as_deref() {
-        Some("succeeded") => Ok(ManualOutcome::Succeeded),
-        Some("failed") => Ok(ManualOutcome::Failed),
-        _ => Err(ApiError::validation(
+fn outcome(given: Option<wire::ManualOutcome>) -> ApiResult<ManualOutcome> {
+    match given {
+        Some(wire::ManualOutcome::Succeeded) => Ok(ManualOutcome::Succeeded),
+        Some(wire::ManualOutcome::Failed) => Ok(ManualOutcome::Failed),
+        None => Err(ApiError::validation(
             "outcome",
             "must be succeeded or failed",
         )),
     }
 }
 
-fn required_text(map: &Map<String, Value>, field: &str) -> ApiResult<String> {
-    match optional_string(map, field)? {
+/// A text the body must carry, not blank.
+fn required(given: Option<String>, field: &str) -> ApiResult<String> {
+    match given {
         Some(t) if !t.trim().is_empty() => Ok(t),
         _ => Err(ApiError::validation(field, "is required")),
     }
@@ -91,24 +93,11 @@ pub async fn resolve_effect(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = effect_id(&id)?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::ResolveEffectBody::FIELDS)?;
-    let outcome = outcome(&map)?;
-    let reason = required_text(&map, "reason")?;
-    let partial = optional_string(&map, "partialEffect")?;
-    if partial
-        .as_deref()
-        .is_some_and(|p| !matches!(p, "none" | "possible" | "confirmed"))
-    {
-        return Err(ApiError::validation(
-            "partialEffect",
-            "must be none, possible or confirmed",
-        ));
-    }
-    let actual_impact = match map.get("actualImpact") {
-        None | Some(Value::Null) => Value::Null,
-        Some(v @ Value::Array(_)) => v.clone(),
-        Some(_) => return Err(ApiError::validation("actualImpact", "must be a list")),
-    };
+    let given: wire::ResolveEffectBody = body::typed(&map)?;
+    let outcome = outcome(given.outcome)?;
+    let reason = required(given.reason.map(wire::Text::into_string), "reason")?;
+    let partial = given.partial_effect.map(|p| p.as_str().to_string());
+    let actual_impact = given.actual_impact.map_or(Value::Null, Value::Array);
     let actual = actual_amounts(&actual_impact)?;
     let partial_happened = matches!(partial.as_deref(), Some("possible" | "confirmed"));
     match (outcome, partial_happened, &actual) {
@@ -126,7 +115,7 @@ pub async fn resolve_effect(
         }
         _ => {}
     }
-    let reference = optional_string(&map, "externalReference")?;
+    let reference = given.external_reference.map(wire::Text::into_string);
     let request = json!({"op": "effect.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let resolve = app::recovery::ResolveEffect {
@@ -171,10 +160,10 @@ pub async fn resolve_invocation(
     caller.require(scopes::ACTIONS_RESOLVE)?;
     let id = InvocationId::parse(&id).map_err(|_| ApiError::not_found("invocation"))?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::ResolveInvocationBody::FIELDS)?;
-    let outcome = outcome(&map)?;
-    let text = required_text(&map, "evidence")?;
-    let reference = optional_string(&map, "externalReference")?;
+    let given: wire::ResolveInvocationBody = body::typed(&map)?;
+    let outcome = outcome(given.outcome)?;
+    let text = required(given.evidence.map(wire::Text::into_string), "evidence")?;
+    let reference = given.external_reference.map(wire::Text::into_string);
     let request = json!({"op": "invocation.resolve", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let resolve = app::recovery::ResolveInvocation {

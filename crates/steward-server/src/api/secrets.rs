@@ -1,6 +1,6 @@
 //! `secrets`: a write-only vault. No endpoint returns a value.
 
-use super::body::{self, only_known, optional_string};
+use super::body::{self, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
 use crate::auth::Caller;
@@ -132,14 +132,14 @@ fn placements_within(narrow: Option<&[String]>, wide: Option<&[String]>) -> bool
 pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    Path(doc::SecretPath { name }): Path<doc::SecretPath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;
     check_name(&name)?;
     let map = body::object(&bytes)?;
-    only_known(&map, doc::SecretBody::FIELDS)?;
+    body::only_known_to::<doc::SecretBody>(&map)?;
     let value = match map.get("value") {
         Some(Value::String(v)) if !v.is_empty() => v.clone(),
         _ => {
@@ -228,7 +228,7 @@ pub async fn put(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    Path(doc::SecretPath { name }): Path<doc::SecretPath>,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_READ)?;
     check_name(&name)?;
@@ -275,7 +275,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Re
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    Path(doc::SecretPath { name }): Path<doc::SecretPath>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;

@@ -7,7 +7,7 @@
 //! the answer to create and to rotate-secret only: never recorded with the idempotency record
 //! (a replay answers without it), never logged, never audited.
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
@@ -26,8 +26,10 @@ use axum::response::{IntoResponse, Response};
 use rand::RngCore;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use steward_core::scopes;
 use steward_store::{Actor, DeadLetter, RedeliveryTarget, SealedSecret, WebhookSubscription};
+use steward_wire::{self as wire, Text};
 
 /// The longest subscription URL, in bytes.
 pub const WEBHOOK_URL_BYTES_MAX: usize = 2_048;
@@ -40,49 +42,64 @@ pub const DEAD_LETTERS_LIST_MAX: u32 = 100;
 /// Random bytes in a `whsec_` secret: 256 bits.
 const SECRET_BYTES: usize = 32;
 
-fn topic_view(t: &Topic) -> Value {
-    json!({"id": t.id, "name": t.name, "description": t.description,
-           "eventTypes": t.event_types()})
+fn topic_view(t: &Topic) -> wire::Topic {
+    wire::Topic {
+        id: t.id.to_string(),
+        name: t.name.to_string(),
+        description: t.description.to_string(),
+        event_types: t.event_types().iter().map(|e| e.to_string()).collect(),
+    }
 }
 
-fn view(s: &WebhookSubscription) -> Value {
-    let topic = Topic::by_name(&s.topic);
-    let names: Vec<&String> = s
+fn view(s: &WebhookSubscription) -> wire::Subscription {
+    let names: Vec<String> = s
         .headers
         .as_object()
-        .map(|h| h.keys().collect())
+        .map(|h| h.keys().cloned().collect())
         .unwrap_or_default();
-    json!({
-        "id": s.id,
-        "topicId": topic.map(|t| t.id),
-        "topic": s.topic,
-        "url": s.url,
-        "eventTypes": s.event_types,
-        "enabled": s.enabled,
-        "headerNames": names,
-        "lastEventId": event_id(s.cursor),
-        "attempts": s.attempts,
-        "nextAttemptAt": s.next_attempt_at.to_rfc3339(),
-        "lastError": s.last_error,
-        "previousSecretValidUntil": s.previous_until.map(|m| m.to_rfc3339()),
-        "createdAt": s.created_at.to_rfc3339(),
-        "updatedAt": s.updated_at.to_rfc3339(),
-    })
+    wire::Subscription {
+        id: s.id.clone(),
+        topic_id: Topic::by_name(&s.topic).map(|t| t.id.to_string()),
+        topic: s.topic.clone(),
+        url: s.url.clone(),
+        event_types: s.event_types.clone(),
+        enabled: s.enabled,
+        header_names: names,
+        last_event_id: event_id(s.cursor),
+        attempts: s.attempts,
+        backlog: None,
+        next_attempt_at: s.next_attempt_at.to_rfc3339(),
+        last_error: s.last_error.clone(),
+        previous_secret_valid_until: s.previous_until.map(|m| m.to_rfc3339()),
+        created_at: s.created_at.to_rfc3339(),
+        updated_at: s.updated_at.to_rfc3339(),
+        secret: None,
+    }
 }
 
-fn letter_view(d: &DeadLetter) -> Value {
-    json!({
-        "id": d.id,
-        "subscriptionId": d.subscription_id,
-        "eventId": event_id(d.event_seq),
-        "eventType": d.event_type,
-        "event": serde_json::from_str::<Value>(&d.body).unwrap_or(Value::Null),
-        "attempts": d.attempts,
-        "lastError": d.last_error,
-        "createdAt": d.created_at.to_rfc3339(),
-        "redelivery": d.redelivery.as_str(),
-        "redeliveredAt": d.redelivered_at.map(|m| m.to_rfc3339()),
-    })
+fn letter_view(d: &DeadLetter) -> wire::DeadLetter {
+    wire::DeadLetter {
+        id: d.id.clone(),
+        subscription_id: d.subscription_id.clone(),
+        event_id: event_id(d.event_seq),
+        event_type: d.event_type.clone(),
+        event: serde_json::from_str::<Value>(&d.body).unwrap_or(Value::Null),
+        attempts: d.attempts,
+        last_error: d.last_error.clone(),
+        created_at: d.created_at.to_rfc3339(),
+        redelivery: d.redelivery.as_str().to_string(),
+        redelivered_at: d.redelivered_at.map(|m| m.to_rfc3339()),
+    }
+}
+
+/// A topic by id (`top_effects`) or name (`effects`).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TopicPath {
+    /// The topic's id or name.
+    #[param(rename = "ref")]
+    #[serde(rename = "ref")]
+    reference: String,
 }
 
 fn topic(reference: &str) -> ApiResult<Topic> {
@@ -114,7 +131,7 @@ async fn with_secret(response: Response, secret: &str) -> ApiResult<Response> {
         .map_err(|e| ApiError::internal("reading an answer", &e))?;
     let mut value: Value =
         serde_json::from_slice(&bytes).map_err(|e| ApiError::internal("reading an answer", &e))?;
-    value["data"]["secret"] = json!(secret);
+    value["data"]["secret"] = Value::String(secret.to_string());
     let mut response = (parts.status, axum::Json(value)).into_response();
     *response.headers_mut() = parts.headers;
     response
@@ -123,8 +140,8 @@ async fn with_secret(response: Response, secret: &str) -> ApiResult<Response> {
     Ok(response)
 }
 
-async fn url_field(state: &AppState, map: &Map<String, Value>) -> ApiResult<Option<String>> {
-    let Some(url) = optional_string(map, "url")? else {
+async fn url_field(state: &AppState, url: Option<Text>) -> ApiResult<Option<String>> {
+    let Some(url) = url.map(Text::into_string) else {
         return Ok(None);
     };
     if url.len() > WEBHOOK_URL_BYTES_MAX {
@@ -141,53 +158,39 @@ async fn url_field(state: &AppState, map: &Map<String, Value>) -> ApiResult<Opti
     Ok(Some(url))
 }
 
-fn event_types_field(map: &Map<String, Value>, topic: &Topic) -> ApiResult<Option<Vec<String>>> {
-    let Some(raw) = map.get("eventTypes").filter(|v| !v.is_null()) else {
+/// The event types named, each once, if every one is the topic's.
+fn event_types_field(given: Option<Vec<String>>, topic: &Topic) -> ApiResult<Option<Vec<String>>> {
+    let Some(given) = given else {
         return Ok(None);
     };
-    let invalid = || {
-        ApiError::validation(
-            "eventTypes",
-            format!(
-                "must be a list of the topic's event types: {}",
-                topic.event_types().join(", ")
-            ),
-        )
-    };
-    let list = raw.as_array().ok_or_else(invalid)?;
-    let mut types = Vec::new();
-    for t in list {
-        let t = t
-            .as_str()
-            .filter(|t| topic.carries(t))
-            .ok_or_else(invalid)?;
-        if !types.iter().any(|known| known == t) {
-            types.push(t.to_string());
+    let mut types: Vec<String> = Vec::new();
+    for t in given {
+        if !topic.carries(&t) {
+            return Err(ApiError::validation(
+                "eventTypes",
+                format!(
+                    "must be a list of the topic's event types: {}",
+                    topic.event_types().join(", ")
+                ),
+            ));
+        }
+        if !types.contains(&t) {
+            types.push(t);
         }
     }
     Ok(Some(types))
 }
 
-fn enabled_field(map: &Map<String, Value>, field: &str) -> ApiResult<Option<bool>> {
-    match map.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(ApiError::validation(field, "must be true or false")),
-    }
-}
-
-fn headers_field(map: &Map<String, Value>) -> ApiResult<Option<Value>> {
-    let Some(raw) = map.get("headers").filter(|v| !v.is_null()) else {
+/// The extra headers as stored (an object of names to values), if each may be set.
+fn headers_field(given: Option<BTreeMap<String, wire::Credential>>) -> ApiResult<Option<Value>> {
+    let Some(given) = given else {
         return Ok(None);
     };
     let invalid = |why: &str| ApiError::validation("headers", why.to_string());
-    let object = raw
-        .as_object()
-        .ok_or_else(|| invalid("must be an object of header names to string values"))?;
-    if object.len() > WEBHOOK_HEADERS_MAX {
+    if given.len() > WEBHOOK_HEADERS_MAX {
         return Err(invalid("has too many headers (at most 20)"));
     }
-    for (name, value) in object {
+    for (name, value) in &given {
         let lower = name.to_ascii_lowercase();
         let token = !name.is_empty()
             && name.len() <= 100
@@ -208,17 +211,23 @@ fn headers_field(map: &Map<String, Value>) -> ApiResult<Option<Value>> {
                 "{name} is not a header a subscription may set"
             )));
         }
-        let fits = value.as_str().is_some_and(|v| {
-            v.len() <= WEBHOOK_HEADER_VALUE_BYTES_MAX
-                && v.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
-        });
+        let fits = value.0.len() <= WEBHOOK_HEADER_VALUE_BYTES_MAX
+            && value
+                .0
+                .bytes()
+                .all(|b| (0x20..0x7f).contains(&b) || b == b'\t');
         if !fits {
             return Err(invalid(&format!(
                 "{name}: a value must be printable ASCII of at most {WEBHOOK_HEADER_VALUE_BYTES_MAX} bytes"
             )));
         }
     }
-    Ok(Some(raw.clone()))
+    Ok(Some(Value::Object(
+        given
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v.into_string())))
+            .collect(),
+    )))
 }
 
 async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookSubscription> {
@@ -242,7 +251,7 @@ async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookS
 )]
 pub async fn list_topics(caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    Ok(ok(Value::Array(TOPICS.iter().map(topic_view).collect())))
+    Ok(ok(TOPICS.iter().map(topic_view).collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -250,7 +259,7 @@ pub async fn list_topics(caller: Caller) -> ApiResult<Response> {
     path = "/events/topics/{ref}",
     operation_id = "events_topics_get",
     tag = "events",
-    params(doc::TopicPath),
+    params(TopicPath),
     responses(
         (status = 200, description = "the topic", body = doc::Single<doc::Topic>),
         doc::Guarded,
@@ -258,7 +267,10 @@ pub async fn list_topics(caller: Caller) -> ApiResult<Response> {
         doc::Missing,
     )
 )]
-pub async fn get_topic(caller: Caller, Path(reference): Path<String>) -> ApiResult<Response> {
+pub async fn get_topic(
+    caller: Caller,
+    Path(TopicPath { reference }): Path<TopicPath>,
+) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
     Ok(ok(topic_view(&topic(&reference)?)))
 }
@@ -268,7 +280,7 @@ pub async fn get_topic(caller: Caller, Path(reference): Path<String>) -> ApiResu
     path = "/events/topics/{ref}/subscriptions",
     operation_id = "events_subscriptions_list",
     tag = "events",
-    params(doc::TopicPath),
+    params(TopicPath),
     responses(
         (status = 200, description = "the topic's subscriptions in the key's environment", body = doc::List<doc::Subscription>),
         doc::Guarded,
@@ -279,7 +291,7 @@ pub async fn get_topic(caller: Caller, Path(reference): Path<String>) -> ApiResu
 pub async fn list_subscriptions(
     State(state): State<AppState>,
     caller: Caller,
-    Path(reference): Path<String>,
+    Path(TopicPath { reference }): Path<TopicPath>,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
     let topic = topic(&reference)?;
@@ -289,12 +301,13 @@ pub async fn list_subscriptions(
         .await?;
     let backlog = state.store.webhook_backlog(Some(&caller.env.id)).await?;
     let listed = list.iter().map(|s| {
-        let mut v = view(s);
         let behind = backlog.iter().find(|b| b.subscription_id == s.id);
-        v["backlog"] = json!(behind.map_or(0, |b| b.events));
-        v
+        wire::Subscription {
+            backlog: Some(behind.map_or(0, |b| b.events)),
+            ..view(s)
+        }
     });
-    Ok(ok(Value::Array(listed.collect())))
+    Ok(ok(listed.collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -302,7 +315,7 @@ pub async fn list_subscriptions(
     path = "/events/topics/{ref}/subscriptions",
     operation_id = "events_subscriptions_create",
     tag = "events",
-    params(doc::TopicPath, doc::IdempotencyHeader),
+    params(TopicPath, doc::IdempotencyHeader),
     request_body = doc::SubscriptionBody,
     responses(
         (status = 201, description = "the subscription, with its `whsec_` secret (shown this once)", body = doc::Single<doc::Subscription>),
@@ -316,21 +329,25 @@ pub async fn list_subscriptions(
 pub async fn create_subscription(
     State(state): State<AppState>,
     caller: Caller,
-    Path(reference): Path<String>,
+    Path(TopicPath { reference }): Path<TopicPath>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
     let topic = topic(&reference)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, doc::SubscriptionBody::FIELDS)?;
-    let url = url_field(&state, &map)
+    let wire::SubscriptionBody {
+        url,
+        event_types,
+        enabled,
+        generate_secret: _,
+        headers: extra,
+    } = body::parse(&bytes)?;
+    let url = url_field(&state, url)
         .await?
         .ok_or_else(|| ApiError::validation("url", "is required"))?;
-    let event_types = event_types_field(&map, &topic)?.unwrap_or_default();
-    let enabled = enabled_field(&map, "enabled")?.unwrap_or(true);
-    enabled_field(&map, "generateSecret")?;
-    let extra = headers_field(&map)?.unwrap_or_else(|| json!({}));
+    let event_types = event_types_field(event_types, &topic)?.unwrap_or_default();
+    let enabled = enabled.unwrap_or(true);
+    let extra = headers_field(extra)?.unwrap_or_else(|| Value::Object(Map::new()));
     let request = json!({"op": "webhooks.subscribe", "topic": topic.name, "url": url,
         "eventTypes": event_types, "enabled": enabled, "headers": extra});
     let secret = new_secret();
@@ -392,14 +409,13 @@ pub async fn update_subscription(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
-    let map = body::object(&bytes)?;
-    only_known(&map, doc::SubscriptionPatch::FIELDS)?;
+    let patch: wire::SubscriptionPatch = body::parse(&bytes)?;
     let current = find(&state, &caller, &id).await?;
     let topic = topic(&current.topic)?;
-    let url = url_field(&state, &map).await?;
-    let event_types = event_types_field(&map, &topic)?;
-    let enabled = enabled_field(&map, "enabled")?;
-    let extra = headers_field(&map)?;
+    let url = url_field(&state, patch.url).await?;
+    let event_types = event_types_field(patch.event_types, &topic)?;
+    let enabled = patch.enabled;
+    let extra = headers_field(patch.headers)?;
     let request = json!({"op": "webhooks.update", "id": id, "url": url,
         "eventTypes": event_types, "enabled": enabled, "headers": extra});
     idempotent::run(&state, &caller, &headers, request, || async {
@@ -534,9 +550,11 @@ pub async fn dead_letters(
         .dead_letters(&caller.env.id, page * limit)
         .await?;
     let skip = ((page - 1) * limit) as usize;
-    Ok(ok(Value::Array(
-        letters.iter().skip(skip).map(letter_view).collect(),
-    )))
+    Ok(ok(letters
+        .iter()
+        .skip(skip)
+        .map(letter_view)
+        .collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -660,10 +678,14 @@ pub async fn redeliver_subscription_dead_letters(
                 now,
             )
             .await?;
-        let ids: Vec<&str> = marked.iter().map(|d| d.id.as_str()).collect();
+        let ids: Vec<String> = marked.into_iter().map(|d| d.id).collect();
         Ok((
             StatusCode::ACCEPTED,
-            json!({"subscriptionId": id, "requested": ids.len(), "deadLetterIds": ids}),
+            wire::RedeliveryRequested {
+                subscription_id: id.clone(),
+                requested: ids.len() as u64,
+                dead_letter_ids: ids,
+            },
         ))
     })
     .await
@@ -682,13 +704,18 @@ mod tests {
 
     #[test]
     fn headers_steward_sets_are_refused() {
+        let one = |name: &str| {
+            Some(BTreeMap::from([(
+                name.to_string(),
+                wire::Credential("x".to_string()),
+            )]))
+        };
         for name in ["Anlyon-Signature", "content-type", "Host", "bad name", ""] {
-            let mut map = Map::new();
-            map.insert("headers".into(), json!({ name: "x" }));
-            assert!(headers_field(&map).is_err(), "{name}");
+            assert!(headers_field(one(name)).is_err(), "{name}");
         }
-        let mut map = Map::new();
-        map.insert("headers".into(), json!({"X-Team": "ops"}));
-        assert!(headers_field(&map).is_ok());
+        assert_eq!(
+            headers_field(one("X-Team")).unwrap(),
+            Some(json!({"X-Team": "x"}))
+        );
     }
 }

@@ -21,11 +21,13 @@ pub mod gate;
 pub mod idempotency;
 pub mod input;
 pub mod invoke;
+pub mod keys;
 pub mod links;
 pub mod policies;
 pub mod policy_files;
 pub mod previews;
 pub mod recovery;
+pub mod runs;
 pub mod seam;
 pub mod warnings;
 

@@ -54,7 +54,6 @@ pub struct VersionsPage {
     /// How many versions are retained in all.
     pub total: usize,
     pub limit: u32,
-    pub has_more: bool,
     /// The `before` of the next page.
     pub next_before: Option<u32>,
 }
@@ -253,7 +252,6 @@ pub async fn versions(
         versions: newest_first,
         total,
         limit,
-        has_more,
         next_before,
     })
 }

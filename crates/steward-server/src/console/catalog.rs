@@ -16,7 +16,6 @@ use axum::response::Response;
 use axum::Extension;
 use maud::{html, Markup};
 use serde_json::Value;
-use steward_core::scopes;
 
 fn shown(
     title: &str,
@@ -188,22 +187,16 @@ pub async fn limits(
     shown("Impact limits", &op, mode, body)
 }
 
-/// The environment's keys: names, ids, scopes and lifecycle, never a hash. Needs `audit:read`:
-/// the audit log already names every key with its scopes. Revocation stays with
-/// `steward keys revoke`: the API has no key-administration scope to hand to a browser.
+/// The environment's keys (`app::keys::list`): names, ids, scopes and lifecycle, never a
+/// hash. Needs `audit:read`: the audit log already names every key with its scopes.
+/// Revocation stays with `steward keys revoke`: the API has no key-administration scope to
+/// hand to a browser.
 pub async fn keys(
     State(state): State<AppState>,
     Extension(mode): Extension<ConsoleMode>,
     op: Operator,
 ) -> Response {
-    let answer = async {
-        op.caller.require(scopes::AUDIT_READ)?;
-        let mut keys = state.store.list_keys().await?;
-        keys.retain(|k| k.env_id == op.caller.env.id);
-        Ok::<_, ApiError>(keys)
-    }
-    .await;
-    let now = state.clock.now();
+    let answer = crate::app::keys::list(&state, &op.caller).await;
     let body = answer.map(|keys| {
         html! {
             p.muted { "Keys are created, rotated and revoked with " code { "steward keys" } "; revoking a key ends its console sessions at once." }
@@ -217,7 +210,7 @@ pub async fn keys(
                         td { (k.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default()) }
                         td { (k.revoked_at.map(|t| t.to_rfc3339()).unwrap_or_default()) }
                         td { (k.last_used_at.map(|t| t.to_rfc3339()).unwrap_or_default()) }
-                        td { (if k.usable_at(now) { "yes" } else { "no" }) }
+                        td { (if k.usable { "yes" } else { "no" }) }
                     }
                 }
             }

@@ -1,5 +1,6 @@
 //! A store that counts the reads that authenticate a request (`Store::caller` and
-//! `Store::invoke_context`) and passes every call to the store it wraps.
+//! `Store::invoke_context`) and the reads of an environment's whole action list
+//! (`Store::list_actions`), and passes every call to the store it wraps.
 //!
 //! It implements every store trait by delegation, so a change to a trait's method shows here
 //! as a compile error naming the method: add or change it the same way, passing the call on.
@@ -34,10 +35,15 @@ impl CountingStore {
         *reads.entry(read).or_default() += 1;
     }
 
+    /// How many times `read` (a method's name) was made so far.
+    pub fn reads(&self, read: &str) -> u32 {
+        let reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.get(read).copied().unwrap_or(0)
+    }
+
     /// How many authenticating reads (`caller` and `invoke_context`) were made so far.
     pub fn authentications(&self) -> u32 {
-        let reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
-        reads.values().sum()
+        self.reads("caller") + self.reads("invoke_context")
     }
 }
 
@@ -225,6 +231,7 @@ impl Catalog for CountingStore {
         self.inner.action(env, reference).await
     }
     async fn list_actions(&self, env: &EnvironmentId) -> StoreResult<Vec<ActionRecord>> {
+        self.note("list_actions");
         self.inner.list_actions(env).await
     }
     async fn delete_action(

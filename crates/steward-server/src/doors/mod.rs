@@ -3,8 +3,10 @@
 //! `app::approvals::decide`, and both halts and resumes reach `app::environment` (counted by
 //! the seam, `app/seam.rs`), and one MCP request
 //! authenticates once (counted by a store that counts `Store::caller` and
-//! `Store::invoke_context`, `counting_store.rs`). The requests go through the real router, as
-//! a client sends them.
+//! `Store::invoke_context`, `counting_store.rs`) and reads the action list once
+//! (`Store::list_actions`), never a stale one; a decision that changed nothing is explained
+//! the same way by the API and the console. The requests go through the real router, as a
+//! client sends them.
 
 mod counting_store;
 
@@ -233,6 +235,83 @@ async fn an_http_decision_and_a_console_approve_reach_the_same_decide() {
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.to_string().contains("already approved"), "{body}");
     assert_eq!(seam::count(&replica, UseCase::Decide), 3);
+}
+
+/// An MCP `tools/call` reads the action list once (the transport is stateless: one request is
+/// one message, so once per request is once per call), and never a stale one: an action
+/// disabled between two calls is not offered to the second, and enabled again it is.
+#[tokio::test]
+async fn an_mcp_call_reads_the_actions_once_and_sees_a_changed_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, store) = world(&dir, "doors-mcp-actions").await;
+    gated_action(&state).await;
+    let call = |key: &str| {
+        json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ping", "arguments": {"operationKey": key}},
+        })
+    };
+    let before = store.reads("list_actions");
+    let (status, body) = send(&state, mcp(INVOKER, &call("doors-actions-1"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.to_string().contains("pending_approval"), "{body}");
+    assert_eq!(
+        store.reads("list_actions") - before,
+        1,
+        "one read of the action list per tools/call"
+    );
+
+    let off = json!({"enabled": false});
+    let (status, body) = send(&state, api(Method::PATCH, "/actions/ping", INVOKER, &off)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = send(&state, mcp(INVOKER, &call("doors-actions-2"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no tool named \"ping\"")),
+        "the disabled action is not called: {body}"
+    );
+
+    let on = json!({"enabled": true});
+    let (status, body) = send(&state, api(Method::PATCH, "/actions/ping", INVOKER, &on)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = send(&state, mcp(INVOKER, &call("doors-actions-3"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.to_string().contains("pending_approval"), "{body}");
+}
+
+/// A decision that changed nothing: the HTTP answer carries the reason (`unchanged`) the
+/// console shows for the same case, both from `app::approvals::Unchanged`.
+#[tokio::test]
+async fn the_api_and_the_console_say_the_same_why_a_decision_changed_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _store) = world(&dir, "doors-unchanged").await;
+    let request = json!({"title": "decided twice"});
+    let (status, body) = send(&state, api(Method::POST, "/approvals", INVOKER, &request)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["data"]["id"].as_str().unwrap().to_string();
+    let path = format!("/approvals/{id}/deny");
+    let (status, body) = send(&state, api(Method::POST, &path, DECIDER, &json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["unchanged"], Value::Null, "it counted: {body}");
+
+    let path = format!("/approvals/{id}/approve");
+    let (status, body) = send(&state, api(Method::POST, &path, DECIDER, &json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["approval"]["status"], "denied", "{body}");
+    let unchanged = &body["data"]["unchanged"];
+    assert_eq!(unchanged["code"], "approval_already_decided", "{body}");
+    let message = unchanged["message"].as_str().unwrap();
+    assert!(message.contains("already denied"), "{message}");
+
+    let (status, page) = send(&state, console(&format!("/console{path}"))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    let page = page.as_str().unwrap();
+    assert!(
+        page.contains(&format!("{message} (approval_already_decided)")),
+        "the console shows the API's reason ({message}): {page}"
+    );
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ mod plan;
 mod references;
 mod schema;
 
-use super::body::{self, only_known, optional_string};
+use super::body;
 use super::openapi as doc;
 use super::views::{self, ActionView};
 use super::{actions, idempotent};
@@ -25,10 +25,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use std::collections::BTreeSet;
 use steward_core::{scopes, ActionId};
 use steward_store::{ActionRecord, Actor, StoreError};
+use steward_wire::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation, Text};
 
 /// The largest `spec` read, in bytes (of its text, or of the object as JSON; and of what a YAML
 /// text reads as, so aliases cannot grow past it).
@@ -47,9 +48,6 @@ const ONLY_FIELD: &str = "only";
 /// What `auth.valueTemplate` says where the secret goes.
 const SECRET_SLOT: &str = "{{secret}}";
 
-pub(crate) const FIELDS: &[&str] = doc::ImportBody::FIELDS;
-pub(crate) const AUTH_FIELDS: [&str; 3] = ["headerName", "secretName", "valueTemplate"];
-
 /// The credential header every imported action sends: `value_template` holds
 /// `{{secret:NAME}}` where the caller wrote `{{secret}}`.
 pub(crate) struct Auth {
@@ -57,37 +55,23 @@ pub(crate) struct Auth {
     value_template: String,
 }
 
-fn flag(map: &Map<String, Value>, field: &str) -> ApiResult<Option<bool>> {
-    match map.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(ApiError::validation(field, "must be true or false")),
-    }
-}
-
-fn auth(map: &Map<String, Value>) -> ApiResult<Option<Auth>> {
-    let auth = match map.get("auth") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(auth)) => auth,
-        Some(_) => return Err(ApiError::validation("auth", "must be an object")),
+fn auth(given: Option<ImportAuth>) -> ApiResult<Option<Auth>> {
+    let Some(given) = given else {
+        return Ok(None);
     };
-    if let Some(unknown) = auth.keys().find(|k| !AUTH_FIELDS.contains(&k.as_str())) {
-        return Err(ApiError::validation(
-            format!("auth.{unknown}"),
-            "is not a known field",
-        ));
-    }
-    let text = |field: &str| -> ApiResult<Option<String>> {
-        optional_string(auth, field)
-            .map_err(|_| ApiError::validation(format!("auth.{field}"), "must be a string"))
-    };
-    let header_name = text("headerName")?
+    let header_name = given
+        .header_name
+        .map(Text::into_string)
         .filter(|h| axum::http::HeaderName::from_bytes(h.as_bytes()).is_ok())
         .ok_or_else(|| ApiError::validation("auth.headerName", "must be an HTTP header name"))?;
-    let secret_name = text("secretName")?
+    let secret_name = given
+        .secret_name
+        .map(Text::into_string)
         .filter(|s| steward_core::is_valid_secret_name(s))
         .ok_or_else(|| ApiError::validation("auth.secretName", "must match ^[A-Z0-9_]+$"))?;
-    let template = text("valueTemplate")?.unwrap_or_else(|| SECRET_SLOT.to_string());
+    let template = given
+        .value_template
+        .map_or_else(|| SECRET_SLOT.to_string(), Text::into_string);
     let rest = template.replace(SECRET_SLOT, "");
     if template.len() > AUTH_TEMPLATE_BYTES_MAX
         || !template.contains(SECRET_SLOT)
@@ -108,11 +92,9 @@ fn auth(map: &Map<String, Value>) -> ApiResult<Option<Auth>> {
     }))
 }
 
-fn only(map: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
-    let list = match map.get(ONLY_FIELD) {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(ApiError::validation(ONLY_FIELD, "must be a list")),
+fn only(given: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    let Some(list) = given else {
+        return Ok(None);
     };
     if list.len() > ONLY_MAX {
         return Err(ApiError::validation(
@@ -122,12 +104,12 @@ fn only(map: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
     }
     list.iter()
         .enumerate()
-        .map(|(i, entry)| match entry.as_str() {
-            Some(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-            _ => Err(ApiError::validation(
+        .map(|(i, entry)| match entry.trim() {
+            "" => Err(ApiError::validation(
                 format!("{ONLY_FIELD}.{i}"),
                 "must be an operationId or METHOD /path",
             )),
+            s => Ok(s.to_string()),
         })
         .collect::<ApiResult<_>>()
         .map(Some)
@@ -193,17 +175,16 @@ pub async fn import(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
     let map = body::object(&bytes)?;
-    only_known(&map, FIELDS)?;
-    let spec = match map.get(SPEC_FIELD) {
-        None | Some(Value::Null) => return Err(ApiError::validation(SPEC_FIELD, "is required")),
-        Some(spec) => spec.clone(),
-    };
-    let given_base = optional_string(&map, "baseUrl")?;
-    let auth = auth(&map)?;
-    let requires_approval = flag(&map, "requiresApproval")?.unwrap_or(false);
-    let dry_run = flag(&map, "dryRun")?.unwrap_or(false);
-    let governed = flag(&map, "governed")?.unwrap_or(true);
-    let only = only(&map)?;
+    let given: ImportBody = body::typed(&map)?;
+    let spec = given
+        .spec
+        .ok_or_else(|| ApiError::validation(SPEC_FIELD, "is required"))?;
+    let given_base = given.base_url.map(Text::into_string);
+    let auth = auth(given.auth)?;
+    let requires_approval = given.requires_approval.unwrap_or(false);
+    let dry_run = given.dry_run.unwrap_or(false);
+    let governed = given.governed.unwrap_or(true);
+    let only = only(given.only)?;
     let request = json!({"op": "action.import", "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
         let allow_http = state.outbound.allow_insecure;
@@ -270,28 +251,41 @@ pub async fn import(
                     Err(other) => return Err(other.into()),
                 }
             }
-            created.push(json!({
-                "id": id,
-                "name": entry.name,
-                "operationId": entry.operation_id,
-                "method": entry.method,
-                "path": entry.path,
-                "governed": def.is_governed(),
-                "impact": def.impact,
-                "proposedVerify": entry.proposed_verify,
-                "verifyNote": entry.verify_note,
-                "warnings": entry.warnings,
-                "action": views::definition(&def, ActionView::Full),
-            }));
+            created.push(ImportedAction {
+                id: id.map(|id| id.to_string()),
+                governed: def.is_governed(),
+                impact: def.impact.clone(),
+                action: views::definition(&def, ActionView::Full),
+                name: entry.name,
+                operation_id: entry.operation_id,
+                method: entry.method,
+                path: entry.path,
+                proposed_verify: entry.proposed_verify,
+                verify_note: entry.verify_note,
+                warnings: entry.warnings,
+            });
         }
-        let skipped: Vec<Value> = skipped
+        let skipped = skipped
             .into_iter()
-            .map(|s| json!({"path": s.path, "method": s.method, "operationId": s.operation_id, "reason": s.reason}))
+            .map(|s| SkippedOperation {
+                path: s.path,
+                method: s.method,
+                operation_id: s.operation_id,
+                reason: s.reason,
+            })
             .collect();
-        let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+        let status = if dry_run {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
         Ok((
             status,
-            json!({"dryRun": dry_run, "created": created, "skipped": skipped}),
+            ImportResult {
+                dry_run,
+                created,
+                skipped,
+            },
         ))
     })
     .await

@@ -1,37 +1,13 @@
-//! The envelopes every `/api/v2` answer is wrapped in, as schemas, and the sets of error answers
-//! an operation lists in its `responses(...)`.
-//!
-//! The error envelope is `crate::error::ErrorEnvelope`, the type every error answer is written
-//! from. The page envelope here is never built: it describes the JSON that the runs' handlers
-//! write with `json!`.
-
-#![allow(dead_code)]
+//! The sets of error answers an operation lists in its `responses(...)`, each with the error
+//! envelope, `crate::error::ErrorEnvelope`, the type every error answer is written from. The
+//! success envelopes are `steward_wire`'s (`Single`, `List`, `Page`, `CursorPage`,
+//! `VersionPage`), the types the handlers write.
 
 use std::collections::BTreeMap;
 use utoipa::openapi::{Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
 
 pub use crate::error::ErrorEnvelope;
-
-/// `{"success": true, "data": [...], "pagination": {"limit", "hasMore", "nextCursor"}}`: a page
-/// read by cursor. It ends before `limit` items when the next would take the answer past 4 MiB.
-#[derive(ToSchema)]
-pub struct CursorPage<T> {
-    success: bool,
-    data: Vec<T>,
-    #[schema(inline)]
-    pagination: CursorPagination,
-}
-
-#[derive(ToSchema)]
-#[schema(rename_all = "camelCase")]
-pub struct CursorPagination {
-    #[schema(minimum = 1)]
-    limit: u32,
-    has_more: bool,
-    /// The `cursor` of the next page, or `null` at the end.
-    next_cursor: Option<String>,
-}
 
 fn error(description: &str) -> RefOr<Response> {
     ResponseBuilder::new()

@@ -4,37 +4,31 @@
 //! Each handler carries its own `#[utoipa::path(...)]`, and `super::v2_routes` registers every
 //! route through `utoipa_axum::routes!`, which adds the handler to the router and its operation to
 //! the document in one step: a route cannot be served without being described. The answers'
-//! `data` are the `steward_wire` views the handlers build (`api/views.rs`), so the document
-//! describes the types that are sent; `records.rs` still describes, beside them, the answers
-//! whose handlers write `json!`. Bodies that
-//! handlers parse by hand are described in `bodies.rs` next to the field lists the handlers
-//! check; `drift.rs` tests that the two agree and that every documented operation is served.
+//! `data` are the `steward_wire` views the handlers build (`api/views.rs` and each handler's
+//! `view`), and the request bodies the `steward_wire` types they parse, so the document
+//! describes the types that are sent; nothing here describes a type beside the one sent.
+//! `envelopes.rs` lists the error answers an operation names, `params.rs` the path and query
+//! parameters. `api/openapi_tests/` checks the document against the router.
 
-mod billing;
-mod bodies;
-mod budgets;
-mod connections;
-#[cfg(test)]
-mod drift;
 mod envelopes;
-#[cfg(test)]
-mod flow;
 mod params;
-mod records;
-mod webhooks;
 
-pub(crate) use billing::*;
-pub(crate) use bodies::*;
-pub(crate) use budgets::*;
-pub(crate) use connections::*;
 pub(crate) use envelopes::*;
 pub(crate) use params::*;
-pub(crate) use records::*;
-pub(crate) use webhooks::*;
 // The views the handlers write are their own schemas.
 pub(crate) use steward_wire::{
-    Action, Approval, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody,
-    HaltBody, Identity, Invocation, Limit, List, Page, ResumeBody, Secret, SecretDeleted, Single,
+    Action, ActionBody, Approval, ApprovalRequestBody, BillingQuota, BillingUsage, Budget,
+    BudgetBody, BudgetDeleted, CheckBody, ConnectKeyBody, Connection, ConnectionCompleted,
+    CursorPage, DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody,
+    HaltBody, Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit,
+    LimitBody, LimitUpdateBody, List, Page, ReconnectBody, RedeliveryRequested, ResolveEffectBody,
+    ResolveInvocationBody, ResumeBody, Secret, SecretBody, SecretDeleted, Single, Subscription,
+    SubscriptionBody, SubscriptionPatch, Topic, WorkspaceBudget,
+};
+// The runs' views and bodies (`api/runs/`).
+pub(crate) use steward_wire::{
+    Feedback, FeedbackBody, Run, RunDetail, RunEndBody, RunStartBody, Span, SpansBody,
+    SpansIngested, Trace, TraceBody,
 };
 
 use axum::http::header::CONTENT_TYPE;

@@ -1,10 +1,12 @@
-//! Path parameters and the `Idempotency-Key` header, as `utoipa` parameters.
+//! The path parameters several handlers share, as the structs they extract (`Path<IdPath>`)
+//! and describe (`params(IdPath)`), the `Idempotency-Key` header, and the string enums of the
+//! query parameters whose values the core defines.
 //!
 //! Query parameters are described on the handlers' own query structs (`#[derive(IntoParams)]`),
-//! so they cannot drift from what the handlers read.
+//! so they cannot drift from what the handlers read; a path parameter only one handler file
+//! takes lives beside it (`TopicPath`, `SecretNamePath`, `ApiKeyPath`).
 
-#![allow(dead_code)]
-
+use serde::Deserialize;
 use steward_core::{ApprovalStatus, EffectState, Grade, InvocationStatus};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
@@ -14,6 +16,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 /// gets it again (with `idempotent-replayed: true`); a different request under the key is 422.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Header)]
+#[allow(dead_code)] // Described here, read by `body::idempotency_key`.
 pub struct IdempotencyHeader {
     /// Printable ASCII, 1 to 255 bytes, chosen by the client.
     #[param(
@@ -27,33 +30,34 @@ pub struct IdempotencyHeader {
 
 /// A record id in the path (`pol_...`, `lim_...`, `apr_...`, `inv_...`, `eff_...`); anything
 /// else is 404.
-#[derive(IntoParams)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct IdPath {
     /// The record's id.
-    id: String,
+    pub id: String,
 }
 
 /// An action by name or id.
-#[derive(IntoParams)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct ActionPath {
     /// The action's name or its id (`act_...`).
-    reference: String,
+    pub reference: String,
 }
 
 /// A secret's name.
-#[derive(IntoParams)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct SecretPath {
     /// Upper-case letters, digits and `_`, at most 128 bytes; any other name is 400.
     #[param(pattern = "^[A-Z0-9_]+$", min_length = 1, max_length = 128)]
-    name: String,
+    pub name: String,
 }
 
 /// A policy and one of its versions.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
+#[allow(dead_code)] // The handler reads the version as text: a bad one is the JSON 404.
 pub struct PolicyVersionPath {
     /// The policy's id (`pol_...`).
     id: String,

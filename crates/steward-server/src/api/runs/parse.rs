@@ -1,11 +1,19 @@
-//! The bodies of the run endpoints, checked field by field: every refusal names its field, and
-//! every bound below has its unit in its name.
+//! The bodies of the run endpoints, checked field by field into the application layer's
+//! inputs (`app::runs`): each body is parsed as its `steward_wire` type (`api/body.rs::parse`,
+//! which refuses an unknown field and a field of the wrong kind), then every bound below is
+//! checked. Every refusal names its field, and every bound has its unit in its name.
 
 use crate::api::body::{only_known, optional_string};
+use crate::app::runs::{Feedback, Span, Start};
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
 use steward_core::Millis;
 use steward_store::{RunBody, RunEnd, RunStatus};
+use steward_wire::{FeedbackBody, Object, RunEndBody, RunStartBody, SpansBody, Text};
+
+pub use crate::app::runs::SPANS_PER_RUN_MAX;
+/// Span times are read as tracers write them (`telemetry.rs` reads them the same way).
+pub use crate::telemetry::rfc3339;
 
 /// The longest run name, agent, user or application id, span name or model, in characters:
 /// identifiers and labels, not documents.
@@ -17,9 +25,6 @@ pub const RUN_TAG_CHARS_MAX: usize = 64;
 /// The most spans one ingest request may carry. A tracer sends a span at its start and again
 /// at its end; 100 keeps one request's transaction short.
 pub const SPANS_PER_INGEST_MAX: usize = 100;
-/// The most spans one run may hold, counting each span id once. Past it, an ingest that would
-/// add spans is refused whole (`run_spans_limit_reached`); replacing existing spans still works.
-pub const SPANS_PER_RUN_MAX: usize = 10_000;
 /// The longest span id a client may choose, in bytes (LangChain's are 35).
 pub const SPAN_ID_BYTES_MAX: usize = 128;
 /// The largest `attributes` object of a span, in bytes of its JSON. Input and output are
@@ -28,17 +33,8 @@ pub const SPAN_ATTRIBUTES_BYTES_MAX: usize = 16 * 1024;
 /// The longest feedback comment, in characters.
 pub const FEEDBACK_COMMENT_CHARS_MAX: usize = 4_000;
 
-pub const START_FIELDS: [&str; 8] = [
-    "name",
-    "agentId",
-    "agentVersion",
-    "userId",
-    "application",
-    "input",
-    "tags",
-    "metadata",
-];
-pub const END_FIELDS: [&str; 6] = ["status", "output", "error", "tokens", "cost", "metadata"];
+/// The fields of one span of `POST /runs/{id}/spans` (checked here, not by a type: a refusal
+/// names the field under `spans[i].`).
 pub const SPAN_FIELDS: [&str; 16] = [
     "id",
     "parentId",
@@ -57,13 +53,35 @@ pub const SPAN_FIELDS: [&str; 16] = [
     "cost",
     "model",
 ];
-pub const SPANS_FIELDS: [&str; 1] = ["spans"];
-pub const TRACE_FIELDS: [&str; 1] = ["resourceSpans"];
-pub const FEEDBACK_FIELDS: [&str; 6] =
-    ["spanId", "source", "label", "rating", "comment", "metadata"];
 /// The kinds of span: a model call, a tool call, a workflow step, and anything else.
 pub const SPAN_TYPES: [&str; 4] = ["model_call", "tool_call", "workflow_step", "custom"];
 pub const SPAN_STATUSES: [&str; 4] = ["running", "succeeded", "failed", "cancelled"];
+
+/// A parsed string field (`field`) of 1 to `max` characters.
+fn text(value: Option<Text>, field: &str, max: usize) -> ApiResult<Option<String>> {
+    let value = value.map(Text::into_string);
+    if let Some(v) = &value {
+        if v.chars().count() > max {
+            return Err(ApiError::validation(
+                field,
+                format!("must be at most {max} characters"),
+            ));
+        }
+        if v.is_empty() {
+            return Err(ApiError::validation(field, "must not be empty"));
+        }
+    }
+    Ok(value)
+}
+
+fn object(value: Option<Object>) -> Option<Value> {
+    value.map(Object::into_value)
+}
+
+/// A value that is not `null`.
+fn given(value: Option<Value>) -> Option<Value> {
+    value.filter(|v| !v.is_null())
+}
 
 /// A string field of at most `max` characters.
 pub fn bounded(map: &Map<String, Value>, field: &str, max: usize) -> ApiResult<Option<String>> {
@@ -94,16 +112,6 @@ fn any(map: &Map<String, Value>, field: &str) -> Option<Value> {
     map.get(field).filter(|v| !v.is_null()).cloned()
 }
 
-fn count(map: &Map<String, Value>, field: &str) -> ApiResult<Option<u64>> {
-    match map.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| ApiError::validation(field, "must be a non-negative integer")),
-    }
-}
-
 fn amount(map: &Map<String, Value>, field: &str) -> ApiResult<Option<f64>> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(None),
@@ -114,12 +122,9 @@ fn amount(map: &Map<String, Value>, field: &str) -> ApiResult<Option<f64>> {
     }
 }
 
-fn tags(map: &Map<String, Value>) -> ApiResult<Vec<String>> {
-    let list = match map.get("tags") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(ApiError::validation("tags", "must be a list of strings")),
-    };
+/// A run's tags, checked: at most [`RUN_TAGS_MAX`], each 1 to [`RUN_TAG_CHARS_MAX`]
+/// characters of text a person reads, a refusal naming `tags[i]`; repeats are dropped.
+pub fn tags(list: Vec<String>) -> ApiResult<Vec<String>> {
     if list.len() > RUN_TAGS_MAX {
         return Err(ApiError::validation(
             "tags",
@@ -127,12 +132,9 @@ fn tags(map: &Map<String, Value>) -> ApiResult<Vec<String>> {
         ));
     }
     let mut out: Vec<String> = Vec::with_capacity(list.len());
-    for (i, tag) in list.iter().enumerate() {
+    for (i, tag) in list.into_iter().enumerate() {
         let field = format!("tags[{i}]");
-        let Some(tag) = tag.as_str() else {
-            return Err(ApiError::validation(field, "must be a string"));
-        };
-        steward_core::check_text(&field, tag, steward_core::TextKind::Prose)
+        steward_core::check_text(&field, &tag, steward_core::TextKind::Prose)
             .map_err(|e| ApiError::validation(e.field, e.message))?;
         if tag.is_empty() || tag.chars().count() > RUN_TAG_CHARS_MAX {
             return Err(ApiError::validation(
@@ -140,44 +142,37 @@ fn tags(map: &Map<String, Value>) -> ApiResult<Vec<String>> {
                 format!("must be 1 to {RUN_TAG_CHARS_MAX} characters"),
             ));
         }
-        if !out.iter().any(|t| t == tag) {
-            out.push(tag.to_string());
+        if !out.contains(&tag) {
+            out.push(tag);
         }
     }
     Ok(out)
 }
 
 /// `POST /runs`: the run's columns and its body.
-pub struct Start {
-    pub name: Option<String>,
-    pub agent_id: Option<String>,
-    pub user_id: Option<String>,
-    pub body: RunBody,
-}
-
-pub fn start(map: &Map<String, Value>) -> ApiResult<Start> {
-    only_known(map, &START_FIELDS)?;
+pub fn start(body: RunStartBody) -> ApiResult<Start> {
+    let tag_list = body.tags.unwrap_or_default();
     Ok(Start {
-        name: bounded(map, "name", RUN_TEXT_CHARS_MAX)?,
-        agent_id: bounded(map, "agentId", RUN_TEXT_CHARS_MAX)?,
-        user_id: bounded(map, "userId", RUN_TEXT_CHARS_MAX)?,
+        name: text(body.name, "name", RUN_TEXT_CHARS_MAX)?,
+        agent_id: text(body.agent_id, "agentId", RUN_TEXT_CHARS_MAX)?,
+        user_id: text(body.user_id, "userId", RUN_TEXT_CHARS_MAX)?,
         body: RunBody {
-            agent_version: bounded(map, "agentVersion", RUN_TEXT_CHARS_MAX)?,
-            application: bounded(map, "application", RUN_TEXT_CHARS_MAX)?,
-            tags: tags(map)?,
-            input: any(map, "input"),
-            metadata: object_or_null(map, "metadata")?,
+            agent_version: text(body.agent_version, "agentVersion", RUN_TEXT_CHARS_MAX)?,
+            application: text(body.application, "application", RUN_TEXT_CHARS_MAX)?,
+            tags: tags(tag_list.into_iter().map(Text::into_string).collect())?,
+            input: given(body.input),
+            metadata: object(body.metadata),
             ..RunBody::default()
         },
     })
 }
 
 /// `PATCH /runs/{id}`.
-pub fn end(map: &Map<String, Value>) -> ApiResult<RunEnd> {
-    only_known(map, &END_FIELDS)?;
-    let status = optional_string(map, "status")?
+pub fn end(body: RunEndBody) -> ApiResult<RunEnd> {
+    let status = body
+        .status
         .map(|s| {
-            RunStatus::parse(&s).ok_or_else(|| {
+            RunStatus::parse(s.0.as_str()).ok_or_else(|| {
                 ApiError::validation(
                     "status",
                     "must be one of running, succeeded, failed, cancelled",
@@ -187,51 +182,12 @@ pub fn end(map: &Map<String, Value>) -> ApiResult<RunEnd> {
         .transpose()?;
     Ok(RunEnd {
         status,
-        output: any(map, "output"),
-        error: object_or_null(map, "error")?,
-        tokens: count(map, "tokens")?,
-        cost: amount(map, "cost")?,
-        metadata: object_or_null(map, "metadata")?,
+        output: given(body.output),
+        error: object(body.error),
+        tokens: body.tokens.map(|c| c.0),
+        cost: body.cost.map(|a| a.0),
+        metadata: object(body.metadata),
     })
-}
-
-/// An RFC 3339 time as tracers write it: any number of fraction digits (Python writes six),
-/// `Z` or a `+HH:MM` / `-HH:MM` offset. Read to the millisecond; `None` for anything else.
-pub fn rfc3339(text: &str) -> Option<Millis> {
-    let base = Millis::parse_rfc3339(&format!("{}Z", text.get(..19)?))?;
-    let rest = &text[19..];
-    let (fraction, zone) = match rest.strip_prefix('.') {
-        Some(tail) => {
-            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 || digits > 9 {
-                return None;
-            }
-            (&tail[..digits], &tail[digits..])
-        }
-        None => ("", rest),
-    };
-    let ms: i64 = format!("{fraction:0<3}")[..3].parse().ok()?;
-    let offset_ms = match zone.as_bytes() {
-        [b'Z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let two = |a: u8, b: u8| -> Option<i64> {
-                (a.is_ascii_digit() && b.is_ascii_digit())
-                    .then(|| i64::from(a - b'0') * 10 + i64::from(b - b'0'))
-            };
-            let (h, m) = (two(*h1, *h2)?, two(*m1, *m2)?);
-            if h > 23 || m > 59 {
-                return None;
-            }
-            let magnitude = (h * 60 + m) * 60_000;
-            if *sign == b'+' {
-                magnitude
-            } else {
-                -magnitude
-            }
-        }
-        _ => return None,
-    };
-    Some(Millis(base.0 + ms - offset_ms))
 }
 
 /// An RFC 3339 time, kept as given once it parses.
@@ -245,7 +201,12 @@ fn time(map: &Map<String, Value>, field: &str) -> ApiResult<Option<(String, Mill
 }
 
 fn span_id(map: &Map<String, Value>, field: &str) -> ApiResult<Option<String>> {
-    let Some(id) = optional_string(map, field)? else {
+    checked_span_id(optional_string(map, field)?, field)
+}
+
+/// A span id a client chose (`field`), checked.
+fn checked_span_id(id: Option<String>, field: &str) -> ApiResult<Option<String>> {
+    let Some(id) = id else {
         return Ok(None);
     };
     let fits = !id.is_empty()
@@ -274,11 +235,30 @@ fn within(mut e: ApiError, prefix: &str) -> ApiError {
     e
 }
 
-/// One checked span: its id, its parent, and its normalized document.
-pub struct Span {
-    pub id: String,
-    pub parent: Option<String>,
-    pub document: Value,
+/// `POST /runs/{id}/spans`: 1 to [`SPANS_PER_INGEST_MAX`] spans, each checked, no id given
+/// twice. A span without an id gets a fresh one.
+pub fn spans(body: SpansBody) -> ApiResult<Vec<Span>> {
+    let Some(list) = body.spans else {
+        return Err(ApiError::validation("spans", "must be a list of spans"));
+    };
+    if list.is_empty() || list.len() > SPANS_PER_INGEST_MAX {
+        return Err(ApiError::validation(
+            "spans",
+            format!("must hold 1 to {SPANS_PER_INGEST_MAX} spans"),
+        ));
+    }
+    let mut spans: Vec<Span> = Vec::with_capacity(list.len());
+    for (i, value) in list.iter().enumerate() {
+        let span = span(i, value, crate::app::runs::fresh_span_id)?;
+        if spans.iter().any(|s| s.id == span.id) {
+            return Err(ApiError::validation(
+                format!("spans[{i}].id"),
+                "repeats an id given earlier in this request",
+            ));
+        }
+        spans.push(span);
+    }
+    Ok(spans)
 }
 
 /// One span of an ingest, at `spans[index]`. A span without an id gets `fresh`; `parentId` (the
@@ -390,18 +370,11 @@ pub fn span(index: usize, value: &Value, fresh: impl FnOnce() -> String) -> ApiR
 }
 
 /// `POST /runs/{id}/feedback`: its span, if any, and its document.
-pub fn feedback(map: &Map<String, Value>) -> ApiResult<(Option<String>, Value)> {
-    only_known(map, &FEEDBACK_FIELDS)?;
-    let span = span_id(map, "spanId")?;
-    let label = bounded(map, "label", RUN_TEXT_CHARS_MAX)?;
-    let comment = bounded(map, "comment", FEEDBACK_COMMENT_CHARS_MAX)?;
-    let rating = match map.get("rating") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_f64() {
-            Some(n) if n.is_finite() => Some(n),
-            _ => return Err(ApiError::validation("rating", "must be a number")),
-        },
-    };
+pub fn feedback(body: FeedbackBody) -> ApiResult<Feedback> {
+    let span_id = checked_span_id(body.span_id.map(Text::into_string), "spanId")?;
+    let label = text(body.label, "label", RUN_TEXT_CHARS_MAX)?;
+    let comment = text(body.comment, "comment", FEEDBACK_COMMENT_CHARS_MAX)?;
+    let rating = body.rating.map(|r| r.0);
     if label.is_none() && comment.is_none() && rating.is_none() {
         return Err(ApiError::validation(
             "rating",
@@ -409,18 +382,144 @@ pub fn feedback(map: &Map<String, Value>) -> ApiResult<(Option<String>, Value)> 
         ));
     }
     let document = json!({
-        "source": bounded(map, "source", RUN_TEXT_CHARS_MAX)?,
+        "source": text(body.source, "source", RUN_TEXT_CHARS_MAX)?,
         "label": label,
         "rating": rating,
         "comment": comment,
-        "metadata": object_or_null(map, "metadata")?,
+        "metadata": object(body.metadata),
     });
-    Ok((span, document))
+    Ok(Feedback { span_id, document })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
+
+    fn refused<T: serde::de::DeserializeOwned + utoipa::ToSchema>(body: Value) -> ApiError {
+        match crate::api::body::parse::<T>(&Bytes::from(body.to_string())) {
+            Ok(_) => panic!("{body} was accepted"),
+            Err(e) => e,
+        }
+    }
+
+    fn field_of(e: &ApiError) -> &str {
+        e.details
+            .as_ref()
+            .and_then(|d| d["field"].as_str())
+            .unwrap_or("")
+    }
+
+    /// The typed bodies refuse what the hand-written parsers refused, naming the same field
+    /// with the same message.
+    #[test]
+    fn typed_run_bodies_name_the_field_they_refuse() {
+        let cases: Vec<(ApiError, &str, &str)> = vec![
+            (
+                refused::<RunStartBody>(json!({"nope": 1})),
+                "nope",
+                "nope: is not a known field",
+            ),
+            (
+                refused::<RunStartBody>(json!({"name": 7})),
+                "name",
+                "name: must be a string",
+            ),
+            (
+                refused::<RunStartBody>(json!({"tags": "t"})),
+                "tags",
+                "tags: must be a list of strings",
+            ),
+            (
+                refused::<RunStartBody>(json!({"tags": ["a", 2]})),
+                "tags[1]",
+                "tags[1]: must be a string",
+            ),
+            (
+                refused::<RunStartBody>(json!({"metadata": [1]})),
+                "metadata",
+                "metadata: must be a JSON object",
+            ),
+            (
+                refused::<RunEndBody>(json!({"tokens": -1})),
+                "tokens",
+                "tokens: must be a non-negative integer",
+            ),
+            (
+                refused::<RunEndBody>(json!({"cost": "1"})),
+                "cost",
+                "cost: must be a non-negative number",
+            ),
+            (
+                refused::<SpansBody>(json!({"spans": {}})),
+                "spans",
+                "spans: must be a list of spans",
+            ),
+            (
+                refused::<FeedbackBody>(json!({"rating": "high"})),
+                "rating",
+                "rating: must be a number",
+            ),
+            (
+                refused::<steward_wire::TraceBody>(json!({"spans": []})),
+                "spans",
+                "spans: is not a known field",
+            ),
+        ];
+        for (e, field, message) in cases {
+            assert_eq!((field_of(&e), e.message.as_str()), (field, message));
+        }
+        let bounds = |body: Value| {
+            let parsed = crate::api::body::parse::<RunStartBody>(&Bytes::from(body.to_string()));
+            start(parsed.unwrap())
+                .err()
+                .map(|e| field_of(&e).to_string())
+        };
+        assert_eq!(
+            bounds(json!({"name": "x".repeat(201)})).as_deref(),
+            Some("name")
+        );
+        assert_eq!(
+            bounds(json!({"tags": ["ok", ""]})).as_deref(),
+            Some("tags[1]")
+        );
+        assert_eq!(
+            bounds(json!({"name": null, "tags": null, "input": null})),
+            None
+        );
+        let none = SpansBody { spans: None };
+        assert_eq!(field_of(&spans(none).err().unwrap()), "spans");
+        let many = SpansBody {
+            spans: Some(vec![json!({"name": "x"}); SPANS_PER_INGEST_MAX + 1]),
+        };
+        assert_eq!(field_of(&spans(many).err().unwrap()), "spans");
+    }
+
+    /// `utoipa` takes only literal bounds; each in the run bodies' schemas is the constant the
+    /// checks above enforce.
+    #[test]
+    fn the_run_bodies_bounds_in_the_document_are_the_named_constants() {
+        use utoipa::PartialSchema;
+        let schema = |s: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+            serde_json::to_value(s).unwrap()
+        };
+        let start = schema(RunStartBody::schema());
+        for field in ["name", "agentId", "agentVersion", "userId", "application"] {
+            let max = &start["properties"][field]["maxLength"];
+            assert_eq!(max.as_u64(), Some(RUN_TEXT_CHARS_MAX as u64), "{field}");
+        }
+        let tags = &start["properties"]["tags"]["maxItems"];
+        assert_eq!(tags.as_u64(), Some(RUN_TAGS_MAX as u64));
+        let spans = schema(SpansBody::schema());
+        let max = &spans["properties"]["spans"]["maxItems"];
+        assert_eq!(max.as_u64(), Some(SPANS_PER_INGEST_MAX as u64));
+        let feedback = schema(FeedbackBody::schema());
+        let max = &feedback["properties"]["comment"]["maxLength"];
+        assert_eq!(max.as_u64(), Some(FEEDBACK_COMMENT_CHARS_MAX as u64));
+        for body in [start, spans, feedback, schema(RunEndBody::schema())] {
+            assert_eq!(body["additionalProperties"], json!(false), "{body}");
+        }
+    }
 
     #[test]
     fn tracer_times_read_to_the_millisecond() {

@@ -7,9 +7,10 @@
 //! (`secret`, `token`, `password`, `authorization`, `api_key`, `apikey`, `cookie`) are exported
 //! as `[REDACTED]`.
 
+use crate::app::runs::Imported;
 use crate::error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
-use steward_core::{EnvironmentId, Millis, RunId};
+use steward_core::{Millis, RunId};
 use steward_store::{RunBody, RunRecord, RunStatus, SpanRecord};
 
 /// The OTLP span id (16 hex digits) of `span` in `run`; the run's own root span is `span = ""`.
@@ -155,62 +156,15 @@ fn child_span(run: &RunRecord, s: &SpanRecord, known: &dyn Fn(&str) -> bool) -> 
 }
 
 /// The run and its spans as one OTLP/JSON trace.
-pub(super) fn export(run: &RunRecord, spans: &[SpanRecord]) -> Value {
+pub(super) fn export(run: &RunRecord, spans: &[SpanRecord]) -> steward_wire::Trace {
     let known = |id: &str| spans.iter().any(|s| s.span_id == id);
     let mut out = vec![root_span(run)];
     out.extend(spans.iter().map(|s| child_span(run, s, &known)));
-    json!({"resourceSpans": [{
-        "resource": {"attributes": [string_attr("service.name", "steward")]},
-        "scopeSpans": [{"scope": {"name": "steward.runs"}, "spans": out}],
-    }]})
-}
-
-/// A trace read back: the root's fields and the other spans, with Steward's ids.
-pub(super) struct Imported {
-    trace_id: String,
-    name: Option<String>,
-    status: RunStatus,
-    agent_id: Option<String>,
-    user_id: Option<String>,
-    body: RunBody,
-    started_at: Option<Millis>,
-    ended_at: Option<Millis>,
-    spans: Vec<(String, Option<String>, Value)>,
-}
-
-impl Imported {
-    pub(super) fn run(&self, id: RunId, env: EnvironmentId, now: Millis) -> RunRecord {
-        RunRecord {
-            id,
-            env_id: env,
-            status: self.status,
-            name: self.name.clone(),
-            agent_id: self.agent_id.clone(),
-            user_id: self.user_id.clone(),
-            trace_id: self.trace_id.clone(),
-            body: self.body.clone(),
-            started_at: self.started_at.unwrap_or(now),
-            ended_at: if self.status.is_terminal() {
-                Some(self.ended_at.unwrap_or(now))
-            } else {
-                None
-            },
-            updated_at: now,
-        }
-    }
-
-    pub(super) fn spans(&self, run: &RunId, now: Millis) -> Vec<SpanRecord> {
-        self.spans
-            .iter()
-            .map(|(id, parent, document)| SpanRecord {
-                run_id: run.clone(),
-                span_id: id.clone(),
-                parent_span_id: parent.clone(),
-                document: document.clone(),
-                created_at: now,
-                updated_at: now,
-            })
-            .collect()
+    steward_wire::Trace {
+        resource_spans: vec![json!({
+            "resource": {"attributes": [string_attr("service.name", "steward")]},
+            "scopeSpans": [{"scope": {"name": "steward.runs"}, "spans": out}],
+        })],
     }
 }
 
@@ -375,12 +329,11 @@ fn span_fields(span: &Value, id: String, parent: Option<String>) -> Map<String, 
 
 /// Reads one OTLP/JSON trace: every span of every `resourceSpans[].scopeSpans[]`. The root is
 /// the span without a parent; it becomes the run, the others its spans.
-pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
-    crate::api::body::only_known(map, &super::parse::TRACE_FIELDS)?;
-    let Some(resources) = map.get("resourceSpans").and_then(Value::as_array) else {
+pub(super) fn import(body: steward_wire::TraceBody) -> ApiResult<Imported> {
+    let Some(resources) = body.resource_spans else {
         return Err(ApiError::validation("resourceSpans", "must be a list"));
     };
-    let all = every_span(resources)?;
+    let all = every_span(&resources)?;
     let trace_id = one_trace_id(&all)?;
     let has_parent = |s: &Value| s["parentSpanId"].as_str().is_some_and(|p| !p.is_empty());
     let roots: Vec<&(String, &Value)> = all.iter().filter(|(_, s)| !has_parent(s)).collect();
@@ -405,9 +358,8 @@ pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
             .collect(),
         _ => Vec::new(),
     };
-    let mut tag_map = Map::new();
-    tag_map.insert("tags".into(), Value::from(tags.clone()));
-    super::parse::start(&tag_map)?;
+    // Checked as `POST /runs` checks them, and kept as the trace has them.
+    super::parse::tags(tags.clone())?;
     let name = text(root.get("name")).filter(|n| !n.is_empty());
     // Each span's Steward id: its `steward.span.id`, else its OTLP span id.
     let steward_id = |s: &Value| {
@@ -432,7 +384,7 @@ pub(super) fn import(map: &Map<String, Value>) -> ApiResult<Imported> {
         let fields = span_fields(span, steward_id(span), parent);
         let parsed = super::parse::span(i, &Value::Object(fields), String::new)
             .map_err(|e| ApiError::validation(at.clone(), e.message))?;
-        spans.push((parsed.id, parsed.parent, parsed.document));
+        spans.push(parsed);
     }
     Ok(Imported {
         trace_id,

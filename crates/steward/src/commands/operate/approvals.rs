@@ -80,21 +80,24 @@ async fn decide(
     let Decided {
         approval,
         invocation,
+        unchanged,
     } = answer.view;
-    // The API answers a decision on a settled approval with the approval unchanged; a person
-    // at a terminal must not mistake that for their decision.
-    let took = match decision {
-        Decision::Deny => approval.status == "denied",
-        Decision::Approve => matches!(approval.status.as_str(), "approved" | "pending"),
-    };
-    if !took {
+    // A decision that changed nothing (the approval expired or was settled, or this key had
+    // decided it already) is answered with the approval as it is and the server's reason, the
+    // same the console shows; a person at a terminal must not mistake it for their decision.
+    if let Some(unchanged) = unchanged {
         let verb = match decision {
             Decision::Approve => "approve",
             Decision::Deny => "deny",
         };
+        let state = match approval.status.as_str() {
+            "pending" => "still pending".to_string(),
+            other => format!("already {other}"),
+        };
         anyhow::bail!(
-            "approval {id} is already {}; your {verb} changed nothing",
-            approval.status
+            "approval {id} is {state}; your {verb} changed nothing: {} ({})",
+            unchanged.message,
+            unchanged.code
         );
     }
     // `--json` prints the approval (the API's `data.approval`) as before.
