@@ -75,6 +75,37 @@ impl MissingOperationKey {
     }
 }
 
+/// What an environment does with a governed invoke over HTTP that carries neither an
+/// `operationKey` nor an `Idempotency-Key`: nothing then tells a resend from new work, so a
+/// client's retry after a lost answer is a second provider write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnkeyedInvokes {
+    /// Accepted, and the answer carries a warning (the default, as before the setting).
+    #[default]
+    Accept,
+    /// Refused with `operation_key_required`; nothing is recorded.
+    Refuse,
+}
+
+impl UnkeyedInvokes {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnkeyedInvokes::Accept => "accept",
+            UnkeyedInvokes::Refuse => "refuse",
+        }
+    }
+
+    /// The setting a stored name names; `None` for a name this build does not know.
+    pub fn parse(name: &str) -> Option<UnkeyedInvokes> {
+        match name {
+            "accept" => Some(UnkeyedInvokes::Accept),
+            "refuse" => Some(UnkeyedInvokes::Refuse),
+            _ => None,
+        }
+    }
+}
+
 fn yes() -> bool {
     true
 }

@@ -52,7 +52,7 @@ mod text;
 mod time;
 
 pub use action::{
-    validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey,
+    validate_name, ActionDefinition, AdapterSpec, FieldError, MissingOperationKey, UnkeyedInvokes,
     ACTION_NAME_LEN_MAX,
 };
 pub use approval::{cast, ApprovalStatus, Ballot, Decision, Tally, Verdict};

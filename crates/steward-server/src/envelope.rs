@@ -25,6 +25,15 @@ pub fn with_status<T: Serialize>(status: StatusCode, data: T) -> Response {
     (status, axum::Json(Single::new(data))).into_response()
 }
 
+/// One record with `warnings` beside it (none: the plain envelope).
+pub fn warned<T: Serialize>(
+    status: StatusCode,
+    data: T,
+    warnings: Vec<steward_wire::Warning>,
+) -> Response {
+    (status, axum::Json(Single::warned(data, warnings))).into_response()
+}
+
 pub fn paged<T: Serialize>(items: Vec<T>, total: u64, limit: u32, offset: u32) -> Response {
     let body = Page::new(items, Pagination::of(total, limit, offset));
     (StatusCode::OK, axum::Json(body)).into_response()

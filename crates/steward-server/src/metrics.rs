@@ -166,9 +166,38 @@ impl Metrics {
         self.count("steward_invocations_total", format!("status=\"{status}\""));
     }
 
-    /// The provider call of one attempt, from the first byte sent to the answer read.
-    pub fn dispatch_latency(&self, took: Duration) {
-        self.observe("steward_dispatch_duration_seconds", String::new(), took);
+    /// The provider call of one attempt, from the first byte sent to the answer read, by the
+    /// adapter that built it (`template` for a template action). `adapter` is a name from the
+    /// adapter registry, never from a request, so the series are as many as the adapters.
+    pub fn dispatch_latency(&self, adapter: &'static str, took: Duration) {
+        self.observe(
+            "steward_dispatch_duration_seconds",
+            format!("adapter=\"{adapter}\""),
+            took,
+        );
+    }
+
+    /// One approver's decision recorded: `approve` or `deny` (a decision that changed nothing
+    /// is not counted).
+    pub fn approval_decision(&self, decision: &'static str) {
+        self.count(
+            "steward_approval_decisions_total",
+            format!("decision=\"{decision}\""),
+        );
+    }
+
+    /// Approvals the expiry sweep settled `expired`.
+    pub fn approvals_expired(&self, count: u64) {
+        self.with(|m| {
+            *m.counters
+                .entry(("steward_approvals_expired_total", String::new()))
+                .or_default() += count
+        });
+    }
+
+    /// One webhook event moved to the dead-letter list after its retry schedule.
+    pub fn webhook_dead_lettered(&self) {
+        self.count("steward_webhook_dead_letters_total", String::new());
     }
 
     /// One HTTP request answered: by route template (`/api/v2/actions/{id}`, `unmatched` for
@@ -195,18 +224,18 @@ impl Metrics {
     }
 
     /// The text exposition, with `gauges` (name, help, value) read at scrape time.
-    pub fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
+    pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
         let mut out = String::new();
         let in_flight = [
             (
                 "steward_dispatches_in_flight",
                 "provider calls sent or about to be whose answers are not recorded yet, in this process",
-                self.dispatches_in_flight(),
+                self.dispatches_in_flight() as f64,
             ),
             (
                 "steward_http_connections_open",
                 "client connections open now, over every listener",
-                self.connections.load(Ordering::SeqCst),
+                self.connections.load(Ordering::SeqCst) as f64,
             ),
         ];
         for (name, help, value) in gauges.iter().chain(&in_flight) {
@@ -310,23 +339,27 @@ mod tests {
         let m = Metrics::default();
         m.invocation("succeeded");
         m.invocation("succeeded");
-        m.dispatch_latency(Duration::from_millis(3));
+        m.dispatch_latency("stripe.refund", Duration::from_millis(3));
         m.store_commit("submit", Duration::from_micros(200));
         let text = m.render(&[(
             "steward_unknown_effects",
             "effects whose outcome is unknown",
-            2,
+            2.0,
         )]);
         assert!(
             text.contains("steward_invocations_total{status=\"succeeded\"} 2"),
             "{text}"
         );
         assert!(
-            text.contains("steward_dispatch_duration_seconds_bucket{le=\"0.005\"} 1"),
+            text.contains(
+                "steward_dispatch_duration_seconds_bucket{adapter=\"stripe.refund\",le=\"0.005\"} 1"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("steward_dispatch_duration_seconds_bucket{le=\"0.001\"} 0"),
+            text.contains(
+                "steward_dispatch_duration_seconds_bucket{adapter=\"stripe.refund\",le=\"0.001\"} 0"
+            ),
             "{text}"
         );
         assert!(
@@ -336,6 +369,26 @@ mod tests {
         assert!(text.contains("steward_unknown_effects 2"), "{text}");
         assert!(text.contains("steward_dispatches_in_flight 0"), "{text}");
         assert!(text.contains("steward_build_info{version=\""), "{text}");
+    }
+
+    #[test]
+    fn approvals_decided_and_expired_and_dead_letters_are_counted() {
+        let m = Metrics::default();
+        m.approval_decision("approve");
+        m.approval_decision("approve");
+        m.approval_decision("deny");
+        m.approvals_expired(3);
+        m.webhook_dead_lettered();
+        let text = m.render(&[("steward_reconcile_lag_seconds", "lag", 1.5)]);
+        for line in [
+            "steward_approval_decisions_total{decision=\"approve\"} 2",
+            "steward_approval_decisions_total{decision=\"deny\"} 1",
+            "steward_approvals_expired_total 3",
+            "steward_webhook_dead_letters_total 1",
+            "steward_reconcile_lag_seconds 1.5",
+        ] {
+            assert!(text.contains(line), "no {line} in\n{text}");
+        }
     }
 
     /// Every family the Grafana dashboard in `deploy/` queries is one this server exports (by

@@ -8,7 +8,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 
 /// The whole HTTP surface, without `/metrics` (see [`router`]).
@@ -42,9 +42,10 @@ pub(crate) fn router(
         .route("/readyz", get(ready))
         // A person who opens the server's address lands in the console.
         .route("/", get(|| async { crate::console::landing() }));
-    if let Some(token) = metrics_token {
-        top = top.route("/metrics", scrape(Some(token)));
-    }
+    top = match metrics_token {
+        Some(token) => top.route("/metrics", scrape(Some(token))),
+        None => top.route("/metrics", any(metrics_off)),
+    };
     top = top.merge(crate::mcp::http::route(state.clone(), mcp));
     // The console's pages are HTML, so they stay outside `edge`, whose safety net turns every
     // error answer into the API's JSON envelope; they get the request log all the same.
@@ -55,6 +56,19 @@ pub(crate) fn router(
         .merge(console)
         .layer(counted)
         .with_state(state)
+}
+
+/// `/metrics` on the main listener without a metrics token: still the 404 of a path no endpoint
+/// serves (nothing about the server's figures is answered), saying how to turn it on.
+async fn metrics_off(method: axum::http::Method) -> Response {
+    let mut refusal = crate::api::no_such_route(&method, "/metrics");
+    refusal.message = format!(
+        "{}: /metrics is off on this listener. Start `steward serve` with --metrics-token \
+         (STEWARD_METRICS_TOKEN, 16+ characters) to serve it here to that bearer token, or with \
+         --metrics-listen ADDR to serve it on an address of its own",
+        refusal.message
+    );
+    refusal.into_response()
 }
 
 /// `GET /readyz`: 200 while the store answers a read and holds the schema this build serves;

@@ -348,6 +348,7 @@ async fn expire_approvals(state: AppState) {
         match state.store.expire_approvals(state.clock.now()).await {
             Ok(expired) if !expired.is_empty() => {
                 tracing::info!(count = expired.len(), "approvals expired");
+                state.metrics.approvals_expired(expired.len() as u64);
                 state.approval_events.notify_waiters();
             }
             Ok(_) => {}

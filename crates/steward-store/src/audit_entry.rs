@@ -69,6 +69,8 @@ audit_kinds! {
     EnvironmentCreated = "environment.created",
     EnvironmentHalted = "environment.halted",
     EnvironmentResumed = "environment.resumed",
+    /// An environment's setting changed (`unkeyedInvokes`).
+    EnvironmentUpdated = "environment.updated",
     ImpactActual = "impact.actual",
     ImpactRefused = "impact.refused",
     ImpactReserved = "impact.reserved",
@@ -187,6 +189,17 @@ impl AuditEntry {
         Self::new(kind, env, env)
             .before(json!({"halted": before.halted, "reason": before.halt_reason}))
             .after(json!({"halted": halted, "reason": reason}))
+    }
+
+    /// The environment's `unkeyedInvokes` setting changed from `before`'s to `setting`.
+    pub(crate) fn unkeyed_invokes(
+        before: &crate::records::Environment,
+        setting: steward_core::UnkeyedInvokes,
+    ) -> Self {
+        let env = before.id.as_str();
+        Self::new(AuditKind::EnvironmentUpdated, env, env)
+            .before(json!({"unkeyedInvokes": before.unkeyed_invokes.as_str()}))
+            .after(json!({"unkeyedInvokes": setting.as_str()}))
     }
 
     /// An effect's reservations settled by its move: `count` of them now `after`.

@@ -106,6 +106,7 @@ pub use store::{
     DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,
     WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
 };
+pub use store::{Figures, OperatingFigures, PoolUse, DEAD_LETTERS_COUNTED_MAX};
 pub use store::{HaltChange, KillSwitch};
 
 /// The store's traits, to call store methods on a backend or on one part:
@@ -117,6 +118,7 @@ pub mod prelude {
     pub use crate::store::Catalog;
     pub use crate::store::Connections;
     pub use crate::store::Effects;
+    pub use crate::store::Figures;
     pub use crate::store::Idempotency;
     pub use crate::store::Identity;
     pub use crate::store::KillSwitch;

@@ -16,6 +16,22 @@ pub struct Environment {
     pub halted: bool,
     pub halt_reason: Option<String>,
     pub created_at: Millis,
+    /// What a governed HTTP invoke with neither an operation key nor an `Idempotency-Key`
+    /// gets: accepted with a warning, or refused.
+    pub unkeyed_invokes: steward_core::UnkeyedInvokes,
+}
+
+/// The environment's `unkeyed_invokes` column as stored: `NULL` (every environment made before
+/// the setting) is `accept`, the behaviour it had.
+pub(crate) fn unkeyed_invokes(
+    stored: Option<String>,
+) -> crate::StoreResult<steward_core::UnkeyedInvokes> {
+    match stored.as_deref() {
+        None => Ok(steward_core::UnkeyedInvokes::Accept),
+        Some(name) => steward_core::UnkeyedInvokes::parse(name).ok_or_else(|| {
+            crate::StoreError::Corrupt(format!("environment unkeyed_invokes: {name}"))
+        }),
+    }
 }
 
 /// The environment `Identity::ensure_environment` finds by `name`, or creates with `id` when

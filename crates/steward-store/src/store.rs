@@ -5,8 +5,8 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`], [`Runs`] and
-//! [`Webhooks`]. [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and
+//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`], [`Runs`],
+//! [`Webhooks`] and [`Figures`]. [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and
 //! what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
 
@@ -16,6 +16,7 @@ mod budgets;
 mod catalog;
 mod connections;
 mod effects;
+mod figures;
 mod idempotency;
 mod identity;
 mod kill_switch;
@@ -32,6 +33,8 @@ pub use budgets::Budgets;
 pub use catalog::Catalog;
 pub use connections::Connections;
 pub use effects::Effects;
+pub(crate) use figures::overdue_ms;
+pub use figures::{Figures, OperatingFigures, PoolUse, DEAD_LETTERS_COUNTED_MAX};
 pub(crate) use idempotency::seen_before;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
@@ -64,6 +67,7 @@ pub trait Store:
     + Connections
     + Webhooks
     + Runs
+    + Figures
     + 'static
 {
 }
@@ -84,6 +88,7 @@ impl<T> Store for T where
         + Connections
         + Webhooks
         + Runs
+        + Figures
         + 'static
 {
 }

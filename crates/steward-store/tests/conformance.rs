@@ -30,9 +30,9 @@ use steward_store::{
     content_hash, legacy_event_hash, link_hash, verify_chain, verify_log, verify_unsealed,
     ActionRecord, Actor, ApiKeyRecord, AttemptChange, AuditEvent, AuditSeal, ChainError, ChainLink,
     EffectChange, EffectDetail, EffectFilter, IdempotencyBegin, InvocationFilter, InvocationRecord,
-    NewEvidence, PolicyChange, PolicySetChange, PostgresStore, RecoveryReport, SealOutcome,
-    SecretRecord, SqliteStore, Store, StoreError, Submission, SubmitOutcome, Sweep, GENESIS_HASH,
-    SEAL_BATCH_EVENTS_MAX,
+    NewEvidence, OperatingFigures, PolicyChange, PolicySetChange, PostgresStore, RecoveryReport,
+    SealOutcome, SecretRecord, SqliteStore, Store, StoreError, Submission, SubmitOutcome, Sweep,
+    GENESIS_HASH, SEAL_BATCH_EVENTS_MAX,
 };
 use steward_store::{FirstAttemptOutcome, HaltChange, Submitted};
 use steward_store::{ImpactRequest, LimitRecord, PolicyRecord, ReserveOutcome};
@@ -87,6 +87,12 @@ use bounded_reads::*;
 #[path = "conformance/sweep_batch.rs"]
 mod sweep_batch;
 use sweep_batch::*;
+#[path = "conformance/environment_settings.rs"]
+mod environment_settings;
+use environment_settings::*;
+#[path = "conformance/figures.rs"]
+mod figures;
+use figures::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -138,6 +144,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_keys_last_use_only_moves_forward(store.clone()).await;
     idempotency_keys_are_scoped_to_the_sending_key(store.clone()).await;
     the_master_key_check_is_recorded_once(store.clone()).await;
+    unkeyed_invokes_is_accept_until_set_and_is_audited(store.clone()).await;
     console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
     webhook_subscriptions_are_walled_leased_and_advanced_by_their_holder(store.clone()).await;
     webhook_leases_are_kept_released_when_dead_and_letters_redelivered_once(store.clone()).await;
@@ -540,6 +547,8 @@ macro_rules! conformance_tests {
 }
 
 conformance_tests!(
+    unkeyed_invokes_is_accept_until_set_and_is_audited,
+    figures_count_what_an_operator_graphs,
     a_sweeps_batch_writes_what_settling_one_by_one_writes,
     revoked_and_expired_keys_do_not_authenticate,
     a_rotated_key_works_until_the_overlap_ends,

@@ -4,21 +4,48 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-/// `{"success": true, "data": {...}}`: one record.
+/// `{"success": true, "data": {...}}`: one record, and `warnings` when the request did
+/// something its sender may not have meant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Single<T> {
     /// Always `true`.
     pub success: bool,
     pub data: T,
+    /// What the server accepted but would not have done by itself; absent when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    pub warnings: Vec<Warning>,
 }
 
 impl<T> Single<T> {
     pub fn new(data: T) -> Self {
+        Self::warned(data, Vec::new())
+    }
+
+    /// One record answered with `warnings`.
+    pub fn warned(data: T, warnings: Vec<Warning>) -> Self {
         Self {
             success: true,
             data,
+            warnings,
         }
     }
+}
+
+/// Something a request did that its sender may not have meant: accepted, not refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Warning {
+    /// Stable, for matching: `no_request_key` (an invoke with neither `operationKey` nor
+    /// `Idempotency-Key`), `credential_host_not_allowed` (an action's credential may not be
+    /// sent where the action calls), `credential_missing` (an action names a secret that does
+    /// not exist yet).
+    pub code: String,
+    pub message: String,
+    /// The request field the warning is about, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub field: Option<String>,
 }
 
 /// `{"success": true, "data": [...]}`: an unpaged listing.

@@ -54,8 +54,9 @@ pub use connection::{
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{
     CursorPage, CursorPagination, List, Page, Pagination, Single, VersionPage, VersionPagination,
+    Warning,
 };
-pub use environment::{Environment, Identity};
+pub use environment::{Environment, Identity, UnkeyedInvokes};
 pub use import::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation};
 pub use invocation::{Elided, Governed, Invocation, InvokeBody};
 pub use limit::{Deleted, Limit, LimitBody, LimitUpdateBody, Period, SecretDeleted};
@@ -71,7 +72,9 @@ pub use policy_body::{
     PolicyFileTestBody, RequestKind,
 };
 pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
-pub use request::{Amount, Count, DecisionBody, HaltBody, Number, Object, ResumeBody, Text};
+pub use request::{
+    Amount, Count, DecisionBody, EnvironmentBody, HaltBody, Number, Object, ResumeBody, Text,
+};
 pub use resolve::{ManualOutcome, PartialEffect, ResolveEffectBody, ResolveInvocationBody};
 pub use run::{Feedback, Run, RunApproval, RunDetail, Span, SpanNode, SpansIngested, Trace};
 pub use run_request::{FeedbackBody, RunEndBody, RunStartBody, SpansBody, TraceBody};

@@ -167,6 +167,16 @@ pub struct HaltBody {
     pub reason: Option<Text>,
 }
 
+/// `PATCH /environment`: the environment's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvironmentBody {
+    /// `refuse`: governed invokes with neither an `operationKey` nor an `Idempotency-Key` are
+    /// refused (400 `operation_key_required`); `accept` (the default): they are answered with
+    /// a `no_request_key` warning.
+    pub unkeyed_invokes: crate::UnkeyedInvokes,
+}
+
 /// `POST /environment/resume`: no fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -18,7 +18,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{percent_encode, Decision, IdempotencyKey};
-use steward_wire::{Action, Approval, Decided, Effect, Environment, Identity, Invocation};
+use steward_wire::{
+    Action, Approval, Decided, Effect, Environment, Identity, Invocation, UnkeyedInvokes,
+};
 
 /// The page an operator's listing reads: the server's largest (`PAGE_LIMIT_MAX`).
 const LIST_LIMIT: &str = "200";
@@ -135,6 +137,23 @@ impl Operator {
     pub async fn resume(&self, key: &IdempotencyKey) -> Result<Answer<Environment>, OperatorError> {
         self.write("the environment", "/environment/resume", &json!({}), key)
             .await
+    }
+
+    /// `PATCH /environment`: what a governed invoke with neither an operation key nor an
+    /// `Idempotency-Key` gets in the key's environment (needs `environments:halt`).
+    pub async fn set_unkeyed_invokes(
+        &self,
+        setting: UnkeyedInvokes,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<Environment>, OperatorError> {
+        let body = json!({ "unkeyedInvokes": setting });
+        let request = self
+            .http
+            .patch(self.url("/environment")?)
+            .header("idempotency-key", key.as_str())
+            .json(&body);
+        let data = self.send(request).await?;
+        self.typed("the environment", data)
     }
 
     /// `GET /approvals`: the newest page, of one status or (`None`) of all.

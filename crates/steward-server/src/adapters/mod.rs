@@ -66,6 +66,13 @@ pub trait Adapter: Send + Sync {
         None
     }
 
+    /// The URL a write of the action goes to as saved (its path may still be filled in from the
+    /// input), and the config field that holds it: what a save checks the credential's
+    /// `allowedHosts` against (`app/warnings.rs`). `None` when the config does not tell.
+    fn write_url(&self, _spec: &AdapterSpec) -> Option<(String, &'static str)> {
+        None
+    }
+
     /// How long the provider keeps an idempotency key, in milliseconds: a replay under the same
     /// key is safe only inside it.
     fn replay_window_ms(&self, spec: &AdapterSpec) -> i64;

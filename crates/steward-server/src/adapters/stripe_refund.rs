@@ -261,6 +261,10 @@ impl Adapter for StripeRefund {
 
     /// Reads the payment intent: what was paid and what is already refunded, so the preview can
     /// say whether this refund fits.
+    fn write_url(&self, spec: &AdapterSpec) -> Option<(String, &'static str)> {
+        Some((base_url(spec).to_string(), "adapter.config.baseUrl"))
+    }
+
     /// A refund changes its payment intent.
     fn resource(&self, spec: &AdapterSpec, input: &Value) -> Option<String> {
         let payment_intent = input.get("paymentIntent").and_then(Value::as_str)?;

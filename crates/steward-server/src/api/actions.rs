@@ -50,6 +50,17 @@ pub(super) fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult
     Ok(def)
 }
 
+/// What saving `def` warns of: a credential that does not exist yet, or whose `allowedHosts`
+/// do not take where the action calls (`app::warnings::credential_reach`).
+async fn saved_warnings(
+    state: &AppState,
+    caller: &Caller,
+    def: &ActionDefinition,
+) -> Vec<steward_wire::Warning> {
+    let warnings = crate::app::warnings::credential_reach(state, &caller.env.id, def).await;
+    super::warnings::wire(&warnings)
+}
+
 fn conflict_or(e: StoreError) -> ApiError {
     match e {
         StoreError::Duplicate { .. } => {
@@ -102,7 +113,7 @@ pub async fn create(
     let map = body::object(&bytes)?;
     body::only_known_to::<doc::ActionBody>(&map)?;
     let request = json!({"op": "action.create", "body": map});
-    idempotent::run(&state, &caller, &headers, request, || async {
+    idempotent::run_warned(&state, &caller, &headers, request, || async {
         let def = definition(map, state.outbound.allow_insecure)?;
         let now = state.clock.now();
         let record = ActionRecord {
@@ -119,9 +130,11 @@ pub async fn create(
             .create_action(&record, &Actor::key(&caller.key.id, now))
             .await
             .map_err(conflict_or)?;
+        let warnings = saved_warnings(&state, &caller, &record.definition).await;
         Ok((
             StatusCode::CREATED,
             views::action(&record, ActionView::Full),
+            warnings,
         ))
     })
     .await
@@ -193,14 +206,19 @@ pub async fn update(
     let patch = body::object(&bytes)?;
     body::only_known_to::<doc::ActionBody>(&patch)?;
     let request = json!({"op": "action.update", "ref": reference, "body": patch});
-    idempotent::run(&state, &caller, &headers, request, || async {
+    idempotent::run_warned(&state, &caller, &headers, request, || async {
         let current = find(&state, &caller, &reference).await?;
         let def = definition(
             patched(&current.definition, &patch)?,
             state.outbound.allow_insecure,
         )?;
         if def == current.definition {
-            return Ok((StatusCode::OK, views::action(&current, ActionView::Full)));
+            let warnings = saved_warnings(&state, &caller, &def).await;
+            return Ok((
+                StatusCode::OK,
+                views::action(&current, ActionView::Full),
+                warnings,
+            ));
         }
         if changes_declarations(&current.definition, &def) {
             caller.require(scopes::ACTIONS_GOVERN)?;
@@ -213,7 +231,12 @@ pub async fn update(
             .map_err(conflict_or)?;
         // Disabling cancels parked approvals (as the system): wake their long polls.
         state.approval_events.notify_waiters();
-        Ok((StatusCode::OK, views::action(&updated, ActionView::Full)))
+        let warnings = saved_warnings(&state, &caller, &updated.definition).await;
+        Ok((
+            StatusCode::OK,
+            views::action(&updated, ActionView::Full),
+            warnings,
+        ))
     })
     .await
 }

@@ -1,4 +1,5 @@
-//! The kill switch: `environment/halt` and `environment/resume` (scope `environments:halt`).
+//! The kill switch: `environment/halt` and `environment/resume` (scope `environments:halt`),
+//! and the environment's setting `unkeyedInvokes` (`PATCH /environment`, the same scope).
 //!
 //! While halted, invokes answer 409 `environment_halted` before anything is recorded, and the
 //! store refuses to record any attempt, so nothing is sent whatever path reaches the dispatcher
@@ -30,6 +31,7 @@ pub(crate) fn view(env: &Environment) -> steward_wire::Environment {
         name: env.name.clone(),
         halted: env.halted,
         halt_reason: env.halt_reason.clone(),
+        unkeyed_invokes: env.unkeyed_invokes.into(),
         released: None,
     }
 }
@@ -100,6 +102,39 @@ pub async fn resume(
             ..view(&resumed.environment)
         };
         Ok((StatusCode::OK, answer))
+    })
+    .await
+}
+
+#[utoipa::path(
+    patch,
+    path = "/environment",
+    operation_id = "environment_update",
+    tag = "environment",
+    params(doc::IdempotencyHeader),
+    request_body = doc::EnvironmentBody,
+    responses(
+        (status = 200, description = "the environment with its settings as now set", body = doc::Single<doc::Environment>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::ENVIRONMENTS_HALT)?;
+    let body: doc::EnvironmentBody = body::parse(&bytes)?;
+    let setting = steward_core::UnkeyedInvokes::from(body.unkeyed_invokes);
+    let request = json!({"op": "environment.update", "unkeyedInvokes": setting.as_str()});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let env = app::environment::set_unkeyed_invokes(&state, &caller, setting).await?;
+        Ok((StatusCode::OK, view(&env)))
     })
     .await
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::future::Future;
 use steward_core::fingerprint;
 use steward_store::IdempotencyBegin;
+use steward_wire::Single;
 
 pub const REPLAYED: &str = "idempotent-replayed";
 
@@ -58,11 +59,56 @@ where
     Fut: Future<Output = ApiResult<(StatusCode, T)>>,
     T: serde::Serialize,
 {
-    let envelope = |status: StatusCode, data: T| {
-        (status, axum::Json(steward_wire::Single::new(data))).into_response()
+    let work = || async {
+        work()
+            .await
+            .map(|(status, data)| (status, Single::new(data)))
     };
+    run_enveloped(state, caller, headers, request, earlier_forms, work).await
+}
+
+/// `run`, where the answer carries `warnings` beside its record (`Single::warned`); a replay
+/// answers them again, as recorded.
+pub async fn run_warned<F, Fut, T>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    request: Value,
+    work: F,
+) -> ApiResult<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ApiResult<(StatusCode, T, Vec<steward_wire::Warning>)>>,
+    T: serde::Serialize,
+{
+    let work = || async {
+        work()
+            .await
+            .map(|(status, data, warnings)| (status, Single::warned(data, warnings)))
+    };
+    run_enveloped(state, caller, headers, request, &[], work).await
+}
+
+/// `run_matching` over an answer already in its envelope.
+async fn run_enveloped<F, Fut, T>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    request: Value,
+    earlier_forms: &[Value],
+    work: F,
+) -> ApiResult<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ApiResult<(StatusCode, Single<T>)>>,
+    T: serde::Serialize,
+{
+    let envelope =
+        |status: StatusCode, answer: Single<T>| (status, axum::Json(answer)).into_response();
     let Some(key) = idempotency_key(headers)? else {
-        return work().await.map(|(status, data)| envelope(status, data));
+        return work()
+            .await
+            .map(|(status, answer)| envelope(status, answer));
     };
     let (env, sender) = (&caller.env.id, &caller.key.id);
     let now = state.clock.now();
@@ -88,9 +134,9 @@ where
         IdempotencyBegin::Mismatch => return Err(reused()),
     }
     match work().await {
-        Ok((status, data)) => {
+        Ok((status, answer)) => {
             // The answer as stored is the answer sent, so a replay is the same bytes.
-            let body = serde_json::to_value(steward_wire::Single::new(data))
+            let body = serde_json::to_value(answer)
                 .map_err(|e| ApiError::internal("an answer to record for replay", &e))?;
             state
                 .store

@@ -4,6 +4,7 @@
 use super::body;
 use super::openapi as doc;
 use super::{idempotent, views};
+use crate::app::warnings::Warning;
 use crate::app::{self, invoke::Invoke};
 use crate::error::{ApiError, ApiResult};
 use crate::progress::Progress;
@@ -80,13 +81,17 @@ fn parent_span_id(id: Option<String>, has_run: bool) -> ApiResult<Option<String>
     Ok(Some(id))
 }
 
-fn answer(inv: &InvocationRecord, replayed: bool) -> Response {
+fn answer(inv: &InvocationRecord, replayed: bool, warnings: &[Warning]) -> Response {
     let status = if inv.state == EffectState::AwaitingApproval {
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK
     };
-    let response = crate::envelope::with_status(status, views::invocation(inv));
+    let response = crate::envelope::warned(
+        status,
+        views::invocation(inv),
+        super::warnings::wire(warnings),
+    );
     if replayed {
         idempotent::replayed(response)
     } else {
@@ -126,5 +131,10 @@ pub async fn invoke(
         app::invoke::authenticate(&state, &token_hash, &reference, valid_key).await?;
     let request = parse(idempotency_key?, &bytes)?;
     let invoked = app::invoke::invoke(&state, &caller, context, request, Progress::none()).await?;
-    Ok(answer(&invoked.invocation, invoked.replayed))
+    let warnings: &[Warning] = if invoked.unkeyed {
+        &[Warning::NoRequestKey]
+    } else {
+        &[]
+    };
+    Ok(answer(&invoked.invocation, invoked.replayed, warnings))
 }

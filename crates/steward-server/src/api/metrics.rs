@@ -80,32 +80,85 @@ pub async fn scrape(state: AppState, headers: HeaderMap, token: Option<MetricsTo
 }
 
 async fn render(State(state): State<AppState>) -> Response {
-    let unknown = state.store.count_unknown().await.unwrap_or(0);
-    // Per subscription on the subscription's listing; here the sum and how many are behind, so
-    // the number of series does not grow with the subscriptions.
-    let backlog = state.store.webhook_backlog(None).await.unwrap_or_default();
-    let gauges = [
-        (
-            "steward_unknown_effects",
-            "effects whose outcome is unknown, in every environment",
-            unknown,
-        ),
-        (
-            "steward_webhook_backlog_events",
-            "sealed events after the webhook subscriptions' cursors, summed over every subscription",
-            backlog.iter().map(|b| b.events).sum(),
-        ),
-        (
-            "steward_webhook_subscriptions_behind",
-            "webhook subscriptions with events after their cursor",
-            backlog.iter().filter(|b| b.events > 0).count() as u64,
-        ),
-    ];
+    let gauges = store_gauges(&state).await;
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(&gauges),
     )
         .into_response()
+}
+
+/// The gauges read from the store at scrape time (`Figures`), each a count or an age over
+/// every environment. A read that fails leaves its gauges out, so a graph shows a gap rather
+/// than a made-up 0; the pool's figures are read from memory and always there.
+async fn store_gauges(state: &AppState) -> Vec<(&'static str, &'static str, f64)> {
+    let mut gauges = Vec::new();
+    match state.store.figures(state.clock.now()).await {
+        Ok(f) => gauges.extend([
+            (
+                "steward_unknown_effects",
+                "effects whose outcome is unknown (the reconciling stage), in every environment",
+                f.effects_unknown as f64,
+            ),
+            (
+                "steward_dispatching_effects",
+                "effects with an attempt recorded and its answer not yet, on every replica",
+                f.effects_dispatching as f64,
+            ),
+            (
+                "steward_reconcile_lag_seconds",
+                "how long the most overdue reconcile of an unknown effect has waited past its due time",
+                f.reconcile_overdue_ms as f64 / 1000.0,
+            ),
+            (
+                "steward_approvals_pending",
+                "approvals waiting for a decision, in every environment",
+                f.approvals_pending as f64,
+            ),
+            (
+                "steward_webhook_dead_letters",
+                "webhook dead letters not redelivered (dead, or redelivery requested)",
+                f.dead_letters_waiting as f64,
+            ),
+        ]),
+        Err(e) => tracing::warn!(error = %e, "metrics: reading the store's figures failed"),
+    }
+    // Per subscription on the subscription's listing; here the sum and how many are behind, so
+    // the number of series does not grow with the subscriptions.
+    match state.store.webhook_backlog(None).await {
+        Ok(backlog) => gauges.extend([
+            (
+                "steward_webhook_backlog_events",
+                "sealed events after the webhook subscriptions' cursors, summed over every subscription",
+                backlog.iter().map(|b| b.events).sum::<u64>() as f64,
+            ),
+            (
+                "steward_webhook_subscriptions_behind",
+                "webhook subscriptions with events after their cursor",
+                backlog.iter().filter(|b| b.events > 0).count() as f64,
+            ),
+        ]),
+        Err(e) => tracing::warn!(error = %e, "metrics: reading the webhook backlog failed"),
+    }
+    let pool = state.store.pool_use();
+    gauges.extend([
+        (
+            "steward_store_pool_connections_in_use",
+            "store connections lent out now (SQLite: reader connections; PostgreSQL: the pool)",
+            pool.in_use as f64,
+        ),
+        (
+            "steward_store_pool_connections_max",
+            "the most store connections lent out at once",
+            pool.max as f64,
+        ),
+        (
+            "steward_store_pool_waiting",
+            "callers waiting for a store connection (PostgreSQL; always 0 on SQLite)",
+            pool.waiting as f64,
+        ),
+    ]);
+    gauges
 }
 
 #[cfg(test)]

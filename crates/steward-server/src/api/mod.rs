@@ -30,6 +30,7 @@ pub(crate) mod runs;
 mod secrets;
 pub(crate) mod stream;
 pub(crate) mod views;
+mod warnings;
 pub(crate) mod webhooks;
 
 use crate::state::AppState;
@@ -43,6 +44,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub(crate) use body::JSON_BODY_BYTES_MAX;
+pub(crate) use rejection::no_such_route;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -75,7 +77,7 @@ fn v2_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(plain(routes!(openapi::serve)))
         .routes(plain(routes!(identity::identity)))
-        .routes(plain(routes!(identity::environment)))
+        .routes(plain(routes!(identity::environment, environment::update)))
         .routes(plain(routes!(environment::halt)))
         .routes(plain(routes!(environment::resume)))
         .routes(query::<policies::ListQuery>(routes!(policies::list)))

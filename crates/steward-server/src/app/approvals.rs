@@ -95,6 +95,11 @@ impl Unchanged {
 pub async fn decide(state: &AppState, principal: &Principal, request: Decide) -> Result<Decided> {
     seam::reached(state, seam::UseCase::Decide);
     principal.require(scopes::APPROVALS_DECIDE)?;
+    // The `/metrics` label of this decision, once it is recorded.
+    let decision = match request.decision {
+        Decision::Approve => "approve",
+        Decision::Deny => "deny",
+    };
     let request = DecisionRequest {
         env_id: principal.env.id.clone(),
         approval_id: request.approval,
@@ -130,6 +135,7 @@ pub async fn decide(state: &AppState, principal: &Principal, request: Decide) ->
         }
         DecideOutcome::Recorded { approval, .. } => {
             state.approval_events.notify_waiters();
+            state.metrics.approval_decision(decision);
             (approval, None)
         }
     };

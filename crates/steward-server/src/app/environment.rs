@@ -5,7 +5,7 @@
 
 use super::{seam, Error, Principal, Result};
 use crate::state::AppState;
-use steward_core::scopes;
+use steward_core::{scopes, UnkeyedInvokes};
 use steward_store::{Actor, Environment, HaltChange};
 
 /// The longest halt reason kept, in bytes.
@@ -44,6 +44,24 @@ pub async fn halt(
         .set_halted(HaltChange::halt(&principal.env.id, reason), &actor)
         .await?;
     tracing::warn!(environment = %env.id, "environment halted");
+    Ok(env)
+}
+
+/// Sets what the principal's environment does with a governed invoke that carries neither an
+/// operation key nor an `Idempotency-Key` (`app/invoke.rs` reads it with the caller's key, so
+/// it holds from the next request on, on every replica).
+pub async fn set_unkeyed_invokes(
+    state: &AppState,
+    principal: &Principal,
+    setting: UnkeyedInvokes,
+) -> Result<Environment> {
+    principal.require(scopes::ENVIRONMENTS_HALT)?;
+    let actor = Actor::key(&principal.key.id, state.clock.now());
+    let env = state
+        .store
+        .set_unkeyed_invokes(&principal.env.id, setting, &actor)
+        .await?;
+    tracing::info!(environment = %env.id, unkeyed_invokes = setting.as_str(), "environment setting changed");
     Ok(env)
 }
 

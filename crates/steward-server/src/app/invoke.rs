@@ -16,6 +16,7 @@ use crate::state::AppState;
 use serde_json::{json, Value};
 use steward_core::{
     fingerprint, scopes, EffectId, EffectState, IdempotencyKey, InvocationId, OperationKey, RunId,
+    UnkeyedInvokes,
 };
 use steward_store::{
     secrets_named_by, ActionRecord, EarlierRequest, EffectLinks, InvocationRecord, PolicyRecord,
@@ -56,6 +57,10 @@ pub struct Context {
 pub struct Invoked {
     pub invocation: InvocationRecord,
     pub replayed: bool,
+    /// A governed invoke accepted with neither an operation key nor an `Idempotency-Key`
+    /// (the environment's `unkeyedInvokes` is `accept`): the answer warns of it
+    /// ([`super::warnings::Warning::NoRequestKey`]).
+    pub unkeyed: bool,
 }
 
 /// Why an invoke has no invocation to answer with.
@@ -184,6 +189,7 @@ async fn run(
     }
     let action = context.action.ok_or_else(|| Error::not_found("action"))?;
     input::check(&action, &request.input)?;
+    let unkeyed = unkeyed(principal, &action, &request)?;
     let mut fingerprinted = json!({
         "action": action.id, "input": request.input, "operationKey": request.operation_key,
         "retryOf": request.retry_of, "runId": request.run_id,
@@ -268,19 +274,41 @@ async fn run(
     )
     .await
     .map_err(|e| Error::internal("dispatch task", &e))??;
-    match (submitted, answered) {
+    let invoked = match (submitted, answered) {
         // The recorded answer came back with the invocation as it left it: no read needed.
         (SubmitOutcome::Created(_), Some(current)) => {
             state
                 .metrics
                 .invocation(current.state.invocation_status().as_str());
-            Ok(Invoked {
+            Invoked {
                 invocation: current,
                 replayed: false,
-            })
+                unkeyed: false,
+            }
         }
-        (submitted, _) => settle_outcome(state, submitted, true).await,
+        (submitted, _) => settle_outcome(state, submitted, true).await?,
+    };
+    Ok(Invoked { unkeyed, ..invoked })
+}
+
+/// Whether `request` is a governed invoke with neither an operation key nor an
+/// `Idempotency-Key`. Such an invoke cannot tell a resend from new work, so an environment
+/// whose `unkeyedInvokes` is `refuse` refuses it (400 `operation_key_required`, nothing
+/// recorded); otherwise it is accepted and answered with a warning. MCP never gets here
+/// without one: a governed `tools/call` without a key is refused or given a derived key first.
+fn unkeyed(principal: &Principal, action: &ActionRecord, request: &Invoke) -> Result<bool> {
+    let unkeyed = action.definition.is_governed()
+        && request.operation_key.is_none()
+        && request.idempotency_key.is_none();
+    if unkeyed && principal.env.unkeyed_invokes == UnkeyedInvokes::Refuse {
+        return Err(Error::of(
+            codes::OPERATION_KEY_REQUIRED,
+            "this environment refuses governed invokes without an operationKey or an \
+             Idempotency-Key; send one (the same one on every retry of this operation)",
+        )
+        .with_details(json!({"field": "operationKey"})));
     }
+    Ok(unkeyed)
 }
 
 /// The run an invoke names (`runId`): its user and tags are what approval policies match on.
@@ -347,12 +375,14 @@ async fn settle_outcome(
             return Ok(Invoked {
                 invocation: inv,
                 replayed: false,
+                unkeyed: false,
             })
         }
         SubmitOutcome::Replayed(inv) => {
             return Ok(Invoked {
                 invocation: inv,
                 replayed: true,
+                unkeyed: false,
             })
         }
         SubmitOutcome::InProgress => return Err(idempotency::in_progress()),
@@ -405,5 +435,6 @@ async fn settle_outcome(
     Ok(Invoked {
         invocation: current,
         replayed: false,
+        unkeyed: false,
     })
 }

@@ -29,6 +29,7 @@ pub mod previews;
 pub mod recovery;
 pub mod runs;
 pub mod seam;
+pub mod warnings;
 
 /// Who is acting: an API key and its environment, authenticated by a front end.
 pub use crate::auth::Caller as Principal;

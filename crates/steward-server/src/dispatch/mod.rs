@@ -299,7 +299,12 @@ async fn send_and_record(
     if state.defect == Some(defect::Defect::ResendAfterUnknown) && outcome_unknown(&sent.report) {
         sent = send(state, prepared).await?;
     }
-    state.metrics.dispatch_latency(started.elapsed());
+    let adapter = prepared
+        .adapter
+        .as_ref()
+        .and_then(|spec| crate::adapters::find(&spec.kind))
+        .map_or("template", |a| a.kind());
+    state.metrics.dispatch_latency(adapter, started.elapsed());
     if let (
         Some(verify),
         AttemptReport::Answered {

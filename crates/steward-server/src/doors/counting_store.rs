@@ -490,6 +490,14 @@ impl KillSwitch for CountingStore {
     async fn set_halted(&self, change: HaltChange<'_>, actor: &Actor) -> StoreResult<Environment> {
         self.inner.set_halted(change, actor).await
     }
+    async fn set_unkeyed_invokes(
+        &self,
+        env: &EnvironmentId,
+        setting: UnkeyedInvokes,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        self.inner.set_unkeyed_invokes(env, setting, actor).await
+    }
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
         self.inner.ready_invocations(env).await
     }
@@ -811,5 +819,15 @@ impl Webhooks for CountingStore {
         env: Option<&EnvironmentId>,
     ) -> StoreResult<Vec<WebhookBacklog>> {
         self.inner.webhook_backlog(env).await
+    }
+}
+
+#[async_trait]
+impl Figures for CountingStore {
+    async fn figures(&self, now: Millis) -> StoreResult<OperatingFigures> {
+        self.inner.figures(now).await
+    }
+    fn pool_use(&self) -> PoolUse {
+        self.inner.pool_use()
     }
 }

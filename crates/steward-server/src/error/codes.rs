@@ -90,6 +90,8 @@ codes! {
         "The environment is halted (the kill switch); nothing was invoked or sent.");
     ACTION_DISABLED = ("action_disabled", CONFLICT,
         "The action is disabled.");
+    OPERATION_KEY_REQUIRED = ("operation_key_required", BAD_REQUEST,
+        "A governed invoke carried neither an operationKey nor an Idempotency-Key, and the environment's unkeyedInvokes is refuse; `details.field` is `operationKey`. Nothing was recorded.");
     OPERATION_KEY_CONFLICT = ("operation_key_conflict", CONFLICT,
         "The operationKey already names an effect with a different input; `details` names it.");
     RETRY_ALREADY_EXISTS = ("retry_already_exists", CONFLICT,

@@ -101,6 +101,7 @@ fn public_type(event: &AuditEvent) -> Option<&'static str> {
         | AuditKind::EffectEvidence
         | AuditKind::EffectTakenOver
         | AuditKind::EnvironmentCreated
+        | AuditKind::EnvironmentUpdated
         | AuditKind::ImpactActual
         | AuditKind::ImpactRefused
         | AuditKind::ImpactReserved

@@ -303,7 +303,12 @@ async fn record(
         .record_delivery(&s.id, owner, s.cursor, outcome, now, keep_until)
         .await
     {
-        Ok(recorded) => recorded,
+        Ok(recorded) => {
+            if recorded && matches!(outcome, DeliveryOutcome::DeadLetter { .. }) {
+                state.metrics.webhook_dead_lettered();
+            }
+            recorded
+        }
         Err(e) => {
             tracing::warn!(subscription = %s.id, error = %e, "recording a webhook delivery failed");
             false

@@ -10,7 +10,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::store::{HaltChange, KillSwitch};
 use async_trait::async_trait;
-use steward_core::EnvironmentId;
+use steward_core::{EnvironmentId, UnkeyedInvokes};
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
 /// under the environment's lock, held shared until that transaction ends: a halt waits for it to
@@ -53,6 +53,27 @@ impl KillSwitch for PostgresStore {
             environment(&tx, env).await?.ok_or(StoreError::NotFound {
                 what: "environment",
             })
+        })
+    }
+
+    async fn set_unkeyed_invokes(
+        &self,
+        env: &EnvironmentId,
+        setting: UnkeyedInvokes,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let missing = || StoreError::NotFound {
+                what: "environment",
+            };
+            let before = environment(&tx, env).await?.ok_or_else(missing)?;
+            tx.execute(
+                "UPDATE environments SET unkeyed_invokes = $1 WHERE id = $2",
+                &[&setting.as_str(), &env.as_str()],
+            )
+            .await?;
+            append(&tx, actor, AuditEntry::unkeyed_invokes(&before, setting)).await?;
+            environment(&tx, env).await?.ok_or_else(missing)
         })
     }
 

@@ -30,6 +30,7 @@ pub(crate) mod conn;
 mod connections;
 mod effects;
 mod existing;
+mod figures;
 mod idempotency;
 mod identity;
 mod kill_switch;

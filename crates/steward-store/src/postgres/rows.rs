@@ -91,7 +91,8 @@ fn op_key(row: &Row, i: usize) -> StoreResult<Option<OperationKey>> {
         .transpose()
 }
 
-pub(crate) const ENVIRONMENT_COLUMNS: &str = "id, name, halted, halt_reason, created_at";
+pub(crate) const ENVIRONMENT_COLUMNS: &str =
+    "id, name, halted, halt_reason, created_at, unkeyed_invokes";
 
 pub(crate) fn environment(row: &Row) -> StoreResult<Environment> {
     Ok(Environment {
@@ -100,6 +101,7 @@ pub(crate) fn environment(row: &Row) -> StoreResult<Environment> {
         halted: col(row, 2)?,
         halt_reason: col(row, 3)?,
         created_at: millis(row, 4)?,
+        unkeyed_invokes: crate::records::unkeyed_invokes(col(row, 5)?)?,
     })
 }
 

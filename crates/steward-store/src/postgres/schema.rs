@@ -38,7 +38,14 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "webhook dead-letter redelivery",
         super::webhooks::REDELIVERY,
     ),
+    (15, "unkeyed invokes setting", UNKEYED_INVOKES),
 ];
+
+/// The environment's `unkeyedInvokes` setting; `NULL` (every environment before it) is
+/// `accept`.
+const UNKEYED_INVOKES: &str = r#"
+ALTER TABLE environments ADD COLUMN IF NOT EXISTS unkeyed_invokes TEXT;
+"#;
 
 /// `resourcePrefix` on impact limits.
 const LIMIT_RESOURCE_PREFIX: &str = r#"

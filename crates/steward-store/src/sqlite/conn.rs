@@ -377,6 +377,8 @@ impl Pool {
             add_column_if_missing(&tx, table, column, kind)?;
         }
         add_column_if_missing(&tx, "impact_limits", "resource_prefix", "TEXT")?;
+        // Schema version 2: the environment's `unkeyedInvokes` (NULL: accept).
+        add_column_if_missing(&tx, "environments", "unkeyed_invokes", "TEXT")?;
         for (table, column, kind) in super::webhooks::WEBHOOK_COLUMNS {
             add_column_if_missing(&tx, table, column, kind)?;
         }

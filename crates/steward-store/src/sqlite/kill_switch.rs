@@ -10,7 +10,7 @@ use crate::records::*;
 use crate::store::{HaltChange, KillSwitch};
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
-use steward_core::EnvironmentId;
+use steward_core::{EnvironmentId, UnkeyedInvokes};
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
 /// so no attempt committed after a halt can be sent.
@@ -37,6 +37,29 @@ impl KillSwitch for SqliteStore {
             environment(tx, &env)?.ok_or(StoreError::NotFound {
                 what: "environment",
             })
+        })
+        .await
+    }
+
+    async fn set_unkeyed_invokes(
+        &self,
+        env: &EnvironmentId,
+        setting: UnkeyedInvokes,
+        actor: &Actor,
+    ) -> StoreResult<Environment> {
+        let (env, actor) = (env.clone(), actor.clone());
+        self.write(move |tx| {
+            let missing = || StoreError::NotFound {
+                what: "environment",
+            };
+            let before = environment(tx, &env)?.ok_or_else(missing)?;
+            tx.execute(
+                "UPDATE environments SET unkeyed_invokes = ?1 WHERE id = ?2",
+                params![setting.as_str(), env.as_str()],
+            )
+            .map_err(unavailable)?;
+            append(tx, &actor, AuditEntry::unkeyed_invokes(&before, setting))?;
+            environment(tx, &env)?.ok_or_else(missing)
         })
         .await
     }

@@ -13,6 +13,7 @@ mod catalog;
 mod conn;
 mod connections;
 mod effects;
+mod figures;
 mod idempotency;
 mod identity;
 mod kill_switch;

@@ -49,7 +49,8 @@ pub(crate) fn col<T: rusqlite::types::FromSql>(row: &Row<'_>, i: usize) -> Store
     row.get(i).map_err(|e| corrupt("column", e))
 }
 
-pub(crate) const ENVIRONMENT_COLUMNS: &str = "id, name, halted, halt_reason, created_at";
+pub(crate) const ENVIRONMENT_COLUMNS: &str =
+    "id, name, halted, halt_reason, created_at, unkeyed_invokes";
 
 pub(crate) fn environment(row: &Row<'_>) -> StoreResult<Environment> {
     Ok(Environment {
@@ -58,6 +59,7 @@ pub(crate) fn environment(row: &Row<'_>) -> StoreResult<Environment> {
         halted: col::<i64>(row, 2)? != 0,
         halt_reason: col(row, 3)?,
         created_at: Millis(col(row, 4)?),
+        unkeyed_invokes: crate::records::unkeyed_invokes(col(row, 5)?)?,
     })
 }
 

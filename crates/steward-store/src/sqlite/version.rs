@@ -16,7 +16,8 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// The embedded schema this build creates and migrates to.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+/// 2: `environments.unkeyed_invokes`.
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// The schema version a store file records (0 for a new file, or one made before versions).
 pub(crate) fn stored(conn: &Connection) -> StoreResult<i64> {

@@ -6,7 +6,7 @@ use steward_store::{
     DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookSubscription,
 };
 
-fn subscription(env: &Env, topic: &str) -> WebhookSubscription {
+pub fn subscription(env: &Env, topic: &str) -> WebhookSubscription {
     WebhookSubscription {
         id: format!("whs_{}", unique("sub")),
         env_id: env.id.clone(),

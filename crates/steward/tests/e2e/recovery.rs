@@ -83,6 +83,9 @@ async fn the_background_reconciler_settles_lost_answers_as_confirmed() {
         "steward_dispatch_duration_seconds_count",
         "steward_store_commit_duration_seconds_bucket{operation=\"submit_and_begin\",le=\"+Inf\"}",
         "steward_unknown_effects 0",
+        "steward_dispatch_duration_seconds_count{adapter=\"stripe.refund\"} 2",
+        "steward_dispatching_effects 0",
+        "steward_reconcile_lag_seconds 0",
     ] {
         assert!(
             metrics.contains(series),

@@ -303,6 +303,11 @@ fn metrics_are_not_served_on_the_main_listener_without_a_token() {
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["success"], false);
     assert_eq!(body["error"]["code"], "ROUTE_NOT_FOUND");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--metrics-token") && message.contains("--metrics-listen"),
+        "says how to turn it on: {message}"
+    );
 }
 
 #[test]

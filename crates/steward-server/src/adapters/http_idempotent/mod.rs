@@ -106,6 +106,10 @@ impl Adapter for HttpIdempotent {
         Config::parse(config, allow_http).map(|_| ())
     }
 
+    fn write_url(&self, spec: &AdapterSpec) -> Option<(String, &'static str)> {
+        Some((config(spec).ok()?.url, "adapter.config.url"))
+    }
+
     /// The URL it writes to, rendered over the input.
     fn resource(&self, spec: &AdapterSpec, input: &Value) -> Option<String> {
         let config = config(spec).ok()?;

@@ -19,9 +19,9 @@ pub(crate) use params::*;
 pub(crate) use steward_wire::{
     Action, ActionBody, Approval, ApprovalRequestBody, BillingQuota, BillingUsage, Budget,
     BudgetBody, BudgetDeleted, CheckBody, ConnectKeyBody, Connection, ConnectionCompleted,
-    CursorPage, DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, HaltBody,
-    Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit, LimitBody,
-    LimitUpdateBody, List, Page, ReconnectBody, RedeliveryRequested, ResolveEffectBody,
+    CursorPage, DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody,
+    HaltBody, Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit,
+    LimitBody, LimitUpdateBody, List, Page, ReconnectBody, RedeliveryRequested, ResolveEffectBody,
     ResolveInvocationBody, ResumeBody, Secret, SecretBody, SecretDeleted, Single, Subscription,
     SubscriptionBody, SubscriptionPatch, Topic, WorkspaceBudget,
 };

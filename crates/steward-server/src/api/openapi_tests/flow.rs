@@ -540,9 +540,12 @@ impl Flow {
         .await;
     }
 
-    /// Halt and resume; the stream's documented refusal.
+    /// The environment's setting, halt and resume; the stream's documented refusal.
     async fn environment_and_stream(&mut self) {
         let a = TOKEN;
+        let setting = json!({"unkeyedInvokes": "accept"});
+        self.call(a, M::PATCH, "/environment", "/environment", Some(setting))
+            .await;
         let halt = json!({"reason": "drift"});
         self.call(
             a,
