@@ -45,4 +45,13 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// The environment a change names does not exist.
+    pub(crate) fn environment_not_found() -> Self {
+        StoreError::NotFound {
+            what: "environment",
+        }
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;

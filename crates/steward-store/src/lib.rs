@@ -107,7 +107,7 @@ pub use store::{
     WebhookSubscription, Webhooks, WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
 };
 pub use store::{Figures, OperatingFigures, PoolUse, DEAD_LETTERS_COUNTED_MAX};
-pub use store::{HaltChange, KillSwitch};
+pub use store::{HaltChange, KillSwitch, UnkeyedChange};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)

@@ -38,7 +38,7 @@ pub use figures::{Figures, OperatingFigures, PoolUse, DEAD_LETTERS_COUNTED_MAX};
 pub(crate) use idempotency::seen_before;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
-pub use kill_switch::{HaltChange, KillSwitch};
+pub use kill_switch::{HaltChange, KillSwitch, UnkeyedChange};
 pub use limits::Limits;
 pub use policies::Policies;
 pub use previews::Previews;

@@ -6,7 +6,7 @@
 use super::{seam, Error, Principal, Result};
 use crate::state::AppState;
 use steward_core::{scopes, UnkeyedInvokes};
-use steward_store::{Actor, Environment, HaltChange};
+use steward_store::{Actor, Environment, HaltChange, UnkeyedChange};
 
 /// The longest halt reason kept, in bytes.
 pub const HALT_REASON_LEN_MAX: usize = 1_000;
@@ -59,7 +59,13 @@ pub async fn set_unkeyed_invokes(
     let actor = Actor::key(&principal.key.id, state.clock.now());
     let env = state
         .store
-        .set_unkeyed_invokes(&principal.env.id, setting, &actor)
+        .set_unkeyed_invokes(
+            UnkeyedChange {
+                env: &principal.env.id,
+                setting,
+            },
+            &actor,
+        )
         .await?;
     tracing::info!(environment = %env.id, unkeyed_invokes = setting.as_str(), "environment setting changed");
     Ok(env)

@@ -492,11 +492,10 @@ impl KillSwitch for CountingStore {
     }
     async fn set_unkeyed_invokes(
         &self,
-        env: &EnvironmentId,
-        setting: UnkeyedInvokes,
+        change: UnkeyedChange<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        self.inner.set_unkeyed_invokes(env, setting, actor).await
+        self.inner.set_unkeyed_invokes(change, actor).await
     }
     async fn ready_invocations(&self, env: &EnvironmentId) -> StoreResult<Vec<InvocationRecord>> {
         self.inner.ready_invocations(env).await

@@ -8,9 +8,9 @@ use super::rows;
 use super::PostgresStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
-use crate::store::{HaltChange, KillSwitch};
+use crate::store::{HaltChange, KillSwitch, UnkeyedChange};
 use async_trait::async_trait;
-use steward_core::{EnvironmentId, UnkeyedInvokes};
+use steward_core::EnvironmentId;
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
 /// under the environment's lock, held shared until that transaction ends: a halt waits for it to
@@ -41,39 +41,40 @@ impl KillSwitch for PostgresStore {
             // Waits for every transaction recording an attempt in this environment to commit;
             // every later one waits for this one and reads what it set.
             tx.lock_environment(env.as_str()).await?;
-            let before = environment(&tx, env).await?.ok_or(StoreError::NotFound {
-                what: "environment",
-            })?;
+            let before = environment(&tx, env)
+                .await?
+                .ok_or_else(StoreError::environment_not_found)?;
             tx.execute(
                 "UPDATE environments SET halted = $1, halt_reason = $2 WHERE id = $3",
                 &[&halted, &reason, &env.as_str()],
             )
             .await?;
             append(&tx, actor, AuditEntry::halt(&before, halted, reason)).await?;
-            environment(&tx, env).await?.ok_or(StoreError::NotFound {
-                what: "environment",
-            })
+            environment(&tx, env)
+                .await?
+                .ok_or_else(StoreError::environment_not_found)
         })
     }
 
     async fn set_unkeyed_invokes(
         &self,
-        env: &EnvironmentId,
-        setting: UnkeyedInvokes,
+        change: UnkeyedChange<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
+        let UnkeyedChange { env, setting } = change;
         in_transaction!(self, Mode::Write, |tx| async {
-            let missing = || StoreError::NotFound {
-                what: "environment",
-            };
-            let before = environment(&tx, env).await?.ok_or_else(missing)?;
+            let before = environment(&tx, env)
+                .await?
+                .ok_or_else(StoreError::environment_not_found)?;
             tx.execute(
                 "UPDATE environments SET unkeyed_invokes = $1 WHERE id = $2",
                 &[&setting.as_str(), &env.as_str()],
             )
             .await?;
             append(&tx, actor, AuditEntry::unkeyed_invokes(&before, setting)).await?;
-            environment(&tx, env).await?.ok_or_else(missing)
+            environment(&tx, env)
+                .await?
+                .ok_or_else(StoreError::environment_not_found)
         })
     }
 

@@ -7,10 +7,10 @@ use super::rows::{self, query_all};
 use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
-use crate::store::{HaltChange, KillSwitch};
+use crate::store::{HaltChange, KillSwitch, UnkeyedChange};
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
-use steward_core::{EnvironmentId, UnkeyedInvokes};
+use steward_core::EnvironmentId;
 
 /// True while the environment is halted. Read inside the transaction that records an attempt,
 /// so no attempt committed after a halt can be sent.
@@ -25,41 +25,33 @@ impl KillSwitch for SqliteStore {
         let (reason, actor) = (change.reason().map(str::to_string), actor.clone());
         self.write(move |tx| {
             let reason = reason.as_deref();
-            let before = environment(tx, &env)?.ok_or(StoreError::NotFound {
-                what: "environment",
-            })?;
+            let before = environment(tx, &env)?.ok_or_else(StoreError::environment_not_found)?;
             tx.execute(
                 "UPDATE environments SET halted = ?1, halt_reason = ?2 WHERE id = ?3",
                 params![halted, reason, env.as_str()],
             )
             .map_err(unavailable)?;
             append(tx, &actor, AuditEntry::halt(&before, halted, reason))?;
-            environment(tx, &env)?.ok_or(StoreError::NotFound {
-                what: "environment",
-            })
+            environment(tx, &env)?.ok_or_else(StoreError::environment_not_found)
         })
         .await
     }
 
     async fn set_unkeyed_invokes(
         &self,
-        env: &EnvironmentId,
-        setting: UnkeyedInvokes,
+        change: UnkeyedChange<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment> {
-        let (env, actor) = (env.clone(), actor.clone());
+        let (env, setting, actor) = (change.env.clone(), change.setting, actor.clone());
         self.write(move |tx| {
-            let missing = || StoreError::NotFound {
-                what: "environment",
-            };
-            let before = environment(tx, &env)?.ok_or_else(missing)?;
+            let before = environment(tx, &env)?.ok_or_else(StoreError::environment_not_found)?;
             tx.execute(
                 "UPDATE environments SET unkeyed_invokes = ?1 WHERE id = ?2",
                 params![setting.as_str(), env.as_str()],
             )
             .map_err(unavailable)?;
             append(tx, &actor, AuditEntry::unkeyed_invokes(&before, setting))?;
-            environment(tx, &env)?.ok_or_else(missing)
+            environment(tx, &env)?.ok_or_else(StoreError::environment_not_found)
         })
         .await
     }

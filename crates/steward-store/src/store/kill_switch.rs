@@ -39,6 +39,13 @@ impl<'a> HaltChange<'a> {
     }
 }
 
+/// What an operator sets an environment's `unkeyedInvokes` to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnkeyedChange<'a> {
+    pub env: &'a EnvironmentId,
+    pub setting: UnkeyedInvokes,
+}
+
 /// Halting and resuming an environment, and its other switch: whether governed invokes without
 /// any key are refused. The halt itself is enforced by `Effects::change_effect`, in the
 /// transaction that would record an attempt.
@@ -54,8 +61,7 @@ pub trait KillSwitch: Send + Sync {
     /// (`Effects::invoke_context`, `Identity::caller`), so it holds from the next request on.
     async fn set_unkeyed_invokes(
         &self,
-        env: &EnvironmentId,
-        setting: UnkeyedInvokes,
+        change: UnkeyedChange<'_>,
         actor: &Actor,
     ) -> StoreResult<Environment>;
     /// Every invocation of the environment whose effect is `ready` (allowed, never attempted),

@@ -3,6 +3,7 @@
 
 use super::*;
 use steward_core::UnkeyedInvokes;
+use steward_store::UnkeyedChange;
 
 pub async fn unkeyed_invokes_is_accept_until_set_and_is_audited(store: Arc<dyn Store>) {
     let env = Env::new(&store, "unkeyed").await;
@@ -21,7 +22,13 @@ pub async fn unkeyed_invokes_is_accept_until_set_and_is_audited(store: Arc<dyn S
     assert_eq!(read(env.id.clone()).await, UnkeyedInvokes::Accept);
 
     let set = store
-        .set_unkeyed_invokes(&env.id, UnkeyedInvokes::Refuse, &env.actor(T0.0))
+        .set_unkeyed_invokes(
+            UnkeyedChange {
+                env: &env.id,
+                setting: UnkeyedInvokes::Refuse,
+            },
+            &env.actor(T0.0),
+        )
         .await
         .expect("set");
     assert_eq!(set.unkeyed_invokes, UnkeyedInvokes::Refuse);
