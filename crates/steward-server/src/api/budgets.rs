@@ -7,14 +7,15 @@
 //! ones included); its reservation is consumed when it succeeds, released when it fails or is
 //! refused, denied or expired, and kept as exposure while its outcome is unknown. Steward prices
 //! nothing, so `estimatedCostCents` is always 0, and a `monthlyCostCentsCap`, which could never
-//! refuse, is refused at save ([`COST_CAP_REFUSED`]) and always answered as `null`.
+//! refuse, is refused at save (`app::budgets::COST_CAP_REFUSED`) and always answered as `null`.
 
 use super::body;
 use super::idempotent;
 use super::openapi as doc;
+use crate::app;
 use crate::auth::Caller;
 use crate::envelope::ok;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -23,18 +24,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::BTreeMap;
-use steward_core::impact::LIMIT_AMOUNT_MAX;
-use steward_core::{scopes, KeyId, LimitId};
-use steward_store::{Actor, BudgetSpec, BudgetStatus, StoreError, BUDGET_DIMENSION_INVOCATIONS};
+use steward_core::scopes;
+use steward_store::{BudgetStatus, BUDGET_DIMENSION_INVOCATIONS};
 use steward_wire::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
-
-/// The alert threshold a new budget gets when the put names none: the share of a cap past which
-/// the view reports `alerting` (the hosted product's documented default is the same 80%).
-pub(crate) const BUDGET_ALERT_THRESHOLD_DEFAULT: f64 = 0.8;
-
-/// Why a put naming a cost cap is refused: nothing prices a call (every call would cost 0
-/// cents), so the cap could never refuse, and a stored cap that never refuses would mislead.
-pub(crate) const COST_CAP_REFUSED: &str = "Steward prices no call (every call costs 0 cents), so a cost cap could never refuse; leave it out or null, and cap `dimensionCaps.invocations` instead";
 
 fn view(s: &BudgetStatus) -> Budget {
     let b = &s.budget;
@@ -78,81 +70,6 @@ pub struct ApiKeyPath {
     api_key_id: String,
 }
 
-/// The key named in the path, if it belongs to the caller's environment; anything else is 404.
-async fn key_in_env(state: &AppState, caller: &Caller, id: &str) -> ApiResult<KeyId> {
-    let missing = || ApiError::not_found("api key");
-    let id = KeyId::parse(id).map_err(|_| missing())?;
-    match state.store.key(&id).await? {
-        Some(key) if key.env_id == caller.env.id => Ok(id),
-        _ => Err(missing()),
-    }
-}
-
-fn amount(field: &str, value: i64) -> ApiResult<i64> {
-    if (0..=LIMIT_AMOUNT_MAX).contains(&value) {
-        Ok(value)
-    } else {
-        Err(ApiError::validation(
-            field,
-            format!("must be an integer from 0 to {LIMIT_AMOUNT_MAX}"),
-        ))
-    }
-}
-
-fn dimension_caps(given: BTreeMap<String, i64>) -> ApiResult<BTreeMap<String, i64>> {
-    let mut caps = BTreeMap::new();
-    for (dimension, cap) in given {
-        let field = format!("dimensionCaps.{dimension}");
-        if dimension != BUDGET_DIMENSION_INVOCATIONS {
-            return Err(ApiError::validation(
-                field,
-                format!(
-                    "is not a dimension Steward counts (only `{BUDGET_DIMENSION_INVOCATIONS}`)"
-                ),
-            ));
-        }
-        caps.insert(dimension, amount(&field, cap)?);
-    }
-    Ok(caps)
-}
-
-/// The spec after applying the body to `current` (or to the defaults): a field left out keeps
-/// its value, `null` clears a cap. A cost cap is refused ([`COST_CAP_REFUSED`]); one stored by
-/// an earlier version is cleared by any put.
-fn apply(body: BudgetBody, current: Option<BudgetSpec>) -> ApiResult<BudgetSpec> {
-    let mut spec = current.unwrap_or(BudgetSpec {
-        monthly_cost_cents_cap: None,
-        dimension_caps: BTreeMap::new(),
-        alert_threshold: BUDGET_ALERT_THRESHOLD_DEFAULT,
-        enabled: true,
-    });
-    if body.monthly_cost_cents_cap.is_some() {
-        return Err(ApiError::validation(
-            "monthlyCostCentsCap",
-            COST_CAP_REFUSED,
-        ));
-    }
-    spec.monthly_cost_cents_cap = None;
-    match body.dimension_caps {
-        None => {}
-        Some(None) => spec.dimension_caps.clear(),
-        Some(Some(caps)) => spec.dimension_caps = dimension_caps(caps)?,
-    }
-    if let Some(t) = body.alert_threshold {
-        if !(t > 0.0 && t <= 1.0) {
-            return Err(ApiError::validation(
-                "alertThreshold",
-                "must be a number greater than 0 and at most 1",
-            ));
-        }
-        spec.alert_threshold = t;
-    }
-    if let Some(enabled) = body.enabled {
-        spec.enabled = enabled;
-    }
-    Ok(spec)
-}
-
 #[utoipa::path(
     get,
     path = "/budgets",
@@ -165,11 +82,7 @@ fn apply(body: BudgetBody, current: Option<BudgetSpec>) -> ApiResult<BudgetSpec>
     )
 )]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
-    caller.require(scopes::IMPACT_LIMITS_READ)?;
-    let budgets = state
-        .store
-        .list_budgets(&caller.env.id, state.clock.now())
-        .await?;
+    let budgets = app::budgets::list(&state, &caller).await?;
     Ok(ok(budgets.iter().map(view).collect::<Vec<_>>()))
 }
 
@@ -191,13 +104,7 @@ pub async fn get(
     caller: Caller,
     Path(ApiKeyPath { api_key_id: id }): Path<ApiKeyPath>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::IMPACT_LIMITS_READ)?;
-    let key = key_in_env(&state, &caller, &id).await?;
-    let found = state
-        .store
-        .budget(&caller.env.id, &key, state.clock.now())
-        .await?
-        .ok_or_else(|| ApiError::not_found("budget"))?;
+    let found = app::budgets::get(&state, &caller, &id).await?;
     Ok(ok(view(&found)))
 }
 
@@ -229,25 +136,7 @@ pub async fn put(
     let put: BudgetBody = body::typed(&map)?;
     let request = json!({"op": "budget.put", "key": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let key = key_in_env(&state, &caller, &id).await?;
-        let now = state.clock.now();
-        let current = state.store.budget(&caller.env.id, &key, now).await?;
-        let spec = apply(put, current.map(|c| c.budget.spec))?;
-        let limit_id = LimitId::from_unique(&crate::clock::unique());
-        let status = state
-            .store
-            .put_budget(
-                &caller.env.id,
-                &key,
-                &limit_id,
-                &spec,
-                &Actor::key(&caller.key.id, now),
-            )
-            .await
-            .map_err(|e| match e {
-                StoreError::NotFound { .. } => ApiError::not_found("api key"),
-                e => e.into(),
-            })?;
+        let status = app::budgets::put(&state, &caller, &id, put).await?;
         Ok((StatusCode::OK, view(&status)))
     })
     .await
@@ -276,15 +165,7 @@ pub async fn delete(
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
     let request = json!({"op": "budget.delete", "key": id});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let key = key_in_env(&state, &caller, &id).await?;
-        let now = state.clock.now();
-        let deleted = state
-            .store
-            .delete_budget(&caller.env.id, &key, &Actor::key(&caller.key.id, now))
-            .await?;
-        if !deleted {
-            return Err(ApiError::not_found("budget"));
-        }
+        let key = app::budgets::delete(&state, &caller, &id).await?;
         Ok((
             StatusCode::OK,
             BudgetDeleted {

@@ -1,46 +1,34 @@
 //! Topics, webhook subscriptions and the dead-letter list (`/events/...`, `/dlq`): the SDK's
 //! `client.events` subscription methods and `client.dlq` reads, for Steward's own events.
 //!
-//! Topics are built in (`webhooks/topics.rs`); `publish` and topic creation are not served.
-//! Reading needs `actions:read`; creating, changing, deleting and rotating need
-//! `actions:write`. A subscription's secret is generated here, sealed by the vault, and shown in
-//! the answer to create and to rotate-secret only: never recorded with the idempotency record
-//! (a replay answers without it), never logged, never audited.
+//! The HTTP door over `app/webhooks.rs`. Topics are built in (`webhooks/topics.rs`); `publish`
+//! and topic creation are not served. Reading needs `actions:read`; creating, changing,
+//! deleting and rotating need `actions:write`. A subscription's secret is generated here
+//! (`app::webhooks::new_secret`), sealed by the vault, and shown in the answer to create and to
+//! rotate-secret only: never recorded with the idempotency record (a replay answers without
+//! it), never logged, never audited.
 
 use super::body;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
+use crate::app;
+use crate::app::webhooks::{DeadLetterPage, NewSubscription, SubscriptionChange};
 use crate::auth::Caller;
 use crate::envelope::ok;
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::events::event_id;
 use crate::state::AppState;
-use crate::webhooks::deliver::secret_name;
-use crate::webhooks::topics::{Topic, TOPICS};
-use crate::webhooks::WEBHOOK_SECRET_GRACE_MS;
+use crate::webhooks::topics::Topic;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use rand::RngCore;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use serde_json::{json, Value};
 use steward_core::scopes;
-use steward_store::{Actor, DeadLetter, RedeliveryTarget, SealedSecret, WebhookSubscription};
-use steward_wire::{self as wire, Text};
-
-/// The longest subscription URL, in bytes.
-pub const WEBHOOK_URL_BYTES_MAX: usize = 2_048;
-/// The most extra headers a subscription sends, in headers.
-pub const WEBHOOK_HEADERS_MAX: usize = 20;
-/// The longest extra header value, in bytes.
-pub const WEBHOOK_HEADER_VALUE_BYTES_MAX: usize = 1_000;
-/// The most dead letters one listing returns, in letters (the newest).
-pub const DEAD_LETTERS_LIST_MAX: u32 = 100;
-/// Random bytes in a `whsec_` secret: 256 bits.
-const SECRET_BYTES: usize = 32;
+use steward_store::{DeadLetter, WebhookSubscription};
+use steward_wire as wire;
 
 fn topic_view(t: &Topic) -> wire::Topic {
     wire::Topic {
@@ -102,24 +90,6 @@ pub struct TopicPath {
     reference: String,
 }
 
-fn topic(reference: &str) -> ApiResult<Topic> {
-    Topic::find(reference).ok_or_else(|| ApiError::not_found("topic"))
-}
-
-fn new_secret() -> String {
-    let mut bytes = [0u8; SECRET_BYTES];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    format!("whsec_{}", hex::encode(bytes))
-}
-
-fn seal(state: &AppState, s: &WebhookSubscription, secret: &str) -> ApiResult<SealedSecret> {
-    let (nonce, sealed) = state
-        .vault
-        .seal(&s.env_id, &secret_name(&s.id), secret)
-        .map_err(|e| ApiError::internal("sealing a webhook secret", &e))?;
-    Ok(SealedSecret { nonce, sealed })
-}
-
 /// Puts `secret` into a fresh (not replayed) success answer; a replay goes without it.
 async fn with_secret(response: Response, secret: &str) -> ApiResult<Response> {
     if !response.status().is_success() || response.headers().contains_key("idempotent-replayed") {
@@ -140,104 +110,6 @@ async fn with_secret(response: Response, secret: &str) -> ApiResult<Response> {
     Ok(response)
 }
 
-async fn url_field(state: &AppState, url: Option<Text>) -> ApiResult<Option<String>> {
-    let Some(url) = url.map(Text::into_string) else {
-        return Ok(None);
-    };
-    if url.len() > WEBHOOK_URL_BYTES_MAX {
-        return Err(ApiError::validation(
-            "url",
-            format!("must be at most {WEBHOOK_URL_BYTES_MAX} bytes"),
-        ));
-    }
-    state
-        .outbound
-        .check(&url)
-        .await
-        .map_err(|e| ApiError::validation("url", e.to_string()))?;
-    Ok(Some(url))
-}
-
-/// The event types named, each once, if every one is the topic's.
-fn event_types_field(given: Option<Vec<String>>, topic: &Topic) -> ApiResult<Option<Vec<String>>> {
-    let Some(given) = given else {
-        return Ok(None);
-    };
-    let mut types: Vec<String> = Vec::new();
-    for t in given {
-        if !topic.carries(&t) {
-            return Err(ApiError::validation(
-                "eventTypes",
-                format!(
-                    "must be a list of the topic's event types: {}",
-                    topic.event_types().join(", ")
-                ),
-            ));
-        }
-        if !types.contains(&t) {
-            types.push(t);
-        }
-    }
-    Ok(Some(types))
-}
-
-/// The extra headers as stored (an object of names to values), if each may be set.
-fn headers_field(given: Option<BTreeMap<String, wire::Credential>>) -> ApiResult<Option<Value>> {
-    let Some(given) = given else {
-        return Ok(None);
-    };
-    let invalid = |why: &str| ApiError::validation("headers", why.to_string());
-    if given.len() > WEBHOOK_HEADERS_MAX {
-        return Err(invalid("has too many headers (at most 20)"));
-    }
-    for (name, value) in &given {
-        let lower = name.to_ascii_lowercase();
-        let token = !name.is_empty()
-            && name.len() <= 100
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
-        if !token
-            || lower.starts_with("anlyon-")
-            || [
-                "content-type",
-                "content-length",
-                "host",
-                "transfer-encoding",
-            ]
-            .contains(&lower.as_str())
-        {
-            return Err(invalid(&format!(
-                "{name} is not a header a subscription may set"
-            )));
-        }
-        let fits = value.0.len() <= WEBHOOK_HEADER_VALUE_BYTES_MAX
-            && value
-                .0
-                .bytes()
-                .all(|b| (0x20..0x7f).contains(&b) || b == b'\t');
-        if !fits {
-            return Err(invalid(&format!(
-                "{name}: a value must be printable ASCII of at most {WEBHOOK_HEADER_VALUE_BYTES_MAX} bytes"
-            )));
-        }
-    }
-    Ok(Some(Value::Object(
-        given
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v.into_string())))
-            .collect(),
-    )))
-}
-
-async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookSubscription> {
-    state
-        .store
-        .subscription(&caller.env.id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("subscription"))
-}
-
 #[utoipa::path(
     get,
     path = "/events/topics",
@@ -250,8 +122,8 @@ async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookS
     )
 )]
 pub async fn list_topics(caller: Caller) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    Ok(ok(TOPICS.iter().map(topic_view).collect::<Vec<_>>()))
+    let topics = app::webhooks::topics(&caller)?;
+    Ok(ok(topics.iter().map(topic_view).collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -271,8 +143,7 @@ pub async fn get_topic(
     caller: Caller,
     Path(TopicPath { reference }): Path<TopicPath>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    Ok(ok(topic_view(&topic(&reference)?)))
+    Ok(ok(topic_view(&app::webhooks::topic(&caller, &reference)?)))
 }
 
 #[utoipa::path(
@@ -293,19 +164,10 @@ pub async fn list_subscriptions(
     caller: Caller,
     Path(TopicPath { reference }): Path<TopicPath>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let topic = topic(&reference)?;
-    let list = state
-        .store
-        .subscriptions(&caller.env.id, Some(topic.name))
-        .await?;
-    let backlog = state.store.webhook_backlog(Some(&caller.env.id)).await?;
-    let listed = list.iter().map(|s| {
-        let behind = backlog.iter().find(|b| b.subscription_id == s.id);
-        wire::Subscription {
-            backlog: Some(behind.map_or(0, |b| b.events)),
-            ..view(s)
-        }
+    let listed = app::webhooks::list_subscriptions(&state, &caller, &reference).await?;
+    let listed = listed.iter().map(|l| wire::Subscription {
+        backlog: Some(l.backlog),
+        ..view(&l.subscription)
     });
     Ok(ok(listed.collect::<Vec<_>>()))
 }
@@ -334,51 +196,14 @@ pub async fn create_subscription(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
-    let topic = topic(&reference)?;
-    let wire::SubscriptionBody {
-        url,
-        event_types,
-        enabled,
-        generate_secret: _,
-        headers: extra,
-    } = body::parse(&bytes)?;
-    let url = url_field(&state, url)
-        .await?
-        .ok_or_else(|| ApiError::validation("url", "is required"))?;
-    let event_types = event_types_field(event_types, &topic)?.unwrap_or_default();
-    let enabled = enabled.unwrap_or(true);
-    let extra = headers_field(extra)?.unwrap_or_else(|| Value::Object(Map::new()));
-    let request = json!({"op": "webhooks.subscribe", "topic": topic.name, "url": url,
-        "eventTypes": event_types, "enabled": enabled, "headers": extra});
-    let secret = new_secret();
+    let topic = app::webhooks::find_topic(&reference)?;
+    let given: wire::SubscriptionBody = body::parse(&bytes)?;
+    let new = NewSubscription::check(&state, topic, given).await?;
+    let request = json!({"op": "webhooks.subscribe", "topic": new.topic.name, "url": new.url,
+        "eventTypes": new.event_types, "enabled": new.enabled, "headers": new.headers});
+    let secret = app::webhooks::new_secret();
     let response = idempotent::run(&state, &caller, &headers, request, || async {
-        let now = state.clock.now();
-        // Deliveries start with what is sealed from now on.
-        let head = state.store.audit_head().await?.seq;
-        let mut s = WebhookSubscription {
-            id: format!("whs_{}", crate::clock::unique().to_ascii_lowercase()),
-            env_id: caller.env.id.clone(),
-            topic: topic.name.to_string(),
-            url: url.clone(),
-            event_types: event_types.clone(),
-            enabled,
-            headers: extra.clone(),
-            secret: SealedSecret {
-                nonce: vec![],
-                sealed: vec![],
-            },
-            previous_secret: None,
-            previous_until: None,
-            cursor: head,
-            attempts: 0,
-            next_attempt_at: now,
-            last_error: None,
-            created_at: now,
-            updated_at: now,
-        };
-        s.secret = seal(&state, &s, &secret)?;
-        let actor = Actor::key(&caller.key.id, now);
-        state.store.create_subscription(&s, &actor).await?;
+        let s = app::webhooks::create_subscription(&state, &caller, &new, &secret).await?;
         Ok((StatusCode::CREATED, view(&s)))
     })
     .await?;
@@ -410,25 +235,11 @@ pub async fn update_subscription(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
     let patch: wire::SubscriptionPatch = body::parse(&bytes)?;
-    let current = find(&state, &caller, &id).await?;
-    let topic = topic(&current.topic)?;
-    let url = url_field(&state, patch.url).await?;
-    let event_types = event_types_field(patch.event_types, &topic)?;
-    let enabled = patch.enabled;
-    let extra = headers_field(patch.headers)?;
-    let request = json!({"op": "webhooks.update", "id": id, "url": url,
-        "eventTypes": event_types, "enabled": enabled, "headers": extra});
+    let change = SubscriptionChange::check(&state, &caller, &id, patch).await?;
+    let request = json!({"op": "webhooks.update", "id": id, "url": change.url,
+        "eventTypes": change.event_types, "enabled": change.enabled, "headers": change.headers});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let mut s = find(&state, &caller, &id).await?;
-        s.url = url.unwrap_or(s.url);
-        s.event_types = event_types.unwrap_or(s.event_types);
-        s.enabled = enabled.unwrap_or(s.enabled);
-        s.headers = extra.unwrap_or(s.headers);
-        s.updated_at = state.clock.now();
-        let actor = Actor::key(&caller.key.id, s.updated_at);
-        if !state.store.update_subscription(&s, &actor).await? {
-            return Err(ApiError::not_found("subscription"));
-        }
+        let s = app::webhooks::update_subscription(&state, &caller, &id, change).await?;
         Ok((StatusCode::OK, view(&s)))
     })
     .await
@@ -457,14 +268,7 @@ pub async fn delete_subscription(
     caller.require(scopes::ACTIONS_WRITE)?;
     let request = json!({"op": "webhooks.delete", "id": id});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        if !state
-            .store
-            .delete_subscription(&caller.env.id, &id, &actor)
-            .await?
-        {
-            return Err(ApiError::not_found("subscription"));
-        }
+        app::webhooks::delete_subscription(&state, &caller, &id).await?;
         Ok((StatusCode::OK, steward_wire::Deleted::new(&id)))
     })
     .await
@@ -492,18 +296,9 @@ pub async fn rotate_secret(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
     let request = json!({"op": "webhooks.rotate", "id": id});
-    let secret = new_secret();
+    let secret = app::webhooks::new_secret();
     let response = idempotent::run(&state, &caller, &headers, request, || async {
-        let mut s = find(&state, &caller, &id).await?;
-        let now = state.clock.now();
-        s.previous_secret = Some(s.secret.clone());
-        s.previous_until = Some(now.plus_ms(WEBHOOK_SECRET_GRACE_MS));
-        s.secret = seal(&state, &s, &secret)?;
-        s.updated_at = now;
-        let actor = Actor::key(&caller.key.id, now);
-        if !state.store.update_subscription(&s, &actor).await? {
-            return Err(ApiError::not_found("subscription"));
-        }
+        let s = app::webhooks::rotate_secret(&state, &caller, &id, &secret).await?;
         Ok((StatusCode::OK, view(&s)))
     })
     .await?;
@@ -533,28 +328,12 @@ pub async fn dead_letters(
     caller: Caller,
     Query(q): Query<DeadLetterQuery>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let limit = q.limit.unwrap_or(DEAD_LETTERS_LIST_MAX);
-    if !(1..=DEAD_LETTERS_LIST_MAX).contains(&limit) {
-        return Err(ApiError::validation(
-            "limit",
-            format!("must be 1 to {DEAD_LETTERS_LIST_MAX}"),
-        ));
-    }
-    let page = q.page.unwrap_or(1);
-    if page == 0 || page.saturating_mul(limit) > 10 * DEAD_LETTERS_LIST_MAX {
-        return Err(ApiError::validation("page", "is out of range"));
-    }
-    let letters = state
-        .store
-        .dead_letters(&caller.env.id, page * limit)
-        .await?;
-    let skip = ((page - 1) * limit) as usize;
-    Ok(ok(letters
-        .iter()
-        .skip(skip)
-        .map(letter_view)
-        .collect::<Vec<_>>()))
+    let which = DeadLetterPage {
+        page: q.page,
+        limit: q.limit,
+    };
+    let letters = app::webhooks::dead_letters(&state, &caller, which).await?;
+    Ok(ok(letters.iter().map(letter_view).collect::<Vec<_>>()))
 }
 
 #[utoipa::path(
@@ -575,12 +354,7 @@ pub async fn dead_letter(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let letter = state
-        .store
-        .dead_letter(&caller.env.id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("dead letter"))?;
+    let letter = app::webhooks::dead_letter(&state, &caller, &id).await?;
     Ok(ok(letter_view(&letter)))
 }
 
@@ -607,37 +381,7 @@ pub async fn redeliver_dead_letter(
     caller.require(scopes::ACTIONS_WRITE)?;
     let request = json!({"op": "dlq.redeliver", "id": id});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let letter = state
-            .store
-            .dead_letter(&caller.env.id, &id)
-            .await?
-            .ok_or_else(|| ApiError::not_found("dead letter"))?;
-        if state
-            .store
-            .subscription(&caller.env.id, &letter.subscription_id)
-            .await?
-            .is_none()
-        {
-            return Err(ApiError::of(
-                codes::DEAD_LETTER_SUBSCRIPTION_GONE,
-                "the dead letter's subscription was deleted; nothing can redeliver it",
-            ));
-        }
-        let now = state.clock.now();
-        let actor = Actor::key(&caller.key.id, now);
-        let marked = state
-            .store
-            .request_redelivery(&caller.env.id, RedeliveryTarget::Letter(&id), &actor, now)
-            .await?;
-        // Already requested (or deleted meanwhile): the letter as it stands now.
-        let letter = match marked.into_iter().next() {
-            Some(marked) => marked,
-            None => state
-                .store
-                .dead_letter(&caller.env.id, &id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("dead letter"))?,
-        };
+        let letter = app::webhooks::redeliver_dead_letter(&state, &caller, &id).await?;
         Ok((StatusCode::ACCEPTED, letter_view(&letter)))
     })
     .await
@@ -666,19 +410,7 @@ pub async fn redeliver_subscription_dead_letters(
     caller.require(scopes::ACTIONS_WRITE)?;
     let request = json!({"op": "dlq.redeliver_subscription", "id": id});
     idempotent::run(&state, &caller, &headers, request, || async {
-        find(&state, &caller, &id).await?;
-        let now = state.clock.now();
-        let actor = Actor::key(&caller.key.id, now);
-        let marked = state
-            .store
-            .request_redelivery(
-                &caller.env.id,
-                RedeliveryTarget::Subscription(&id),
-                &actor,
-                now,
-            )
-            .await?;
-        let ids: Vec<String> = marked.into_iter().map(|d| d.id).collect();
+        let ids = app::webhooks::redeliver_subscription_dead_letters(&state, &caller, &id).await?;
         Ok((
             StatusCode::ACCEPTED,
             wire::RedeliveryRequested {
@@ -689,33 +421,4 @@ pub async fn redeliver_subscription_dead_letters(
         ))
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_secret_is_whsec_and_fresh() {
-        let (a, b) = (new_secret(), new_secret());
-        assert!(a.starts_with("whsec_") && a.len() == 6 + 2 * SECRET_BYTES);
-        assert_ne!(a, b);
-    }
-
-    #[test]
-    fn headers_steward_sets_are_refused() {
-        let one = |name: &str| {
-            Some(BTreeMap::from([(
-                name.to_string(),
-                wire::Credential("x".to_string()),
-            )]))
-        };
-        for name in ["Anlyon-Signature", "content-type", "Host", "bad name", ""] {
-            assert!(headers_field(one(name)).is_err(), "{name}");
-        }
-        assert_eq!(
-            headers_field(one("X-Team")).unwrap(),
-            Some(json!({"X-Team": "x"}))
-        );
-    }
 }

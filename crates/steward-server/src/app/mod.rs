@@ -15,7 +15,9 @@
 //! The model is omicron's `nexus/src/app/` under its thin `http_entrypoints.rs`.
 
 pub mod approvals;
+pub mod billing;
 pub mod budgets;
+pub mod connections;
 pub mod environment;
 pub mod gate;
 pub mod idempotency;
@@ -30,6 +32,7 @@ pub mod recovery;
 pub mod runs;
 pub mod seam;
 pub mod warnings;
+pub mod webhooks;
 
 /// Who is acting: an API key and its environment, authenticated by a front end.
 pub use crate::auth::Caller as Principal;

@@ -1,0 +1,366 @@
+//! Connected accounts: a vault secret holding an integration's credential
+//! (`integrations.rs`), usable by actions as `{{secret:NAME}}` and never read back. Listing
+//! needs `secrets:read`; connecting, checking and reconnecting need `secrets:write`.
+//! `api/connections.rs` is the HTTP door.
+//!
+//! An API key is checked with the provider before anything is stored: a key the provider
+//! refuses is `CONNECTION_KEY_REJECTED`, one that could not be checked is
+//! `CONNECTION_KEY_CHECK_FAILED`, and in both cases nothing is written. [`check`] asks again for
+//! a stored key; a refusal then is an answer (health `needs_reauth`), not an error.
+
+use super::{Error, Principal, Result};
+use crate::error::codes;
+use crate::integrations::{check_key, AuthKind, Integration, KeyCheck, KeyVerdict};
+use crate::state::AppState;
+use serde_json::json;
+use steward_core::{is_valid_secret_name, scopes};
+use steward_store::{
+    Actor, ConnectionHealth, ConnectionRecord, HealthCheck, SecretRecord, StoreError,
+};
+use steward_wire::{self as wire, Text};
+
+/// The longest API key accepted, in bytes: provider keys are well under 1 KiB.
+pub const CONNECTION_API_KEY_BYTES_MAX: usize = 4096;
+
+const HEALTHY: &str = "healthy";
+const NEEDS_REAUTH: &str = "needs_reauth";
+
+/// A connected account: its connection record and the secret holding its key (whose value is
+/// never read back).
+#[derive(Debug)]
+pub struct Account {
+    pub connection: ConnectionRecord,
+    pub secret: SecretRecord,
+}
+
+/// A connect with an API key, checked: every field present and well formed.
+#[derive(Debug)]
+pub struct ConnectKey {
+    pub integration_id: String,
+    pub secret_name: String,
+    /// The key, trimmed. Never echoed in an error or a log.
+    pub api_key: String,
+    pub description: Option<String>,
+}
+
+impl ConnectKey {
+    /// The body's fields, each required one named when it is missing.
+    pub fn from_body(given: wire::ConnectKeyBody) -> Result<ConnectKey> {
+        let integration_id = given
+            .integration_id
+            .ok_or_else(|| Error::validation("integrationId", "is required"))?;
+        let secret_name = given
+            .secret_name
+            .ok_or_else(|| Error::validation("secretName", "is required"))?;
+        check_secret_name(&secret_name, "secretName")?;
+        let api_key =
+            api_key(given.api_key)?.ok_or_else(|| Error::validation("apiKey", "is required"))?;
+        Ok(ConnectKey {
+            integration_id,
+            secret_name,
+            api_key,
+            description: given.description.map(Text::into_string),
+        })
+    }
+}
+
+/// The integrations an account can be connected for.
+pub fn integrations<'a>(state: &'a AppState, principal: &Principal) -> Result<&'a [Integration]> {
+    principal.require(scopes::SECRETS_READ)?;
+    Ok(state.integrations.all())
+}
+
+/// The connected accounts of the principal's environment.
+pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<Account>> {
+    principal.require(scopes::SECRETS_READ)?;
+    let env = &principal.env.id;
+    let connections = state.store.list_connections(env).await?;
+    let secrets = state.store.list_secrets(env).await?;
+    // `list_connections` lists only accounts whose secret exists; one deleted in between is left
+    // out.
+    Ok(connections
+        .into_iter()
+        .filter_map(|connection| {
+            let secret = secrets
+                .iter()
+                .find(|s| s.name == connection.secret_name)?
+                .clone();
+            Some(Account { connection, secret })
+        })
+        .collect())
+}
+
+/// Connects an account: the key is checked with the provider, then sealed into the secret
+/// (created, or rotated when it already holds this integration's account).
+pub async fn connect_with_api_key(
+    state: &AppState,
+    principal: &Principal,
+    input: &ConnectKey,
+) -> Result<Account> {
+    principal.require(scopes::SECRETS_WRITE)?;
+    let (integration, check) = key_integration(state, &input.integration_id)?;
+    let env = &principal.env.id;
+    let name = &input.secret_name;
+    let existing = state.store.secret(env, name).await?;
+    let connected = state.store.connection(env, name).await?;
+    let expected = match (&existing, &connected) {
+        (None, _) => None,
+        (Some(s), Some(c)) if c.integration_id == integration.id => Some(s.version),
+        (Some(_), _) => {
+            return Err(Error::conflict(
+                "already_exists",
+                "a secret with this name exists and is not this integration's account; choose another secretName",
+            ))
+        }
+    };
+    checked(state, integration, check, &input.api_key).await?;
+    let secret = store_key(
+        state,
+        principal,
+        name,
+        &input.api_key,
+        integration,
+        input.description.clone(),
+        expected,
+    )
+    .await?;
+    let connection = record(
+        state,
+        principal,
+        &secret,
+        integration,
+        input.description.clone(),
+    )
+    .await?;
+    Ok(Account { connection, secret })
+}
+
+/// Asks the provider again about the key of account `name` and records its answer as the
+/// account's health.
+pub async fn check(state: &AppState, principal: &Principal, name: &str) -> Result<Account> {
+    principal.require(scopes::SECRETS_WRITE)?;
+    let Account { connection, secret } = account(state, principal, name).await?;
+    let (_, key_check) = key_integration(state, &connection.integration_id)
+        .map_err(|_| Error::not_found("integration"))?;
+    let key = state
+        .vault
+        .open(&principal.env.id, name, &secret.nonce, &secret.ciphertext)
+        .map_err(|e| Error::internal("vault", &e))?;
+    let health = match check_key(&state.http, state.outbound, key_check, &key).await {
+        KeyVerdict::Accepted => (HEALTHY, None),
+        KeyVerdict::Rejected { reason } => (NEEDS_REAUTH, Some(reason)),
+        KeyVerdict::CheckFailed { reason } => {
+            return Err(Error::of(
+                codes::CONNECTION_KEY_CHECK_FAILED,
+                format!("the key could not be checked ({reason}); its health is unchanged"),
+            )
+            .with_details(json!({"integrationId": connection.integration_id})))
+        }
+    };
+    let now = state.clock.now();
+    let health = ConnectionHealth {
+        status: health.0.into(),
+        reason: health.1,
+        checked_at: now,
+    };
+    let after = state
+        .store
+        .record_health(
+            &HealthCheck {
+                env_id: principal.env.id.clone(),
+                secret_name: name.to_string(),
+                health,
+            },
+            &Actor::key(&principal.key.id, now),
+        )
+        .await?;
+    Ok(Account {
+        connection: after,
+        secret,
+    })
+}
+
+/// Replaces the key of account `name` with `key` (checked by [`api_key`]; required), once the
+/// provider accepts it.
+pub async fn reconnect(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    key: Option<String>,
+) -> Result<Account> {
+    principal.require(scopes::SECRETS_WRITE)?;
+    let Account { connection, secret } = account(state, principal, name).await?;
+    let (integration, key_check) = key_integration(state, &connection.integration_id)
+        .map_err(|_| Error::not_found("integration"))?;
+    let key = key.ok_or_else(|| {
+        Error::validation("apiKey", "is required to reconnect an api_key integration")
+    })?;
+    checked(state, integration, key_check, &key).await?;
+    let description = connection.description.clone();
+    let stored = store_key(
+        state,
+        principal,
+        name,
+        &key,
+        integration,
+        description.clone(),
+        Some(secret.version),
+    )
+    .await?;
+    let after = record(state, principal, &stored, integration, description).await?;
+    Ok(Account {
+        connection: after,
+        secret: stored,
+    })
+}
+
+fn check_secret_name(name: &str, field: &str) -> Result<()> {
+    if is_valid_secret_name(name) {
+        Ok(())
+    } else {
+        Err(Error::validation(field, "must match ^[A-Z0-9_]+$"))
+    }
+}
+
+/// A key as given, trimmed, if it is one [`CONNECTION_API_KEY_BYTES_MAX`] allows; the error
+/// names `apiKey` and never quotes it.
+pub fn api_key(given: Option<wire::Credential>) -> Result<Option<String>> {
+    match given.map(wire::Credential::into_string) {
+        None => Ok(None),
+        Some(k)
+            if !k.trim().is_empty()
+                && k.len() <= CONNECTION_API_KEY_BYTES_MAX
+                && !k.chars().any(char::is_control) =>
+        {
+            Ok(Some(k.trim().to_string()))
+        }
+        Some(_) => Err(Error::validation(
+            "apiKey",
+            format!("must be a non-empty string of at most {CONNECTION_API_KEY_BYTES_MAX} bytes without control characters"),
+        )),
+    }
+}
+
+/// The `api_key` integration named `id`, with its key check.
+fn key_integration<'a>(state: &'a AppState, id: &str) -> Result<(&'a Integration, &'a KeyCheck)> {
+    let integration = state
+        .integrations
+        .get(id)
+        .ok_or_else(|| Error::validation("integrationId", "names no integration of this server"))?;
+    match (integration.auth_kind, &integration.key_check) {
+        (AuthKind::ApiKey, Some(check)) => Ok((integration, check)),
+        _ => Err(Error::validation(
+            "integrationId",
+            "is connected by signing in, which this server does not offer; only api_key integrations connect here",
+        )),
+    }
+}
+
+/// The key check's answer as an error when the key may not be stored.
+async fn checked(
+    state: &AppState,
+    integration: &Integration,
+    check: &KeyCheck,
+    key: &str,
+) -> Result<()> {
+    match check_key(&state.http, state.outbound, check, key).await {
+        KeyVerdict::Accepted => Ok(()),
+        KeyVerdict::Rejected { reason } => Err(Error::of(
+            codes::CONNECTION_KEY_REJECTED,
+            format!("not stored: {reason}"),
+        )
+        .with_details(json!({"integrationId": integration.id}))),
+        KeyVerdict::CheckFailed { reason } => Err(Error::of(
+            codes::CONNECTION_KEY_CHECK_FAILED,
+            format!("not stored: the key could not be checked ({reason})"),
+        )
+        .with_details(json!({"integrationId": integration.id}))),
+    }
+}
+
+/// Seals `key` into secret `name`, creating it or rotating the version `expected`.
+async fn store_key(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    key: &str,
+    integration: &Integration,
+    description: Option<String>,
+    expected: Option<u32>,
+) -> Result<SecretRecord> {
+    let env = &principal.env.id;
+    let (nonce, ciphertext) = state
+        .vault
+        .seal(env, name, key)
+        .map_err(|e| Error::internal("vault", &e))?;
+    let now = state.clock.now();
+    let record = SecretRecord {
+        env_id: env.clone(),
+        name: name.to_string(),
+        nonce,
+        ciphertext,
+        description,
+        allowed_hosts: Some(integration.allowed_hosts.clone()),
+        allowed_placements: None,
+        version: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    state
+        .store
+        .put_secret(&record, expected, &Actor::key(&principal.key.id, now))
+        .await
+        .map_err(|e| match e {
+            StoreError::VersionConflict { .. } => Error::conflict(
+                "concurrent_modification",
+                "the secret changed while this request ran; send it again",
+            ),
+            other => other.into(),
+        })
+}
+
+async fn record(
+    state: &AppState,
+    principal: &Principal,
+    secret: &SecretRecord,
+    integration: &Integration,
+    description: Option<String>,
+) -> Result<ConnectionRecord> {
+    let now = state.clock.now();
+    let connection = ConnectionRecord {
+        env_id: principal.env.id.clone(),
+        secret_name: secret.name.clone(),
+        integration_id: integration.id.clone(),
+        auth_kind: integration.auth_kind.as_str().to_string(),
+        description,
+        health: ConnectionHealth {
+            status: HEALTHY.into(),
+            reason: None,
+            checked_at: now,
+        },
+        secret_created_at: secret.created_at,
+        created_at: now,
+        updated_at: now,
+    };
+    Ok(state
+        .store
+        .record_connection(&connection, &Actor::key(&principal.key.id, now))
+        .await?)
+}
+
+/// The account held by secret `name`, with its secret; 404 if there is none.
+async fn account(state: &AppState, principal: &Principal, name: &str) -> Result<Account> {
+    let missing = || Error::not_found("connected account");
+    check_secret_name(name, "secretName").map_err(|_| missing())?;
+    let connection = state
+        .store
+        .connection(&principal.env.id, name)
+        .await?
+        .ok_or_else(missing)?;
+    let secret = state
+        .store
+        .secret(&principal.env.id, name)
+        .await?
+        .ok_or_else(missing)?;
+    Ok(Account { connection, secret })
+}
