@@ -156,7 +156,6 @@ pub fn cursor(offset: u64) -> String {
     format!("o{offset}")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
