@@ -62,3 +62,26 @@ pub const HEAVY_READS_PER_KEY_MAX: usize = 2;
 
 /// The heavy reads running on this process, at most [`HEAVY_READS_PER_KEY_MAX`] per key.
 pub type HeavyReads = PerKeySlots<HEAVY_READS_PER_KEY_MAX>;
+
+/// One running heavy read's place in [`HeavyReads`], given back when it is dropped.
+pub type HeavyRead = PerKeySlot<HEAVY_READS_PER_KEY_MAX>;
+
+// The admission is the application layer's rule (an invocation list from the console holds a
+// place as one from the API does), so it lives beside the slots, not in `api/`.
+impl HeavyReads {
+    /// A place for one more heavy read of `key`, or `429 TOO_MANY_READS`.
+    pub fn admit(self: &Arc<Self>, key: &str) -> crate::error::ApiResult<HeavyRead> {
+        self.take(key).ok_or_else(|| {
+            crate::error::ApiError::of(
+                crate::error::codes::TOO_MANY_READS,
+                format!(
+                    "this key already runs {HEAVY_READS_PER_KEY_MAX} heavy reads (runs, spans, invocation lists); retry after one ends"
+                ),
+            )
+            .with_details(serde_json::json!({
+                "readsMax": HEAVY_READS_PER_KEY_MAX,
+                "retryAfterSeconds": crate::error::HEAVY_READ_RETRY_AFTER_S,
+            }))
+        })
+    }
+}

@@ -6,8 +6,9 @@ use super::openapi as doc;
 use super::query::Query;
 use super::{idempotent, views};
 use crate::app;
-use crate::auth::{Caller, KeyWatch};
-use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use crate::app::reads;
+use crate::auth::Caller;
+use crate::envelope::{ok, paged};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -16,29 +17,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::time::Duration;
-use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, EnvironmentId};
-use steward_store::{ApprovalFilter, ApprovalRecord, Approvals, NewApproval};
+use steward_core::{scopes, ApprovalId, Decision};
+use steward_store::NewApproval;
 use steward_wire::Text;
 
-/// The longest a read may wait for a decision, in seconds; the SDK asks for at most this.
-pub const LONG_POLL_WAIT_S_MAX: u64 = 55;
 /// The longest expiry a custom request may ask for, in seconds (30 days).
 pub const APPROVAL_EXPIRY_S_MAX: i64 = 30 * 24 * 3600;
 
 fn parse_id(id: &str) -> ApiResult<ApprovalId> {
     ApprovalId::parse(id).map_err(|_| ApiError::not_found("approval"))
-}
-
-async fn find(
-    approvals: &dyn Approvals,
-    env: &EnvironmentId,
-    id: &ApprovalId,
-) -> ApiResult<ApprovalRecord> {
-    approvals
-        .approval(env, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("approval"))
 }
 
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
@@ -74,39 +61,9 @@ pub async fn get(
     Path(id): Path<String>,
     Query(q): Query<WaitQuery>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::APPROVALS_READ)?;
-    let id = parse_id(&id)?;
-    let wait = Duration::from_secs(q.wait_seconds.unwrap_or(0).min(LONG_POLL_WAIT_S_MAX));
-    let deadline = tokio::time::Instant::now() + wait;
-    // The key was checked when the request came in; while it waits, it is read again every
-    // second, and once more before an answer that waited, so a key revoked, expired or rotated
-    // out mid-wait gets a 401 naming why, not the approval.
-    let watch = KeyWatch::new(&state, &caller);
-    let key_ended = watch.ended();
-    tokio::pin!(key_ended);
-    let mut waited = false;
-    loop {
-        // Register for the wake-up before reading, so a decision between the read and the wait
-        // is not missed.
-        let notified = state.approval_events.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let approval = find(&*state.store, &caller.env.id, &id).await?;
-        if approval.status != ApprovalStatus::Pending || tokio::time::Instant::now() >= deadline {
-            if waited {
-                if let Some(end) = watch.check().await {
-                    return Err(end.error());
-                }
-            }
-            return Ok(ok(views::approval(&approval)));
-        }
-        tokio::select! {
-            () = &mut notified => {}
-            () = tokio::time::sleep_until(deadline) => {}
-            end = &mut key_ended => return Err(end.error()),
-        }
-        waited = true;
-    }
+    let wait_s = q.wait_seconds.unwrap_or(0);
+    let approval = reads::approval(&state, &caller, &id, wait_s).await?;
+    Ok(ok(views::approval(&approval)))
 }
 
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
@@ -141,53 +98,18 @@ pub async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::APPROVALS_READ)?;
-    let status = q
-        .status
-        .as_deref()
-        .map(|s| {
-            ApprovalStatus::parse(s).ok_or_else(|| {
-                ApiError::validation("status", format!("`{s}` is not a known status"))
-            })
-        })
-        .transpose()?;
-    let origins = match q.decision_origin.as_deref() {
-        None => None,
-        Some("automated") => Some(vec![
-            "policy".to_string(),
-            "system".to_string(),
-            "assistant".to_string(),
-        ]),
-        Some(o @ ("human" | "policy" | "system" | "assistant")) => Some(vec![o.to_string()]),
-        Some(other) => {
-            return Err(ApiError::validation(
-                "decisionOrigin",
-                format!("`{other}` is not a known origin"),
-            ))
-        }
+    let filters = reads::ApprovalFilters {
+        status: q.status,
+        decision_origin: q.decision_origin,
+        limit: q.limit,
+        offset: q.offset,
     };
-    let limit = q
-        .limit
-        .unwrap_or(PAGE_LIMIT_DEFAULT)
-        .clamp(1, PAGE_LIMIT_MAX);
-    let offset = q.offset.unwrap_or(0);
-    let page = state
-        .store
-        .list_approvals(
-            &caller.env.id,
-            &ApprovalFilter {
-                status,
-                origins,
-                limit,
-                offset,
-            },
-        )
-        .await?;
+    let page = reads::list_approvals(&state, &caller, &filters).await?;
     Ok(paged(
         page.items.iter().map(views::approval).collect(),
         page.total,
-        limit,
-        offset,
+        page.limit,
+        page.offset,
     ))
 }
 

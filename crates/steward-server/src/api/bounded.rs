@@ -9,42 +9,16 @@
 //! - a page holds its items until the next would take the answer past its byte budget; then it
 //!   ends early with `hasMore: true` and a `nextCursor`;
 //! - the heavy reads (a run, a run's spans, a list of invocations) hold one of
-//!   [`HEAVY_READS_PER_KEY_MAX`] places per key while they run; a key that asks for more at
-//!   once is answered `429 TOO_MANY_READS` with `Retry-After`.
+//!   [`HEAVY_READS_PER_KEY_MAX`](crate::per_key::HEAVY_READS_PER_KEY_MAX) places per key while
+//!   they run; a key that asks for more at once is answered `429 TOO_MANY_READS` with
+//!   `Retry-After` (`per_key.rs`, `HeavyReads::admit`, which the application layer calls).
 
-use crate::error::{codes, ApiError, ApiResult};
-use serde_json::{json, Value};
-use std::sync::Arc;
+use serde_json::Value;
 
 /// The largest answer a list or read builds, in bytes of JSON: a few MiB, so a page of records
 /// or a run with its first spans and its tree is read in well under a second on a slow link
 /// and a handful of concurrent reads cost tens of MiB of memory, not gigabytes.
 pub const ANSWER_BYTES_MAX: usize = 4 * 1024 * 1024;
-
-pub use crate::per_key::{HeavyReads, HEAVY_READS_PER_KEY_MAX};
-
-pub use crate::error::HEAVY_READ_RETRY_AFTER_S;
-
-/// One running heavy read's place in [`HeavyReads`], given back when it is dropped.
-pub type HeavyRead = crate::per_key::PerKeySlot<HEAVY_READS_PER_KEY_MAX>;
-
-impl HeavyReads {
-    /// A place for one more heavy read of `key`, or `429 TOO_MANY_READS`.
-    pub fn admit(self: &Arc<Self>, key: &str) -> ApiResult<HeavyRead> {
-        self.take(key).ok_or_else(|| {
-            ApiError::of(
-                codes::TOO_MANY_READS,
-                format!(
-                    "this key already runs {HEAVY_READS_PER_KEY_MAX} heavy reads (runs, spans, invocation lists); retry after one ends"
-                ),
-            )
-            .with_details(json!({
-                "readsMax": HEAVY_READS_PER_KEY_MAX,
-                "retryAfterSeconds": HEAVY_READ_RETRY_AFTER_S,
-            }))
-        })
-    }
-}
 
 /// Turns the store's elision markers among `record`'s top-level fields into the wire's
 /// (`{"elided": true, "bytes": n, "href": href}`) and names them in `elidedFields`.
@@ -149,6 +123,17 @@ pub fn page<T: serde::Serialize>(
     offset: u32,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
+    let body = page_body(items, total, limit, offset);
+    (axum::http::StatusCode::OK, axum::Json(body)).into_response()
+}
+
+/// The body [`page`] answers: the items that fit the byte budget, and where to go on.
+pub fn page_body<T: serde::Serialize>(
+    items: Vec<T>,
+    total: u64,
+    limit: u32,
+    offset: u32,
+) -> steward_wire::Page<Value> {
     // Measured as JSON values: the budget counts bytes of the answer's text.
     let items: Vec<Value> = items
         .iter()
@@ -163,8 +148,7 @@ pub fn page<T: serde::Serialize>(
         next_cursor: Some(has_more.then(|| cursor(next))),
         ..steward_wire::Pagination::of(total, limit, offset)
     };
-    let body = steward_wire::Page::new(items, pagination);
-    (axum::http::StatusCode::OK, axum::Json(body)).into_response()
+    steward_wire::Page::new(items, pagination)
 }
 
 /// A list cursor: the offset of the next page, opaque to clients (`o<offset>`).
@@ -172,17 +156,14 @@ pub fn cursor(offset: u64) -> String {
     format!("o{offset}")
 }
 
-/// The offset a list cursor stands for, or a validation error naming `cursor`.
-pub fn cursor_offset(cursor: &str) -> ApiResult<u32> {
-    cursor
-        .strip_prefix('o')
-        .and_then(|n| n.parse::<u32>().ok())
-        .ok_or_else(|| ApiError::validation("cursor", "is not a cursor this server gave"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::reads::cursor_offset;
+    use crate::error::{codes, HEAVY_READ_RETRY_AFTER_S};
+    use crate::per_key::{HeavyRead, HeavyReads, HEAVY_READS_PER_KEY_MAX};
+    use serde_json::json;
+    use std::sync::Arc;
     use steward_store::json_len;
 
     #[test]

@@ -1,19 +1,19 @@
-//! Reading invocations and effects, with the SDK's filters.
+//! Reading invocations and effects, with the SDK's filters: the query parsed into the
+//! application layer's filters (`app/reads.rs`), its records rendered as views.
 
 use super::bounded;
 use super::openapi as doc;
 use super::query::Query;
 use super::views;
+use crate::app::reads;
 use crate::auth::Caller;
-use crate::envelope::{ok, paged, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
-use crate::error::{ApiError, ApiResult};
+use crate::envelope::{ok, paged};
+use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use serde::Deserialize;
-use steward_core::{
-    scopes, ActionId, EffectId, EffectState, Grade, InvocationId, InvocationStatus,
-};
+use steward_store::InvocationRecord;
 
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -55,112 +55,40 @@ pub struct EffectQuery {
     offset: Option<u32>,
 }
 
-fn page(limit: Option<u32>, offset: Option<u32>) -> (u32, u32) {
-    (
-        limit.unwrap_or(PAGE_LIMIT_DEFAULT).clamp(1, PAGE_LIMIT_MAX),
-        offset.unwrap_or(0),
-    )
-}
-
-/// Narrows a set of states by a wire value of one of their derived properties.
-fn narrow<T: serde::Serialize>(
-    states: Option<Vec<EffectState>>,
-    field: &str,
-    value: Option<&str>,
-    property: impl Fn(EffectState) -> T,
-) -> ApiResult<Option<Vec<EffectState>>> {
-    let Some(value) = value else {
-        return Ok(states);
-    };
-    let wire = |s: EffectState| {
-        serde_json::to_value(property(s))
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-    };
-    if !EffectState::ALL
-        .iter()
-        .any(|s| wire(*s).as_deref() == Some(value))
-    {
-        return Err(ApiError::validation(
-            field,
-            format!("`{value}` is not a known value"),
-        ));
-    }
-    let base = states.unwrap_or_else(|| EffectState::ALL.to_vec());
-    Ok(Some(
-        base.into_iter()
-            .filter(|s| wire(*s).as_deref() == Some(value))
-            .collect(),
-    ))
-}
-
-async fn action_filter(
-    state: &AppState,
-    caller: &Caller,
-    reference: Option<&str>,
-) -> ApiResult<Option<Option<ActionId>>> {
-    let Some(reference) = reference else {
-        return Ok(Some(None));
-    };
-    Ok(state
-        .store
-        .action(&caller.env.id, reference)
-        .await?
-        .map(|a| Some(a.id))
-        .or_else(|| ActionId::parse(reference).ok().map(Some)))
-}
-
-async fn invocations_page(
-    state: &AppState,
-    caller: &Caller,
-    action: Option<&str>,
-    q: &InvocationQuery,
-) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let _read = state.heavy_reads.admit(caller.key.id.as_str())?;
-    let offset = match q.cursor.as_deref() {
-        Some(c) => Some(bounded::cursor_offset(c)?),
-        None => q.offset,
-    };
-    let (limit, offset) = page(q.limit, offset);
-    let states = match q.status.as_deref() {
-        None => None,
-        Some(s) => {
-            let status = InvocationStatus::parse(s).ok_or_else(|| {
-                ApiError::validation("status", format!("`{s}` is not a known status"))
-            })?;
-            Some(
-                EffectState::ALL
-                    .into_iter()
-                    .filter(|e| e.invocation_status() == status)
-                    .collect(),
-            )
+impl InvocationQuery {
+    fn filters(self) -> reads::InvocationFilters {
+        reads::InvocationFilters {
+            action: self.action,
+            status: self.status,
+            limit: self.limit,
+            offset: self.offset,
+            cursor: self.cursor,
         }
-    };
-    let Some(action_id) = action_filter(state, caller, action).await? else {
-        return Ok(paged(
-            Vec::<steward_wire::Invocation>::new(),
-            0,
-            limit,
-            offset,
-        ));
-    };
-    let filter = steward_store::InvocationFilter {
-        action_id,
-        states,
-        limit,
-        offset,
-    };
-    let found = state
-        .store
-        .list_invocations(&caller.env.id, &filter)
-        .await?;
-    Ok(bounded::page(
+    }
+}
+
+impl EffectQuery {
+    fn filters(self) -> reads::EffectFilters {
+        reads::EffectFilters {
+            action: self.action,
+            outcome: self.outcome,
+            stage: self.stage,
+            grade: self.grade,
+            unresolved: self.unresolved,
+            limit: self.limit,
+            offset: self.offset,
+        }
+    }
+}
+
+/// A page of invocations as the API answers it (ending early past the byte budget).
+fn invocations_page(found: reads::Page<InvocationRecord>) -> Response {
+    bounded::page(
         found.items.iter().map(views::listed_invocation).collect(),
         found.total,
-        limit,
-        offset,
-    ))
+        found.limit,
+        found.offset,
+    )
 }
 
 #[utoipa::path(
@@ -181,7 +109,8 @@ pub async fn list_invocations(
     caller: Caller,
     Query(q): Query<InvocationQuery>,
 ) -> ApiResult<Response> {
-    invocations_page(&state, &caller, q.action.as_deref(), &q).await
+    let found = reads::list_invocations(&state, &caller, &q.filters()).await?;
+    Ok(invocations_page(found))
 }
 
 #[utoipa::path(
@@ -204,15 +133,8 @@ pub async fn invocations_for_action(
     Path(reference): Path<String>,
     Query(q): Query<InvocationQuery>,
 ) -> ApiResult<Response> {
-    if state
-        .store
-        .action(&caller.env.id, &reference)
-        .await?
-        .is_none()
-    {
-        return Err(ApiError::not_found("action"));
-    }
-    invocations_page(&state, &caller, Some(&reference), &q).await
+    let found = reads::invocations_for_action(&state, &caller, &reference, q.filters()).await?;
+    Ok(invocations_page(found))
 }
 
 #[utoipa::path(
@@ -233,13 +155,7 @@ pub async fn invocation(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let id = InvocationId::parse(&id).map_err(|_| ApiError::not_found("invocation"))?;
-    let found = state
-        .store
-        .invocation(&caller.env.id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("invocation"))?;
+    let found = reads::invocation(&state, &caller, &id).await?;
     Ok(ok(views::invocation(&found)))
 }
 
@@ -260,39 +176,12 @@ pub async fn list_effects(
     caller: Caller,
     Query(q): Query<EffectQuery>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let (limit, offset) = page(q.limit, q.offset);
-    let mut states = narrow(None, "outcome", q.outcome.as_deref(), EffectState::outcome)?;
-    states = narrow(states, "stage", q.stage.as_deref(), EffectState::stage)?;
-    states = narrow(states, "grade", q.grade.as_deref(), Grade::of)?;
-    states = match q.unresolved.as_deref() {
-        None => states,
-        Some(flag @ ("true" | "false")) => {
-            let want = flag == "true";
-            let base = states.unwrap_or_else(|| EffectState::ALL.to_vec());
-            Some(
-                base.into_iter()
-                    .filter(|s| s.is_unresolved() == want)
-                    .collect(),
-            )
-        }
-        Some(_) => return Err(ApiError::validation("unresolved", "must be true or false")),
-    };
-    let Some(action_id) = action_filter(&state, &caller, q.action.as_deref()).await? else {
-        return Ok(paged(Vec::<steward_wire::Effect>::new(), 0, limit, offset));
-    };
-    let filter = steward_store::EffectFilter {
-        action_id,
-        states,
-        limit,
-        offset,
-    };
-    let found = state.store.list_effects(&caller.env.id, &filter).await?;
+    let found = reads::list_effects(&state, &caller, &q.filters()).await?;
     Ok(paged(
         found.items.iter().map(views::effect).collect(),
         found.total,
-        limit,
-        offset,
+        found.limit,
+        found.offset,
     ))
 }
 
@@ -314,12 +203,6 @@ pub async fn effect(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    caller.require(scopes::ACTIONS_READ)?;
-    let id = EffectId::parse(&id).map_err(|_| ApiError::not_found("effect"))?;
-    let found = state
-        .store
-        .effect(&caller.env.id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("effect"))?;
+    let found = reads::effect(&state, &caller, &id).await?;
     Ok(ok(views::effect_detail(&found)))
 }

@@ -28,6 +28,7 @@ pub mod links;
 pub mod policies;
 pub mod policy_files;
 pub mod previews;
+pub mod reads;
 pub mod recovery;
 pub mod runs;
 pub mod seam;

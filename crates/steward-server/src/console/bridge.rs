@@ -2,6 +2,12 @@
 //! request the API would receive (a JSON body, a query string), calls the handler function
 //! with the signed-in operator as its [`Caller`], and renders the `data` the handler answered,
 //! or its error. Whatever `/api/v2` checks, refuses or records, the console does too.
+//!
+//! What is left here: the catalog (actions, policies, limits), the webhook dead letters and the
+//! unknown queue's reconcile and resolve buttons, whose use cases do not yet take a typed input
+//! the console can build without the handler's own checks. The reads (invocations, effects,
+//! approvals) call `app::reads` and render through `records.rs`; the decisions and the
+//! environment call `app/` directly. The form helpers below serve every page.
 
 use crate::api::query::{parse, Query};
 use crate::error::{ApiError, ApiResult};
@@ -23,7 +29,7 @@ pub async fn data(answer: ApiResult<Response>) -> Result<Value, ApiError> {
 }
 
 /// A handler's whole answer (`data` with its `pagination`), or the handler's error.
-pub async fn full(answer: ApiResult<Response>) -> Result<Value, ApiError> {
+async fn full(answer: ApiResult<Response>) -> Result<Value, ApiError> {
     let response = answer?;
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), ANSWER_BYTES_MAX)

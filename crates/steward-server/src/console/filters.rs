@@ -8,13 +8,12 @@
 //! range over a million items costs about forty one-item reads; items recorded while an
 //! operator pages shift a page by as many (the same as the API's own offsets).
 
-use super::bridge::{full, items, query};
 use super::layout::{parse_rfc3339_ms, text};
+use super::records;
 use super::session::Operator;
-use crate::api::reads;
+use crate::app::reads;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::State;
 use maud::{html, Markup};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -254,7 +253,7 @@ pub fn time(value: &str, field: &str, end_of_day: bool) -> Result<Millis, ApiErr
     }))
 }
 
-/// A list the console pages through: one of the API's newest-first list handlers.
+/// A list the console pages through: one of the application layer's newest-first lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listing {
     /// `GET /api/v2/actions/invocations` (`status`, `action`).
@@ -270,26 +269,7 @@ pub struct Read {
 }
 
 impl Listing {
-    /// The API query string for `filters` (without paging).
-    fn base(self, filters: &Filters) -> String {
-        let mut out = form_urlencoded::Serializer::new(String::new());
-        let status_field = match self {
-            Listing::Invocations => "status",
-            Listing::Effects => "outcome",
-        };
-        if let Some(status) = &filters.status {
-            out.append_pair(status_field, status);
-        }
-        if let (Listing::Effects, Some(stage)) = (self, &filters.stage) {
-            out.append_pair("stage", stage);
-        }
-        if let Some(action) = &filters.action {
-            out.append_pair("action", action);
-        }
-        out.finish()
-    }
-
-    /// `limit` items from `offset` of the filtered list, through the API's handler.
+    /// `limit` items from `offset` of the filtered list, as the API lists them.
     pub async fn read(
         self,
         state: &AppState,
@@ -298,20 +278,35 @@ impl Listing {
         offset: u32,
         limit: u32,
     ) -> Result<Read, ApiError> {
-        let base = self.base(filters);
-        let q = format!(
-            "{base}{}limit={limit}&offset={offset}",
-            if base.is_empty() { "" } else { "&" }
-        );
-        let caller = op.caller.clone();
-        let state = State(state.clone());
         let answer = match self {
-            Listing::Invocations => full(reads::list_invocations(state, caller, query(&q)?).await),
-            Listing::Effects => full(reads::list_effects(state, caller, query(&q)?).await),
-        }
-        .await?;
+            Listing::Invocations => {
+                let filters = reads::InvocationFilters {
+                    action: filters.action.clone(),
+                    status: filters.status.clone(),
+                    limit: Some(limit),
+                    offset: Some(offset),
+                    cursor: None,
+                };
+                records::invocations(&reads::list_invocations(state, &op.caller, &filters).await?)?
+            }
+            Listing::Effects => {
+                let filters = reads::EffectFilters {
+                    action: filters.action.clone(),
+                    outcome: filters.status.clone(),
+                    stage: filters.stage.clone(),
+                    limit: Some(limit),
+                    offset: Some(offset),
+                    ..reads::EffectFilters::default()
+                };
+                records::effects(&reads::list_effects(state, &op.caller, &filters).await?)?
+            }
+        };
         Ok(Read {
-            items: items(answer.get("data").unwrap_or(&Value::Null)).to_vec(),
+            items: answer
+                .get("data")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
             total: answer
                 .pointer("/pagination/total")
                 .and_then(Value::as_u64)

@@ -2,14 +2,14 @@
 //! asked, how long ago, when they expire and how many approvals they still need, each with its
 //! approve and deny forms (`decide.rs`), and the recent decisions.
 
-use super::bridge::{full, items, query};
+use super::bridge::items;
 use super::layout::{self, csrf_field, json_text, text};
+use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
-use crate::api::approvals;
+use crate::app::reads::{self, ApprovalFilters};
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::State;
 use maud::{html, Markup};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -50,12 +50,16 @@ impl KeyNames {
 /// The pending approvals (at most [`INBOX_APPROVALS_MAX`]) as the API lists them, with the
 /// pagination that says how many there are in all.
 pub async fn pending(state: &AppState, op: &Operator) -> Result<Value, ApiError> {
-    list(state, op, "status=pending", INBOX_APPROVALS_MAX).await
+    let filters = ApprovalFilters {
+        status: Some("pending".to_string()),
+        ..ApprovalFilters::default()
+    };
+    list(state, op, filters, INBOX_APPROVALS_MAX).await
 }
 
 /// The most recent approvals of any status, for the decided ones.
 pub async fn recent(state: &AppState, op: &Operator) -> Result<Value, ApiError> {
-    list(state, op, "", RECENT_APPROVALS_MAX).await
+    list(state, op, ApprovalFilters::default(), RECENT_APPROVALS_MAX).await
 }
 
 /// The inbox: the pending approvals with their approve and deny forms.
@@ -98,14 +102,14 @@ pub fn decided_table(recent: &Value, now: Millis, names: &KeyNames) -> Markup {
 async fn list(
     state: &AppState,
     op: &Operator,
-    filter: &str,
+    filters: ApprovalFilters,
     limit: u32,
 ) -> Result<Value, ApiError> {
-    let q = format!(
-        "{filter}{}limit={limit}",
-        if filter.is_empty() { "" } else { "&" }
-    );
-    full(approvals::list(State(state.clone()), op.caller.clone(), query(&q)?).await).await
+    let filters = ApprovalFilters {
+        limit: Some(limit),
+        ..filters
+    };
+    records::approvals(&reads::list_approvals(state, &op.caller, &filters).await?)
 }
 
 fn pending_row(

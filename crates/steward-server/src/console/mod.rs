@@ -36,6 +36,7 @@ mod layout;
 mod live;
 mod login;
 mod overview;
+mod records;
 mod runs;
 mod session;
 mod timeline;

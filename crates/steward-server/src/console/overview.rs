@@ -5,15 +5,16 @@
 //! the invocation as it stands. Every count is the `pagination.total` of the API's own list, so
 //! the page says what the API says; the page refreshes itself as events arrive (`live.rs`).
 
-use super::bridge::{data, full, items, query};
+use super::bridge::items;
 use super::inbox;
 use super::layout::{self, text};
+use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
-use crate::api::reads;
+use crate::app::reads::{self, EffectFilters};
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Extension;
@@ -79,11 +80,15 @@ pub async fn render(
     let read = async {
         let pending = inbox::pending(state, op).await?;
         let recent = inbox::recent(state, op).await?;
-        let failures = effects(state, op, "outcome=failed", RECENT_FAILURES_SHOWN).await?;
+        let failures = effects(state, op, outcome("failed"), RECENT_FAILURES_SHOWN).await?;
+        let reconciling = EffectFilters {
+            stage: Some("reconciling".to_string()),
+            ..EffectFilters::default()
+        };
         let counts = Counts {
             pending: total(&pending),
-            unknown: total(&effects(state, op, "outcome=unknown", 1).await?),
-            reconciling: total(&effects(state, op, "stage=reconciling", 1).await?),
+            unknown: total(&effects(state, op, outcome("unknown"), 1).await?),
+            reconciling: total(&effects(state, op, reconciling, 1).await?),
             failed: total(&failures),
         };
         let names = inbox::KeyNames::of(state, op).await?;
@@ -125,15 +130,27 @@ fn total(list: &Value) -> u64 {
         .unwrap_or(0)
 }
 
-/// A page of the API's effects list with `filter`, whole (`data` and `pagination`).
+/// The effects with one outcome.
+fn outcome(outcome: &str) -> EffectFilters {
+    EffectFilters {
+        outcome: Some(outcome.to_string()),
+        ..EffectFilters::default()
+    }
+}
+
+/// A page of the effects `filters` selects, whole (`data` and `pagination`), as the API lists
+/// them.
 async fn effects(
     state: &AppState,
     op: &Operator,
-    filter: &str,
+    filters: EffectFilters,
     limit: u32,
 ) -> Result<Value, ApiError> {
-    let q = query(&format!("{filter}&limit={limit}"))?;
-    full(reads::list_effects(State(state.clone()), op.caller.clone(), q).await).await
+    let filters = EffectFilters {
+        limit: Some(limit),
+        ..filters
+    };
+    records::effects(&reads::list_effects(state, &op.caller, &filters).await?)
 }
 
 fn cards(counts: Counts, halted: bool) -> Markup {
@@ -181,12 +198,10 @@ fn failures_table(failures: &Value, now: Millis) -> Markup {
 /// What the dispatch of the invocation a decision released (or ended) did, as the invocation
 /// stands now; nothing when it cannot be read.
 async fn dispatched(state: &AppState, op: &Operator, id: &InvocationId) -> Option<Markup> {
-    let answer = reads::invocation(
-        State(state.clone()),
-        op.caller.clone(),
-        Path(id.to_string()),
-    );
-    let invocation = data(answer.await).await.ok()?;
+    let found = reads::invocation(state, &op.caller, id.as_str())
+        .await
+        .ok()?;
+    let invocation = records::invocation(&found).ok()?;
     let status = text(&invocation, "status");
     let said = match status {
         "succeeded" => "the provider accepted it",

@@ -1,15 +1,17 @@
 //! An invocation's timeline: the intent, the policy decision, the approval and its decisions,
 //! every attempt with its times and outcome, the evidence, and the audit events about the
-//! invocation, its effect and its approval, in one order by time. Each entry is read from the
-//! API's own answers (`GET /api/v2/actions/invocations/{id}`, `/actions/effects/{id}`,
-//! `/approvals/{id}`), so the timeline says what the API says.
+//! invocation, its effect and its approval, in one order by time. Each entry is read through
+//! the application layer's reads (`app/reads.rs`) and rendered as the API's views
+//! (`GET /api/v2/actions/invocations/{id}`, `/actions/effects/{id}`, `/approvals/{id}`), so the
+//! timeline says what the API says.
 
 use super::audit;
-use super::bridge::{data, items, query};
+use super::bridge::items;
 use super::layout::{self, json_text, text};
+use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
-use crate::api::{approvals, reads};
+use crate::app::reads;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -36,13 +38,11 @@ pub async fn page(
     op: Operator,
     Path(id): Path<String>,
 ) -> Response {
-    let caller = || op.caller.clone();
-    let invocation =
-        match data(reads::invocation(State(state.clone()), caller(), Path(id.clone())).await).await
-        {
-            Ok(v) => v,
-            Err(e) => return layout::error_page(&e),
-        };
+    let read = reads::invocation(&state, &op.caller, &id).await;
+    let invocation = match read.and_then(|found| records::invocation(&found)) {
+        Ok(v) => v,
+        Err(e) => return layout::error_page(&e),
+    };
     let mut entries = vec![Entry {
         at: text(&invocation, "createdAt").to_string(),
         what: "intent",
@@ -81,30 +81,17 @@ pub async fn page(
     let mut effect = Value::Null;
     if let Some(effect_id) = invocation.get("effectId").and_then(Value::as_str) {
         subjects.push(effect_id.to_string());
-        match data(reads::effect(State(state.clone()), caller(), Path(effect_id.to_string())).await)
-            .await
-        {
+        let read = reads::effect(&state, &op.caller, effect_id).await;
+        match read.and_then(|found| records::effect(&found)) {
             Ok(v) => effect = v,
             Err(e) => return layout::error_page(&e),
         }
     }
     if let Some(approval_id) = invocation.get("approvalId").and_then(Value::as_str) {
         subjects.push(approval_id.to_string());
-        let wait = match query("") {
-            Ok(q) => q,
-            Err(e) => return layout::error_page(&e),
-        };
-        match data(
-            approvals::get(
-                State(state.clone()),
-                caller(),
-                Path(approval_id.to_string()),
-                wait,
-            )
-            .await,
-        )
-        .await
-        {
+        // No wait: the approval as it stands.
+        let read = reads::approval(&state, &op.caller, approval_id, 0).await;
+        match read.and_then(|found| records::approval(&found)) {
             Ok(a) => approval_entries(&a, &mut entries),
             Err(e) => return layout::error_page(&e),
         }

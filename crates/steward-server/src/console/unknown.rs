@@ -4,11 +4,13 @@
 //! the invoker's (`POST /api/v2/actions/effects/{id}/reconcile|resolve`, the same handlers).
 //! There is no replay or re-send control: a person settles an unknown, nothing sends it again.
 
-use super::bridge::{body, data, items, optional, query, required};
+use super::bridge::{body, data, items, optional, required};
 use super::layout::{self, csrf_field, text};
+use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
-use crate::api::{reads, recovery};
+use crate::api::recovery;
+use crate::app::reads::{self, EffectFilters};
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -40,13 +42,17 @@ async fn render(
     done: Option<&str>,
     error: Option<ApiError>,
 ) -> Response {
-    let q = format!("unresolved=true&limit={QUEUE_EFFECTS_MAX}");
-    let answer = match query(&q) {
-        Ok(q) => data(reads::list_effects(State(state.clone()), op.caller.clone(), q).await).await,
+    let filters = EffectFilters {
+        unresolved: Some("true".to_string()),
+        limit: Some(QUEUE_EFFECTS_MAX),
+        ..EffectFilters::default()
+    };
+    let answer = match reads::list_effects(state, &op.caller, &filters).await {
+        Ok(found) => records::effects(&found),
         Err(e) => Err(e),
     };
     let queue = match answer {
-        Ok(v) => v,
+        Ok(page) => page.get("data").cloned().unwrap_or(Value::Null),
         Err(e) => return layout::error_page(&e),
     };
     // The API lists newest first; the queue is worked oldest first.

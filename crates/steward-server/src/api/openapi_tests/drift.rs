@@ -328,7 +328,7 @@ fn bounds_in_the_document_are_the_named_constants() {
                 (Some("query"), Some("waitSeconds")) => {
                     assert_eq!(
                         schema["maximum"],
-                        json!(crate::api::approvals::LONG_POLL_WAIT_S_MAX)
+                        json!(crate::app::reads::LONG_POLL_WAIT_S_MAX)
                     );
                 }
                 (Some("header"), Some("Idempotency-Key")) => {
