@@ -14,14 +14,17 @@
 //!
 //! The model is omicron's `nexus/src/app/` under its thin `http_entrypoints.rs`.
 
+pub mod actions;
 pub mod approvals;
 pub mod budgets;
 pub mod environment;
 pub mod gate;
 pub mod idempotency;
+pub mod import;
 pub mod input;
 pub mod invoke;
 pub mod keys;
+pub mod limits;
 pub mod links;
 pub mod policies;
 pub mod policy_files;
@@ -29,6 +32,7 @@ pub mod previews;
 pub mod recovery;
 pub mod runs;
 pub mod seam;
+pub mod secrets;
 pub mod warnings;
 
 /// Who is acting: an API key and its environment, authenticated by a front end.
