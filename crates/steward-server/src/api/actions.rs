@@ -4,70 +4,21 @@ use super::body;
 use super::openapi as doc;
 use super::views::ActionView;
 use super::{idempotent, views};
+use crate::app;
 use crate::auth::Caller;
 use crate::envelope::ok;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{json, Map, Value};
-use steward_core::{scopes, ActionDefinition, ActionId};
-use steward_store::{ActionRecord, Actor, StoreError};
+use serde_json::json;
+use steward_core::scopes;
 
-/// Parses and checks a whole definition. `allow_http`: the server allows insecure destinations
-/// (local fixtures), so a governed action may call plain http. `POST /actions/import` checks
-/// each action it imports here too.
-pub(super) fn definition(map: Map<String, Value>, allow_http: bool) -> ApiResult<ActionDefinition> {
-    let def: ActionDefinition = serde_json::from_value(Value::Object(map))
-        .map_err(|e| ApiError::validation("body", format!("is not a valid action ({e})")))?;
-    def.validate()
-        .and_then(|()| crate::adapters::check_definition(&def, allow_http))
-        .map_err(|e| ApiError::validation(e.field, e.message))?;
-    let def = def.normalized();
-    if let Some(schema) = &def.input_schema {
-        crate::input_schema::check_schema(schema)?;
-    }
-    if def.is_governed() {
-        if let Some(url) = &def.url_template {
-            let host_part = url
-                .split("://")
-                .nth(1)
-                .unwrap_or("")
-                .split('/')
-                .next()
-                .unwrap_or("");
-            let secure = url.starts_with("https://") || (allow_http && url.starts_with("http://"));
-            if !secure || host_part.contains("{{") {
-                return Err(ApiError::validation(
-                    "urlTemplate",
-                    "a governed action must call an https URL with a fixed host",
-                ));
-            }
-        }
-    }
-    Ok(def)
-}
-
-/// What saving `def` warns of: a credential that does not exist yet, or whose `allowedHosts`
-/// do not take where the action calls (`app::warnings::credential_reach`).
-async fn saved_warnings(
-    state: &AppState,
-    caller: &Caller,
-    def: &ActionDefinition,
-) -> Vec<steward_wire::Warning> {
-    let warnings = crate::app::warnings::credential_reach(state, &caller.env.id, def).await;
-    super::warnings::wire(&warnings)
-}
-
-fn conflict_or(e: StoreError) -> ApiError {
-    match e {
-        StoreError::Duplicate { .. } => {
-            ApiError::conflict("already_exists", "an action with this name already exists")
-        }
-        other => other.into(),
-    }
+/// The warnings of a save, as the wire carries them.
+fn wire_warnings(saved: &app::actions::Saved) -> Vec<steward_wire::Warning> {
+    super::warnings::wire(&saved.warnings)
 }
 
 /// Keys that may edit actions see their wiring; the others see the tool-facing view.
@@ -77,14 +28,6 @@ fn view_for(caller: &Caller) -> ActionView {
     } else {
         ActionView::Tool
     }
-}
-
-async fn find(state: &AppState, caller: &Caller, reference: &str) -> ApiResult<ActionRecord> {
-    state
-        .store
-        .action(&caller.env.id, reference)
-        .await?
-        .ok_or_else(|| ApiError::not_found("action"))
 }
 
 #[utoipa::path(
@@ -114,68 +57,15 @@ pub async fn create(
     body::only_known_to::<doc::ActionBody>(&map)?;
     let request = json!({"op": "action.create", "body": map});
     idempotent::run_warned(&state, &caller, &headers, request, || async {
-        let def = definition(map, state.outbound.allow_insecure)?;
-        let now = state.clock.now();
-        let record = ActionRecord {
-            id: ActionId::from_unique(&crate::clock::unique()),
-            env_id: caller.env.id.clone(),
-            name: def.name.clone(),
-            version: 1,
-            definition: def,
-            created_at: now,
-            updated_at: now,
-        };
-        state
-            .store
-            .create_action(&record, &Actor::key(&caller.key.id, now))
-            .await
-            .map_err(conflict_or)?;
-        let warnings = saved_warnings(&state, &caller, &record.definition).await;
+        let def = app::actions::definition(map, state.outbound.allow_insecure)?;
+        let saved = app::actions::create(&state, &caller, def).await?;
         Ok((
             StatusCode::CREATED,
-            views::action(&record, ActionView::Full),
-            warnings,
+            views::action(&saved.action, ActionView::Full),
+            wire_warnings(&saved),
         ))
     })
     .await
-}
-
-/// Applies PATCH semantics: a field left out is unchanged, null clears it, `governed: false`
-/// removes every declaration.
-fn patched(
-    current: &ActionDefinition,
-    patch: &Map<String, Value>,
-) -> ApiResult<Map<String, Value>> {
-    let Value::Object(mut merged) =
-        serde_json::to_value(current).map_err(|e| ApiError::internal("action encode", &e))?
-    else {
-        return Err(ApiError::validation("body", "cannot edit this action"));
-    };
-    for (field, value) in patch {
-        if value.is_null() {
-            merged.remove(field);
-        } else {
-            merged.insert(field.clone(), value.clone());
-        }
-    }
-    if patch.get("governed") == Some(&Value::Bool(false)) {
-        merged.remove("impact");
-        merged.remove("verify");
-    }
-    if merged.get("name").is_none() {
-        return Err(ApiError::validation("name", "cannot be cleared"));
-    }
-    Ok(merged)
-}
-
-/// Changing what a governed action declares (`impact`, `verify`, `governed`) is governance, not
-/// editing: it needs `actions:govern` as well as `actions:write`.
-fn changes_declarations(current: &ActionDefinition, next: &ActionDefinition) -> bool {
-    current.is_governed()
-        && (current.impact != next.impact
-            || current.verify != next.verify
-            || current.governed != next.governed
-            || current.is_governed() != next.is_governed())
 }
 
 #[utoipa::path(
@@ -207,35 +97,11 @@ pub async fn update(
     body::only_known_to::<doc::ActionBody>(&patch)?;
     let request = json!({"op": "action.update", "ref": reference, "body": patch});
     idempotent::run_warned(&state, &caller, &headers, request, || async {
-        let current = find(&state, &caller, &reference).await?;
-        let def = definition(
-            patched(&current.definition, &patch)?,
-            state.outbound.allow_insecure,
-        )?;
-        if def == current.definition {
-            let warnings = saved_warnings(&state, &caller, &def).await;
-            return Ok((
-                StatusCode::OK,
-                views::action(&current, ActionView::Full),
-                warnings,
-            ));
-        }
-        if changes_declarations(&current.definition, &def) {
-            caller.require(scopes::ACTIONS_GOVERN)?;
-        }
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        let updated = state
-            .store
-            .update_action(&caller.env.id, &current.id, current.version, &def, &actor)
-            .await
-            .map_err(conflict_or)?;
-        // Disabling cancels parked approvals (as the system): wake their long polls.
-        state.approval_events.notify_waiters();
-        let warnings = saved_warnings(&state, &caller, &updated.definition).await;
+        let saved = app::actions::update(&state, &caller, &reference, &patch).await?;
         Ok((
             StatusCode::OK,
-            views::action(&updated, ActionView::Full),
-            warnings,
+            views::action(&saved.action, ActionView::Full),
+            wire_warnings(&saved),
         ))
     })
     .await
@@ -260,10 +126,8 @@ pub async fn get(
     Path(reference): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    Ok(ok(views::action(
-        &find(&state, &caller, &reference).await?,
-        view_for(&caller),
-    )))
+    let action = app::actions::get(&state, &caller, &reference).await?;
+    Ok(ok(views::action(&action, view_for(&caller))))
 }
 
 #[utoipa::path(
@@ -279,7 +143,7 @@ pub async fn get(
 )]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    let actions = state.store.list_actions(&caller.env.id).await?;
+    let actions = app::actions::list(&state, &caller).await?;
     Ok(ok(actions
         .iter()
         .map(|a| views::action(a, view_for(&caller)))
@@ -305,14 +169,7 @@ pub async fn versions(
     Path(reference): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
-    let id = match state.store.action(&caller.env.id, &reference).await? {
-        Some(action) => action.id,
-        None => ActionId::parse(&reference).map_err(|_| ApiError::not_found("action"))?,
-    };
-    let versions = state.store.action_versions(&caller.env.id, &id).await?;
-    if versions.is_empty() {
-        return Err(ApiError::not_found("action"));
-    }
+    let versions = app::actions::versions(&state, &caller, &reference).await?;
     Ok(ok(versions
         .iter()
         .map(|v| views::action_version(v, view_for(&caller)))
@@ -343,15 +200,8 @@ pub async fn delete(
     caller.require(scopes::ACTIONS_WRITE)?;
     let request = json!({"op": "action.delete", "ref": reference});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let action = find(&state, &caller, &reference).await?;
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        state
-            .store
-            .delete_action(&caller.env.id, &action.id, &actor)
-            .await?;
-        // Deleting cancels parked approvals (as the system): wake their long polls.
-        state.approval_events.notify_waiters();
-        Ok((StatusCode::OK, steward_wire::Deleted::new(&action.id)))
+        let id = app::actions::delete(&state, &caller, &reference).await?;
+        Ok((StatusCode::OK, steward_wire::Deleted::new(&id)))
     })
     .await
 }

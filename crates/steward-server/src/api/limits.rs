@@ -7,6 +7,7 @@ use super::body;
 use super::idempotent;
 use super::openapi as doc;
 use super::query::Query;
+use crate::app;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use crate::error::{ApiError, ApiResult};
@@ -18,8 +19,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use steward_core::impact::{check_limit_amount, check_limit_name, LimitSpec};
-use steward_core::{scopes, LimitId};
-use steward_store::{Actor, LimitRecord, LimitStatus};
+use steward_core::scopes;
+use steward_store::LimitStatus;
 
 pub(crate) fn view(s: &LimitStatus) -> steward_wire::Limit {
     let l = &s.limit;
@@ -43,18 +44,6 @@ pub(crate) fn view(s: &LimitStatus) -> steward_wire::Limit {
         unknown_exposure: s.usage.exposure,
         available: s.available(),
     }
-}
-
-fn parse_id(id: &str) -> ApiResult<LimitId> {
-    LimitId::parse(id).map_err(|_| ApiError::not_found("impact limit"))
-}
-
-async fn find(state: &AppState, caller: &Caller, id: &LimitId) -> ApiResult<LimitStatus> {
-    state
-        .store
-        .limit(&caller.env.id, id, state.clock.now())
-        .await?
-        .ok_or_else(|| ApiError::not_found("impact limit"))
 }
 
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
@@ -94,10 +83,7 @@ pub async fn list(
             ))
         }
     };
-    let limits = state
-        .store
-        .list_limits(&caller.env.id, include_archived, state.clock.now())
-        .await?;
+    let limits = app::limits::list(&state, &caller, include_archived).await?;
     Ok(ok(limits.iter().map(view).collect::<Vec<_>>()))
 }
 
@@ -120,8 +106,8 @@ pub async fn get(
     Path(doc::IdPath { id }): Path<doc::IdPath>,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_READ)?;
-    let id = parse_id(&id)?;
-    Ok(ok(view(&find(&state, &caller, &id).await?)))
+    let id = app::limits::parse_id(&id)?;
+    Ok(ok(view(&app::limits::get(&state, &caller, &id).await?)))
 }
 
 #[utoipa::path(
@@ -153,31 +139,8 @@ pub async fn create(
     idempotent::run(&state, &caller, &headers, request, || async {
         let spec =
             LimitSpec::from_create(&map).map_err(|e| ApiError::validation(e.field, e.message))?;
-        if let Some(name) = &spec.action_name {
-            if state.store.action(&caller.env.id, name).await?.is_none() {
-                return Err(ApiError::validation(
-                    "actionName",
-                    format!("names no action called `{name}` in this environment"),
-                ));
-            }
-        }
-        let now = state.clock.now();
-        let record = LimitRecord {
-            id: LimitId::from_unique(&crate::clock::unique()),
-            env_id: caller.env.id.clone(),
-            spec,
-            archived_at: None,
-            created_at: now,
-            updated_at: now,
-        };
-        state
-            .store
-            .create_limit(&record, &Actor::key(&caller.key.id, now))
-            .await?;
-        Ok((
-            StatusCode::CREATED,
-            view(&find(&state, &caller, &record.id).await?),
-        ))
+        let limit = app::limits::create(&state, &caller, spec).await?;
+        Ok((StatusCode::CREATED, view(&limit)))
     })
     .await
 }
@@ -207,7 +170,7 @@ pub async fn update(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
-    let id = parse_id(&id)?;
+    let id = app::limits::parse_id(&id)?;
     let map = body::object(&bytes)?;
     let change: doc::LimitUpdateBody = body::typed(&map)?;
     let name = change
@@ -220,14 +183,11 @@ pub async fn update(
         .map(|a| check_limit_amount(&Value::from(a)))
         .transpose()
         .map_err(|e| ApiError::validation(e.field, e.message))?;
+    let change = app::limits::Change { name, amount };
     let request = json!({"op": "impact_limit.update", "id": id, "body": map});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        state
-            .store
-            .update_limit(&caller.env.id, &id, name.as_deref(), amount, &actor)
-            .await?;
-        Ok((StatusCode::OK, view(&find(&state, &caller, &id).await?)))
+        let limit = app::limits::update(&state, &caller, &id, &change).await?;
+        Ok((StatusCode::OK, view(&limit)))
     })
     .await
 }
@@ -255,18 +215,11 @@ pub async fn archive(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::IMPACT_LIMITS_WRITE)?;
-    let id = parse_id(&id)?;
+    let id = app::limits::parse_id(&id)?;
     let request = json!({"op": "impact_limit.archive", "id": id});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let current = find(&state, &caller, &id).await?;
-        if current.limit.archived_at.is_none() {
-            let actor = Actor::key(&caller.key.id, state.clock.now());
-            state
-                .store
-                .archive_limit(&caller.env.id, &id, &actor)
-                .await?;
-        }
-        Ok((StatusCode::OK, view(&find(&state, &caller, &id).await?)))
+        let limit = app::limits::archive(&state, &caller, &id).await?;
+        Ok((StatusCode::OK, view(&limit)))
     })
     .await
 }

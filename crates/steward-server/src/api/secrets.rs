@@ -3,6 +3,8 @@
 use super::body::{self, optional_string};
 use super::openapi as doc;
 use super::{idempotent, views};
+use crate::app;
+use crate::app::secrets::Restriction;
 use crate::auth::Caller;
 use crate::envelope::ok;
 use crate::error::{ApiError, ApiResult};
@@ -12,26 +14,19 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-use steward_core::{hosts_within, is_valid_secret_name, scopes, HostRule, Placement};
-use steward_store::{Actor, SecretRecord, StoreError};
-
-/// A field that may be left out (keep), sent as null (clear), or given.
-enum Field<T> {
-    Absent,
-    Null,
-    Given(T),
-}
+use steward_core::{scopes, HostRule, Placement};
+use steward_wire::Credential;
 
 /// A list of strings, each checked and written in its canonical form by `check` (which says
-/// why an entry is refused).
+/// why an entry is refused): left out keeps, `null` is anywhere.
 fn string_list(
     map: &Map<String, Value>,
     field: &str,
     check: impl Fn(&str) -> Result<String, String>,
-) -> ApiResult<Field<Vec<String>>> {
+) -> ApiResult<Restriction> {
     match map.get(field) {
-        None => Ok(Field::Absent),
-        Some(Value::Null) => Ok(Field::Null),
+        None => Ok(Restriction::Keep),
+        Some(Value::Null) => Ok(Restriction::Anywhere),
         Some(Value::Array(items)) => {
             let mut out: Vec<String> = Vec::new();
             for item in items {
@@ -50,7 +45,7 @@ fn string_list(
                     }
                 }
             }
-            Ok(Field::Given(out))
+            Ok(Restriction::Only(out))
         }
         Some(_) => Err(ApiError::validation(
             field,
@@ -71,45 +66,6 @@ fn valid_placement(entry: &str) -> Result<String, String> {
     match Placement::parse(&entry) {
         Some(_) => Ok(entry),
         None => Err("is not url, header or body".to_string()),
-    }
-}
-
-fn check_name(name: &str) -> ApiResult<()> {
-    if is_valid_secret_name(name) {
-        Ok(())
-    } else {
-        Err(ApiError::validation("name", "must match ^[A-Z0-9_]+$"))
-    }
-}
-
-/// Applies a field to the stored restriction. A rotation may narrow a restriction, never widen it.
-fn narrowed(
-    field: &str,
-    change: Field<Vec<String>>,
-    existing: Option<&Option<Vec<String>>>,
-    within: impl Fn(Option<&[String]>, Option<&[String]>) -> bool,
-) -> ApiResult<Option<Vec<String>>> {
-    let proposed = match change {
-        Field::Absent => return Ok(existing.cloned().flatten()),
-        Field::Null => None,
-        Field::Given(list) => Some(list),
-    };
-    if let Some(current) = existing {
-        if !within(proposed.as_deref(), current.as_deref()) {
-            return Err(ApiError::validation(
-                field,
-                "a rotation cannot widen where a secret may go; delete the secret and create it again to widen it",
-            ));
-        }
-    }
-    Ok(proposed)
-}
-
-fn placements_within(narrow: Option<&[String]>, wide: Option<&[String]>) -> bool {
-    match (narrow, wide) {
-        (_, None) => true,
-        (None, Some(_)) => false,
-        (Some(n), Some(w)) => n.iter().all(|p| w.contains(p)),
     }
 }
 
@@ -137,7 +93,7 @@ pub async fn put(
     bytes: Bytes,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;
-    check_name(&name)?;
+    app::secrets::check_name(&name)?;
     let map = body::object(&bytes)?;
     body::only_known_to::<doc::SecretBody>(&map)?;
     let value = match map.get("value") {
@@ -159,54 +115,14 @@ pub async fn put(
         fingerprinted.insert("value".into(), json!(tag));
         json!({"op": "secret.put", "name": name, "body": fingerprinted})
     });
+    let put = app::secrets::Put {
+        value: Credential(value),
+        description,
+        allowed_hosts: hosts,
+        allowed_placements: placements,
+    };
     idempotent::run_matching(&state, &caller, &headers, request, &[earlier], || async {
-        let env = &caller.env.id;
-        let existing = state.store.secret(env, &name).await?;
-        let allowed_hosts = narrowed(
-            "allowedHosts",
-            hosts,
-            existing.as_ref().map(|e| &e.allowed_hosts),
-            hosts_within,
-        )?;
-        let allowed_placements = narrowed(
-            "allowedPlacements",
-            placements,
-            existing.as_ref().map(|e| &e.allowed_placements),
-            placements_within,
-        )?;
-        let (nonce, ciphertext) = state
-            .vault
-            .seal(env, &name, &value)
-            .map_err(|e| ApiError::internal("vault", &e))?;
-        let now = state.clock.now();
-        let record = SecretRecord {
-            env_id: env.clone(),
-            name: name.clone(),
-            nonce,
-            ciphertext,
-            description: description
-                .or_else(|| existing.as_ref().and_then(|e| e.description.clone())),
-            allowed_hosts,
-            allowed_placements,
-            version: 0,
-            created_at: now,
-            updated_at: now,
-        };
-        let stored = state
-            .store
-            .put_secret(
-                &record,
-                existing.as_ref().map(|e| e.version),
-                &Actor::key(&caller.key.id, now),
-            )
-            .await
-            .map_err(|e| match e {
-                StoreError::VersionConflict { .. } => ApiError::conflict(
-                    "concurrent_modification",
-                    "the secret changed while this request ran; send it again",
-                ),
-                other => other.into(),
-            })?;
+        let stored = app::secrets::put(&state, &caller, &name, put).await?;
         Ok((StatusCode::OK, views::secret(&stored)))
     })
     .await
@@ -231,12 +147,8 @@ pub async fn get(
     Path(doc::SecretPath { name }): Path<doc::SecretPath>,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_READ)?;
-    check_name(&name)?;
-    let secret = state
-        .store
-        .secret(&caller.env.id, &name)
-        .await?
-        .ok_or_else(|| ApiError::not_found("secret"))?;
+    app::secrets::check_name(&name)?;
+    let secret = app::secrets::get(&state, &caller, &name).await?;
     Ok(ok(views::secret(&secret)))
 }
 
@@ -253,7 +165,7 @@ pub async fn get(
 )]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_READ)?;
-    let secrets = state.store.list_secrets(&caller.env.id).await?;
+    let secrets = app::secrets::list(&state, &caller).await?;
     Ok(ok(secrets.iter().map(views::secret).collect::<Vec<_>>()))
 }
 
@@ -279,25 +191,17 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::SECRETS_WRITE)?;
-    check_name(&name)?;
+    app::secrets::check_name(&name)?;
     let request = json!({"op": "secret.delete", "name": name});
     idempotent::run(&state, &caller, &headers, request, || async {
-        let actor = Actor::key(&caller.key.id, state.clock.now());
-        if state
-            .store
-            .delete_secret(&caller.env.id, &name, &actor)
-            .await?
-        {
-            Ok((
-                StatusCode::OK,
-                steward_wire::SecretDeleted {
-                    name,
-                    deleted: true,
-                },
-            ))
-        } else {
-            Err(ApiError::not_found("secret"))
-        }
+        app::secrets::delete(&state, &caller, &name).await?;
+        Ok((
+            StatusCode::OK,
+            steward_wire::SecretDeleted {
+                name,
+                deleted: true,
+            },
+        ))
     })
     .await
 }

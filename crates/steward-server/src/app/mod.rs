@@ -14,6 +14,7 @@
 //!
 //! The model is omicron's `nexus/src/app/` under its thin `http_entrypoints.rs`.
 
+pub mod actions;
 pub mod approvals;
 pub mod billing;
 pub mod budgets;
@@ -21,9 +22,11 @@ pub mod connections;
 pub mod environment;
 pub mod gate;
 pub mod idempotency;
+pub mod import;
 pub mod input;
 pub mod invoke;
 pub mod keys;
+pub mod limits;
 pub mod links;
 pub mod policies;
 pub mod policy_files;
@@ -32,6 +35,7 @@ pub mod reads;
 pub mod recovery;
 pub mod runs;
 pub mod seam;
+pub mod secrets;
 pub mod warnings;
 pub mod webhooks;
 

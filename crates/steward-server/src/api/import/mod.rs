@@ -2,10 +2,11 @@
 //!
 //! What each operation becomes is `operation.rs`; the schemas `schema.rs`; the whole plan (the
 //! selection by `only`, names, proposed read-backs) `plan.rs`; reading the document
-//! `document.rs`. Every action planned goes through the same checks as `POST /actions`
-//! (`actions::definition`), and one that fails them is skipped, never created half-right. An
-//! operation whose action name is taken is skipped too, so a second import of the same spec
-//! creates only what the first one did not. The answer's shape is in docs/DECISIONS.md
+//! `document.rs`. What is created of the plan is the use case `app::import::import`: every
+//! action planned goes through the same checks as `POST /actions` (`app::actions::definition`),
+//! and one that fails them is skipped, never created half-right. An operation whose action name
+//! is taken is skipped too, so a second import of the same spec creates only what the first one
+//! did not. The answer's shape is in docs/DECISIONS.md
 //! ("OpenAPI import (issue #14)").
 
 mod document;
@@ -15,9 +16,11 @@ mod references;
 mod schema;
 
 use super::body;
+use super::idempotent;
 use super::openapi as doc;
 use super::views::{self, ActionView};
-use super::{actions, idempotent};
+use crate::app;
+use crate::app::import::Outcome;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -26,9 +29,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
-use std::collections::BTreeSet;
-use steward_core::{scopes, ActionId};
-use steward_store::{ActionRecord, Actor, StoreError};
+use steward_core::scopes;
 use steward_wire::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation, Text};
 
 /// The largest `spec` read, in bytes (of its text, or of the object as JSON; and of what a YAML
@@ -198,72 +199,33 @@ pub async fn import(
         };
         let plan = plan::plan(&document, &settings, only.as_deref())?;
         let mut skipped = plan.skipped;
-        let taken: BTreeSet<String> = state
-            .store
-            .list_actions(&caller.env.id)
-            .await?
-            .into_iter()
-            .map(|a| a.name)
+        let planned = plan
+            .entries
+            .iter()
+            .map(|entry| app::import::Planned {
+                name: entry.name.clone(),
+                definition: entry.definition.clone(),
+            })
             .collect();
+        let outcomes = app::import::import(&state, &caller, planned, dry_run).await?;
         let mut created = Vec::new();
-        for entry in plan.entries {
-            if taken.contains(&entry.name) {
-                let reason = format!("an action named {} already exists", entry.name);
-                skipped.push(plan::Skip::of(&entry, reason));
-                continue;
+        for (entry, outcome) in plan.entries.into_iter().zip(outcomes) {
+            match outcome {
+                Outcome::Skipped(reason) => skipped.push(plan::Skip::of(&entry, reason)),
+                Outcome::Created { id, definition } => created.push(ImportedAction {
+                    id: id.map(|id| id.to_string()),
+                    governed: definition.is_governed(),
+                    impact: definition.impact.clone(),
+                    action: views::definition(&definition, ActionView::Full),
+                    name: entry.name,
+                    operation_id: entry.operation_id,
+                    method: entry.method,
+                    path: entry.path,
+                    proposed_verify: entry.proposed_verify,
+                    verify_note: entry.verify_note,
+                    warnings: entry.warnings,
+                }),
             }
-            let def = match actions::definition(entry.definition.clone(), allow_http) {
-                Ok(def) => def,
-                Err(e) => {
-                    let field = e.details.as_ref().and_then(|d| d["field"].as_str());
-                    let reason = format!(
-                        "would not be a valid action ({}: {})",
-                        field.unwrap_or("definition"),
-                        e.message
-                    );
-                    skipped.push(plan::Skip::of(&entry, reason));
-                    continue;
-                }
-            };
-            let mut id = None;
-            if !dry_run {
-                let now = state.clock.now();
-                let record = ActionRecord {
-                    id: ActionId::from_unique(&crate::clock::unique()),
-                    env_id: caller.env.id.clone(),
-                    name: def.name.clone(),
-                    version: 1,
-                    definition: def.clone(),
-                    created_at: now,
-                    updated_at: now,
-                };
-                match state
-                    .store
-                    .create_action(&record, &Actor::key(&caller.key.id, now))
-                    .await
-                {
-                    Ok(()) => id = Some(record.id.clone()),
-                    Err(StoreError::Duplicate { .. }) => {
-                        let reason = format!("an action named {} already exists", entry.name);
-                        skipped.push(plan::Skip::of(&entry, reason));
-                        continue;
-                    }
-                    Err(other) => return Err(other.into()),
-                }
-            }
-            created.push(ImportedAction {
-                id: id.map(|id| id.to_string()),
-                governed: def.is_governed(),
-                impact: def.impact.clone(),
-                action: views::definition(&def, ActionView::Full),
-                name: entry.name,
-                operation_id: entry.operation_id,
-                method: entry.method,
-                path: entry.path,
-                proposed_verify: entry.proposed_verify,
-                verify_note: entry.verify_note,
-                warnings: entry.warnings,
-            });
         }
         let skipped = skipped
             .into_iter()
