@@ -313,9 +313,10 @@ pub async fn versions(
     if versions.is_empty() {
         return Err(ApiError::not_found("action"));
     }
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
     Ok(ok(versions
         .iter()
-        .map(|v| views::action_version(v, view_for(&caller)))
+        .map(|v| views::action_version(v, view_for(&caller), &names))
         .collect::<Vec<_>>()))
 }
 

@@ -98,7 +98,8 @@ pub async fn get(
                     return Err(end.error());
                 }
             }
-            return Ok(ok(views::approval(&approval)));
+            let names = views::KeyNames::of(&state, &caller.env.id).await?;
+            return Ok(ok(views::approval(&approval, &names)));
         }
         tokio::select! {
             () = &mut notified => {}
@@ -183,8 +184,12 @@ pub async fn list(
             },
         )
         .await?;
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
     Ok(paged(
-        page.items.iter().map(views::approval).collect(),
+        page.items
+            .iter()
+            .map(|a| views::approval(a, &names))
+            .collect(),
         page.total,
         limit,
         offset,
@@ -257,7 +262,8 @@ pub async fn request(
             .store
             .create_approval(&caller.env.id, &new, &caller.key.id, now)
             .await?;
-        Ok((StatusCode::CREATED, views::approval(&created)))
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
+        Ok((StatusCode::CREATED, views::approval(&created, &names)))
     })
     .await
 }
@@ -340,6 +346,7 @@ async fn decide(
         // for a custom request. A decision that changed nothing is answered the same way, with
         // the approval as it stands and why (`unchanged`, the reason the console shows).
         let invocation = decided.invocation.as_ref().map(views::invocation);
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
         let unchanged = decided.unchanged.as_ref().map(|reason| {
             let error = reason.error();
             steward_wire::Unchanged {
@@ -350,7 +357,7 @@ async fn decide(
         Ok((
             StatusCode::OK,
             steward_wire::Decided {
-                approval: views::approval(&decided.approval),
+                approval: views::approval(&decided.approval, &names),
                 invocation,
                 unchanged,
             },

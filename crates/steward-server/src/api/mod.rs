@@ -11,6 +11,7 @@ mod connections;
 pub(crate) mod environment;
 mod idempotent;
 mod identity;
+pub(crate) mod key_names;
 pub(crate) mod import;
 pub(crate) mod invoke;
 pub(crate) mod limits;

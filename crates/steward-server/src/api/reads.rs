@@ -321,5 +321,6 @@ pub async fn effect(
         .effect(&caller.env.id, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("effect"))?;
-    Ok(ok(views::effect_detail(&found)))
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
+    Ok(ok(views::effect_detail(&found, &names)))
 }
