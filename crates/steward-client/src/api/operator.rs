@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{percent_encode, Decision, IdempotencyKey};
 use steward_wire::{
-    Action, Approval, Decided, DeadLetter, Effect, Environment, Identity, Invocation,
+    Action, Approval, DeadLetter, Decided, Effect, Environment, Identity, Invocation,
     PolicyFileApplied, PolicyFilePlan, PolicyFileTest, RedeliveryRequested, UnkeyedInvokes,
 };
 
@@ -268,8 +268,13 @@ impl Operator {
         key: &IdempotencyKey,
     ) -> Result<Answer<PolicyFilePlan>, OperatorError> {
         let body = json!({ "source": source });
-        self.write("the policy file's plan", "/approval-policies/files/plan", &body, key)
-            .await
+        self.write(
+            "the policy file's plan",
+            "/approval-policies/files/plan",
+            &body,
+            key,
+        )
+        .await
     }
 
     /// `POST /approval-policies/files/apply`: exactly the plan whose digest is `digest`, or
@@ -282,8 +287,13 @@ impl Operator {
         key: &IdempotencyKey,
     ) -> Result<Answer<PolicyFileApplied>, OperatorError> {
         let body = json!({ "source": source, "digest": digest, "changeNote": note });
-        self.write("the policy file's apply", "/approval-policies/files/apply", &body, key)
-            .await
+        self.write(
+            "the policy file's apply",
+            "/approval-policies/files/apply",
+            &body,
+            key,
+        )
+        .await
     }
 
     /// `POST /approval-policies/files/test`: `cases` decided against the set `source` would
@@ -295,8 +305,13 @@ impl Operator {
         key: &IdempotencyKey,
     ) -> Result<Answer<PolicyFileTest>, OperatorError> {
         let body = json!({ "source": source, "cases": cases });
-        self.write("the policy file's test", "/approval-policies/files/test", &body, key)
-            .await
+        self.write(
+            "the policy file's test",
+            "/approval-policies/files/test",
+            &body,
+            key,
+        )
+        .await
     }
 
     /// `GET /dlq`: the newest webhook dead letters.

@@ -81,7 +81,10 @@ mod tests {
             revoked_at: None,
             last_used_at: None,
         };
-        store.insert_key(&record, &Actor::system(now)).await.unwrap();
+        store
+            .insert_key(&record, &Actor::system(now))
+            .await
+            .unwrap();
         record.id
     }
 
@@ -161,7 +164,11 @@ mod tests {
         let test_names = KeyNames::of(&state, &EnvironmentId::from_unique("test"))
             .await
             .unwrap();
-        assert_eq!(test_names.name(&stranger), None, "another environment's key");
+        assert_eq!(
+            test_names.name(&stranger),
+            None,
+            "another environment's key"
+        );
         assert_eq!(test_names.name_opt(None), None, "the system");
     }
 }

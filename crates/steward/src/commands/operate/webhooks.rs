@@ -92,7 +92,11 @@ fn requested(r: &RedeliveryRequested) -> String {
         "{} dead letter(s) of {} requested for redelivery{}{}\n",
         r.requested,
         r.subscription_id,
-        if r.dead_letter_ids.is_empty() { "" } else { ": " },
+        if r.dead_letter_ids.is_empty() {
+            ""
+        } else {
+            ": "
+        },
         r.dead_letter_ids.join(", ")
     )
 }
