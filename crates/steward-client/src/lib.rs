@@ -66,8 +66,8 @@ mod state;
 
 pub use api::{
     Answer, ApiError, Approval, ApprovalStatus, EffectFilter, Invocation, InvocationFilter,
-    InvokeRequest, Operator, OperatorError, PolicyFile, Reconcile, Resolution, RetryPolicy,
-    StewardApi, Unreachable, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, LONG_POLL_WAIT_S_MAX,
+    InvokeRequest, Operator, OperatorError, Reconcile, Resolution, RetryPolicy, StewardApi,
+    Unreachable, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, LONG_POLL_WAIT_S_MAX,
     OPERATOR_REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S, SERVER_DEFAULT, TRANSPORT_ATTEMPTS_MAX,
 };
 pub use config::{

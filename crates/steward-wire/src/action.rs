@@ -71,6 +71,11 @@ pub struct Action {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(required = false, value_type = Option<String>)]
     pub created_by: Option<Option<KeyId>>,
+    /// On a version: the name of the key in `createdBy` (`null`: the system, or a key that is
+    /// not one of the environment's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false, value_type = Option<String>)]
+    pub created_by_name: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(required = true, value_type = String)]
     pub created_at: Option<String>,

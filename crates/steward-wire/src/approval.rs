@@ -27,6 +27,9 @@ pub struct Approval {
     pub input_fingerprint: Option<String>,
     #[schema(value_type = String)]
     pub requested_by: KeyId,
+    /// The name of the key in `requestedBy` (a revoked key keeps its name); `null` when the
+    /// key is not one of the environment's.
+    pub requested_by_name: Option<String>,
     pub required_approvals: u32,
     pub decisions: Vec<ApprovalDecision>,
     pub decision_origin: Option<String>,
@@ -44,6 +47,8 @@ pub struct Approval {
 pub struct ApprovalDecision {
     #[schema(value_type = String)]
     pub key_id: KeyId,
+    /// The name of the key in `keyId`; `null` when the key is not one of the environment's.
+    pub key_name: Option<String>,
     /// `approve` or `deny`.
     #[schema(value_type = String)]
     pub decision: Decision,

@@ -98,6 +98,9 @@ pub struct Evidence {
     pub data: Option<Value>,
     #[schema(value_type = Option<String>)]
     pub actor_key_id: Option<KeyId>,
+    /// The name of the key in `actorKeyId`; `null` for the system or a key that is not one of
+    /// the environment's.
+    pub actor_key_name: Option<String>,
 }
 
 /// One impact limit's hold on an effect.

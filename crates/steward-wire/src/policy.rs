@@ -151,6 +151,9 @@ pub struct PolicyVersion {
     pub created_at: String,
     /// The key that made the version.
     pub created_by: Option<String>,
+    /// The name of the key in `createdBy`; `null` when there is none or it is not one of the
+    /// environment's.
+    pub created_by_name: Option<String>,
     pub policy: Option<Policy>,
 }
 

@@ -11,7 +11,7 @@ mod transport;
 mod wire;
 
 pub use error::ApiError;
-pub use operator::{Answer, EffectFilter, InvocationFilter, Operator, PolicyFile, Resolution};
+pub use operator::{Answer, EffectFilter, InvocationFilter, Operator, Resolution};
 pub use operator_error::{OperatorError, Unreachable};
 pub use transport::{RetryPolicy, BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, TRANSPORT_ATTEMPTS_MAX};
 pub use wire::{Approval, ApprovalStatus, Invocation, Reconcile};

@@ -1,7 +1,8 @@
 //! The operator's side of `/api/v2`: one typed call per thing the `steward` CLI's operator
 //! commands ask a running server (approvals, effects, invocations, actions, the kill switch,
 //! policy files, webhook dead letters), answering the same `steward_wire` views the server
-//! writes.
+//! writes. Views name each key they carry beside its id (`requestedByName`, `keyName`...), so
+//! the CLI never asks who a key is.
 //!
 //! Unlike [`super::StewardApi`] (an agent's client, which retries with the same
 //! `Idempotency-Key` until a restart of Steward is ridden out), an operator's call is sent once:
@@ -19,7 +20,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{percent_encode, Decision, IdempotencyKey};
 use steward_wire::{
-    Action, Approval, Decided, Effect, Environment, Identity, Invocation, UnkeyedInvokes,
+    Action, Approval, DeadLetter, Decided, Effect, Environment, Identity, Invocation,
+    PolicyFileApplied, PolicyFilePlan, PolicyFileTest, RedeliveryRequested, UnkeyedInvokes,
 };
 
 /// The page an operator's listing reads: the server's largest (`PAGE_LIMIT_MAX`).
@@ -63,21 +65,6 @@ pub struct Resolution {
     pub reason: String,
     /// The provider's id for the write, if found.
     pub external_reference: Option<String>,
-}
-
-/// A policy file and what to do with it (`/approval-policies/files/...`).
-#[derive(Debug, Clone)]
-pub enum PolicyFile {
-    /// What applying `source` would change, and its digest.
-    Plan { source: String },
-    /// Apply exactly the plan whose digest is `digest`.
-    Apply {
-        source: String,
-        digest: String,
-        note: Option<String>,
-    },
-    /// Decide `cases` against the set `source` would leave.
-    Test { source: String, cases: String },
 }
 
 /// An operator's client: one server, one key, one attempt per call.
@@ -273,36 +260,64 @@ impl Operator {
         self.read("the action's versions", &path, &[]).await
     }
 
-    /// `POST /approval-policies/files/plan|apply|test`. The answer is JSON until the policy
-    /// views are in `steward_wire`.
-    pub async fn policy_file(
+    /// `POST /approval-policies/files/plan`: what applying the file would change, and the
+    /// digest that applies exactly that.
+    pub async fn plan_policy_file(
         &self,
-        file: &PolicyFile,
+        source: &str,
         key: &IdempotencyKey,
-    ) -> Result<Value, OperatorError> {
-        let (verb, body) = match file {
-            PolicyFile::Plan { source } => ("plan", json!({ "source": source })),
-            PolicyFile::Apply {
-                source,
-                digest,
-                note,
-            } => (
-                "apply",
-                json!({ "source": source, "digest": digest, "changeNote": note }),
-            ),
-            PolicyFile::Test { source, cases } => {
-                ("test", json!({ "source": source, "cases": cases }))
-            }
-        };
-        let path = format!("/approval-policies/files/{verb}");
-        self.send(self.post(&path, &body, key)?).await
+    ) -> Result<Answer<PolicyFilePlan>, OperatorError> {
+        let body = json!({ "source": source });
+        self.write(
+            "the policy file's plan",
+            "/approval-policies/files/plan",
+            &body,
+            key,
+        )
+        .await
     }
 
-    /// `GET /dlq`: the newest webhook dead letters. JSON until the webhook views are in
-    /// `steward_wire`.
-    pub async fn dead_letters(&self) -> Result<Value, OperatorError> {
+    /// `POST /approval-policies/files/apply`: exactly the plan whose digest is `digest`, or
+    /// `STALE_PLAN` if anything moved since.
+    pub async fn apply_policy_file(
+        &self,
+        source: &str,
+        digest: &str,
+        note: Option<&str>,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<PolicyFileApplied>, OperatorError> {
+        let body = json!({ "source": source, "digest": digest, "changeNote": note });
+        self.write(
+            "the policy file's apply",
+            "/approval-policies/files/apply",
+            &body,
+            key,
+        )
+        .await
+    }
+
+    /// `POST /approval-policies/files/test`: `cases` decided against the set `source` would
+    /// leave; nothing is written.
+    pub async fn test_policy_file(
+        &self,
+        source: &str,
+        cases: &str,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<PolicyFileTest>, OperatorError> {
+        let body = json!({ "source": source, "cases": cases });
+        self.write(
+            "the policy file's test",
+            "/approval-policies/files/test",
+            &body,
+            key,
+        )
+        .await
+    }
+
+    /// `GET /dlq`: the newest webhook dead letters.
+    pub async fn dead_letters(&self) -> Result<Answer<Vec<DeadLetter>>, OperatorError> {
         let query = [("limit", DEAD_LETTER_LIMIT.to_string())];
-        self.send(self.get("/dlq", &query)?).await
+        self.read("the dead letters", "/dlq", &query).await
     }
 
     /// `POST /dlq/{id}/redeliver`: one dead letter, sent again once.
@@ -310,9 +325,9 @@ impl Operator {
         &self,
         id: &str,
         key: &IdempotencyKey,
-    ) -> Result<Value, OperatorError> {
+    ) -> Result<Answer<DeadLetter>, OperatorError> {
         let path = format!("/dlq/{}/redeliver", percent_encode(id));
-        self.send(self.post(&path, &json!({}), key)?).await
+        self.write("the dead letter", &path, &json!({}), key).await
     }
 
     /// `POST /events/subscriptions/{id}/dlq/redeliver`: every dead letter of the subscription
@@ -321,12 +336,12 @@ impl Operator {
         &self,
         subscription: &str,
         key: &IdempotencyKey,
-    ) -> Result<Value, OperatorError> {
+    ) -> Result<Answer<RedeliveryRequested>, OperatorError> {
         let path = format!(
             "/events/subscriptions/{}/dlq/redeliver",
             percent_encode(subscription)
         );
-        self.send(self.post(&path, &json!({}), key)?).await
+        self.write("the redelivery", &path, &json!({}), key).await
     }
 
     fn url(&self, path: &str) -> Result<reqwest::Url, OperatorError> {

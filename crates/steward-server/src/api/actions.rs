@@ -170,9 +170,10 @@ pub async fn versions(
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_READ)?;
     let versions = app::actions::versions(&state, &caller, &reference).await?;
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
     Ok(ok(versions
         .iter()
-        .map(|v| views::action_version(v, view_for(&caller)))
+        .map(|v| views::action_version(v, view_for(&caller), &names))
         .collect::<Vec<_>>()))
 }
 

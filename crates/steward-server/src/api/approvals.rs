@@ -63,7 +63,8 @@ pub async fn get(
 ) -> ApiResult<Response> {
     let wait_s = q.wait_seconds.unwrap_or(0);
     let approval = reads::approval(&state, &caller, &id, wait_s).await?;
-    Ok(ok(views::approval(&approval)))
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
+    Ok(ok(views::approval(&approval, &names)))
 }
 
 #[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
@@ -105,8 +106,12 @@ pub async fn list(
         offset: q.offset,
     };
     let page = reads::list_approvals(&state, &caller, &filters).await?;
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
     Ok(paged(
-        page.items.iter().map(views::approval).collect(),
+        page.items
+            .iter()
+            .map(|a| views::approval(a, &names))
+            .collect(),
         page.total,
         page.limit,
         page.offset,
@@ -179,7 +184,8 @@ pub async fn request(
             .store
             .create_approval(&caller.env.id, &new, &caller.key.id, now)
             .await?;
-        Ok((StatusCode::CREATED, views::approval(&created)))
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
+        Ok((StatusCode::CREATED, views::approval(&created, &names)))
     })
     .await
 }
@@ -262,6 +268,7 @@ async fn decide(
         // for a custom request. A decision that changed nothing is answered the same way, with
         // the approval as it stands and why (`unchanged`, the reason the console shows).
         let invocation = decided.invocation.as_ref().map(views::invocation);
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
         let unchanged = decided.unchanged.as_ref().map(|reason| {
             let error = reason.error();
             steward_wire::Unchanged {
@@ -272,7 +279,7 @@ async fn decide(
         Ok((
             StatusCode::OK,
             steward_wire::Decided {
-                approval: views::approval(&decided.approval),
+                approval: views::approval(&decided.approval, &names),
                 invocation,
                 unchanged,
             },

@@ -13,6 +13,7 @@ mod idempotent;
 mod identity;
 pub(crate) mod import;
 pub(crate) mod invoke;
+pub(crate) mod key_names;
 pub(crate) mod limits;
 mod links;
 pub(crate) mod metrics;

@@ -6,6 +6,7 @@
 
 use super::body;
 use super::idempotent;
+use super::key_names::KeyNames;
 use super::openapi as doc;
 use super::query::Query;
 use crate::app::{self, policies::PolicyEdit};
@@ -35,7 +36,7 @@ pub(crate) fn view(p: &PolicyRecord) -> wire::Policy {
     }
 }
 
-fn version_view(v: &PolicyVersion) -> wire::PolicyVersion {
+fn version_view(v: &PolicyVersion, names: &KeyNames) -> wire::PolicyVersion {
     wire::PolicyVersion {
         policy_id: v.policy_id.clone(),
         version: v.version,
@@ -43,6 +44,7 @@ fn version_view(v: &PolicyVersion) -> wire::PolicyVersion {
         change_note: v.change_note.clone(),
         created_at: v.created_at.to_rfc3339(),
         created_by: v.created_by.as_ref().map(ToString::to_string),
+        created_by_name: names.name_opt(v.created_by.as_ref()),
         policy: v.spec.as_ref().map(wire::Policy::of_spec),
     }
 }
@@ -256,8 +258,12 @@ pub async fn versions(
     caller.require(scopes::POLICIES_READ)?;
     let id = parse_id(&id)?;
     let page = app::policies::versions(&state, &caller, &id, q.limit, q.before).await?;
+    let names = KeyNames::of(&state, &caller.env.id).await?;
     let answer = wire::VersionPage::new(
-        page.versions.iter().map(version_view).collect(),
+        page.versions
+            .iter()
+            .map(|v| version_view(v, &names))
+            .collect(),
         page.total as u64,
         page.limit,
         page.next_before,
@@ -291,7 +297,8 @@ pub async fn version(
         .parse()
         .map_err(|_| ApiError::not_found("policy version"))?;
     let found = app::policies::version(&state, &caller, &id, version).await?;
-    Ok(ok(version_view(&found)))
+    let names = KeyNames::of(&state, &caller.env.id).await?;
+    Ok(ok(version_view(&found, &names)))
 }
 
 /// Read-only policy matching for a described request: which policy would decide, and how. It

@@ -204,5 +204,6 @@ pub async fn effect(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let found = reads::effect(&state, &caller, &id).await?;
-    Ok(ok(views::effect_detail(&found)))
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
+    Ok(ok(views::effect_detail(&found, &names)))
 }

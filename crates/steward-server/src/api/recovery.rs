@@ -44,7 +44,8 @@ pub async fn reconcile(
     caller.require(scopes::ACTIONS_INVOKE)?;
     let id = effect_id(&id)?;
     let effect = app::recovery::reconcile(&state, &caller, &id).await?;
-    Ok(crate::envelope::ok(views::effect_detail(&effect)))
+    let names = views::KeyNames::of(&state, &caller.env.id).await?;
+    Ok(crate::envelope::ok(views::effect_detail(&effect, &names)))
 }
 
 fn outcome(given: Option<wire::ManualOutcome>) -> ApiResult<ManualOutcome> {
@@ -128,7 +129,8 @@ pub async fn resolve_effect(
             external_reference: reference.clone(),
         };
         let effect = app::recovery::resolve_effect(&state, &caller, resolve).await?;
-        Ok((StatusCode::OK, views::effect_detail(&effect)))
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
+        Ok((StatusCode::OK, views::effect_detail(&effect, &names)))
     })
     .await
 }
@@ -212,7 +214,8 @@ pub async fn note(
     let request = json!({"op": "effect.note", "id": id, "note": text});
     idempotent::run(&state, &caller, &headers, request, || async {
         let effect = app::recovery::note(&state, &caller, &id, &text).await?;
-        Ok((StatusCode::OK, views::effect_detail(&effect)))
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
+        Ok((StatusCode::OK, views::effect_detail(&effect, &names)))
     })
     .await
 }
@@ -244,7 +247,8 @@ pub async fn replay(
     let request = json!({"op": "effect.replay", "id": id, "attempts": d.effect.attempt_count});
     idempotent::run(&state, &caller, &headers, request, || async {
         let effect = app::recovery::replay(&state, &caller, &id).await?;
-        Ok((StatusCode::OK, views::effect_detail(&effect)))
+        let names = views::KeyNames::of(&state, &caller.env.id).await?;
+        Ok((StatusCode::OK, views::effect_detail(&effect, &names)))
     })
     .await
 }

@@ -9,6 +9,8 @@ use steward_store::{
 };
 use steward_wire as wire;
 
+pub use super::key_names::KeyNames;
+
 /// How much of an action a caller sees. The definition's wiring (URL, headers, body template,
 /// adapter configuration and the name of its credential, the verify read-back) is for those who
 /// may edit it; an agent choosing a tool sees what it needs to call one.
@@ -68,6 +70,7 @@ fn definition_fields(def: &ActionDefinition) -> wire::Action {
         version_id: None,
         action_id: None,
         created_by: None,
+        created_by_name: None,
         created_at: None,
         updated_at: None,
     }
@@ -84,13 +87,14 @@ pub fn action(a: &ActionRecord, view: ActionView) -> wire::Action {
     })
 }
 
-pub fn action_version(v: &ActionVersion, view: ActionView) -> wire::Action {
+pub fn action_version(v: &ActionVersion, view: ActionView, names: &KeyNames) -> wire::Action {
     view.apply(wire::Action {
         id: Some(format!("{}:v{}", v.action_id, v.version)),
         action_id: Some(v.action_id.clone()),
         version: Some(v.version),
         created_at: Some(v.created_at.to_rfc3339()),
         created_by: Some(v.created_by.clone()),
+        created_by_name: Some(names.name_opt(v.created_by.as_ref())),
         ..definition_fields(&v.definition)
     })
 }
@@ -196,7 +200,7 @@ pub fn effect(e: &EffectRecord) -> wire::Effect {
     }
 }
 
-pub fn effect_detail(d: &EffectDetail) -> wire::Effect {
+pub fn effect_detail(d: &EffectDetail, names: &KeyNames) -> wire::Effect {
     let attempts = d
         .attempts
         .iter()
@@ -221,6 +225,7 @@ pub fn effect_detail(d: &EffectDetail) -> wire::Effect {
             message: e.message.clone(),
             data: e.data.clone(),
             actor_key_id: e.actor.clone(),
+            actor_key_name: names.name_opt(e.actor.as_ref()),
         })
         .collect();
     let reservations = d
@@ -276,7 +281,7 @@ pub fn decision_note(a: &ApprovalRecord) -> Option<&str> {
         .and_then(|d| d.note.as_deref())
 }
 
-pub fn approval(a: &ApprovalRecord) -> wire::Approval {
+pub fn approval(a: &ApprovalRecord, names: &KeyNames) -> wire::Approval {
     wire::Approval {
         id: a.id.clone(),
         status: a.status.as_str().to_string(),
@@ -289,12 +294,14 @@ pub fn approval(a: &ApprovalRecord) -> wire::Approval {
         action_version: a.action_version,
         input_fingerprint: a.input_fingerprint.clone(),
         requested_by: a.requested_by.clone(),
+        requested_by_name: names.name(&a.requested_by),
         required_approvals: a.required_approvals,
         decisions: a
             .decisions
             .iter()
             .map(|d| wire::ApprovalDecision {
                 key_id: d.key.clone(),
+                key_name: names.name(&d.key),
                 decision: d.decision,
                 note: d.note.clone(),
                 at: d.at.to_rfc3339(),

@@ -7,12 +7,12 @@ use super::layout::{self, csrf_field, json_text, text};
 use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
+use crate::api::views::KeyNames;
 use crate::app::reads::{self, ApprovalFilters};
 use crate::error::ApiError;
 use crate::state::AppState;
 use maud::{html, Markup};
 use serde_json::Value;
-use std::collections::HashMap;
 use steward_core::Millis;
 
 /// How many pending approvals the inbox shows: the API's largest page.
@@ -20,29 +20,13 @@ const INBOX_APPROVALS_MAX: u32 = 200;
 /// How many recent approvals (any status) are read to show the decided ones.
 const RECENT_APPROVALS_MAX: u32 = 30;
 
-/// The names of the environment's keys by id, so a page names who asked and who decided.
-#[derive(Debug, Default)]
-pub struct KeyNames(HashMap<String, String>);
-
-impl KeyNames {
-    /// The keys of the operator's environment (`Store::list_keys`, the keys page's read).
-    pub async fn of(state: &AppState, op: &Operator) -> Result<Self, ApiError> {
-        let keys = state.store.list_keys().await?;
-        Ok(Self(
-            keys.into_iter()
-                .filter(|k| k.env_id == op.caller.env.id)
-                .map(|k| (k.id.to_string(), k.name))
-                .collect(),
-        ))
-    }
-
-    /// A key as a page shows it: its name, then its id.
-    fn show(&self, id: &str) -> Markup {
-        html! {
-            @match self.0.get(id) {
-                Some(name) => { (name) " " span.muted { "(" (id) ")" } },
-                None => (id),
-            }
+/// A key as a page shows it: its name (from the environment's keys, the API views' one read),
+/// then its id.
+fn show_key(names: &KeyNames, id: &str) -> Markup {
+    html! {
+        @match names.name_of(id) {
+            Some(name) => { (name) " " span.muted { "(" (id) ")" } },
+            None => (id),
         }
     }
 }
@@ -109,7 +93,9 @@ async fn list(
         limit: Some(limit),
         ..filters
     };
-    records::approvals(&reads::list_approvals(state, &op.caller, &filters).await?)
+    let found = reads::list_approvals(state, &op.caller, &filters).await?;
+    let names = KeyNames::of(state, &op.caller.env.id).await?;
+    records::approvals(&found, &names)
 }
 
 fn pending_row(
@@ -136,7 +122,7 @@ fn pending_row(
                 br; (invocation_link(a))
             }
             td {
-                (names.show(text(a, "requestedBy")))
+                (show_key(names, text(a, "requestedBy")))
                 @if text(a, "requestedBy") == op.caller.key.id.as_str() {
                     br; span.muted { "(this key: another key must decide)" }
                 }
@@ -175,7 +161,7 @@ fn decisions(a: &Value, now: Millis, names: &KeyNames) -> Markup {
     html! {
         @for d in a.get("decisions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             div.decision {
-                span.tag { (text(d, "decision")) } " by " (names.show(text(d, "keyId"))) " " (layout::when(text(d, "at"), now))
+                span.tag { (text(d, "decision")) } " by " (show_key(names, text(d, "keyId"))) " " (layout::when(text(d, "at"), now))
                 @if let Some(note) = d.get("note").and_then(Value::as_str) { ": " span.note { (note) } }
             }
         }

@@ -91,7 +91,7 @@ pub async fn render(
             reconciling: total(&effects(state, op, reconciling, 1).await?),
             failed: total(&failures),
         };
-        let names = inbox::KeyNames::of(state, op).await?;
+        let names = crate::api::views::KeyNames::of(state, &op.caller.env.id).await?;
         Ok::<_, ApiError>((pending, recent, failures, counts, names))
     };
     let (pending, recent, failures, counts, names) = match read.await {

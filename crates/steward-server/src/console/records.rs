@@ -5,6 +5,7 @@
 //! records `app/` returns into the `data` (and `pagination`) the API's answer would hold,
 //! without building and re-reading an HTTP answer.
 
+use crate::api::views::KeyNames;
 use crate::api::{bounded, views};
 use crate::app::reads::Page;
 use crate::error::ApiError;
@@ -23,14 +24,15 @@ pub fn invocation(record: &InvocationRecord) -> Result<Value, ApiError> {
     json(views::invocation(record))
 }
 
-/// One effect with its attempts and evidence, as `GET /actions/effects/{id}` answers it.
-pub fn effect(detail: &EffectDetail) -> Result<Value, ApiError> {
-    json(views::effect_detail(detail))
+/// One effect with its attempts and evidence, as `GET /actions/effects/{id}` answers it (each
+/// key named from `names`).
+pub fn effect(detail: &EffectDetail, names: &KeyNames) -> Result<Value, ApiError> {
+    json(views::effect_detail(detail, names))
 }
 
-/// One approval, as `GET /approvals/{id}` answers it.
-pub fn approval(record: &ApprovalRecord) -> Result<Value, ApiError> {
-    json(views::approval(record))
+/// One approval, as `GET /approvals/{id}` answers it (each key named from `names`).
+pub fn approval(record: &ApprovalRecord, names: &KeyNames) -> Result<Value, ApiError> {
+    json(views::approval(record, names))
 }
 
 /// A page of invocations, whole (`data` and `pagination`), ending early past the API's byte
@@ -51,8 +53,8 @@ pub fn effects(found: &Page<EffectRecord>) -> Result<Value, ApiError> {
 }
 
 /// A page of approvals, whole, as `GET /approvals` answers it.
-pub fn approvals(found: &Page<ApprovalRecord>) -> Result<Value, ApiError> {
-    paged(found, views::approval)
+pub fn approvals(found: &Page<ApprovalRecord>, names: &KeyNames) -> Result<Value, ApiError> {
+    paged(found, |a| views::approval(a, names))
 }
 
 fn paged<T, V: Serialize>(found: &Page<T>, view: impl Fn(&T) -> V) -> Result<Value, ApiError> {
@@ -110,15 +112,23 @@ mod tests {
             limit: 2,
             offset: 4,
         };
+        let names = KeyNames::from_pairs([(
+            found.items[0].requested_by.clone(),
+            "refund-agent".to_string(),
+        )]);
         let api = crate::envelope::paged(
-            found.items.iter().map(views::approval).collect(),
+            found
+                .items
+                .iter()
+                .map(|a| views::approval(a, &names))
+                .collect(),
             found.total,
             found.limit,
             found.offset,
         );
-        assert_eq!(approvals(&found).unwrap(), answered(api).await);
-        let one = crate::envelope::ok(views::approval(&found.items[0]));
-        let console = super::approval(&found.items[0]).unwrap();
+        assert_eq!(approvals(&found, &names).unwrap(), answered(api).await);
+        let one = crate::envelope::ok(views::approval(&found.items[0], &names));
+        let console = super::approval(&found.items[0], &names).unwrap();
         assert_eq!(Some(&console), answered(one).await.get("data"));
     }
 }

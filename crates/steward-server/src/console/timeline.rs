@@ -11,6 +11,7 @@ use super::layout::{self, json_text, text};
 use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
+use crate::api::views::KeyNames;
 use crate::app::reads;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -77,12 +78,16 @@ pub async fn page(
             detail: Some(decision.clone()),
         });
     }
+    let names = match KeyNames::of(&state, &op.caller.env.id).await {
+        Ok(names) => names,
+        Err(e) => return layout::error_page(&e),
+    };
     let mut subjects = vec![id.clone()];
     let mut effect = Value::Null;
     if let Some(effect_id) = invocation.get("effectId").and_then(Value::as_str) {
         subjects.push(effect_id.to_string());
         let read = reads::effect(&state, &op.caller, effect_id).await;
-        match read.and_then(|found| records::effect(&found)) {
+        match read.and_then(|found| records::effect(&found, &names)) {
             Ok(v) => effect = v,
             Err(e) => return layout::error_page(&e),
         }
@@ -91,7 +96,7 @@ pub async fn page(
         subjects.push(approval_id.to_string());
         // No wait: the approval as it stands.
         let read = reads::approval(&state, &op.caller, approval_id, 0).await;
-        match read.and_then(|found| records::approval(&found)) {
+        match read.and_then(|found| records::approval(&found, &names)) {
             Ok(a) => approval_entries(&a, &mut entries),
             Err(e) => return layout::error_page(&e),
         }

@@ -6,7 +6,6 @@
 //! file only turns the command line into one.
 
 use anyhow::{bail, Context};
-use std::collections::BTreeMap;
 use steward_client::{Answer, Operator};
 use steward_core::{IdempotencyKey, KeyId};
 
@@ -63,57 +62,20 @@ impl Remote {
             print!("{}", human(&answer.view));
         }
     }
+}
 
-    /// As [`Remote::print`], for the answers that have no typed view yet (policy files, webhook
-    /// dead letters): JSON in, JSON out.
-    pub fn print_json(
-        &self,
-        data: &serde_json::Value,
-        human: impl FnOnce(&serde_json::Value) -> String,
-    ) {
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
-        } else {
-            print!("{}", human(data));
-        }
-    }
-
-    /// The names of the keys the API names for this caller: today only its own key
-    /// (`/auth/identity`), as no view carries another key's name. Empty with `--json` (nothing
-    /// prints them) or when the identity cannot be read (the names only decorate).
-    pub async fn key_names(&self) -> KeyNames {
-        if self.json {
-            return KeyNames::default();
-        }
-        match self.api.identity().await {
-            Ok(me) => KeyNames::of([(me.view.api_key_id, me.view.name)]),
-            Err(_) => KeyNames::default(),
-        }
+/// A key as a table shows it: `key_... (name)` when the view names it (the server sends a key's
+/// name beside its id), else the id alone.
+pub fn named_key(id: &KeyId, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("{id} ({name})"),
+        None => id.to_string(),
     }
 }
 
-/// Key names by id, for printing a key id with its name beside it.
-#[derive(Debug, Default)]
-pub struct KeyNames(BTreeMap<KeyId, String>);
-
-impl KeyNames {
-    /// Names for these keys.
-    pub fn of(names: impl IntoIterator<Item = (KeyId, String)>) -> KeyNames {
-        KeyNames(names.into_iter().collect())
-    }
-
-    /// `key_... (name)` when the name is known, else the id alone.
-    pub fn show(&self, id: &KeyId) -> String {
-        match self.0.get(id) {
-            Some(name) => format!("{id} ({name})"),
-            None => id.to_string(),
-        }
-    }
-
-    /// As [`KeyNames::show`]; `-` for no key (the system).
-    pub fn show_opt(&self, id: Option<&KeyId>) -> String {
-        id.map_or_else(|| "-".to_string(), |id| self.show(id))
-    }
+/// As [`named_key`]; `-` for no key (the system).
+pub fn named_key_opt(id: Option<&KeyId>, name: Option<&str>) -> String {
+    id.map_or_else(|| "-".to_string(), |id| named_key(id, name))
 }
 
 /// A fresh `Idempotency-Key` for one write of one command run, so a request the network cut off
@@ -137,12 +99,12 @@ mod tests {
     }
 
     #[test]
-    fn a_known_key_shows_its_name_beside_its_id_and_an_unknown_one_its_id() {
+    fn a_named_key_shows_its_name_beside_its_id_and_an_unnamed_one_its_id() {
         let me = KeyId::parse("key_01me").unwrap();
         let other = KeyId::parse("key_01other").unwrap();
-        let names = KeyNames::of([(me.clone(), "ops".to_string())]);
-        assert_eq!(names.show(&me), "key_01me (ops)");
-        assert_eq!(names.show(&other), "key_01other");
-        assert_eq!(names.show_opt(None), "-");
+        assert_eq!(named_key(&me, Some("ops")), "key_01me (ops)");
+        assert_eq!(named_key(&other, None), "key_01other");
+        assert_eq!(named_key_opt(Some(&me), Some("ops")), "key_01me (ops)");
+        assert_eq!(named_key_opt(None, None), "-");
     }
 }

@@ -156,10 +156,10 @@ async fn an_operator_approves_from_the_cli_and_the_call_runs_once_but_never_by_i
     );
 }
 
-/// A key id the API can name is printed with its name beside it: the operator's own key (the one
-/// `/auth/identity` names) on its decision; the requester, which no view names, as its id alone.
+/// Every key id an answer names is printed with its name beside it, as the view carries it: the
+/// operator's on its decision, and the requester (another key) too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_operators_own_key_is_named_beside_its_id() {
+async fn every_key_an_answer_names_is_named_beside_its_id() {
     let w = gated_world(&[]).await;
     let (agent_key, operator_key) = (
         w.server.keys("test", "agent"),
@@ -180,7 +180,10 @@ async fn the_operators_own_key_is_named_beside_its_id() {
         me["apiKeyId"].as_str().unwrap().to_string(),
         me["name"].as_str().unwrap().to_string(),
     );
-    let requester_id = requester["apiKeyId"].as_str().unwrap().to_string();
+    let (requester_id, requester_name) = (
+        requester["apiKeyId"].as_str().unwrap().to_string(),
+        requester["name"].as_str().unwrap().to_string(),
+    );
 
     let approved = cli(
         &w.server,
@@ -202,10 +205,12 @@ async fn the_operators_own_key_is_named_beside_its_id() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        requested.trim_end().ends_with(&requester_id),
-        "the requester has no name the API gives: {requested:?}"
+        requested
+            .trim_end()
+            .ends_with(&format!("{requester_id} ({requester_name})")),
+        "the requester is named beside its id: {requested:?}"
     );
-    // `--json` is the API's JSON: no names added.
+    // `--json` is the API's JSON, names and all.
     let json = cli(
         &w.server,
         &operator_key,
@@ -214,6 +219,8 @@ async fn the_operators_own_key_is_named_beside_its_id() {
     .await
     .json();
     assert_eq!(json["decisions"][0]["keyId"], my_id.as_str());
+    assert_eq!(json["decisions"][0]["keyName"], my_name.as_str());
+    assert_eq!(json["requestedByName"], requester_name.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

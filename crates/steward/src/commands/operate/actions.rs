@@ -1,6 +1,6 @@
 //! `steward actions list|show`.
 
-use super::super::remote::{KeyNames, Remote, RemoteArgs};
+use super::super::remote::{named_key_opt, Remote, RemoteArgs};
 use super::super::table::{cell, fields, listing, Table};
 use serde_json::json;
 use steward_client::Answer;
@@ -32,12 +32,11 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let remote = Remote::connect(&remote)?;
             let action = remote.api.action(&reference).await?;
             let versions = remote.api.action_versions(&reference).await?;
-            let names = remote.key_names().await;
             let answer = Answer {
                 data: json!({"action": action.data, "versions": versions.data}),
                 view: (action.view, versions.view),
             };
-            remote.print(&answer, |(action, versions)| show(action, versions, &names));
+            remote.print(&answer, |(action, versions)| show(action, versions));
         }
     }
     Ok(())
@@ -69,7 +68,7 @@ fn list(actions: &[Action]) -> String {
     )
 }
 
-fn show(a: &Action, versions: &[Action], names: &KeyNames) -> String {
+fn show(a: &Action, versions: &[Action]) -> String {
     let mut out = fields(&[
         ("id", cell(&a.id)),
         ("name", a.name.clone()),
@@ -87,7 +86,10 @@ fn show(a: &Action, versions: &[Action], names: &KeyNames) -> String {
         table.row(vec![
             cell(&v.version),
             cell(&v.created_at),
-            names.show_opt(v.created_by.clone().flatten().as_ref()),
+            named_key_opt(
+                v.created_by.clone().flatten().as_ref(),
+                v.created_by_name.clone().flatten().as_deref(),
+            ),
             v.enabled.to_string(),
             v.requires_approval.to_string(),
         ]);

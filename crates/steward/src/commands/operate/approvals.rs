@@ -1,6 +1,6 @@
 //! `steward approvals list|show|approve|deny`.
 
-use super::super::remote::{fresh_key, KeyNames, Remote, RemoteArgs};
+use super::super::remote::{fresh_key, named_key, Remote, RemoteArgs};
 use super::super::table::{age, cell, fields, listing, now, text, Table};
 use steward_client::Answer;
 use steward_core::Decision;
@@ -47,14 +47,12 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let remote = Remote::connect(&remote)?;
             let status = Some(status).filter(|s| s != "all");
             let answer = remote.api.approvals(status.as_deref()).await?;
-            let names = remote.key_names().await;
-            remote.print(&answer, |approvals| list(approvals, &names));
+            remote.print(&answer, |approvals| list(approvals));
         }
         Command::Show { id, remote } => {
             let remote = Remote::connect(&remote)?;
             let answer = remote.api.approval(&id).await?;
-            let names = remote.key_names().await;
-            remote.print(&answer, |approval| show(approval, &names));
+            remote.print(&answer, show);
         }
         Command::Approve { id, note, remote } => {
             decide(&remote, &id, Decision::Approve, note).await?
@@ -105,8 +103,7 @@ async fn decide(
         data: answer.data.get("approval").cloned().unwrap_or_default(),
         view: approval,
     };
-    let names = remote.key_names().await;
-    remote.print(&approval, |a| show(a, &names));
+    remote.print(&approval, show);
     // A person also reads what the dispatch did.
     if let (Some(invocation), false) = (invocation, remote.json) {
         println!("\n{}", dispatched(&invocation));
@@ -133,6 +130,11 @@ fn dispatched(inv: &Invocation) -> String {
     line
 }
 
+/// Who asked: `key_... (name)`.
+fn requester(a: &Approval) -> String {
+    named_key(&a.requested_by, a.requested_by_name.as_deref())
+}
+
 /// `approved 1/2` style progress.
 fn progress(a: &Approval) -> String {
     let approvals = a
@@ -143,7 +145,7 @@ fn progress(a: &Approval) -> String {
     format!("{approvals}/{}", a.required_approvals)
 }
 
-fn list(approvals: &[Approval], names: &KeyNames) -> String {
+fn list(approvals: &[Approval]) -> String {
     let now = now();
     listing(
         approvals,
@@ -151,7 +153,7 @@ fn list(approvals: &[Approval], names: &KeyNames) -> String {
             ("ID", &|a: &Approval| a.id.to_string()),
             ("STATUS", &|a: &Approval| a.status.clone()),
             ("TITLE", &|a: &Approval| a.title.clone()),
-            ("REQUESTED BY", &|a: &Approval| names.show(&a.requested_by)),
+            ("REQUESTED BY", &requester),
             ("APPROVED", &progress),
             ("AGE", &|a: &Approval| age(Some(&a.created_at), now)),
             ("EXPIRES", &|a: &Approval| age(a.expires_at.as_deref(), now)),
@@ -159,14 +161,14 @@ fn list(approvals: &[Approval], names: &KeyNames) -> String {
     )
 }
 
-fn show(a: &Approval, names: &KeyNames) -> String {
+fn show(a: &Approval) -> String {
     let mut out = fields(&[
         ("id", a.id.to_string()),
         ("status", a.status.clone()),
         ("title", a.title.clone()),
         ("invocation", cell(&a.invocation_id)),
         ("effect", cell(&a.effect_id)),
-        ("requested by", names.show(&a.requested_by)),
+        ("requested by", requester(a)),
         ("approved", progress(a)),
         ("created", a.created_at.clone()),
         ("expires", cell(&a.expires_at)),
@@ -177,7 +179,7 @@ fn show(a: &Approval, names: &KeyNames) -> String {
     for d in &a.decisions {
         decisions.row(vec![
             cell(&d.decision),
-            names.show(&d.key_id),
+            named_key(&d.key_id, d.key_name.as_deref()),
             d.at.clone(),
             cell(&d.note),
         ]);
@@ -197,8 +199,10 @@ mod tests {
             "id": "apr_1", "status": "approved", "title": "Approve refund",
             "description": null, "payload": {"amount": 5}, "invocationId": "inv_1",
             "effectId": null, "actionId": null, "actionVersion": null,
-            "inputFingerprint": null, "requestedBy": "key_agent", "requiredApprovals": 2,
-            "decisions": [{"keyId": "key_ops", "decision": "approve", "note": null,
+            "inputFingerprint": null, "requestedBy": "key_agent", "requestedByName": null,
+            "requiredApprovals": 2,
+            "decisions": [{"keyId": "key_ops", "keyName": "night-ops", "decision": "approve",
+                           "note": null,
                            "at": "2026-12-06T09:00:00Z"}],
             "decisionOrigin": null, "decisionNote": null, "decidedAt": null,
             "expiresAt": null, "runId": null, "createdAt": "2026-12-06T08:59:00Z"
@@ -206,15 +210,11 @@ mod tests {
         .expect("an approval view")
     }
 
-    /// The table reads as it did from the JSON (`-` for nothing, JSON for the payload), with the
-    /// caller's own key named beside its id.
+    /// The table reads as it did from the JSON (`-` for nothing, JSON for the payload), with a
+    /// key the view names shown with its name beside its id, and one it does not by its id.
     #[test]
     fn an_approval_shows_its_fields_and_decisions_with_the_known_key_named() {
-        let names = KeyNames::of([(
-            steward_core::KeyId::parse("key_ops").unwrap(),
-            "night-ops".to_string(),
-        )]);
-        let shown = show(&approval(), &names);
+        let shown = show(&approval());
         assert_eq!(
             shown,
             "id:           apr_1\n\

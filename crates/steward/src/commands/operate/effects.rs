@@ -1,7 +1,7 @@
 //! `steward effects list|show|reconcile|resolve`. There is no retry or re-send here: an
 //! unknown outcome is settled by a read-only lookup or by a person's reasoned resolution.
 
-use super::super::remote::{fresh_key, KeyNames, Remote, RemoteArgs};
+use super::super::remote::{fresh_key, named_key_opt, Remote, RemoteArgs};
 use super::super::table::{age, cell, fields, listing, now, Table};
 use steward_client::{EffectFilter, Resolution};
 use steward_wire::Effect;
@@ -67,14 +67,12 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Show { id, remote } => {
             let remote = Remote::connect(&remote)?;
             let answer = remote.api.effect(&id).await?;
-            let names = remote.key_names().await;
-            remote.print(&answer, |effect| show(effect, &names));
+            remote.print(&answer, show);
         }
         Command::Reconcile { id, remote } => {
             let remote = Remote::connect(&remote)?;
             let answer = remote.api.reconcile(&id, &fresh_key()).await?;
-            let names = remote.key_names().await;
-            remote.print(&answer, |effect| show(effect, &names));
+            remote.print(&answer, show);
         }
         Command::Resolve {
             id,
@@ -90,8 +88,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
                 external_reference,
             };
             let answer = remote.api.resolve(&id, &resolution, &fresh_key()).await?;
-            let names = remote.key_names().await;
-            remote.print(&answer, |effect| show(effect, &names));
+            remote.print(&answer, show);
         }
     }
     Ok(())
@@ -114,7 +111,7 @@ fn list(effects: &[Effect]) -> String {
     )
 }
 
-fn show(e: &Effect, names: &KeyNames) -> String {
+fn show(e: &Effect) -> String {
     let mut out = fields(&[
         ("id", e.id.to_string()),
         ("action", e.action.clone()),
@@ -146,7 +143,7 @@ fn show(e: &Effect, names: &KeyNames) -> String {
             v.at.clone(),
             cell(&v.kind),
             cell(&v.source),
-            names.show_opt(v.actor_key_id.as_ref()),
+            named_key_opt(v.actor_key_id.as_ref(), v.actor_key_name.as_deref()),
             v.message.clone(),
         ]);
     }

@@ -5,11 +5,13 @@
 //! changes nothing. Exit status 0 done, 1 refused (or a test case that missed its expectation).
 
 use super::super::remote::{fresh_key, Remote, RemoteArgs};
-use super::super::table::{fields, text};
+use super::super::table::{cell, fields, text};
 use anyhow::{bail, Context};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
-use steward_client::{OperatorError, PolicyFile};
+use steward_client::OperatorError;
+use steward_wire::{
+    PolicyFileApplied, PolicyFileChange, PolicyFilePlan, PolicyFileSummary, PolicyFileTest,
+};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -54,11 +56,9 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     let outcome = match command {
         Command::Plan { file, remote } => {
             let remote = Remote::connect(&remote)?;
-            let plan = PolicyFile::Plan {
-                source: read(&file)?,
-            };
-            let data = remote.api.policy_file(&plan, &fresh_key()).await;
-            data.map(|data| remote.print_json(&data, show_plan))
+            let source = read(&file)?;
+            let answer = remote.api.plan_policy_file(&source, &fresh_key()).await;
+            answer.map(|answer| remote.print(&answer, show_plan))
         }
         Command::Apply {
             file,
@@ -67,13 +67,12 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let apply = PolicyFile::Apply {
-                source: read(&file)?,
-                digest,
-                note,
-            };
-            let data = remote.api.policy_file(&apply, &fresh_key()).await;
-            data.map(|data| remote.print_json(&data, show_applied))
+            let source = read(&file)?;
+            let answer = remote
+                .api
+                .apply_policy_file(&source, &digest, note.as_deref(), &fresh_key())
+                .await;
+            answer.map(|answer| remote.print(&answer, show_applied))
         }
         Command::Test {
             file,
@@ -81,14 +80,14 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             remote,
         } => {
             let remote = Remote::connect(&remote)?;
-            let test = PolicyFile::Test {
-                source: read(&file)?,
-                cases: read(&cases)?,
-            };
-            let data = remote.api.policy_file(&test, &fresh_key()).await;
-            data.map(|data| {
-                remote.print_json(&data, show_test);
-                failed = data["passed"] != Value::Bool(true);
+            let (source, cases) = (read(&file)?, read(&cases)?);
+            let answer = remote
+                .api
+                .test_policy_file(&source, &cases, &fresh_key())
+                .await;
+            answer.map(|answer| {
+                remote.print(&answer, show_test);
+                failed = !answer.view.passed;
             })
         }
     };
@@ -122,39 +121,54 @@ fn explain(err: OperatorError) -> anyhow::Error {
     }
 }
 
-fn show_plan(plan: &Value) -> String {
+/// The plan's lines: each change, each policy kept, the summary and the digest. An apply's
+/// answer holds the same fields, so it shows through this too.
+fn plan_lines(
+    changes: &[PolicyFileChange],
+    unchanged: &[String],
+    summary: &PolicyFileSummary,
+    digest: &str,
+) -> String {
     let mut out = String::new();
-    for change in plan["changes"].as_array().into_iter().flatten() {
-        let version = match change.get("fromVersion") {
-            Some(v) if !v.is_null() => format!(" (from version {v})"),
-            _ => String::new(),
+    for change in changes {
+        let version = match change.from_version {
+            Some(v) => format!(" (from version {v})"),
+            None => String::new(),
         };
         out.push_str(&format!(
             "{:<7} {}{version}\n",
-            text(&change["op"]),
-            text(&change["name"])
+            cell(&change.op),
+            change.name
         ));
     }
-    for name in plan["unchanged"].as_array().into_iter().flatten() {
-        out.push_str(&format!("{:<7} {}\n", "keep", text(name)));
+    for name in unchanged {
+        out.push_str(&format!("{:<7} {name}\n", "keep"));
     }
-    let summary = &plan["summary"];
     out.push_str(&fields(&[
         (
             "summary",
             format!(
                 "{} to create, {} to update, {} to delete, {} unchanged",
-                summary["create"], summary["update"], summary["delete"], summary["unchanged"]
+                summary.create, summary.update, summary.delete, summary.unchanged
             ),
         ),
-        ("digest", text(&plan["digest"])),
+        ("digest", digest.to_string()),
     ]));
     out
 }
 
-fn show_applied(applied: &Value) -> String {
-    let mut out = show_plan(applied);
-    let done = if applied["applied"] == Value::Bool(true) {
+fn show_plan(plan: &PolicyFilePlan) -> String {
+    plan_lines(&plan.changes, &plan.unchanged, &plan.summary, &plan.digest)
+}
+
+fn show_applied(applied: &PolicyFileApplied) -> String {
+    let mut out = plan_lines(
+        &applied.changes,
+        &applied.unchanged,
+        &applied.summary,
+        &applied.digest,
+    );
+    let done = if applied.applied {
         "applied"
     } else {
         "nothing to apply: the policies already match the file"
@@ -163,20 +177,23 @@ fn show_applied(applied: &Value) -> String {
     out
 }
 
-fn show_test(report: &Value) -> String {
+fn show_test(report: &PolicyFileTest) -> String {
     let mut out = String::new();
-    for result in report["results"].as_array().into_iter().flatten() {
-        let verdict = match result["passed"].as_bool() {
+    for result in &report.results {
+        let verdict = match result.passed {
             Some(true) => "pass",
             Some(false) => "FAIL",
             None => "-",
         };
-        let name = match result["name"].as_str() {
-            Some(name) => name.to_string(),
-            None => format!("case {}", result["index"]),
+        let name = match &result.name {
+            Some(name) => name.clone(),
+            None => format!("case {}", result.index),
         };
-        let effect = result["effect"].as_str().unwrap_or("no policy applies");
-        let policy = match result["policy"].as_str() {
+        let effect = match &result.effect {
+            Some(effect) => cell(effect),
+            None => "no policy applies".to_string(),
+        };
+        let policy = match &result.policy {
             Some(policy) => format!(" by {policy}"),
             None => String::new(),
         };

@@ -4,8 +4,8 @@
 //! answer, which `dlq list` shows (`redelivered`, or `dead` again with the error).
 
 use super::super::remote::{fresh_key, Remote, RemoteArgs};
-use super::super::table::{age, listing, now, text};
-use serde_json::Value;
+use super::super::table::{age, listing, now};
+use steward_wire::{DeadLetter, RedeliveryRequested};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -42,8 +42,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Dlq::List { remote } => {
             let remote = Remote::connect(&remote)?;
-            let data = remote.api.dead_letters().await?;
-            remote.print_json(&data, list);
+            let answer = remote.api.dead_letters().await?;
+            remote.print(&answer, |letters| list(letters));
         }
         Dlq::Redeliver {
             id,
@@ -53,15 +53,15 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let remote = Remote::connect(&remote)?;
             match (id, subscription) {
                 (_, Some(subscription)) => {
-                    let data = remote
+                    let answer = remote
                         .api
                         .redeliver_subscription(&subscription, &fresh_key())
                         .await?;
-                    remote.print_json(&data, requested);
+                    remote.print(&answer, requested);
                 }
                 (Some(id), None) => {
-                    let data = remote.api.redeliver_dead_letter(&id, &fresh_key()).await?;
-                    remote.print_json(&data, |d| list(&Value::Array(vec![d.clone()])));
+                    let answer = remote.api.redeliver_dead_letter(&id, &fresh_key()).await?;
+                    remote.print(&answer, |letter| list(std::slice::from_ref(letter)));
                 }
                 (None, None) => anyhow::bail!("name a dead letter or --subscription"),
             }
@@ -70,35 +70,33 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn list(data: &Value) -> String {
+fn list(letters: &[DeadLetter]) -> String {
     let now = now();
-    let field = |name: &'static str| move |d: &Value| text(&d[name]);
     listing(
-        data.as_array().map(Vec::as_slice).unwrap_or_default(),
+        letters,
         &[
-            ("ID", &field("id")),
-            ("SUBSCRIPTION", &field("subscriptionId")),
-            ("EVENT", &field("eventId")),
-            ("TYPE", &field("eventType")),
-            ("ATTEMPTS", &field("attempts")),
-            ("LAST ERROR", &field("lastError")),
-            ("REDELIVERY", &field("redelivery")),
-            ("AGE", &|d: &Value| age(d["createdAt"].as_str(), now)),
+            ("ID", &|d: &DeadLetter| d.id.clone()),
+            ("SUBSCRIPTION", &|d: &DeadLetter| d.subscription_id.clone()),
+            ("EVENT", &|d: &DeadLetter| d.event_id.clone()),
+            ("TYPE", &|d: &DeadLetter| d.event_type.clone()),
+            ("ATTEMPTS", &|d: &DeadLetter| d.attempts.to_string()),
+            ("LAST ERROR", &|d: &DeadLetter| d.last_error.clone()),
+            ("REDELIVERY", &|d: &DeadLetter| d.redelivery.clone()),
+            ("AGE", &|d: &DeadLetter| age(Some(&d.created_at), now)),
         ],
     )
 }
-fn requested(data: &Value) -> String {
-    let ids: Vec<&str> = data["deadLetterIds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+
+fn requested(r: &RedeliveryRequested) -> String {
     format!(
         "{} dead letter(s) of {} requested for redelivery{}{}\n",
-        data["requested"],
-        data["subscriptionId"].as_str().unwrap_or("-"),
-        if ids.is_empty() { "" } else { ": " },
-        ids.join(", ")
+        r.requested,
+        r.subscription_id,
+        if r.dead_letter_ids.is_empty() {
+            ""
+        } else {
+            ": "
+        },
+        r.dead_letter_ids.join(", ")
     )
 }
