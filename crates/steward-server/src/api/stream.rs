@@ -212,8 +212,8 @@ fn closed(end: KeyEnd) -> Bytes {
     frame(None, "closed", &data.to_string())
 }
 
-/// The frames as the body's stream.
-struct Frames(mpsc::Receiver<Result<Bytes, Infallible>>);
+/// The frames as the body's stream (the console's change stream sends its own through it too).
+pub(crate) struct Frames(pub(crate) mpsc::Receiver<Result<Bytes, Infallible>>);
 
 impl futures_core::Stream for Frames {
     type Item = Result<Bytes, Infallible>;

@@ -94,7 +94,11 @@ pub async fn events(State(state): State<AppState>, op: Operator) -> Response {
         cursor: head,
     };
     tokio::spawn(pump(state, op.token_hash, feed, tx, slot));
-    let mut response = (StatusCode::OK, Body::from_stream(Frames(rx))).into_response();
+    let mut response = (
+        StatusCode::OK,
+        Body::from_stream(crate::api::stream::Frames(rx)),
+    )
+        .into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -187,20 +191,6 @@ fn change_types<'a>(types: impl Iterator<Item = &'a serde_json::Value>) -> Vec<S
 /// One SSE frame without an id (a reconnecting page refreshes once instead of resuming).
 fn frame(event: &str, data: &serde_json::Value) -> Bytes {
     Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
-}
-
-/// The frames as the body's stream.
-struct Frames(mpsc::Receiver<Result<Bytes, Infallible>>);
-
-impl futures_core::Stream for Frames {
-    type Item = Result<Bytes, Infallible>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
-    }
 }
 
 #[cfg(test)]
