@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets as pysecrets
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +28,9 @@ from conftest import (
     STRIPE_SECRET_VALUE,
     _DIRECT,
     Steward,
+    child_env,
     create_key,
+    steward_bin,
 )
 
 MODERN = "2026-07-28"
@@ -332,3 +335,36 @@ def test_a_parked_call_elicits_the_console_url_only_when_the_client_declared_it(
     assert retried["structuredContent"]["status"] == "pending_approval", retried
     assert retried["structuredContent"]["approvalId"] == approval_id
     assert steward.fixture_writes() == before
+
+
+def test_stdio_forwards_2026_07_28_requests_and_tasks_unchanged(
+        world: World, steward: Steward) -> None:
+    """`steward mcp` keeps no revision for a client that never sends `initialize`: each line
+    carries its own, and a task made over stdio is the one HTTP reads (one write)."""
+    key = op_key()
+    arguments = refund(key)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities(),
+        "io.modelcontextprotocol/clientInfo": {"name": "steward-tests", "version": "1"},
+    }
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "tasks-refund", "arguments": arguments, "_meta": meta}},
+    ]
+    before = steward.fixture_writes()
+    done = subprocess.run(
+        [str(steward_bin()), "mcp", "--server", steward.url],
+        input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True,
+        text=True, timeout=EXCHANGE_TIMEOUT_S,
+        env={**child_env(), "STEWARD_API_KEY": world.agent_key})
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines()) if "id" in a}
+    assert "result" in answers[1], answers
+    assert MODERN in answers[1]["result"]["supportedVersions"], done.stdout
+    created = answers[2]["result"]
+    assert created["resultType"] == "task", created
+    over_http = task_request(steward, world.agent_key, "tasks/get", created["taskId"])["result"]
+    assert over_http["status"] == "completed", over_http
+    assert over_http["result"]["structuredContent"]["operationKey"] == key
+    assert steward.fixture_writes() == before + 1
