@@ -304,6 +304,10 @@ def test_an_unknown_task_id_is_invalid_params(world: World, steward: Steward) ->
         assert answer["error"]["code"] == -32602, answer
     updated = task_request(steward, world.agent_key, "tasks/update", "tsk_nope")
     assert updated["error"]["code"] == -32602, updated
+    # The extension removed the 2025-11-25 `tasks/result` and `tasks/list`.
+    for removed in ("tasks/result", "tasks/list"):
+        answer = rpc(steward, world.agent_key, removed, {"taskId": "tsk_nope"})
+        assert answer["error"]["code"] == -32601, answer
 
 
 def test_a_parked_call_elicits_the_console_url_only_when_the_client_declared_it(
