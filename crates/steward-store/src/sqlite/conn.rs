@@ -401,9 +401,14 @@ impl Pool {
         }
         tx.execute_batch(super::schema::DROPPED_INDEXES)
             .map_err(unavailable)?;
+        // Schema version 3: the fencing epochs, once `audit_head` exists (the audit log's
+        // migration creates it) and `attempts` is rebuilt.
+        super::audit_log::migrate(&tx)?;
+        for (table, column, kind) in super::schema::FENCE_COLUMNS {
+            add_column_if_missing(&tx, table, column, kind)?;
+        }
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;
-        super::audit_log::migrate(&tx)?;
         super::version::record(&tx)?;
         tx.commit().map_err(unavailable)?;
         tracing::info!(

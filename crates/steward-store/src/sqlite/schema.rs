@@ -271,6 +271,22 @@ pub const OWNER_COLUMNS: &[(&str, &str)] = &[
     ("idempotency", "owner"),
 ];
 
+/// `(table, column, type)`: the fencing epochs (schema version 3; docs/DECISIONS.md, "Fencing
+/// tokens"). An effect's epoch grows at each takeover and an attempt records the one it was
+/// begun under; the audit sealer's and a webhook claim's grow at each new holder. Rows from
+/// before start at epoch 0. Added after `attempts` is rebuilt rowless, which copies only the
+/// columns it knows.
+pub const FENCE_COLUMNS: &[(&str, &str, &str)] = &[
+    ("effects", "fence", "INTEGER NOT NULL DEFAULT 0"),
+    ("attempts", "fence", "INTEGER NOT NULL DEFAULT 0"),
+    ("audit_head", "sealer_epoch", "INTEGER NOT NULL DEFAULT 0"),
+    (
+        "webhook_subscriptions",
+        "lease_epoch",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
+];
+
 /// The effect states an effect leaves again, as SQL: `effects_open` holds the effects in them.
 /// SQLite uses a partial index only where the query's WHERE clause implies the index's
 /// condition, and it proves that for an `IN` list only when the query has the same list: a
