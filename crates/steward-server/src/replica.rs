@@ -93,6 +93,11 @@ impl Lease {
         }
     }
 
+    /// Whether anything can take this replica's work over (a shared store).
+    pub fn is_shared(&self) -> bool {
+        self.length.is_some()
+    }
+
     /// The generation now: it moves on when this replica finds it was fenced.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)

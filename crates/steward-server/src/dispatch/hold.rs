@@ -49,7 +49,8 @@ pub(crate) enum Lost {
     Expired,
     /// A heartbeat found this replica fenced after the attempt was begun.
     Fenced,
-    /// The attempt's deadline passed before the request could leave.
+    /// The attempt's deadline passed before the request could leave (shared stores only,
+    /// where a sweep takes an overdue attempt).
     Overdue,
 }
 
@@ -85,7 +86,9 @@ pub(crate) async fn may_send(state: &AppState, hold: Hold) -> Result<(), Lost> {
     if state.lease.generation() != hold.generation {
         return Err(Lost::Fenced);
     }
-    if state.clock.now() >= hold.deadline {
+    // Only a shared store's sweep takes an overdue attempt; alone, a late send is still the
+    // attempt's own.
+    if state.lease.is_shared() && state.clock.now() >= hold.deadline {
         return Err(Lost::Overdue);
     }
     Ok(())
