@@ -76,8 +76,8 @@ pub use metrics::{ConnectionOpen, DispatchInFlight, Metrics};
 pub use progress::Progress;
 pub use reconcile::{reconcile, Reconciled};
 pub use replica::{
-    heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,
-    REPLICA_LEASE_MS_MIN,
+    heartbeat_every, lock_data_dir, Lease, LOCK_FILE, REPLICA_HEARTBEAT_MS,
+    REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN,
 };
 pub use router::app;
 pub use serve::{

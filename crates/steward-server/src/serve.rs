@@ -155,6 +155,7 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
     let clock = Arc::new(SystemClock);
     crate::vault::verify_master_key(store.as_ref(), &vault, clock.now()).await?;
     let replica = crate::replica::new_id();
+    let registered = std::time::Instant::now();
     let sweep = if shared {
         store
             .heartbeat(&replica, clock.now())
@@ -194,6 +195,11 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
         crash_hook: None,
         defect: None,
         replica,
+        lease: Arc::new(if shared {
+            crate::replica::Lease::shared(config.lease, registered)
+        } else {
+            crate::replica::Lease::unlimited()
+        }),
         key_usage: Arc::default(),
         integrations: Arc::new(config.integrations.clone()),
         stream_slots: Arc::default(),

@@ -324,6 +324,7 @@ impl World {
             now: Millis(self.now),
             lease_ms: 0,
             events_max: SEAL_BATCH_EVENTS_MAX,
+            epoch: None,
         };
         loop {
             match self.store.seal_audit(&seal).await.map_err(err)? {

@@ -73,6 +73,7 @@ impl Server {
             transport: Arc::new(SimTransport(wire.clone())),
             crash_hook: Some(wire.crash_hook()),
             replica: ReplicaId::from_unique(&format!("{tag}gen{generation}")),
+            lease: std::sync::Arc::new(steward_server::Lease::unlimited()),
             ..base.clone()
         };
         Server {

@@ -380,6 +380,7 @@ impl World {
             crash_hook: None,
             defect: config.bug.map(Bug::defect),
             replica: ReplicaId::from_unique(&format!("{tag}gen0")),
+            lease: std::sync::Arc::new(steward_server::Lease::unlimited()),
             key_usage: Arc::default(),
             integrations: Arc::default(),
             stream_slots: Arc::default(),

@@ -22,7 +22,7 @@
 //! content directly ([`legacy_event_hash`]). They are the sealed prefix of a migrated store and
 //! verify as they always did.
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::records::{AuditEvent, ChainLink};
 use crate::store::Store;
 use serde_json::json;
@@ -170,6 +170,9 @@ pub struct AuditHead {
     /// The replica that sealed last, which holds the lease until `lease_until`.
     pub sealer: Option<ReplicaId>,
     pub lease_until: Millis,
+    /// The sealer's epoch: it grows each time a replica takes the sealer's lease, so that a
+    /// seal by an earlier holder is refused (`StoreError::Fenced`).
+    pub sealer_epoch: i64,
 }
 
 /// One seal: who seals, when, for how long it keeps the sealer's lease, and how many events at
@@ -182,6 +185,9 @@ pub struct AuditSeal {
     pub lease_ms: i64,
     /// At most this many events ([`SEAL_BATCH_EVENTS_MAX`] in the server).
     pub events_max: u32,
+    /// The sealer's epoch the sealer holds, from its last [`SealOutcome::Sealed`]; `None` when
+    /// it holds none and takes the lease (under the next epoch) with this seal.
+    pub epoch: Option<i64>,
 }
 
 /// Whether another registered replica holds the sealer's lease at `seal.now`: then a seal
@@ -199,6 +205,24 @@ pub(crate) fn held_by_another(
             until: head.lease_until,
         }
     })
+}
+
+/// The sealer's epoch a seal writes under, once no other live replica holds the lease: the
+/// epoch `seal` holds when it is still the current one (a renewal), the next one when it holds
+/// none (a takeover). A held epoch that is no longer current, or no longer the holder's, is
+/// refused: another replica sealed since (this one paused or was cut off past its lease).
+pub(crate) fn sealing_epoch(head: &AuditHead, seal: &AuditSeal) -> StoreResult<i64> {
+    match seal.epoch {
+        None => Ok(head.sealer_epoch + 1),
+        Some(held) if held == head.sealer_epoch && head.sealer.as_ref() == Some(&seal.sealer) => {
+            Ok(held)
+        }
+        Some(held) => Err(StoreError::Fenced {
+            what: "the audit sealer".into(),
+            held,
+            current: head.sealer_epoch,
+        }),
+    }
 }
 
 /// One event's place in the chain, as a seal gives it.
@@ -272,8 +296,13 @@ pub(crate) fn stored_event(row: &impl crate::columns::Columns) -> StoreResult<Au
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SealOutcome {
     /// `events` events were sealed (the oldest unsealed ones, at most `events_max`); the chain
-    /// now ends at `head`. The sealer holds the lease until `now + lease_ms`.
-    Sealed { events: u32, head: (i64, String) },
+    /// now ends at `head`. The sealer holds the lease until `now + lease_ms`, under `epoch`
+    /// (for its next seal's `AuditSeal::epoch`).
+    Sealed {
+        events: u32,
+        head: (i64, String),
+        epoch: i64,
+    },
     /// Nothing was unsealed; nothing was written.
     Idle,
     /// Another live replica holds the lease until `until`; nothing was written.

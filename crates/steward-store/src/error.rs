@@ -43,6 +43,19 @@ pub enum StoreError {
     /// Stored data could not be decoded: a bug or corruption, never user input.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// A write by the holder of a fencing token (the replica owning an attempt, the audit
+    /// sealer, a webhook claim) found the work taken over since the token was handed out: its
+    /// epoch moved on. Nothing was written; the new holder's writes stand. The holder lost
+    /// its lease without knowing (a pause, a partition) and must drop the work.
+    #[error("fenced: {what} was taken over (held epoch {held}, current epoch {current})")]
+    Fenced {
+        /// The work, e.g. `attempt 1 of eff_...`, `the audit sealer`, `webhook claim on whs_...`.
+        what: String,
+        /// The epoch the writer held.
+        held: i64,
+        /// The epoch the store holds now.
+        current: i64,
+    },
 }
 
 impl StoreError {

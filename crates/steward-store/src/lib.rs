@@ -100,7 +100,6 @@ pub use store::Identity;
 pub use store::Limits;
 pub use store::Policies;
 pub use store::Previews;
-pub use store::Replicas;
 pub use store::Runs;
 pub use store::Store;
 pub use store::{
@@ -109,6 +108,7 @@ pub use store::{
 };
 pub use store::{Figures, OperatingFigures, PoolUse, DEAD_LETTERS_COUNTED_MAX};
 pub use store::{HaltChange, KillSwitch, UnkeyedChange};
+pub use store::{Heartbeat, Replicas};
 
 /// The store's traits, to call store methods on a backend or on one part:
 /// `use steward_store::prelude::*;`. (Methods called on `dyn Store` need none of them.)

@@ -732,6 +732,23 @@ pub enum AttemptChange {
     },
 }
 
+/// Who writes an effect change, for fencing (docs/DECISIONS.md, "Fencing tokens").
+///
+/// An effect carries an epoch that grows at each takeover; an attempt records the epoch it was
+/// begun under. Ownership of an attempt in flight is the pair (owner, epoch): the replica that
+/// began it holds it until a takeover moves the epoch on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fence {
+    /// The replica that began the attempt the change finishes (`AttemptChange::Finish`). The
+    /// change is refused with `StoreError::Fenced`, writing nothing, unless that replica still
+    /// owns the effect under the epoch the attempt was begun with: a takeover since (a sweep
+    /// that took the replica for dead, or the attempt for overdue) wins.
+    Holder(ReplicaId),
+    /// A takeover by this replica (a recovery sweep): the effect becomes its, under the next
+    /// epoch, so the previous owner's late writes are refused.
+    TakeOver(ReplicaId),
+}
+
 /// One compare-and-set transition of an effect, with everything recorded alongside it.
 #[derive(Debug, Clone)]
 pub struct EffectChange {
@@ -756,6 +773,10 @@ pub struct EffectChange {
     /// effect's reservation under each limit of that dimension and unit holds this amount,
     /// consumed (or released when it is 0). Legal only when an `unknown` effect is resolved.
     pub actual_impact: Option<Vec<ActualImpact>>,
+    /// The fencing this change is written under: `None` for a change by no owner of the
+    /// effect's work (a reconcile, a resolution, an approval's decision), checked by its
+    /// compare-and-set on the state alone.
+    pub fence: Option<Fence>,
 }
 
 /// One quantity an effect really changed, as a person resolving it by hand reports it.
@@ -804,6 +825,7 @@ impl EffectChange {
             actor,
             answers_request: None,
             actual_impact: None,
+            fence: None,
         })
     }
 
@@ -836,15 +858,24 @@ impl EffectChange {
         // Actual amounts settle only a resolution of an unknown effect.
         let actual_fits = self.actual_impact.is_none()
             || (self.from == EffectState::Unknown && self.to.is_terminal());
-        if made_by_some_event && attempt_fits && actual_fits {
+        // An attempt's holder writes only to finish its attempt: the epoch checked is that
+        // attempt's.
+        let fence_fits = !matches!(self.fence, Some(Fence::Holder(_)))
+            || matches!(self.attempt, Some(AttemptChange::Finish { .. }));
+        if made_by_some_event && attempt_fits && actual_fits && fence_fits {
             return Ok(());
         }
         Err(crate::StoreError::IllegalTransition {
             env: self.env_id.clone(),
             effect: self.effect_id.clone(),
             from: self.from,
-            step: match (attempt_fits, self.settles) {
-                (false, _) => format!("a move to `{}` with {:?}", self.to.name(), self.attempt),
+            step: match (attempt_fits && fence_fits, self.settles) {
+                (false, _) => format!(
+                    "a move to `{}` with {:?} under {:?}",
+                    self.to.name(),
+                    self.attempt,
+                    self.fence
+                ),
                 (true, Some(settles)) => {
                     format!("a move to `{}` settling {settles:?}", self.to.name())
                 }
@@ -907,6 +938,9 @@ pub struct Sweep {
     pub now: Millis,
     /// A replica whose last heartbeat is older than this is dead.
     pub dead_before: Millis,
+    /// An attempt in flight whose deadline is older than this (past by more than the lease) is
+    /// overdue: the sweep takes it whoever owns it, live or dead, the sweeper included.
+    pub overdue_before: Millis,
 }
 
 impl Sweep {
@@ -917,6 +951,9 @@ impl Sweep {
             replica: replica.clone(),
             now,
             dead_before: Millis(i64::MAX),
+            // Everything in flight that is not its own is orphaned already, and it has no
+            // attempt of its own yet.
+            overdue_before: Millis(i64::MIN),
         }
     }
 
@@ -927,6 +964,7 @@ impl Sweep {
             replica: replica.clone(),
             now,
             dead_before: now.plus_ms(-lease_ms),
+            overdue_before: now.plus_ms(-lease_ms),
         }
     }
 }

@@ -14,7 +14,8 @@ use steward_core::{EvidenceKind, EvidenceSource};
 /// transaction: it serves one process, and sweeps before it listens.)
 pub const SWEEP_CHUNK_EFFECTS: usize = 5_000;
 
-/// An effect in flight (`ready` or `dispatching`) whose owner is dead for the sweep.
+/// An effect in flight (`ready` or `dispatching`) whose owner is dead for the sweep, or a
+/// `dispatching` one whose attempt is overdue (its deadline passed by more than the lease).
 #[derive(Debug, Clone)]
 pub(crate) struct Orphan {
     pub env: EnvironmentId,
@@ -27,6 +28,9 @@ pub(crate) struct Orphan {
     pub owner: Option<String>,
     /// An approval released it (`ready` effects only).
     pub approved: bool,
+    /// Its attempt in flight is overdue (`Sweep::overdue_before`): taken whether or not its owner
+    /// is alive.
+    pub overdue: bool,
 }
 
 /// The sweep's answer for one orphan.
@@ -44,16 +48,20 @@ pub(crate) enum Settle {
 pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
     let actor = Actor::system(sweep.now);
     let data = json!({"owner": orphan.owner, "recoveredBy": sweep.replica});
-    match orphan.state {
+    let settle = match orphan.state {
         EffectState::Dispatching => {
-            let evidence = NewEvidence::new(
-                EvidenceKind::Restart,
-                EvidenceSource::Steward,
+            let why = if orphan.overdue {
+                "This attempt's deadline passed more than a lease ago with no answer recorded \
+                 (its Steward process paused, lost its database, or stopped): the provider may \
+                 have acted. Taken over and marked unknown; nothing was re-sent, and a late \
+                 answer from the first owner is refused. Reconcile to settle it."
+            } else {
                 "The Steward process that recorded this attempt stopped while it was in \
                  flight: the provider may have acted. Marked unknown; nothing was re-sent. \
-                 Reconcile to settle it.",
-            )
-            .with_data(data);
+                 Reconcile to settle it."
+            };
+            let evidence = NewEvidence::new(EvidenceKind::Restart, EvidenceSource::Steward, why)
+                .with_data(data);
             let mut change = EffectChange::of(
                 &orphan.env,
                 &orphan.effect,
@@ -101,6 +109,15 @@ pub(crate) fn settle(orphan: &Orphan, sweep: &Sweep) -> Settle {
             orphan.effect,
             other.name()
         ),
+    };
+    // Every change a sweep makes is a takeover: the effect's epoch moves on, so whatever the
+    // previous owner still writes for it is refused (`StoreError::Fenced`).
+    match settle {
+        Settle::Change(mut change) => {
+            change.fence = Some(Fence::TakeOver(sweep.replica.clone()));
+            Settle::Change(change)
+        }
+        Settle::TakeOver => Settle::TakeOver,
     }
 }
 

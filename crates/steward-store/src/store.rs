@@ -42,7 +42,7 @@ pub use kill_switch::{HaltChange, KillSwitch, UnkeyedChange};
 pub use limits::Limits;
 pub use policies::Policies;
 pub use previews::Previews;
-pub use replicas::Replicas;
+pub use replicas::{Heartbeat, Replicas};
 pub use runs::Runs;
 pub use webhooks::{
     DeadLetter, DeliveryOutcome, Redelivery, RedeliveryTarget, SealedSecret, WebhookBacklog,

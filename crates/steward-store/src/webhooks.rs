@@ -14,7 +14,7 @@ use steward_core::{EnvironmentId, Millis};
 pub(crate) const COLUMNS: &str =
     "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
     previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
-    created_at, updated_at";
+    created_at, updated_at, lease_epoch";
 
 /// The columns [`dead_letter`] reads, in its order.
 pub(crate) const LETTER_COLUMNS: &str =
@@ -62,6 +62,27 @@ pub(crate) fn subscription(row: &impl Columns) -> StoreResult<WebhookSubscriptio
         last_error: row.get(15)?,
         created_at: row.millis(16)?,
         updated_at: row.millis(17)?,
+        lease_epoch: row.get(18)?,
+    })
+}
+
+/// Why a delivery result under the claim (`owner`, `epoch`) wrote nothing, from the lease as it
+/// stands (`lease_owner`, `lease_epoch`): `Fenced` when the claim is stale, `Ok(false)` when it
+/// holds (the cursor moved).
+pub(crate) fn stale_claim(
+    id: &str,
+    owner: &str,
+    epoch: i64,
+    lease_owner: Option<&str>,
+    lease_epoch: i64,
+) -> StoreResult<bool> {
+    if lease_owner == Some(owner) && lease_epoch == epoch {
+        return Ok(false);
+    }
+    Err(StoreError::Fenced {
+        what: format!("the webhook claim on {id}"),
+        held: epoch,
+        current: lease_epoch,
     })
 }
 

@@ -55,6 +55,9 @@ use governance::*;
 #[path = "conformance/replicas.rs"]
 mod replicas;
 use replicas::*;
+#[path = "conformance/fencing.rs"]
+mod fencing;
+use fencing::*;
 #[path = "conformance/hotpath.rs"]
 mod hotpath;
 use hotpath::*;
@@ -130,6 +133,10 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_policy_decision_is_recorded_with_the_invocation(store.clone()).await;
     a_sweep_takes_over_only_dead_replicas_work(store.clone()).await;
     concurrent_sweeps_on_one_handle_take_each_piece_once(store.clone()).await;
+    an_answer_after_a_takeover_is_refused_and_the_new_owners_is_not(store.clone()).await;
+    a_sweep_takes_an_overdue_attempt_of_a_live_owner(store.clone()).await;
+    a_seal_under_a_stale_sealer_epoch_is_refused(store.clone()).await;
+    a_delivery_result_under_a_stale_claim_is_refused(store.clone()).await;
     reconcile_claims_do_not_overlap(store.clone()).await;
     approval_changes_are_announced(store.clone()).await;
     disabling_or_deleting_an_action_cancels_its_parked_approvals(store.clone()).await;
@@ -204,6 +211,7 @@ fn seal_request(sealer: &ReplicaId, now: i64) -> AuditSeal {
         now: Millis(now),
         lease_ms: SEAL_LEASE_MS,
         events_max: SEAL_BATCH_EVENTS_MAX,
+        epoch: None,
     }
 }
 
@@ -548,6 +556,10 @@ macro_rules! conformance_tests {
 }
 
 conformance_tests!(
+    an_answer_after_a_takeover_is_refused_and_the_new_owners_is_not,
+    a_sweep_takes_an_overdue_attempt_of_a_live_owner,
+    a_seal_under_a_stale_sealer_epoch_is_refused,
+    a_delivery_result_under_a_stale_claim_is_refused,
     unkeyed_invokes_is_accept_until_set_and_is_audited,
     figures_count_what_an_operator_graphs,
     a_sweeps_batch_writes_what_settling_one_by_one_writes,

@@ -198,6 +198,7 @@ pub async fn create_subscription(
         previous_secret: None,
         previous_until: None,
         cursor: head,
+        lease_epoch: 0,
         attempts: 0,
         next_attempt_at: now,
         last_error: None,

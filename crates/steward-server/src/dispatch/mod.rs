@@ -20,6 +20,7 @@
 
 pub(crate) mod answer;
 pub mod defect;
+pub(crate) mod hold;
 pub mod outbound;
 pub(crate) mod park;
 pub(crate) mod prepare;
@@ -33,6 +34,7 @@ use crate::crash;
 use crate::effect_error::{EffectError, EffectResult};
 use crate::progress::{Progress, Stage};
 use crate::state::AppState;
+use hold::Hold;
 use prepared::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
@@ -41,7 +43,7 @@ use steward_core::{
 };
 use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
-    Actor, AttemptChange, Catalog, EffectChange, FirstAttempt, FirstAttemptOutcome,
+    Actor, AttemptChange, Catalog, EffectChange, Fence, FirstAttempt, FirstAttemptOutcome,
     InvocationRecord, NewEvidence, SecretRecord, StoreError, Submission, SubmitOutcome,
 };
 use tracing::Instrument;
@@ -182,6 +184,7 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
         return Ok(());
     }
 
+    let hold = Hold::take(state);
     let begin = begin_change(
         state, inv, from, event, number, &host, &prepared, effect_key,
     )?;
@@ -197,7 +200,7 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
         Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
         Err(e) => return Err(e.into()),
     }
-    send_and_record(state, inv, &def, number, &prepared, None)
+    send_and_record(state, inv, &def, number, &prepared, None, hold)
         .await
         .map(|_| ())
 }
@@ -280,7 +283,10 @@ fn begin_change(
 /// Write path steps 4 and 5 once the attempt is committed: send, classify, record. With
 /// `answers_request`, the recorded answer also marks that invoke request answered. Returns the
 /// invocation as the recorded answer left it, or `None` when another replica had settled the
-/// attempt first (the answer is then kept as evidence, and the request not marked).
+/// attempt first (the answer is then kept as evidence, and the request not marked). Nothing is
+/// sent unless `hold` (taken before the attempt's `Begin`) still holds right before the send
+/// (`hold.rs`); otherwise the attempt is dropped unsent.
+#[allow(clippy::too_many_arguments)]
 async fn send_and_record(
     state: &AppState,
     inv: &InvocationRecord,
@@ -288,10 +294,14 @@ async fn send_and_record(
     number: u32,
     prepared: &Prepared,
     answers_request: Option<IdempotencyKey>,
+    hold: Hold,
 ) -> EffectResult<Option<InvocationRecord>> {
     // What a graceful shutdown waits for (`serve.rs`): the answer recorded, or the grace out.
     let _in_flight = state.metrics.dispatch_in_flight();
     crash::reach(state, CrashPoint::ServerAfterRecord)?;
+    if let Err(lost) = hold::may_send(state, hold).await {
+        return hold::drop_unsent(state, inv, number, lost, answers_request).await;
+    }
 
     // Step 4: send, with a deadline shorter than the SDK's own timeout.
     let started = std::time::Instant::now();
@@ -363,6 +373,7 @@ pub async fn submit_and_dispatch(
             });
         }
     };
+    let hold = Hold::take(state);
     let begin = begin_change(
         state,
         &inv,
@@ -402,7 +413,7 @@ pub async fn submit_and_dispatch(
             match early {
                 Some(sent) => record_answer(state, &inv, 1, sent, &prepared, key).await?,
                 None => {
-                    send_and_record(state, &inv, def, 1, &prepared, key)
+                    send_and_record(state, &inv, def, 1, &prepared, key, hold)
                         .instrument(tracing::info_span!("steward.dispatch", attempt = 1))
                         .await?
                 }
@@ -600,10 +611,26 @@ async fn record_answer(
         change.error = Some(json!({"code": code, "message": reason}));
     }
     change.answers_request = answers_request;
+    // Written as the attempt's holder: refused if another replica took the attempt over.
+    change.fence = Some(Fence::Holder(state.replica.clone()));
+    record_answer_fenced(state, inv, number, &change, answer.status, &reason).await
+}
+
+/// Commits `change`, the holder's closing of attempt `number`, and reads the invocation it
+/// leaves. `None` when another replica took the attempt over first: the answer (`status`,
+/// `reason`) is then kept as evidence, and the new owner's state stands.
+pub(crate) async fn record_answer_fenced(
+    state: &AppState,
+    inv: &InvocationRecord,
+    number: u32,
+    change: &EffectChange,
+    status: Option<u16>,
+    reason: &str,
+) -> EffectResult<Option<InvocationRecord>> {
     let started = std::time::Instant::now();
     let recorded = state
         .store
-        .change_effect_and_read(&change)
+        .change_effect_and_read(change)
         .instrument(tracing::info_span!(
             "steward.store",
             operation = "record_answer"
@@ -613,11 +640,29 @@ async fn record_answer(
         .metrics
         .store_commit("record_answer", started.elapsed());
     match recorded {
-        // This replica went longer than its lease without a heartbeat, and another replica's
-        // recovery sweep took the attempt for orphaned and marked it `unknown` meanwhile. The
-        // answer is kept as evidence for whoever reconciles it; the state stays as found.
+        // This replica went longer than its lease without a heartbeat (a pause, a lost
+        // database), and another replica's sweep took the attempt over (marked it `unknown`,
+        // under the next epoch) meanwhile. The answer is kept as evidence for whoever
+        // reconciles it; the state stays as the new owner left it.
+        Err(StoreError::Fenced { held, current, .. }) => {
+            tracing::warn!(
+                effect = %inv.effect_id,
+                attempt = number,
+                held,
+                current,
+                "fenced: another replica took this attempt over; its answer is kept as evidence \
+                 and not committed over the new owner's"
+            );
+            let found = state
+                .store
+                .effect(&inv.env_id, &inv.effect_id)
+                .await?
+                .map_or(EffectState::Unknown, |e| e.effect.state);
+            late_answer(state, inv, number, status, reason, found).await?;
+            Ok(None)
+        }
         Err(StoreError::StateConflict { found, .. }) => {
-            late_answer(state, inv, number, answer.status, &reason, found).await?;
+            late_answer(state, inv, number, status, reason, found).await?;
             Ok(None)
         }
         other => other.map(Some).map_err(EffectError::from),

@@ -40,6 +40,8 @@ struct Planned {
     parked: ParkedInvocation,
     prepared: super::prepared::Prepared,
     first: FirstAttempt,
+    /// Taken before the attempt's `Begin` was built (`hold.rs`).
+    hold: super::hold::Hold,
 }
 
 /// Casts `request` and dispatches what it releases (see the module's doc). Run it in a task of
@@ -77,7 +79,16 @@ pub async fn decide_and_dispatch(
             // The attempt committed with the decision: from here on this is the invoke path's
             // step 4 (the crash window is `server_after_record`).
             let inv = &p.parked.invocation;
-            send_and_record(state, inv, &p.parked.definition, 1, &p.prepared, None).await?
+            send_and_record(
+                state,
+                inv,
+                &p.parked.definition,
+                1,
+                &p.prepared,
+                None,
+                p.hold,
+            )
+            .await?
         }
         (Some(FirstAttemptOutcome::Refused(refused)), _) => {
             reserve::refuse(state, &released, refused).await?;
@@ -146,6 +157,7 @@ async fn plan(state: &AppState, request: &DecisionRequest) -> EffectResult<Plan>
         Ok(checked) => checked,
         Err(blocked) => return Ok(Plan::Blocked(blocked)),
     };
+    let hold = super::hold::Hold::take(state);
     let begin = begin_change(
         state,
         inv,
@@ -164,5 +176,6 @@ async fn plan(state: &AppState, request: &DecisionRequest) -> EffectResult<Plan>
         parked,
         prepared,
         first,
+        hold,
     })))
 }

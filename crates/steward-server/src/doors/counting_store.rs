@@ -635,7 +635,7 @@ impl Previews for CountingStore {
 
 #[async_trait]
 impl Replicas for CountingStore {
-    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<Heartbeat> {
         self.inner.heartbeat(replica, now).await
     }
     async fn recover(&self, sweep: &Sweep) -> StoreResult<RecoveryReport> {
@@ -777,13 +777,14 @@ impl Webhooks for CountingStore {
         &self,
         id: &str,
         owner: &str,
+        epoch: i64,
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,
         keep_until: Option<Millis>,
     ) -> StoreResult<bool> {
         self.inner
-            .record_delivery(id, owner, from, outcome, now, keep_until)
+            .record_delivery(id, owner, epoch, from, outcome, now, keep_until)
             .await
     }
     async fn release_dead_webhook_leases(&self, sweep: &Sweep) -> StoreResult<u64> {

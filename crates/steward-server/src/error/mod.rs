@@ -126,7 +126,10 @@ impl From<StoreError> for ApiError {
             StoreError::Duplicate { what } => {
                 ApiError::of(codes::ALREADY_EXISTS, format!("{what} already exists"))
             }
-            StoreError::VersionConflict { .. } | StoreError::StateConflict { .. } => ApiError::of(
+            // A fenced write: another replica took the work over first.
+            StoreError::VersionConflict { .. }
+            | StoreError::StateConflict { .. }
+            | StoreError::Fenced { .. } => ApiError::of(
                 codes::CONCURRENT_MODIFICATION,
                 "another request changed this record first; read it again",
             ),

@@ -25,7 +25,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use steward_core::Millis;
 use steward_store::{
-    DeadLetter, DeliveryOutcome, Redelivery, SealedSecret, Sweep, WebhookSubscription,
+    DeadLetter, DeliveryOutcome, Redelivery, SealedSecret, StoreError, Sweep, WebhookSubscription,
 };
 
 /// How often the dispatcher looks for due subscriptions, in milliseconds. With the sealer's
@@ -288,8 +288,9 @@ async fn refreshed(state: &AppState, s: &WebhookSubscription) -> Option<WebhookS
     }
 }
 
-/// Records `outcome` for `s` at its cursor; `keep_until` keeps the lease. `false` when it was
-/// not recorded (the lease or the cursor moved on, or the store failed).
+/// Records `outcome` for `s` at its cursor, under its claim's epoch; `keep_until` keeps the
+/// lease. `false` when it was not recorded (the claim is stale, the cursor moved on, or the
+/// store failed).
 async fn record(
     state: &AppState,
     owner: &str,
@@ -300,7 +301,15 @@ async fn record(
     let now = state.clock.now();
     match state
         .store
-        .record_delivery(&s.id, owner, s.cursor, outcome, now, keep_until)
+        .record_delivery(
+            &s.id,
+            owner,
+            s.lease_epoch,
+            s.cursor,
+            outcome,
+            now,
+            keep_until,
+        )
         .await
     {
         Ok(recorded) => {
@@ -308,6 +317,13 @@ async fn record(
                 state.metrics.webhook_dead_lettered();
             }
             recorded
+        }
+        // This replica's claim ran out (it paused, or lost the database) and another claim
+        // took the subscription: the new holder delivers from the stored cursor.
+        Err(StoreError::Fenced { held, current, .. }) => {
+            tracing::warn!(subscription = %s.id, held, current,
+                "fenced: this replica's webhook claim was taken over; its result is dropped");
+            false
         }
         Err(e) => {
             tracing::warn!(subscription = %s.id, error = %e, "recording a webhook delivery failed");
@@ -541,6 +557,7 @@ mod tests {
             previous_secret: None,
             previous_until: None,
             cursor: 4,
+            lease_epoch: 1,
             attempts,
             next_attempt_at: Millis(0),
             last_error: None,

@@ -100,6 +100,7 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         crash_hook,
         defect: None,
         replica: steward_core::ReplicaId::from_unique(&steward_server::unique()),
+        lease: std::sync::Arc::new(steward_server::Lease::unlimited()),
         key_usage: Arc::default(),
         integrations: Arc::default(),
         stream_slots: Arc::default(),

@@ -18,7 +18,9 @@
 use super::conn::{in_transaction, Mode, PendingAudit, Tx};
 use super::rows::{col, corrupt};
 use super::PostgresStore;
-use crate::audit::{held_by_another, seal_links, stored_event, AuditHead, AuditSeal, SealOutcome};
+use crate::audit::{
+    held_by_another, seal_links, sealing_epoch, stored_event, AuditHead, AuditSeal, SealOutcome,
+};
 pub(crate) use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::StoreResult;
 use crate::records::{Actor, AuditEvent};
@@ -112,7 +114,7 @@ pub(crate) async fn unsealed(
 
 /// The head row's columns, and whether its sealer is a registered replica.
 const HEAD_SQL: &str = "SELECT h.seq, h.hash, h.sealer, h.lease_until,
-        EXISTS (SELECT 1 FROM replicas r WHERE r.id = h.sealer)
+        EXISTS (SELECT 1 FROM replicas r WHERE r.id = h.sealer), h.sealer_epoch
      FROM audit_head h WHERE h.id = 1";
 
 fn head_row(row: &Row) -> StoreResult<(AuditHead, bool)> {
@@ -125,6 +127,7 @@ fn head_row(row: &Row) -> StoreResult<(AuditHead, bool)> {
             hash: col(row, 1)?,
             sealer,
             lease_until: Millis(col(row, 3)?),
+            sealer_epoch: col(row, 5)?,
         },
         col(row, 4)?,
     ))
@@ -166,6 +169,7 @@ async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
     if let Some(held) = held_by_another(&head, registered, seal) {
         return Ok(held);
     }
+    let epoch = sealing_epoch(&head, seal)?;
     let batch = unsealed(tx, 0, seal.events_max).await?;
     if batch.is_empty() {
         return Ok(SealOutcome::Idle);
@@ -192,21 +196,33 @@ async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
     }
     let last = &links.last().expect("a batch of one event or more").link;
     let (seq, hash) = (last.seq, last.hash.clone());
-    tx.execute(
-        "UPDATE audit_head SET seq = $1, hash = $2, sealer = $3, lease_until = $4, sealed_at = $5
-         WHERE id = 1",
-        &[
-            &seq,
-            &hash,
-            &seal.sealer.as_str(),
-            &seal.now.plus_ms(seal.lease_ms).0,
-            &seal.now.0,
-        ],
-    )
-    .await?;
+    // The compare-and-set on the epoch read above (the head row's lock already keeps it).
+    let stored = tx
+        .execute(
+            "UPDATE audit_head SET seq = $1, hash = $2, sealer = $3, lease_until = $4,
+                sealed_at = $5, sealer_epoch = $6
+             WHERE id = 1 AND sealer_epoch = $7",
+            &[
+                &seq,
+                &hash,
+                &seal.sealer.as_str(),
+                &seal.now.plus_ms(seal.lease_ms).0,
+                &seal.now.0,
+                &epoch,
+                &head.sealer_epoch,
+            ],
+        )
+        .await?;
+    if stored != 1 {
+        return Err(corrupt(
+            "audit head",
+            "its sealer epoch moved under the row's lock",
+        ));
+    }
     Ok(SealOutcome::Sealed {
         events: n as u32,
         head: (seq, hash),
+        epoch,
     })
 }
 

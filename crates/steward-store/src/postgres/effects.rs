@@ -17,7 +17,7 @@ use steward_core::impact::ReservationState;
 use steward_core::LimitId;
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId, Millis,
-    OperationKey,
+    OperationKey, ReplicaId,
 };
 use tokio_postgres::types::{ToSql, Type};
 
@@ -357,20 +357,25 @@ async fn current_state(
 /// number finished, `$11` its response status, `$12` its error, `$13` reservations' new state,
 /// `$14` reservation states it settles, `$15`-`$17` the invocation's response status, body and
 /// error, `$18` completed at, `$19`-`$23` evidence kind, source, message, data and actor, `$24`
-/// the answered request's key.
+/// the answered request's key, `$25` the attempt's holder a fenced change names (the effect
+/// moves only while that replica owns it under the epoch attempt `$10` was begun with), `$26`
+/// the replica a takeover makes the owner (the epoch moves on).
 static CHANGE_EFFECT_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH moved AS (
         UPDATE effects SET state = $1::TEXT, updated_at = $2::BIGINT,
             attempt_count = COALESCE($3::BIGINT, attempt_count),
             external_reference = COALESCE($4::TEXT, external_reference),
-            owner = COALESCE($5::TEXT, owner)
+            owner = COALESCE($26::TEXT, $5::TEXT, owner),
+            fence = fence + CASE WHEN $26::TEXT IS NULL THEN 0 ELSE 1 END
         WHERE id = $7::TEXT AND env_id = $6::TEXT COLLATE \"POSIX\"
             AND state = $8::TEXT COLLATE \"POSIX\"
-        RETURNING id, invocation_id),
+            AND ($25::TEXT IS NULL OR (owner = $25::TEXT AND fence = (
+                SELECT a.fence FROM attempts a WHERE a.effect_id = $7::TEXT AND a.number = $10::BIGINT)))
+        RETURNING id, invocation_id, fence),
     begun AS (
-        INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner)
-        SELECT id, $3::BIGINT, $2::BIGINT, $9::BIGINT, 'dispatching', $5::TEXT FROM moved
+        INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner, fence)
+        SELECT id, $3::BIGINT, $2::BIGINT, $9::BIGINT, 'dispatching', $5::TEXT, fence FROM moved
         WHERE $3::BIGINT IS NOT NULL
         RETURNING 1),
     finished AS (
@@ -435,6 +440,9 @@ async fn change_effect_known_halt(
     let at = change_counts_at();
     let moved: i64 = col(&row, at)?;
     if moved == 0 {
+        if let (Some(Fence::Holder(holder)), Some(f)) = (&c.fence, plan.finished) {
+            fenced(tx, c, holder, f.number).await?;
+        }
         let found = current_state(tx, &c.env_id, &c.effect_id).await?;
         return Err(StoreError::StateConflict {
             expected: c.from,
@@ -459,6 +467,32 @@ async fn change_effect_known_halt(
     }
     let has_invocation = col::<Option<&str>>(&row, 0)?.is_some();
     has_invocation.then(|| rows::invocation(&row)).transpose()
+}
+
+/// Why a holder's change did not move: `StoreError::Fenced` when the effect is no longer
+/// `holder`'s under the epoch attempt `number` was begun with (a takeover came first); `Ok` when
+/// the fence holds and the state is what stopped it.
+async fn fenced(tx: &Tx<'_>, c: &EffectChange, holder: &ReplicaId, number: i64) -> StoreResult<()> {
+    let row = tx
+        .query_first(
+            "SELECT e.owner, e.fence, a.fence FROM effects e
+             LEFT JOIN attempts a ON a.effect_id = e.id AND a.number = $3
+             WHERE e.id = $2 AND e.env_id = $1 COLLATE \"POSIX\"",
+            &[&c.env_id.as_str(), &c.effect_id.as_str(), &number],
+        )
+        .await?
+        .ok_or(StoreError::NotFound { what: "effect" })?;
+    let owner: Option<&str> = col(&row, 0)?;
+    let current: i64 = col(&row, 1)?;
+    let held = col::<Option<i64>>(&row, 2)?.unwrap_or(-1);
+    if owner == Some(holder.as_str()) && held == current {
+        return Ok(());
+    }
+    Err(StoreError::Fenced {
+        what: format!("attempt {number} of {}", c.effect_id),
+        held,
+        current,
+    })
 }
 
 /// The kill switch: no attempt is recorded, so nothing is sent, while the environment is
@@ -509,6 +543,11 @@ async fn write_change(tx: &Tx<'_>, plan: &ChangePlan<'_>) -> StoreResult<tokio_p
         .unwrap_or_default();
     let e = plan.evidence.as_ref();
     let i = &plan.invocation;
+    let (holder, taker) = match &c.fence {
+        Some(Fence::Holder(r)) => (Some(r.as_str()), None),
+        Some(Fence::TakeOver(r)) => (None, Some(r.as_str())),
+        None => (None, None),
+    };
     tx.query_first(
         &CHANGE_EFFECT_SQL,
         &[
@@ -536,6 +575,8 @@ async fn write_change(tx: &Tx<'_>, plan: &ChangePlan<'_>) -> StoreResult<tokio_p
             &e.and_then(|e| e.data.as_deref()),
             &e.and_then(|e| e.actor),
             &plan.answers,
+            &holder,
+            &taker,
         ],
     )
     .await?

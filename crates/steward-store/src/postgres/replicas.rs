@@ -4,8 +4,10 @@
 //! A heartbeat is one autocommitted upsert of the replica's row, outside the write lock and
 //! outside the pool: a replica whose pool is busy with a queue of writers waiting for the lock
 //! must still heartbeat on time, or the others would take it for dead. (Taking a live replica
-//! for dead is safe, only wasteful: its attempts in flight are marked `unknown` and its late
-//! answers are kept as evidence; compare-and-set keeps it from sending anything twice.)
+//! for dead is safe, only wasteful: its attempts in flight are marked `unknown` under the next
+//! epoch, its late answers are refused as fenced and kept as evidence, and its next heartbeat
+//! finds its registration gone and tells it so; compare-and-set keeps it from sending anything
+//! twice.)
 //!
 //! The row also names the database session the replica heartbeats on (its backend pid and start
 //! time). A process that dies, however it dies, closes that session at once, so the recovery
@@ -38,18 +40,21 @@ use crate::change_plan::{ChangePlan, EvidenceRow, FinishedAttempt, InvocationUpd
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
 use crate::recovery::{self, Orphan, Step, SWEEP_CHUNK_EFFECTS};
-use crate::store::Replicas;
+use crate::store::{Heartbeat, Replicas};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use steward_core::{EffectId, EnvironmentId, InvocationId, Millis, ReplicaId};
 use tokio::sync::Mutex;
 
+/// One upsert, answering whether it inserted (`xmax = 0` on a row the statement inserted): a
+/// registration, first or anew after a sweep removed the row ([`Heartbeat::Registered`]).
 const HEARTBEAT_SQL: &str = "INSERT INTO replicas (id, started_at, heartbeat_at, session_pid, session_started)
      VALUES ($1, $2, $2, pg_backend_pid(),
              (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()))
      ON CONFLICT (id) DO UPDATE SET heartbeat_at = GREATEST(replicas.heartbeat_at, EXCLUDED.heartbeat_at),
-         session_pid = EXCLUDED.session_pid, session_started = EXCLUDED.session_started";
+         session_pid = EXCLUDED.session_pid, session_started = EXCLUDED.session_started
+     RETURNING (xmax = 0)";
 
 /// How long one heartbeat may wait for its answer before the connection is taken for broken
 /// and replaced, in milliseconds. Longer than the default lease: by the time it runs out, the
@@ -74,7 +79,7 @@ impl Heartbeats {
 
     /// One heartbeat. Cancelling it (dropping the future) keeps the connection and its session:
     /// the session is this replica's proof of life.
-    pub(crate) async fn beat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+    pub(crate) async fn beat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<Heartbeat> {
         let mut slot = self.client.lock().await;
         if slot.as_ref().is_none_or(|client| client.is_closed()) {
             let (client, connection) = conn::dedicated(&self.config, "steward-heartbeat").await?;
@@ -88,11 +93,15 @@ impl Heartbeats {
         let client = slot.as_ref().expect("connected above");
         let answer = tokio::time::timeout(
             Duration::from_millis(HEARTBEAT_ANSWER_MS_MAX),
-            client.execute(HEARTBEAT_SQL, &[&replica.as_str(), &now.0]),
+            client.query_one(HEARTBEAT_SQL, &[&replica.as_str(), &now.0]),
         )
         .await;
         match answer {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(row)) => Ok(if col::<bool>(&row, 0)? {
+                Heartbeat::Registered
+            } else {
+                Heartbeat::Renewed
+            }),
             Ok(Err(e)) => {
                 if client.is_closed() {
                     *slot = None;
@@ -132,6 +141,16 @@ fn orphaned(table: &str) -> String {
     )
 }
 
+/// True (as SQL) when the `dispatching` effect `e` has an attempt in flight whose deadline is
+/// older than `$n`: overdue by more than the lease, taken whoever owns it.
+fn overdue(n: u8) -> String {
+    format!(
+        "(e.state = 'dispatching' AND EXISTS (
+            SELECT 1 FROM attempts a WHERE a.effect_id = e.id AND a.number = e.attempt_count
+                AND a.finished_at IS NULL AND a.deadline_at < ${n}))"
+    )
+}
+
 fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
     Ok(Orphan {
         env: rows::id(row, 0, EnvironmentId::parse)?,
@@ -141,6 +160,7 @@ fn orphan(row: &tokio_postgres::Row) -> StoreResult<Orphan> {
         attempts: rows::int(row, 4)?,
         owner: col(row, 5)?,
         approved: col(row, 6)?,
+        overdue: col(row, 7)?,
     })
 }
 
@@ -201,15 +221,26 @@ async fn move_effects(tx: &Tx<'_>, plans: &[ChangePlan<'_>]) -> StoreResult<()> 
         .iter()
         .map(|p| p.change.external_reference.as_deref())
         .collect();
+    // A sweep's changes are takeovers: the effect becomes the sweeper's, under the next epoch.
+    let takers: Vec<Option<&str>> = plans
+        .iter()
+        .map(|p| match &p.change.fence {
+            Some(Fence::TakeOver(by)) => Some(by.as_str()),
+            _ => None,
+        })
+        .collect();
     let moved = tx
         .query(
             "UPDATE effects e SET state = u.to_state, updated_at = u.at,
-                 external_reference = COALESCE(u.reference, e.external_reference)
-             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])
-                 AS u(id, env_id, from_state, to_state, at, reference)
+                 external_reference = COALESCE(u.reference, e.external_reference),
+                 owner = COALESCE(u.taker, e.owner),
+                 fence = e.fence + CASE WHEN u.taker IS NULL THEN 0 ELSE 1 END
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[],
+                         $7::text[])
+                 AS u(id, env_id, from_state, to_state, at, reference, taker)
              WHERE e.id = u.id AND e.env_id = u.env_id AND e.state = u.from_state
              RETURNING e.id",
-            &[&ids, &envs, &froms, &tos, &ats, &references],
+            &[&ids, &envs, &froms, &tos, &ats, &references, &takers],
         )
         .await?;
     if moved.len() == plans.len() {
@@ -370,27 +401,60 @@ async fn insert_evidence(tx: &Tx<'_>, plans: &[ChangePlan<'_>]) -> StoreResult<(
     Ok(())
 }
 
-/// Settles up to [`SWEEP_CHUNK_EFFECTS`] orphans, oldest first, behind the write lock; when
-/// fewer were left, also releases the dead replicas' request markers and removes their rows.
+/// Removes the dead replicas' rows, then settles up to [`SWEEP_CHUNK_EFFECTS`] orphans, oldest
+/// first, behind the write lock; when fewer were left, also releases the dead replicas'
+/// request markers.
 /// Returns what it did, and whether the sweep is done.
 async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport, bool)> {
     let (replica, dead_before) = (sweep.replica.as_str(), sweep.dead_before.0);
+    // The dead replicas' registrations go first, in the transaction that takes their work: a
+    // dead replica that wakes up and heartbeats while this chunk runs waits for it on its row,
+    // then finds its registration gone (`Heartbeat::Registered`: fenced), never a renewal that
+    // hides a takeover. A heartbeat that commits first keeps its replica alive, and this chunk
+    // takes none of its work.
+    let mut expired = tx
+        .all(
+            &format!("DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"),
+            &[&replica, &dead_before],
+            |row| rows::id(row, 0, ReplicaId::parse),
+        )
+        .await?;
+    expired.sort();
+    if !expired.is_empty() {
+        // A dead replica may have died between a decision's commit and its announcement
+        // (`notify`): every waiter reads again.
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[
+                &super::notify::APPROVALS_CHANNEL,
+                &super::notify::RESYNC_PAYLOAD,
+            ],
+        )
+        .await?;
+    }
     let sql = format!(
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
                 e.id IN (SELECT a.effect_id FROM approvals a
-                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL)
+                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL),
+                {overdue}
          FROM effects e
-         WHERE e.state IN ('ready', 'dispatching') AND {}
+         WHERE e.state IN ('ready', 'dispatching') AND ({} OR {overdue})
          ORDER BY e.created_at, e.id
          LIMIT $3
          FOR UPDATE OF e SKIP LOCKED",
-        orphaned("e")
+        orphaned("e"),
+        overdue = overdue(4),
     );
     let chunk = SWEEP_CHUNK_EFFECTS as i64;
     let orphans = tx
-        .all(&sql, &[&replica, &dead_before, &chunk], orphan)
+        .all(
+            &sql,
+            &[&replica, &dead_before, &chunk, &sweep.overdue_before.0],
+            orphan,
+        )
         .await?;
-    let (steps, report) = recovery::plan(&orphans, sweep);
+    let (steps, mut report) = recovery::plan(&orphans, sweep);
+    report.expired_replicas = expired;
     let mut changes = Vec::with_capacity(steps.len());
     let mut taken = Vec::new();
     for step in steps {
@@ -423,32 +487,12 @@ async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport,
             &[&replica, &dead_before],
         )
         .await?;
-    let mut report = report;
     report.requests_cleared = marked + dropped;
-    report.expired_replicas = tx
-        .all(
-            &format!("DELETE FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}) RETURNING r.id"),
-            &[&replica, &dead_before],
-            |row| rows::id(row, 0, ReplicaId::parse),
-        )
-        .await?;
-    report.expired_replicas.sort();
-    if !report.expired_replicas.is_empty() {
-        // A dead replica may have died between a decision's commit and its announcement
-        // (`notify`): every waiter reads again.
-        tx.execute(
-            "SELECT pg_notify($1, $2)",
-            &[
-                &super::notify::APPROVALS_CHANNEL,
-                &super::notify::RESYNC_PAYLOAD,
-            ],
-        )
-        .await?;
-    }
     Ok((report, true))
 }
 
-/// Makes orphaned approved effects the sweeping replica's, which dispatches them.
+/// Makes orphaned approved effects the sweeping replica's, which dispatches them: a takeover,
+/// under the next epoch.
 async fn claim_all(
     tx: &Tx<'_>,
     taken: Vec<(&Orphan, AuditEntry)>,
@@ -459,7 +503,7 @@ async fn claim_all(
     }
     let ids: Vec<&str> = taken.iter().map(|(o, _)| o.effect.as_str()).collect();
     tx.execute(
-        "UPDATE effects SET owner = $1 WHERE id = ANY($2)",
+        "UPDATE effects SET owner = $1, fence = fence + 1 WHERE id = ANY($2)",
         &[&sweep.replica.as_str(), &ids],
     )
     .await?;
@@ -494,7 +538,7 @@ impl Replicas for PostgresStore {
         })
     }
 
-    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<Heartbeat> {
         self.heartbeats.beat(replica, now).await
     }
 
@@ -502,22 +546,31 @@ impl Replicas for PostgresStore {
         // The common case, nothing orphaned, is answered from a snapshot without the lock.
         if !in_transaction!(self, Mode::Read, |tx| async {
             let sql = format!(
-                "SELECT EXISTS (SELECT 1 FROM effects e WHERE e.state IN ('ready', 'dispatching') AND {})
+                "SELECT EXISTS (SELECT 1 FROM effects e WHERE e.state IN ('ready', 'dispatching')
+                               AND ({} OR {}))
              OR EXISTS (SELECT 1 FROM idempotency i WHERE i.state = 'in_progress' AND {})
              OR EXISTS (SELECT 1 FROM replicas r WHERE r.id <> $1 AND NOT ({ALIVE}))",
                 orphaned("e"),
+                overdue(3),
                 orphaned("i")
             );
             let row = tx
-                .query_first(&sql, &[&sweep.replica.as_str(), &sweep.dead_before.0])
+                .query_first(
+                    &sql,
+                    &[
+                        &sweep.replica.as_str(),
+                        &sweep.dead_before.0,
+                        &sweep.overdue_before.0,
+                    ],
+                )
                 .await?
                 .ok_or_else(|| rows::corrupt("sweep check", "no row"))?;
             col(&row, 0)
         })? {
             return Ok(RecoveryReport::default());
         }
-        // One transaction per chunk of orphans; the last (a chunk short of full) also releases
-        // the dead replicas' request markers and removes their rows.
+        // One transaction per chunk of orphans, each first removing the dead replicas' rows;
+        // the last (a chunk short of full) also releases their request markers.
         let mut report = RecoveryReport::default();
         loop {
             let (chunk, done) = in_transaction!(self, Mode::Write, |tx| sweep_chunk(&tx, sweep))?;

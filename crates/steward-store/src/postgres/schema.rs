@@ -39,7 +39,19 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         super::webhooks::REDELIVERY,
     ),
     (15, "unkeyed invokes setting", UNKEYED_INVOKES),
+    (16, "fencing epochs", FENCING),
 ];
+
+/// The fencing epochs (docs/DECISIONS.md, "Fencing tokens"): an effect's grows at each
+/// takeover and an attempt records the one it was begun under; the audit sealer's and a webhook
+/// claim's grow at each new holder. Existing rows start at epoch 0, and so do rows a replica of
+/// the previous version writes while a rolling upgrade runs.
+const FENCING: &str = r#"
+ALTER TABLE effects ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE audit_head ADD COLUMN IF NOT EXISTS sealer_epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE webhook_subscriptions ADD COLUMN IF NOT EXISTS lease_epoch BIGINT NOT NULL DEFAULT 0;
+"#;
 
 /// The environment's `unkeyedInvokes` setting; `NULL` (every environment before it) is
 /// `accept`.

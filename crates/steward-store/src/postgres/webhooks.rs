@@ -5,6 +5,7 @@
 
 use super::audit_log::{append, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
+use super::rows::col;
 use super::PostgresStore;
 use crate::error::StoreResult;
 use crate::records::Actor;
@@ -14,8 +15,8 @@ use crate::store::{
     WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
 };
 use crate::webhooks::{
-    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
-    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
+    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, stale_claim,
+    subscription, subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
 };
 use async_trait::async_trait;
 use serde_json::json;
@@ -242,7 +243,8 @@ impl Webhooks for PostgresStore {
         in_transaction!(self, Mode::WriteConcurrent, |tx| async {
             tx.all(
                 &format!(
-                    "UPDATE webhook_subscriptions SET lease_owner = $2, lease_until = $3
+                    "UPDATE webhook_subscriptions SET lease_owner = $2, lease_until = $3,
+                         lease_epoch = lease_epoch + 1
                      WHERE id IN (
                          SELECT s.id FROM webhook_subscriptions s
                          WHERE s.enabled AND (s.lease_owner IS NULL OR s.lease_until < $1)
@@ -262,6 +264,7 @@ impl Webhooks for PostgresStore {
         &self,
         id: &str,
         owner: &str,
+        epoch: i64,
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,
@@ -292,7 +295,7 @@ impl Webhooks for PostgresStore {
                 .execute(
                     "UPDATE webhook_subscriptions SET cursor = $1, attempts = $2,
                         next_attempt_at = $3, last_error = $4, lease_owner = $8, lease_until = $9
-                     WHERE id = $5 AND lease_owner = $6 AND cursor = $7",
+                     WHERE id = $5 AND lease_owner = $6 AND lease_epoch = $10 AND cursor = $7",
                     &[
                         &cursor,
                         &attempts,
@@ -303,11 +306,22 @@ impl Webhooks for PostgresStore {
                         &from,
                         &lease_owner,
                         &lease_until,
+                        &epoch,
                     ],
                 )
                 .await?;
             if changed == 0 {
-                return Ok(false);
+                let Some(lease) = tx
+                    .query_first(
+                        "SELECT lease_owner, lease_epoch FROM webhook_subscriptions WHERE id = $1",
+                        &[&id],
+                    )
+                    .await?
+                else {
+                    return Ok(false);
+                };
+                let lease_owner: Option<&str> = col(&lease, 0)?;
+                return stale_claim(id, owner, epoch, lease_owner, col(&lease, 1)?);
             }
             if let DeliveryOutcome::DeadLetter { letter } = outcome {
                 let letter_attempts = letter.attempts as i64;

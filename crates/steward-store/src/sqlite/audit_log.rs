@@ -10,8 +10,8 @@ use super::conn::{execute_cached, unavailable, CachedQuery};
 use super::rows::{corrupt, query_all};
 use super::SqliteStore;
 use crate::audit::{
-    held_by_another, seal_links, stored_event, AuditHead, AuditSeal, NewLink, SealOutcome,
-    GENESIS_HASH,
+    held_by_another, seal_links, sealing_epoch, stored_event, AuditHead, AuditSeal, NewLink,
+    SealOutcome, GENESIS_HASH,
 };
 pub(crate) use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::StoreResult;
@@ -73,7 +73,7 @@ pub(crate) fn unsealed(c: &Connection, after_id: i64, limit: u32) -> StoreResult
 fn head_and_holder(c: &Connection) -> StoreResult<(AuditHead, bool)> {
     c.query_row_cached(
         "SELECT h.seq, h.hash, h.sealer, h.lease_until,
-                EXISTS (SELECT 1 FROM replicas r WHERE r.id = h.sealer)
+                EXISTS (SELECT 1 FROM replicas r WHERE r.id = h.sealer), h.sealer_epoch
          FROM audit_head h WHERE h.id = 1",
         [],
         |r| {
@@ -83,24 +83,28 @@ fn head_and_holder(c: &Connection) -> StoreResult<(AuditHead, bool)> {
                 r.get::<_, Option<String>>(2)?,
                 r.get::<_, i64>(3)?,
                 r.get::<_, bool>(4)?,
+                r.get::<_, i64>(5)?,
             ))
         },
     )
     .map_err(unavailable)
-    .and_then(|(seq, hash, sealer, lease_until, registered)| {
-        let sealer = sealer
-            .map(|s| ReplicaId::parse(&s).map_err(|e| corrupt("audit sealer", e)))
-            .transpose()?;
-        Ok((
-            AuditHead {
-                seq,
-                hash,
-                sealer,
-                lease_until: Millis(lease_until),
-            },
-            registered,
-        ))
-    })
+    .and_then(
+        |(seq, hash, sealer, lease_until, registered, sealer_epoch)| {
+            let sealer = sealer
+                .map(|s| ReplicaId::parse(&s).map_err(|e| corrupt("audit sealer", e)))
+                .transpose()?;
+            Ok((
+                AuditHead {
+                    seq,
+                    hash,
+                    sealer,
+                    lease_until: Millis(lease_until),
+                    sealer_epoch,
+                },
+                registered,
+            ))
+        },
+    )
 }
 
 pub(crate) fn head(c: &Connection) -> StoreResult<AuditHead> {
@@ -132,6 +136,7 @@ fn seal_batch(tx: &Transaction<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome
     if let Some(held) = held_by_another(&head, registered, seal) {
         return Ok(held);
     }
+    let epoch = sealing_epoch(&head, seal)?;
     let batch = unsealed(tx, 0, seal.events_max)?;
     if batch.is_empty() {
         return Ok(SealOutcome::Idle);
@@ -150,22 +155,33 @@ fn seal_batch(tx: &Transaction<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome
     }
     let last = &links.last().expect("a batch of one event or more").link;
     let (seq, hash) = (last.seq, last.hash.clone());
-    execute_cached(
+    // The compare-and-set on the epoch read above (the writer's lock already keeps it).
+    let stored = execute_cached(
         tx,
-        "UPDATE audit_head SET seq = ?1, hash = ?2, sealer = ?3, lease_until = ?4, sealed_at = ?5
-         WHERE id = 1",
+        "UPDATE audit_head SET seq = ?1, hash = ?2, sealer = ?3, lease_until = ?4, sealed_at = ?5,
+            sealer_epoch = ?6
+         WHERE id = 1 AND sealer_epoch = ?7",
         params![
             seq,
             hash,
             seal.sealer.as_str(),
             seal.now.plus_ms(seal.lease_ms).0,
-            seal.now.0
+            seal.now.0,
+            epoch,
+            head.sealer_epoch
         ],
     )
     .map_err(unavailable)?;
+    if stored != 1 {
+        return Err(corrupt(
+            "audit head",
+            "its sealer epoch moved under the writer's lock",
+        ));
+    }
     Ok(SealOutcome::Sealed {
         events: batch.len() as u32,
         head: (seq, hash),
+        epoch,
     })
 }
 

@@ -393,6 +393,12 @@ impl Pool {
         }
         // `attempts`, `evidence` and `impact_reservations` become `WITHOUT ROWID` (issue #13).
         // Their indexes went with the old tables: the schemas that define them create them again.
+        // Schema version 3: the fencing epochs, once `audit_head` exists (the audit log's
+        // migration creates it) and before `attempts` is rebuilt, which copies them.
+        super::audit_log::migrate(&tx)?;
+        for (table, column, kind) in super::schema::FENCE_COLUMNS {
+            add_column_if_missing(&tx, table, column, kind)?;
+        }
         let rebuilt = rebuild_rowless(&tx)?;
         if rebuilt {
             for schema in [super::schema::SCHEMA, super::schema::GOVERNANCE_SCHEMA] {
@@ -403,7 +409,6 @@ impl Pool {
             .map_err(unavailable)?;
         tx.execute_batch(super::schema::OWNER_INDEXES)
             .map_err(unavailable)?;
-        super::audit_log::migrate(&tx)?;
         super::version::record(&tx)?;
         tx.commit().map_err(unavailable)?;
         tracing::info!(

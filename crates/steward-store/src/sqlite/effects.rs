@@ -16,7 +16,7 @@ use serde_json::Value;
 use steward_core::impact::ReservationState;
 use steward_core::{
     ActionId, EffectId, EffectState, EnvironmentId, IdempotencyKey, InvocationId, KeyId,
-    OperationKey,
+    OperationKey, ReplicaId,
 };
 use steward_core::{LimitId, Millis};
 
@@ -256,10 +256,46 @@ fn current_state(
     rows::state(&raw.ok_or(StoreError::NotFound { what: "effect" })?)
 }
 
+/// Refuses a change by an attempt's holder once the attempt is no longer its
+/// (`StoreError::Fenced`): the effect's owner must still be `holder`, and the effect's epoch
+/// the one the attempt was begun under. Read under the writer's lock, like the state compared,
+/// so no takeover lands between this check and the write.
+fn check_holder(tx: &Transaction<'_>, c: &EffectChange, holder: &ReplicaId) -> StoreResult<()> {
+    let Some(AttemptChange::Finish { number, .. }) = &c.attempt else {
+        return Err(StoreError::Corrupt(
+            "a holder's change without the attempt it finishes".into(),
+        ));
+    };
+    let (owner, current, held): (Option<String>, i64, Option<i64>) = tx
+        .query_row_cached(
+            "SELECT e.owner, e.fence, a.fence FROM effects e
+             LEFT JOIN attempts a ON a.effect_id = e.id AND a.number = ?3
+             WHERE e.env_id = ?1 AND e.id = ?2",
+            params![c.env_id.as_str(), c.effect_id.as_str(), number],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or(StoreError::NotFound { what: "effect" })?;
+    let held = held.unwrap_or(-1);
+    if owner.as_deref() == Some(holder.as_str()) && held == current {
+        return Ok(());
+    }
+    Err(StoreError::Fenced {
+        what: format!("attempt {number} of {}", c.effect_id),
+        held,
+        current,
+    })
+}
+
 /// Moves the effect with a compare-and-set on its state (read first: the writer holds the
-/// file's lock, so nothing moves it in between) and writes what its [`ChangePlan`] says.
+/// file's lock, so nothing moves it in between) and writes what its [`ChangePlan`] says. A
+/// holder's change is fenced first ([`check_holder`]); a takeover moves the epoch on.
 pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResult<()> {
     c.check_legal()?;
+    if let Some(Fence::Holder(holder)) = &c.fence {
+        check_holder(tx, c, holder)?;
+    }
     let found = current_state(tx, &c.env_id, &c.effect_id)?;
     if found != c.from {
         return Err(StoreError::StateConflict {
@@ -274,18 +310,25 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
         return Err(StoreError::Halted);
     }
     write_attempt(tx, &plan)?;
+    let (owner, bump) = match (&c.fence, plan.begun) {
+        (Some(Fence::TakeOver(by)), _) => (Some(by.as_str()), 1),
+        (_, Some(b)) => (Some(b.owner), 0),
+        _ => (None, 0),
+    };
     super::conn::execute_cached(
         tx,
         "UPDATE effects SET state = ?1, updated_at = ?2, attempt_count = COALESCE(?3, attempt_count),
-            external_reference = COALESCE(?4, external_reference), owner = COALESCE(?5, owner)
+            external_reference = COALESCE(?4, external_reference), owner = COALESCE(?5, owner),
+            fence = fence + ?7
          WHERE id = ?6",
         params![
             plan.to,
             plan.now,
             plan.begun.map(|b| b.number),
             c.external_reference,
-            plan.begun.map(|b| b.owner),
-            c.effect_id.as_str()
+            owner,
+            c.effect_id.as_str(),
+            bump
         ],
     )
     .map_err(unavailable)?;
@@ -325,8 +368,8 @@ fn write_attempt(tx: &Transaction<'_>, plan: &ChangePlan<'_>) -> StoreResult<()>
     if let Some(b) = plan.begun {
         super::conn::execute_cached(
             tx,
-            "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner)
-             VALUES (?1, ?2, ?3, ?4, 'dispatching', ?5)",
+            "INSERT INTO attempts (effect_id, number, started_at, deadline_at, status, owner, fence)
+             VALUES (?1, ?2, ?3, ?4, 'dispatching', ?5, (SELECT fence FROM effects WHERE id = ?1))",
             params![effect, b.number, plan.now, b.deadline_at, b.owner],
         )
         .map_err(unavailable)?;

@@ -10,7 +10,7 @@ use super::SqliteStore;
 use crate::error::StoreResult;
 use crate::records::*;
 use crate::recovery::{self, Orphan, Step};
-use crate::store::Replicas;
+use crate::store::{Heartbeat, Replicas};
 use async_trait::async_trait;
 use rusqlite::{params, Transaction};
 use steward_core::{EffectId, EnvironmentId, InvocationId, Millis, ReplicaId};
@@ -24,6 +24,12 @@ fn orphaned(table: &str) -> String {
     )
 }
 
+/// True (as SQL) when the `dispatching` effect `e` has an attempt in flight whose deadline is
+/// older than `?3`: overdue by more than the lease, taken whoever owns it.
+const OVERDUE: &str = "(e.state = 'dispatching' AND EXISTS (
+            SELECT 1 FROM attempts a WHERE a.effect_id = e.id AND a.number = e.attempt_count
+                AND a.finished_at IS NULL AND a.deadline_at < ?3))";
+
 /// The orphans, oldest first. Whether an approval released each is one uncorrelated subquery,
 /// which SQLite evaluates once for the statement: `approvals` has no index on `effect_id`, and a
 /// correlated `EXISTS` would scan it once per orphan.
@@ -31,9 +37,10 @@ fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
     let sql = format!(
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
                 e.id IN (SELECT a.effect_id FROM approvals a
-                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL)
+                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL),
+                {OVERDUE}
          FROM effects e
-         WHERE e.{} AND e.state IN ('ready', 'dispatching') AND {}
+         WHERE e.{} AND e.state IN ('ready', 'dispatching') AND ({} OR {OVERDUE})
          ORDER BY e.created_at, e.id",
         super::schema::OPEN_STATES_TERM,
         orphaned("e")
@@ -41,7 +48,11 @@ fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
     query_all(
         tx,
         &sql,
-        &[&sweep.replica.as_str(), &sweep.dead_before.0],
+        &[
+            &sweep.replica.as_str(),
+            &sweep.dead_before.0,
+            &sweep.overdue_before.0,
+        ],
         |row| {
             let corrupt = |e| rows::corrupt("id", e);
             Ok(Orphan {
@@ -52,12 +63,14 @@ fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
                 attempts: col(row, 4)?,
                 owner: col(row, 5)?,
                 approved: col::<i64>(row, 6)? != 0,
+                overdue: col::<i64>(row, 7)? != 0,
             })
         },
     )
 }
 
-/// Makes an orphaned approved effect the sweeping replica's, which dispatches it.
+/// Makes an orphaned approved effect the sweeping replica's, which dispatches it: a takeover,
+/// under the next epoch.
 fn claim(
     tx: &Transaction<'_>,
     orphan: &Orphan,
@@ -66,7 +79,7 @@ fn claim(
 ) -> StoreResult<()> {
     super::conn::execute_cached(
         tx,
-        "UPDATE effects SET owner = ?1 WHERE id = ?2",
+        "UPDATE effects SET owner = ?1, fence = fence + 1 WHERE id = ?2",
         params![sweep.replica.as_str(), orphan.effect.as_str()],
     )
     .map_err(unavailable)?;
@@ -88,17 +101,26 @@ impl Replicas for SqliteStore {
         .await
     }
 
-    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<()> {
+    async fn heartbeat(&self, replica: &ReplicaId, now: Millis) -> StoreResult<Heartbeat> {
         let replica = replica.clone();
         self.write(move |tx| {
-            super::conn::execute_cached(
+            // Under the writer's lock: no sweep removes the row between the two statements.
+            let renewed = super::conn::execute_cached(
                 tx,
-                "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
-         ON CONFLICT (id) DO UPDATE SET heartbeat_at = MAX(heartbeat_at, excluded.heartbeat_at)",
+                "UPDATE replicas SET heartbeat_at = MAX(heartbeat_at, ?2) WHERE id = ?1",
                 params![replica.as_str(), now.0],
             )
             .map_err(unavailable)?;
-            Ok(())
+            if renewed == 1 {
+                return Ok(Heartbeat::Renewed);
+            }
+            super::conn::execute_cached(
+                tx,
+                "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)",
+                params![replica.as_str(), now.0],
+            )
+            .map_err(unavailable)?;
+            Ok(Heartbeat::Registered)
         })
         .await
     }

@@ -271,6 +271,22 @@ pub const OWNER_COLUMNS: &[(&str, &str)] = &[
     ("idempotency", "owner"),
 ];
 
+/// `(table, column, type)`: the fencing epochs (schema version 3; docs/DECISIONS.md, "Fencing
+/// tokens"). An effect's epoch grows at each takeover and an attempt records the one it was
+/// begun under; the audit sealer's and a webhook claim's grow at each new holder. Rows from
+/// before start at epoch 0. Added before `attempts` is rebuilt rowless, whose copy
+/// ([`ROWLESS`]) carries `fence`.
+pub const FENCE_COLUMNS: &[(&str, &str, &str)] = &[
+    ("effects", "fence", "INTEGER NOT NULL DEFAULT 0"),
+    ("attempts", "fence", "INTEGER NOT NULL DEFAULT 0"),
+    ("audit_head", "sealer_epoch", "INTEGER NOT NULL DEFAULT 0"),
+    (
+        "webhook_subscriptions",
+        "lease_epoch",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
+];
+
 /// The effect states an effect leaves again, as SQL: `effects_open` holds the effects in them.
 /// SQLite uses a partial index only where the query's WHERE clause implies the index's
 /// condition, and it proves that for an `IN` list only when the query has the same list: a
@@ -333,9 +349,10 @@ pub const ROWLESS: &[Rowless] = &[
     response_status INTEGER,
     error TEXT,
     owner TEXT,
+    fence INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (effect_id, number)
 ) WITHOUT ROWID"#,
-        columns: "effect_id, number, started_at, deadline_at, finished_at, status, response_status, error, owner",
+        columns: "effect_id, number, started_at, deadline_at, finished_at, status, response_status, error, owner, fence",
     },
     Rowless {
         table: "evidence",

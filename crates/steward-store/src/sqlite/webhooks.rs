@@ -12,11 +12,11 @@ use crate::store::{
     WEBHOOK_BACKLOG_SCAN_EVENTS_MAX,
 };
 use crate::webhooks::{
-    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, subscription,
-    subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
+    backlog, dead_letter, dead_lettered, redelivered, redelivery_requested, stale_claim,
+    subscription, subscription_changed, COLUMNS, LETTER_COLUMNS, REDELIVERY_WAITING,
 };
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 use serde_json::json;
 use steward_core::{EnvironmentId, Millis};
 
@@ -264,13 +264,18 @@ impl Webhooks for SqliteStore {
                 &[&now.0, &limit],
                 |row| subscription(row),
             )?;
-            for s in &due {
+            let mut due = due;
+            for s in &mut due {
                 execute_cached(
                     tx,
-                    "UPDATE webhook_subscriptions SET lease_owner = ?1, lease_until = ?2 WHERE id = ?3",
+                    "UPDATE webhook_subscriptions SET lease_owner = ?1, lease_until = ?2,
+                        lease_epoch = lease_epoch + 1
+                     WHERE id = ?3",
                     params![owner, lease_until.0, s.id],
                 )
                 .map_err(unavailable)?;
+                // The claim's token: the epoch this update moved to (under the writer's lock).
+                s.lease_epoch += 1;
             }
             Ok(due)
         })
@@ -281,6 +286,7 @@ impl Webhooks for SqliteStore {
         &self,
         id: &str,
         owner: &str,
+        epoch: i64,
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,
@@ -307,7 +313,7 @@ impl Webhooks for SqliteStore {
                 .execute(
                     "UPDATE webhook_subscriptions SET cursor = ?1, attempts = ?2,
                         next_attempt_at = ?3, last_error = ?4, lease_owner = ?8, lease_until = ?9
-                     WHERE id = ?5 AND lease_owner = ?6 AND cursor = ?7",
+                     WHERE id = ?5 AND lease_owner = ?6 AND lease_epoch = ?10 AND cursor = ?7",
                     params![
                         cursor,
                         attempts,
@@ -317,12 +323,24 @@ impl Webhooks for SqliteStore {
                         owner,
                         from,
                         lease_owner,
-                        lease_until
+                        lease_until,
+                        epoch
                     ],
                 )
                 .map_err(unavailable)?;
             if changed == 0 {
-                return Ok(false);
+                let lease: Option<(Option<String>, i64)> = tx
+                    .query_row(
+                        "SELECT lease_owner, lease_epoch FROM webhook_subscriptions WHERE id = ?1",
+                        params![id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                let Some((lease_owner, lease_epoch)) = lease else {
+                    return Ok(false);
+                };
+                return stale_claim(&id, &owner, epoch, lease_owner.as_deref(), lease_epoch);
             }
             if let DeliveryOutcome::DeadLetter { letter } = &outcome {
                 tx.execute(

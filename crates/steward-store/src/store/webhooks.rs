@@ -32,6 +32,9 @@ pub struct WebhookSubscription {
     pub previous_until: Option<Millis>,
     /// The last event `seq` this subscription is done with.
     pub cursor: i64,
+    /// The epoch of the subscription's delivery lease: it grows at each claim, and a delivery
+    /// result is recorded only under the claim's epoch (`Webhooks::record_delivery`).
+    pub lease_epoch: i64,
     /// Failed attempts at the event after the cursor.
     pub attempts: u32,
     pub next_attempt_at: Millis,
@@ -189,7 +192,8 @@ pub trait Webhooks: Send + Sync {
     /// `owner` included: a replica's worker keeps its lease while it delivers, and must not be
     /// doubled), to `owner` until `lease_until`, and returns them. Two replicas never hold one
     /// subscription's lease at once, so one event is not POSTed by both (a lease that runs out
-    /// mid-attempt can still cause a repeat: at least once).
+    /// mid-attempt can still cause a repeat: at least once). Each claim moves the
+    /// subscription's `lease_epoch` on: the returned value is the claim's fencing token.
     async fn claim_subscriptions(
         &self,
         owner: &str,
@@ -198,15 +202,20 @@ pub trait Webhooks: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<WebhookSubscription>>;
 
-    /// Records an attempt's outcome for a subscription `owner` leased at cursor `from`. With
-    /// `keep_until` the lease stays `owner`'s until then (it delivers the next event at once);
-    /// without, the lease is released. `false` (and nothing written) when the lease or the
-    /// cursor is no longer what the caller saw: another replica moved on. Once this returns
-    /// `true` the cursor (and a dead letter) is durable: after a crash delivery resumes after it.
+    /// Records an attempt's outcome for a subscription `owner` leased at cursor `from` under
+    /// the claim `epoch` (its `lease_epoch` as claimed). With `keep_until` the lease stays
+    /// `owner`'s until then, under the same epoch (it delivers the next event at once);
+    /// without, the lease is released. A stale claim (the lease is no longer `owner`'s under
+    /// `epoch`: it ran out and another claim took it) is refused with `StoreError::Fenced`,
+    /// nothing written; `false` (and nothing written) when the claim holds but the cursor is no
+    /// longer what the caller saw. Once this returns `true` the cursor (and a dead letter) is
+    /// durable: after a crash delivery resumes after it.
+    #[allow(clippy::too_many_arguments)]
     async fn record_delivery(
         &self,
         id: &str,
         owner: &str,
+        epoch: i64,
         from: i64,
         outcome: &DeliveryOutcome,
         now: Millis,

@@ -18,7 +18,7 @@ pub async fn one_sealer_holds_the_lease_until_it_expires(store: Arc<dyn Store>) 
     }
     let env = Env::new(&store, "lease").await;
     let sealed = |outcome: SealOutcome| match outcome {
-        SealOutcome::Sealed { events, head } => (events, head),
+        SealOutcome::Sealed { events, head, .. } => (events, head),
         other => panic!("expected a seal, got {other:?}"),
     };
 

@@ -66,6 +66,7 @@ pub async fn figures_count_what_an_operator_graphs(store: Arc<dyn Store>) {
         .record_delivery(
             &s.id,
             "replica-a",
+            webhooks::claim_epoch(&store, &s).await,
             s.cursor,
             &DeliveryOutcome::DeadLetter { letter },
             T0,

@@ -15,7 +15,7 @@ const ANNOUNCEMENT_WAIT_S: u64 = 10;
 
 impl Env {
     /// Submits `input` as recorded by replica `owner`, with an idempotency key when given.
-    async fn submit_as(
+    pub(crate) async fn submit_as(
         &self,
         action: &ActionRecord,
         input: Value,
@@ -29,11 +29,13 @@ impl Env {
     }
 
     /// Ready -> Dispatching with attempt 1, recorded by replica `owner`.
-    async fn begin_as(&self, effect: &EffectId, owner: &ReplicaId) {
+    pub(crate) async fn begin_as(&self, effect: &EffectId, owner: &ReplicaId) {
         let mut change = self.change(effect, EffectState::Ready, EffectState::Dispatching, 2_000);
+        // Not overdue for the sweeps at 100 000 below, which leave a live owner's attempt
+        // alone; overdue by 200 000.
         change.attempt = Some(AttemptChange::Begin {
             number: 1,
-            deadline_at: Millis(32_000),
+            deadline_at: Millis(150_000),
             owner: owner.clone(),
         });
         self.store

@@ -25,6 +25,8 @@ const EARLIER_TABLES: &[(&str, &str)] = &[
             response_status INTEGER,
             error TEXT,
             owner TEXT,
+            -- Added since (schema version 3); an older store gains it before the rebuild.
+            fence INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (effect_id, number)
         )",
     ),

@@ -22,12 +22,23 @@ pub fn subscription(env: &Env, topic: &str) -> WebhookSubscription {
         previous_secret: None,
         previous_until: None,
         cursor: 10,
+        lease_epoch: 0,
         attempts: 0,
         next_attempt_at: T0,
         last_error: None,
         created_at: T0,
         updated_at: T0,
     }
+}
+
+/// The epoch of `s`'s lease as stored: the token of its latest claim.
+pub async fn claim_epoch(store: &Arc<dyn Store>, s: &WebhookSubscription) -> i64 {
+    store
+        .subscription(&s.env_id, &s.id)
+        .await
+        .expect("subscription")
+        .expect("subscription exists")
+        .lease_epoch
 }
 
 pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holder(
@@ -112,16 +123,20 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
         next_attempt_at: Millis(now.0 + 500),
         error: "HTTP 500".into(),
     };
+    let epoch = claim_epoch(&store, &s).await;
+    assert_eq!(mine[0].lease_epoch, epoch, "the claim answers its token");
+    assert!(matches!(
+        store
+            .record_delivery(&s.id, "replica-b", epoch, 10, &retry, now, None)
+            .await,
+        Err(StoreError::Fenced { .. })
+    ));
     assert!(!store
-        .record_delivery(&s.id, "replica-b", 10, &retry, now, None)
-        .await
-        .unwrap());
-    assert!(!store
-        .record_delivery(&s.id, "replica-a", 9, &retry, now, None)
+        .record_delivery(&s.id, "replica-a", epoch, 9, &retry, now, None)
         .await
         .unwrap());
     assert!(store
-        .record_delivery(&s.id, "replica-a", 10, &retry, now, None)
+        .record_delivery(&s.id, "replica-a", epoch, 10, &retry, now, None)
         .await
         .unwrap());
     let read = store.subscription(&env.id, &s.id).await.unwrap().unwrap();
@@ -155,7 +170,15 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
         letter: letter.clone(),
     };
     assert!(store
-        .record_delivery(&s.id, "replica-b", 10, &dead, due, None)
+        .record_delivery(
+            &s.id,
+            "replica-b",
+            claim_epoch(&store, &s).await,
+            10,
+            &dead,
+            due,
+            None
+        )
         .await
         .unwrap());
     let read = store.subscription(&env.id, &s.id).await.unwrap().unwrap();
@@ -176,7 +199,15 @@ pub async fn webhook_subscriptions_are_walled_leased_and_advanced_by_their_holde
     );
     let advance = DeliveryOutcome::Advance { cursor: 20 };
     assert!(store
-        .record_delivery(&s.id, "replica-a", 11, &advance, due, None)
+        .record_delivery(
+            &s.id,
+            "replica-a",
+            claim_epoch(&store, &s).await,
+            11,
+            &advance,
+            due,
+            None
+        )
         .await
         .unwrap());
     assert_eq!(
@@ -250,7 +281,15 @@ pub async fn webhook_leases_are_kept_released_when_dead_and_letters_redelivered_
     ));
     let advance = DeliveryOutcome::Advance { cursor: 1 };
     assert!(store
-        .record_delivery(&s.id, alive.as_str(), 0, &advance, now, Some(until))
+        .record_delivery(
+            &s.id,
+            alive.as_str(),
+            claim_epoch(&store, &s).await,
+            0,
+            &advance,
+            now,
+            Some(until)
+        )
         .await
         .unwrap());
     for claimer in [&alive, &dead] {
@@ -294,7 +333,15 @@ pub async fn webhook_leases_are_kept_released_when_dead_and_letters_redelivered_
     let d = letter(&s, 2, now);
     let dead_letter = DeliveryOutcome::DeadLetter { letter: d.clone() };
     assert!(store
-        .record_delivery(&s.id, alive.as_str(), 1, &dead_letter, now, Some(until))
+        .record_delivery(
+            &s.id,
+            alive.as_str(),
+            claim_epoch(&store, &s).await,
+            1,
+            &dead_letter,
+            now,
+            Some(until)
+        )
         .await
         .unwrap());
     let later = Millis(now.0 + 3_600_000);
@@ -304,7 +351,15 @@ pub async fn webhook_leases_are_kept_released_when_dead_and_letters_redelivered_
         error: "HTTP 500".into(),
     };
     assert!(store
-        .record_delivery(&s.id, alive.as_str(), 2, &retry, now, None)
+        .record_delivery(
+            &s.id,
+            alive.as_str(),
+            claim_epoch(&store, &s).await,
+            2,
+            &retry,
+            now,
+            None
+        )
         .await
         .unwrap());
     assert!(!ours(

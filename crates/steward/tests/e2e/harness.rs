@@ -125,6 +125,17 @@ impl Server {
         false
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process: `STOP` freezes it as a long GC
+    /// pause or a frozen VM would, sockets open and nothing run, until `CONT`.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
     /// Waits (bounded) for the process to exit on its own, e.g. at an armed crash point.
     pub async fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let started = Instant::now();

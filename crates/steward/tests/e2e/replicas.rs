@@ -239,6 +239,87 @@ async fn a_replica_killed_while_the_provider_holds_its_write_is_taken_over_and_n
     c.audit_verifies();
 }
 
+/// A replica frozen (SIGSTOP) past its lease while the provider holds its write open: another
+/// replica takes the attempt over (`unknown`, under the next epoch). Woken (SIGCONT), the frozen
+/// replica gets the provider's answer and tries to record it: the fence refuses it (kept as a
+/// late answer, the new owner's state stands), it logs that it was fenced, rejoins, and serves
+/// on. One provider write for the key, counted at the fixture.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_paused_past_its_lease_is_fenced_and_serves_on_after_it_wakes() {
+    let c = cluster().await;
+    // Held longer than the pause and the takeover, shorter than the dispatch deadline (10 s):
+    // the frozen replica's answer arrives once it is awake again.
+    c.fixture.set_faults(
+        FaultPlan::new(FaultMode::HoldAfterCommit)
+            .hold_ms(LEASE_MS * 7)
+            .times(1),
+    );
+    let victim = 1;
+    let agent = c.agents[victim].clone();
+    let pending = tokio::spawn(async move {
+        agent
+            .invoke("refund", refund_input(9), Some("order-9"), None)
+            .await
+    });
+    let fixture = &c.fixture;
+    assert!(
+        eventually(Duration::from_secs(10), || fixture.write_count() == 1).await,
+        "the provider committed the write"
+    );
+    c.servers[victim].signal("STOP");
+
+    // Another replica takes the frozen one for dead and the attempt over, within a few leases.
+    let inv = settled_first_invocation(&c.agents[0], Duration::from_millis(LEASE_MS * 5)).await;
+    c.servers[victim].signal("CONT");
+    assert_eq!(inv["status"], "unknown", "{inv}\n{}", c.logs());
+    let effect_id = inv["effectId"].as_str().expect("governed invocation");
+
+    // Awake, the replica records its answer: refused by the fence, and it says so.
+    let victim_log = || c.servers[victim].log();
+    assert!(
+        eventually(Duration::from_millis(LEASE_MS * 15), || victim_log()
+            .contains("fenced: another replica took this attempt over"))
+        .await,
+        "the woken replica's late answer is refused by the fence:\n{}",
+        c.logs()
+    );
+    assert!(
+        eventually(Duration::from_millis(LEASE_MS * 10), || victim_log()
+            .contains("rejoined with a fresh registration"))
+        .await,
+        "the woken replica finds it was fenced and rejoins:\n{}",
+        victim_log()
+    );
+    let _ = pending.await;
+    let effect = c.agents[0]
+        .get(&format!("/actions/effects/{effect_id}"))
+        .await
+        .data()
+        .clone();
+    let kinds: Vec<&str> = effect["evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["accepted", "attempt", "restart", "late_answer"],
+        "one takeover, and the late answer kept as evidence only: {effect}"
+    );
+    assert_eq!(effect["outcome"], "unknown", "the new owner's state stands");
+    assert_eq!(c.fixture.write_count(), 1, "exactly one provider write");
+
+    // It serves on: a new operation through it is sent once and recorded by it.
+    let next = c.agents[victim]
+        .invoke("refund", refund_input(10), Some("order-10"), None)
+        .await;
+    assert_eq!(next.status, 200, "{:?}", next.body);
+    assert_eq!(next.data()["status"], "succeeded", "{:?}", next.body);
+    assert_eq!(c.fixture.write_count(), 2, "one write per operation key");
+    c.audit_verifies();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_long_poll_on_one_replica_wakes_when_another_replica_decides() {
     let c = cluster().await;
