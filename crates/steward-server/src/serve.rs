@@ -183,7 +183,7 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
         store,
         vault,
         clock,
-        transport: Arc::new(HttpTransport::new(http.clone())),
+        transport: transport(&http),
         http,
         ids: Arc::new(UlidIds),
         outbound,
@@ -355,4 +355,13 @@ async fn expire_approvals(state: AppState) {
             Err(e) => tracing::warn!(error = %e, "approval expiry sweep failed; retrying"),
         }
     }
+}
+
+/// The server's transport: the guarded HTTP client (broken on purpose only in a
+/// `faults-selftest` build with `STEWARD_FAULTS_SELFTEST` set, `selftest.rs`).
+fn transport(http: &reqwest::Client) -> Arc<dyn crate::Transport> {
+    let transport: Arc<dyn crate::Transport> = Arc::new(HttpTransport::new(http.clone()));
+    #[cfg(feature = "faults-selftest")]
+    let transport = crate::selftest::transport(transport);
+    transport
 }
