@@ -40,7 +40,6 @@ mod progress;
 mod reconcile;
 mod replica;
 mod router;
-#[cfg(feature = "faults-selftest")]
 mod selftest;
 mod serve;
 mod start_error;

@@ -1,7 +1,10 @@
-//! Broken builds for the fault suite's own tests (feature `faults-selftest`, never in a
-//! release): `STEWARD_FAULTS_SELFTEST=<break>` makes a server that breaks one promise on
-//! purpose, so `steward faults` can show that its checks name the violation. Without the
-//! feature this module does not exist; with it and the variable unset, nothing changes.
+//! Broken builds for the fault suite's own tests: `STEWARD_FAULTS_SELFTEST=<break>` makes a
+//! `steward serve` process that breaks one promise on purpose, so `steward faults` can show that
+//! its checks name the violation. Unset (always, outside those tests), nothing changes: the
+//! variable is read once, and the server warns loudly at start when it is set. Like
+//! `STEWARD_CRASH_AT` (`crash.rs`) and `AppState::defect` (the simulator's broken builds), it is
+//! a runtime switch rather than a cargo feature: one build, whose tests all run
+//! (docs/DECISIONS.md, "Broken builds of a real process are a runtime switch").
 //!
 //! * `duplicate_send`: every provider write is sent twice, the second under another
 //!   `Idempotency-Key` (a dispatcher that lost its dedupe): two provider writes for one key.
@@ -17,13 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The variable that arms a break.
-pub const SELFTEST_ENV: &str = "STEWARD_FAULTS_SELFTEST";
+pub(crate) const SELFTEST_ENV: &str = "STEWARD_FAULTS_SELFTEST";
 /// The breaks that act on some requests act on one in this many.
-pub const ONE_IN: u64 = 4;
+pub(crate) const ONE_IN: u64 = 4;
 
 /// One promise broken on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Break {
+pub(crate) enum Break {
     DuplicateSend,
     AckWithoutCommit,
     HangDispatch,
@@ -51,8 +54,8 @@ fn picked(counter: &AtomicU64) -> bool {
     counter.fetch_add(1, Ordering::Relaxed) % ONE_IN == ONE_IN - 1
 }
 
-/// The server's transport, broken as armed.
-pub fn transport(inner: Arc<dyn Transport>) -> Arc<dyn Transport> {
+/// The server's transport, broken as armed (unchanged when nothing is).
+pub(crate) fn transport(inner: Arc<dyn Transport>) -> Arc<dyn Transport> {
     match armed() {
         Some(b @ (Break::DuplicateSend | Break::HangDispatch)) => Arc::new(Broken {
             inner,
@@ -95,7 +98,7 @@ impl Transport for Broken {
 }
 
 /// For `ack_without_commit`: the answer to give instead of invoking, one time in [`ONE_IN`].
-pub fn acknowledgement_without_commit() -> Option<Response> {
+pub(crate) fn acknowledgement_without_commit() -> Option<Response> {
     static INVOKES: AtomicU64 = AtomicU64::new(0);
     if armed() != Some(Break::AckWithoutCommit) || !picked(&INVOKES) {
         return None;

@@ -357,11 +357,8 @@ async fn expire_approvals(state: AppState) {
     }
 }
 
-/// The server's transport: the guarded HTTP client (broken on purpose only in a
-/// `faults-selftest` build with `STEWARD_FAULTS_SELFTEST` set, `selftest.rs`).
+/// The server's transport: the guarded HTTP client (broken on purpose only when
+/// `STEWARD_FAULTS_SELFTEST` is set, `selftest.rs`).
 fn transport(http: &reqwest::Client) -> Arc<dyn crate::Transport> {
-    let transport: Arc<dyn crate::Transport> = Arc::new(HttpTransport::new(http.clone()));
-    #[cfg(feature = "faults-selftest")]
-    let transport = crate::selftest::transport(transport);
-    transport
+    crate::selftest::transport(Arc::new(HttpTransport::new(http.clone())))
 }

@@ -1,8 +1,7 @@
 //! `steward faults`, bounded for CI: the suite passes a count-bounded schedule on PostgreSQL
 //! (replica kills, pauses past the lease, partitions through the fault proxy, provider faults)
-//! and on the embedded store (the Steward process killed as the "primary"); and, in a
-//! `faults-selftest` build, a server broken on purpose makes it fail naming the violation
-//! (`cargo test -p steward --features faults-selftest --test e2e faults`).
+//! and on the embedded store (the Steward process killed as the "primary"); and a server broken on
+//! purpose (`STEWARD_FAULTS_SELFTEST`) makes it fail naming the violation.
 //!
 //! The runs are bounded by operations settled (`--operations`), not by time, so a slow machine
 //! makes them slower, never flaky.
@@ -87,7 +86,6 @@ fn a_bounded_schedule_on_the_embedded_store_survives_process_kills() {
 
 /// A run on a server broken by `STEWARD_FAULTS_SELFTEST=<break>`: it must fail, and some line
 /// must name `violation`.
-#[cfg(feature = "faults-selftest")]
 fn broken_run_names(selftest: &str, violation: &str) {
     let (ok, out) = faults(
         &[
@@ -115,19 +113,16 @@ fn broken_run_names(selftest: &str, violation: &str) {
     );
 }
 
-#[cfg(feature = "faults-selftest")]
 #[test]
 fn a_build_that_sends_twice_fails_with_duplicates() {
     broken_run_names("duplicate_send", "duplicate");
 }
 
-#[cfg(feature = "faults-selftest")]
 #[test]
 fn a_build_that_acknowledges_without_committing_fails_with_lost() {
     broken_run_names("ack_without_commit", "lost");
 }
 
-#[cfg(feature = "faults-selftest")]
 #[test]
 fn a_build_that_leaves_attempts_hanging_fails_with_left_dispatching() {
     broken_run_names("hang_dispatch", "left dispatching");

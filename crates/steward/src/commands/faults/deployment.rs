@@ -104,6 +104,13 @@ impl Deployment {
             }
             (StoreKind::Ha | StoreKind::Postgres, None) => {
                 let nodes = if kind == StoreKind::Ha { "3" } else { "1" };
+                // Run as root, the script hands the cluster's directory to the `postgres` user,
+                // who must be able to reach it through the run's directory.
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+                }
                 let dir = dir.join("cluster");
                 let dir_arg = dir.to_string_lossy().into_owned();
                 let port = port.to_string();

@@ -413,7 +413,7 @@ async fn faults_and_checks(
         log.note(format!("drain: agents still busy after {} s", args.drain_s));
     }
     // Each gives up at its next call: within one request's deadline.
-    for agent in agents {
+    for agent in agents.into_iter().filter(|a| !a.is_finished()) {
         let _ = tokio::time::timeout(
             Duration::from_millis(clients::INVOKE_TIMEOUT_MS * 2),
             agent,
