@@ -44,7 +44,10 @@ fn armed() -> Option<Break> {
                 return None;
             }
         };
-        tracing::warn!(?armed, "a selftest break is armed: this server breaks a promise");
+        tracing::warn!(
+            ?armed,
+            "a selftest break is armed: this server breaks a promise"
+        );
         Some(armed)
     })
 }

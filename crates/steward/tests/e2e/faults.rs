@@ -57,7 +57,9 @@ fn a_bounded_schedule_on_postgres_loses_nothing_and_repeats_nothing() {
     let last = last_line(&out);
     assert!(ok && last.starts_with("faults: ok, "), "{out}");
     assert!(
-        last.contains(" 0 duplicates, 0 lost, 0 primary failovers, 1 replica kills, 1 pauses, 1 partitions"),
+        last.contains(
+            " 0 duplicates, 0 lost, 0 primary failovers, 1 replica kills, 1 pauses, 1 partitions"
+        ),
         "{last}"
     );
 }

@@ -367,11 +367,7 @@ fn reservations(
         .collect();
     let mut expected = LimitUsage::default();
     for effect in effects {
-        let Some(amount) = effect
-            .operation_key
-            .as_deref()
-            .and_then(|k| amounts.get(k))
-        else {
+        let Some(amount) = effect.operation_key.as_deref().and_then(|k| amounts.get(k)) else {
             continue;
         };
         match (effect.outcome.as_str(), effect.stage.as_str()) {

@@ -338,9 +338,7 @@ mod tests {
 
     #[test]
     fn every_approver_makes_the_same_choice() {
-        let denied = (0..100)
-            .filter(|n| denies(7, &format!("apr_{n}")))
-            .count();
+        let denied = (0..100).filter(|n| denies(7, &format!("apr_{n}"))).count();
         assert!(denied > 5 && denied < 40, "{denied}");
         assert_eq!(denies(7, "apr_x"), denies(7, "apr_x"));
     }

@@ -221,10 +221,7 @@ mod tests {
             routed,
             "postgres://postgres@127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003/steward?target_session_attrs=read-write"
         );
-        assert_eq!(
-            seen,
-            ["127.0.0.1:5433", "127.0.0.1:5434", "127.0.0.1:5435"]
-        );
+        assert_eq!(seen, ["127.0.0.1:5433", "127.0.0.1:5434", "127.0.0.1:5435"]);
         assert_eq!(
             route("postgres://localhost/db", |_| Ok("127.0.0.1:9".into())).unwrap(),
             "postgres://127.0.0.1:9/db"

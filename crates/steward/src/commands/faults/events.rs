@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Answer {
     /// An invocation came back (HTTP 200 or 202): the operation is acknowledged.
-    Acknowledged {
-        invocation: String,
-        status: String,
-    },
+    Acknowledged { invocation: String, status: String },
     /// An error whose text says nothing was changed and nothing was sent (failed before
     /// dispatch): `STORAGE_UNAVAILABLE`.
     NotSent { status: u16, code: String },
@@ -96,18 +93,6 @@ impl EventLog {
                 file: Some(file),
             })),
         })
-    }
-
-    /// A log kept in memory only (the checks' unit tests).
-    #[cfg(test)]
-    pub(crate) fn in_memory() -> EventLog {
-        EventLog {
-            started: Instant::now(),
-            inner: Arc::new(Mutex::new(Inner {
-                events: Vec::new(),
-                file: None,
-            })),
-        }
     }
 
     /// The time since the run began.

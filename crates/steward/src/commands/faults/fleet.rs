@@ -92,7 +92,11 @@ impl Fleet {
                     }
                     let mut next = proxies.iter();
                     Some(route(url, |_| {
-                        Ok(next.next().context("a host without a proxy")?.addr().to_string())
+                        Ok(next
+                            .next()
+                            .context("a host without a proxy")?
+                            .addr()
+                            .to_string())
                     })?)
                 }
             };
@@ -101,7 +105,11 @@ impl Fleet {
                 proxies,
                 database,
             });
-            fleet.urls.write().unwrap_or_else(|e| e.into_inner()).push(String::new());
+            fleet
+                .urls
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(String::new());
             fleet.restart(fleet.replicas.len() - 1).await?;
         }
         Ok(fleet)

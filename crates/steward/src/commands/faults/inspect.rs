@@ -169,7 +169,10 @@ async fn audit(exe: &Path, data: &Path, database: Option<&str>) -> anyhow::Resul
     if let Some(url) = database {
         command.args(["--database", url]);
     }
-    let out = command.output().await.context("running steward audit verify")?;
+    let out = command
+        .output()
+        .await
+        .context("running steward audit verify")?;
     Ok((!out.status.success()).then(|| {
         format!(
             "{} {}",

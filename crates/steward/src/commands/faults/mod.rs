@@ -319,8 +319,8 @@ async fn drive(
     let fixture = Fixture::start(exe, dir).await?;
     let database = deployment.url.as_deref();
     let mut fleet = Fleet::start(exe, &data, database, args.replicas(), &settings).await?;
-    let result = faults_and_checks(args, mix, exe, &data, deployment, &fixture, &mut fleet, log)
-        .await;
+    let result =
+        faults_and_checks(args, mix, exe, &data, deployment, &fixture, &mut fleet, log).await;
     fleet.stop().await;
     fixture.stop().await;
     result
@@ -414,11 +414,8 @@ async fn faults_and_checks(
     }
     // Each gives up at its next call: within one request's deadline.
     for agent in agents.into_iter().filter(|a| !a.is_finished()) {
-        let _ = tokio::time::timeout(
-            Duration::from_millis(clients::INVOKE_TIMEOUT_MS * 2),
-            agent,
-        )
-        .await;
+        let _ = tokio::time::timeout(Duration::from_millis(clients::INVOKE_TIMEOUT_MS * 2), agent)
+            .await;
     }
     for approver in approvers {
         let _ = approver.await;

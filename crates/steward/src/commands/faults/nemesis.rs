@@ -164,9 +164,11 @@ impl Nemesis<'_> {
             self.fleet.restart(0).await?;
             self.fault("primary-restarted", String::new());
         } else {
-            self.shared.log.record(Event::PrimaryDeath);
+            // The script waits for a synchronous standby to promote, kills, and returns at
+            // once: the outage starts when it returns.
             let node = self.deployment.kill_primary().await?;
             self.fault("primary-kill", node);
+            self.shared.log.record(Event::PrimaryDeath);
         }
         let started = Instant::now();
         let death = *deaths(&self.shared.log.events())

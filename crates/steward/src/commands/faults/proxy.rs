@@ -214,17 +214,14 @@ mod tests {
 
         proxy.partition();
         // Held: neither an answer nor an error while the partition lasts.
-        let held = tokio::time::timeout(
-            Duration::from_millis(300),
-            round_trip(&mut before, b"held"),
-        )
-        .await;
+        let held =
+            tokio::time::timeout(Duration::from_millis(300), round_trip(&mut before, b"held"))
+                .await;
         assert!(held.is_err(), "traffic crossed a partition: {held:?}");
         // A new connection is accepted (the kernel does that) but nothing is relayed.
         let mut during = TcpStream::connect(proxy.addr()).await.unwrap();
         let blackholed =
-            tokio::time::timeout(Duration::from_millis(300), round_trip(&mut during, b"new"))
-                .await;
+            tokio::time::timeout(Duration::from_millis(300), round_trip(&mut during, b"new")).await;
         assert!(
             blackholed.is_err(),
             "a connection crossed a partition: {blackholed:?}"

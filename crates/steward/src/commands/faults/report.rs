@@ -88,7 +88,9 @@ pub(crate) fn write_row(
     command: &str,
     figures: &Figures,
 ) -> std::io::Result<()> {
-    let fresh = std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
+    let fresh = std::fs::metadata(path)
+        .map(|m| m.len() == 0)
+        .unwrap_or(true);
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -128,8 +130,20 @@ mod tests {
             ..Figures::default()
         };
         figures.injected.primary_failovers = 2;
-        write_row(&path, "embedded (SQLite)", "steward faults --store embedded", &figures).unwrap();
-        write_row(&path, "single PostgreSQL", "steward faults --store postgres", &figures).unwrap();
+        write_row(
+            &path,
+            "embedded (SQLite)",
+            "steward faults --store embedded",
+            &figures,
+        )
+        .unwrap();
+        write_row(
+            &path,
+            "single PostgreSQL",
+            "steward faults --store postgres",
+            &figures,
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.matches("| deployment |").count(), 1, "{text}");
         assert!(
