@@ -238,7 +238,7 @@ fn answers(events: &[Stamped]) -> BTreeMap<String, Answers> {
             }
             Answer::NotSent { code, .. } if first => seen.told_not_sent = Some(code.clone()),
             Answer::Refused { code, .. } => seen.refused = Some(code.clone()),
-            Answer::NotSent { .. } | Answer::Retry { .. } | Answer::NoAnswer { .. } => {}
+            Answer::NotSent { .. } | Answer::Retry { .. } | Answer::Unanswered { .. } => {}
         }
     }
     by_operation
@@ -605,7 +605,7 @@ mod tests {
         events.push(answer(
             300,
             3,
-            Answer::NoAnswer {
+            Answer::Unanswered {
                 reason: "timed out".into(),
             },
         ));

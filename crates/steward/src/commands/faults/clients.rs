@@ -87,7 +87,7 @@ async fn send(request: reqwest::RequestBuilder) -> Result<(u16, Value), String> 
 fn classify(result: Result<(u16, Value), String>) -> Answer {
     let (status, body) = match result {
         Ok(answer) => answer,
-        Err(reason) => return Answer::NoAnswer { reason },
+        Err(reason) => return Answer::Unanswered { reason },
     };
     if status == 200 || status == 202 {
         let data = &body["data"];
@@ -208,7 +208,7 @@ async fn drive(shared: &Shared, op: &Operation, gated: bool, rng: &mut StdRng) {
             }
             Answer::NotSent { .. } if first => return,
             Answer::Refused { .. } => return,
-            Answer::NotSent { .. } | Answer::Retry { .. } | Answer::NoAnswer { .. } => {
+            Answer::NotSent { .. } | Answer::Retry { .. } | Answer::Unanswered { .. } => {
                 failures += 1;
                 backoff(failures)
             }
@@ -332,7 +332,7 @@ mod tests {
         ));
         assert!(matches!(
             classify(Err("timed out".into())),
-            Answer::NoAnswer { .. }
+            Answer::Unanswered { .. }
         ));
     }
 

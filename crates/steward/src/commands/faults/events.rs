@@ -20,7 +20,7 @@ pub(crate) enum Answer {
     /// A refusal retrying cannot change (4xx): no invocation exists.
     Refused { status: u16, code: String },
     /// No answer: a timeout or a broken connection. The request may have been handled.
-    NoAnswer { reason: String },
+    Unanswered { reason: String },
 }
 
 /// One line of the log.
@@ -160,7 +160,7 @@ fn line(event: &Event) -> String {
                 Answer::NotSent { status, code } => format!("not-sent {status} {code}"),
                 Answer::Retry { status, code } => format!("retry {status} {code}"),
                 Answer::Refused { status, code } => format!("refused {status} {code}"),
-                Answer::NoAnswer { reason } => format!("no-answer {reason}"),
+                Answer::Unanswered { reason } => format!("no-answer {reason}"),
             };
             format!(
                 "answer {operation} replica={replica} sent={:.3} {what}",
