@@ -138,6 +138,30 @@ impl Deployment {
         })
     }
 
+    /// Waits (bounded) until every node of the cluster runs, one leads and one is its
+    /// synchronous standby: a primary is killed in a healthy cluster, not in one still
+    /// rejoining its last victim (strict synchronous mode stops writes while no standby is in
+    /// sync, which would measure the previous failure's recovery, not this one's). `false` when
+    /// it did not get there in time.
+    pub(crate) async fn wait_healthy(&self, limit: Duration) -> bool {
+        let Some(cluster) = &self.cluster else {
+            return true;
+        };
+        let dir = cluster.dir.to_string_lossy().into_owned();
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(out) =
+                script(&cluster.script, &["status", "--dir", &dir], CLUSTER_STEP_S).await
+            {
+                if healthy(&out) {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        false
+    }
+
     /// SIGKILLs the PostgreSQL primary's postmaster (the script picks it and, with one node,
     /// restarts it as systemd would); returns the node it named. The embedded store's
     /// "primary" is the Steward process: the caller kills and restarts that.
@@ -168,6 +192,20 @@ impl Deployment {
             db.drop_database().await;
         }
     }
+}
+
+/// Whether `scripts/ha-cluster status` (`name port role pid` per node) shows every node
+/// running, one leader, and a synchronous standby (a single node: its leader alone).
+fn healthy(status: &str) -> bool {
+    let roles: Vec<&str> = status
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let leaders = roles.iter().filter(|r| **r == "leader").count();
+    let running = roles
+        .iter()
+        .all(|r| matches!(*r, "leader" | "sync_standby" | "replica"));
+    running && leaders == 1 && (roles.len() == 1 || roles.contains(&"sync_standby"))
 }
 
 /// `url` with each `host:port` of its host list replaced by the address `map` gives it: how a
@@ -226,6 +264,20 @@ mod tests {
             route("postgres://localhost/db", |_| Ok("127.0.0.1:9".into())).unwrap(),
             "postgres://127.0.0.1:9/db"
         );
+    }
+
+    #[test]
+    fn a_healthy_cluster_runs_every_node_with_a_leader_and_a_sync_standby() {
+        let ok = "node1 5433 leader 10\nnode2 5434 sync_standby 11\nnode3 5435 replica 12\n";
+        assert!(healthy(ok));
+        assert!(!healthy(
+            "node1 5433 stopped -\nnode2 5434 leader 11\nnode3 5435 sync_standby 12\n"
+        ));
+        assert!(!healthy(
+            "node1 5433 replica 10\nnode2 5434 leader 11\nnode3 5435 replica 12\n"
+        ));
+        assert!(healthy("node1 5433 leader 10\n"));
+        assert!(!healthy(""));
     }
 
     #[test]

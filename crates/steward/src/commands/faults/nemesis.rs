@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// goes on, in seconds. The wait keeps one outage from stacking on the next; a run that never
 /// recovers fails its `no recovery` check.
 const RECOVERY_WAIT_S: u64 = 120;
+/// How long the nemesis waits for every node of the cluster to run again before it kills the
+/// next primary, in seconds (a killed node rejoins with `pg_rewind`).
+const CLUSTER_HEALTHY_WAIT_S: u64 = 120;
 /// How long a killed replica stays down before its restart, in milliseconds.
 const REPLICA_DOWN_MS: u64 = 500;
 /// How long a run of `--operations N` may take to reach each fault's place, in seconds.
@@ -164,6 +167,15 @@ impl Nemesis<'_> {
             self.fleet.restart(0).await?;
             self.fault("primary-restarted", String::new());
         } else {
+            if !self
+                .deployment
+                .wait_healthy(Duration::from_secs(CLUSTER_HEALTHY_WAIT_S))
+                .await
+            {
+                self.shared.log.note(format!(
+                    "the cluster was not healthy after {CLUSTER_HEALTHY_WAIT_S} s; killing its primary anyway"
+                ));
+            }
             // The script waits for a synchronous standby to promote, kills, and returns at
             // once: the outage starts when it returns.
             let node = self.deployment.kill_primary().await?;
