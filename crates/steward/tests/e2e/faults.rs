@@ -86,14 +86,14 @@ fn a_bounded_schedule_on_the_embedded_store_survives_process_kills() {
     assert!(out.contains("RTO: median"), "{out}");
 }
 
-/// A run on a server broken by `STEWARD_FAULTS_SELFTEST=<break>`: it must fail, and some line
-/// must name `violation`.
-fn broken_run_names(selftest: &str, violation: &str) {
+/// A run (bounded by `bound`) on a server broken by `STEWARD_FAULTS_SELFTEST=<break>`: it must
+/// fail, and some line must name `violation`.
+fn broken_run_names(selftest: &str, bound: &str, violation: &str) {
     let (ok, out) = faults(
         &[
             "--store=embedded",
             "--seed=3",
-            "--operations=12",
+            bound,
             "--clients=2",
             "--gated-percent=0",
             "--primary-kills=0",
@@ -117,15 +117,17 @@ fn broken_run_names(selftest: &str, violation: &str) {
 
 #[test]
 fn a_build_that_sends_twice_fails_with_duplicates() {
-    broken_run_names("duplicate_send", "duplicate");
+    broken_run_names("duplicate_send", "--operations=12", "duplicate");
 }
 
 #[test]
 fn a_build_that_acknowledges_without_committing_fails_with_lost() {
-    broken_run_names("ack_without_commit", "lost");
+    broken_run_names("ack_without_commit", "--operations=12", "lost");
 }
 
 #[test]
 fn a_build_that_leaves_attempts_hanging_fails_with_left_dispatching() {
-    broken_run_names("hang_dispatch", "left dispatching");
+    // Bounded by time: every agent ends up waiting on a hung write, so a count would never be
+    // reached (the failure, not the pass, is what this run is for).
+    broken_run_names("hang_dispatch", "--duration-s=8", "left dispatching");
 }

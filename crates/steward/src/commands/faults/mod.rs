@@ -398,28 +398,13 @@ async fn faults_and_checks(
         .send()
         .await;
     let injected = injected?;
-    let mut agents = agents;
-    let drain_end = std::time::Instant::now() + Duration::from_secs(args.drain_s);
-    let mut drained = true;
-    for agent in agents.iter_mut() {
-        let left = drain_end.saturating_duration_since(std::time::Instant::now());
-        if tokio::time::timeout(left, agent).await.is_err() {
-            drained = false;
-            break;
-        }
-    }
-    shared.stop_all.store(true, Ordering::Relaxed);
-    if !drained {
-        log.note(format!("drain: agents still busy after {} s", args.drain_s));
-    }
-    // Each gives up at its next call: within one request's deadline.
-    for agent in agents.into_iter().filter(|a| !a.is_finished()) {
-        let _ = tokio::time::timeout(Duration::from_millis(clients::INVOKE_TIMEOUT_MS * 2), agent)
-            .await;
-    }
-    for approver in approvers {
-        let _ = approver.await;
-    }
+    drain(
+        &shared,
+        agents,
+        approvers,
+        Duration::from_secs(args.drain_s),
+    )
+    .await;
 
     let reader = Reader {
         http: &shared.http,
@@ -450,17 +435,7 @@ async fn faults_and_checks(
     )
     .await?;
     let mut violations = check::check(&operations, &events, &state);
-    for operation in shared
-        .abandoned
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-    {
-        violations.push(Violation::NoOutcome {
-            operation: operation.clone(),
-            status: format!("without an outcome {} s after the heal", args.drain_s),
-        });
-    }
+    violations.extend(unanswered(&shared, args.drain_s));
     let mut figures = report::Figures {
         operations: operations.len(),
         writes: state.writes.values().sum(),
@@ -478,6 +453,52 @@ async fn faults_and_checks(
         figures,
         violations,
     })
+}
+
+/// Lets the agents bring their operations to an outcome (bounded by `limit`), then stops them
+/// and the approvers; an agent still busy gives up at its next call.
+async fn drain(
+    shared: &Shared,
+    mut agents: Vec<tokio::task::JoinHandle<()>>,
+    approvers: Vec<tokio::task::JoinHandle<()>>,
+    limit: Duration,
+) {
+    let end = std::time::Instant::now() + limit;
+    let mut drained = true;
+    for agent in agents.iter_mut() {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if tokio::time::timeout(left, agent).await.is_err() {
+            drained = false;
+            break;
+        }
+    }
+    shared.stop_all.store(true, Ordering::Relaxed);
+    if !drained {
+        shared.log.note(format!(
+            "drain: agents still busy after {} s",
+            limit.as_secs()
+        ));
+    }
+    // Each gives up at its next call: within one request's deadline.
+    for agent in agents.into_iter().filter(|a| !a.is_finished()) {
+        let _ = tokio::time::timeout(Duration::from_millis(clients::INVOKE_TIMEOUT_MS * 2), agent)
+            .await;
+    }
+    for approver in approvers {
+        let _ = approver.await;
+    }
+}
+
+/// The operations the agents gave up when the drain ended: no outcome after the heal.
+fn unanswered(shared: &Shared, drain_s: u64) -> Vec<Violation> {
+    let abandoned = shared.abandoned.lock().unwrap_or_else(|e| e.into_inner());
+    abandoned
+        .iter()
+        .map(|operation| Violation::NoOutcome {
+            operation: operation.clone(),
+            status: format!("without an outcome {drain_s} s after the heal"),
+        })
+        .collect()
 }
 
 /// The first replica's URL (every route is healed by now).
