@@ -264,15 +264,18 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let figures = &outcome.figures;
     println!("{}", figures.recovery_line());
     if let Some(path) = &args.report {
+        let bound = match args.operations {
+            Some(n) => format!("--operations {n}"),
+            None => format!("--duration-s {}", args.duration_s),
+        };
         let command = format!(
-            "steward faults --store {} --seed {} --duration-s {}",
+            "steward faults --store {} --seed {} {bound}",
             match args.store {
                 StoreKind::Ha => "ha",
                 StoreKind::Postgres => "postgres",
                 StoreKind::Embedded => "embedded",
             },
             args.seed,
-            args.duration_s
         );
         report::write_row(path, args.store.label(), &command, figures)
             .with_context(|| format!("writing {}", path.display()))?;
