@@ -40,6 +40,7 @@ mod progress;
 mod reconcile;
 mod replica;
 mod router;
+mod selftest;
 mod serve;
 mod start_error;
 mod state;

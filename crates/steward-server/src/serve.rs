@@ -184,7 +184,7 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
         store,
         vault,
         clock,
-        transport: Arc::new(HttpTransport::new(http.clone())),
+        transport: transport(&http),
         http,
         ids: Arc::new(UlidIds),
         outbound,
@@ -361,4 +361,10 @@ async fn expire_approvals(state: AppState) {
             Err(e) => tracing::warn!(error = %e, "approval expiry sweep failed; retrying"),
         }
     }
+}
+
+/// The server's transport: the guarded HTTP client (broken on purpose only when
+/// `STEWARD_FAULTS_SELFTEST` is set, `selftest.rs`).
+fn transport(http: &reqwest::Client) -> Arc<dyn crate::Transport> {
+    crate::selftest::transport(Arc::new(HttpTransport::new(http.clone())))
 }

@@ -62,6 +62,9 @@ enum Command {
     Fixture(commands::fixture::Args),
     /// Kill a worker (or the server) in every crash window, restart it, and count provider writes.
     Chaos(commands::chaos::Args),
+    /// Kill the database primary, kill, pause and cut off replicas under load, then check that
+    /// nothing acknowledged was lost and nothing was sent twice (and measure RPO and RTO).
+    Faults(commands::faults::Args),
     /// A running server's approvals: list, show, approve, deny (operator key from STEWARD_API_KEY).
     #[command(subcommand)]
     Approvals(commands::operate::approvals::Command),
@@ -124,6 +127,7 @@ fn main() -> std::process::ExitCode {
             Command::Backup(args) => commands::backup::run(args).await,
             Command::Fixture(args) => commands::fixture::run(args).await,
             Command::Chaos(args) => commands::chaos::run(args).await,
+            Command::Faults(args) => commands::faults::run(args).await,
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Mcp(args) => commands::mcp::run(args).await,
             Command::Approvals(command) => {

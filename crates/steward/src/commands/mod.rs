@@ -2,6 +2,7 @@ pub mod audit;
 pub mod backup;
 pub mod bench;
 pub mod chaos;
+pub mod faults;
 pub mod fixture;
 pub mod keys;
 pub mod mcp;

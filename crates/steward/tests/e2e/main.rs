@@ -10,6 +10,7 @@ mod backup;
 mod boundary;
 mod crash;
 mod exactly_once;
+mod faults;
 mod halt;
 mod isolation;
 mod keys;

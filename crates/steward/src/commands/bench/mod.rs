@@ -23,7 +23,7 @@
 mod load;
 mod recovery;
 mod report;
-mod world;
+pub(crate) mod world;
 
 use anyhow::{bail, Context};
 use std::path::PathBuf;
@@ -37,7 +37,7 @@ use world::{Fixture, PgDatabase, World};
 
 /// How long a `steward serve` child gets to print its ready line, in seconds, outside
 /// workload (d). Start-up runs recovery first, and a store left by an earlier run may be big.
-const SERVER_READY_S: u64 = 120;
+pub(crate) const SERVER_READY_S: u64 = 120;
 /// How long workload (d)'s server gets to recover and print its ready line, in seconds: far
 /// above the 5 s target, so a miss is measured rather than cut off.
 const RECOVERY_READY_S: u64 = 900;

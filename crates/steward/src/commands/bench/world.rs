@@ -24,9 +24,9 @@ const SECRET: &str = "BENCH_STRIPE_KEY";
 pub(super) const SECRET_VALUE: &str = "sk_test_bench";
 
 /// The provider fixture: a child this run started, or one it was pointed at.
-pub(super) struct Fixture {
+pub(crate) struct Fixture {
     child: Option<Child>,
-    pub(super) url: String,
+    pub(crate) url: String,
 }
 
 /// Reads a child's stdout until `listening on URL` (bounded), then keeps draining it so the
@@ -52,7 +52,7 @@ async fn ready_line(child: &mut Child, limit: Duration) -> anyhow::Result<String
 }
 
 impl Fixture {
-    pub(super) async fn start(exe: &Path, dir: &Path) -> anyhow::Result<Fixture> {
+    pub(crate) async fn start(exe: &Path, dir: &Path) -> anyhow::Result<Fixture> {
         let log = std::fs::File::create(dir.join("fixture.log"))?;
         let mut child = Command::new(exe)
             .args(["fixture", "--listen", "127.0.0.1:0"])
@@ -93,7 +93,7 @@ impl Fixture {
             .context("the fixture's /_fixture/writes has no total")
     }
 
-    pub(super) async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(child) = self.child.as_mut() {
             terminate(child).await;
         }
@@ -101,7 +101,7 @@ impl Fixture {
 }
 
 /// SIGTERM, a bounded wait, then SIGKILL.
-pub(super) async fn terminate(child: &mut Child) {
+pub(crate) async fn terminate(child: &mut Child) {
     #[cfg(unix)]
     if let Some(pid) = child.id() {
         let _ = std::process::Command::new("kill")
@@ -119,16 +119,16 @@ pub(super) async fn terminate(child: &mut Child) {
 }
 
 /// A `steward serve` child.
-pub(super) struct Server {
-    pub(super) child: Child,
-    pub(super) url: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) url: String,
     /// How long it took from spawn to the ready line (recovery runs before it).
     pub(super) ready_after: Duration,
-    pub(super) log: PathBuf,
+    pub(crate) log: PathBuf,
 }
 
 /// Starts `steward serve` on `data` (and `database`, when given) and waits for it to listen.
-pub(super) async fn start_server(
+pub(crate) async fn start_server(
     exe: &Path,
     data: &Path,
     database: Option<&str>,
@@ -169,7 +169,7 @@ pub(super) async fn start_server(
     })
 }
 
-async fn create_key(
+pub(crate) async fn create_key(
     exe: &Path,
     data: &Path,
     database: Option<&str>,
@@ -323,10 +323,10 @@ impl World {
 }
 
 /// A fresh PostgreSQL database for one server, dropped at the end.
-pub(super) struct PgDatabase {
+pub(crate) struct PgDatabase {
     admin_url: String,
     name: String,
-    pub(super) url: String,
+    pub(crate) url: String,
 }
 
 async fn admin_client(admin_url: &str) -> anyhow::Result<tokio_postgres::Client> {
@@ -357,7 +357,7 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 impl PgDatabase {
-    pub(super) async fn create(admin_url: &str, prefix: &str) -> anyhow::Result<PgDatabase> {
+    pub(crate) async fn create(admin_url: &str, prefix: &str) -> anyhow::Result<PgDatabase> {
         let name = format!("{prefix}_{}", steward_server::unique().to_ascii_lowercase());
         admin_client(admin_url)
             .await?
@@ -371,7 +371,7 @@ impl PgDatabase {
         })
     }
 
-    pub(super) async fn drop_database(self) {
+    pub(crate) async fn drop_database(self) {
         let dropped = async {
             admin_client(&self.admin_url)
                 .await?

@@ -17,7 +17,7 @@
 //! every task rests (done, or explicitly pending approval or unknown).
 
 mod audit;
-mod world;
+pub(crate) mod world;
 
 use super::progress::Progress;
 use anyhow::{bail, Context};

@@ -111,7 +111,7 @@ fn key(text: &str) -> IdempotencyKey {
 }
 
 /// Waits (bounded) for `probe` to hold.
-pub(super) async fn eventually(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
+pub(crate) async fn eventually(limit: Duration, mut probe: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     while started.elapsed() < limit {
         if probe() {
@@ -128,7 +128,7 @@ pub(super) async fn wait_exit(child: &mut Child, limit: Duration) -> Option<Exit
 }
 
 /// SIGKILL, then reap.
-pub(super) async fn kill(child: &mut Child) {
+pub(crate) async fn kill(child: &mut Child) {
     let _ = child.start_kill();
     let _ = child.wait().await;
 }
