@@ -80,6 +80,10 @@ pub struct Policy {
     #[schema(value_type = Option<Object>)]
     pub conditions: Option<Value>,
     pub acknowledge_broad_scope: bool,
+    /// `enforce` (it decides) or `shadow` (log-only: its would-be decision is recorded on each
+    /// call it matches, as the invocation's `shadowDecisions`, and counted; the call is not
+    /// affected).
+    pub mode: String,
     /// `specific_action`, `all_actions`, `custom_requests` or `all_requests`.
     pub scope: String,
     pub needs_scope_review: bool,
@@ -120,6 +124,7 @@ impl Policy {
             condition: spec.condition.clone(),
             conditions: spec.conditions.clone(),
             acknowledge_broad_scope: spec.acknowledge_broad_scope,
+            mode: spec.mode.as_str().to_string(),
             scope: spec.scope().as_str().to_string(),
             needs_scope_review: spec.needs_scope_review(),
             r#match: PolicyMatch {

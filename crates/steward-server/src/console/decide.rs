@@ -87,5 +87,8 @@ fn decision(
             Decision::Deny
         },
         note: optional(form, "note").map(str::to_string),
+        // The inbox's form carries the input fingerprint the operator was shown: an approval
+        // whose input an approver edited since is refused, not approved unseen.
+        seen: optional(form, "inputFingerprint").map(str::to_string),
     })
 }

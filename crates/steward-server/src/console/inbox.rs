@@ -127,7 +127,20 @@ fn pending_row(
                     br; span.muted { "(this key: another key must decide)" }
                 }
             }
-            td { pre { (json_text(&input)) } }
+            td {
+                pre { (json_text(&input)) }
+                @if let Some(edit) = a.get("edit") {
+                    div.edited {
+                        span.tag { "edited" } " by " (show_key(names, text(edit, "editedBy")))
+                        @if text(edit, "editedBy") == op.caller.key.id.as_str() {
+                            br; span.muted { "(this key edited it: another key must approve)" }
+                        }
+                        @if let Some(original) = payload.get("originalInput") {
+                            br; span.muted { "as sent:" } pre.original { (json_text(original)) }
+                        }
+                    }
+                }
+            }
             td { (layout::when(text(a, "createdAt"), now)) }
             td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => time datetime=(at) title=(format!("{at} (UTC)")) { (at) }, None => span.muted { "never" } } }
             td.progress { (approved) " of " (required) (decisions(a, now, names)) }
@@ -135,6 +148,9 @@ fn pending_row(
                 @if mode.writable() {
                     form.inline method="post" action={ "/console/approvals/" (id) "/approve" } {
                         (csrf_field(op))
+                        @if let Some(seen) = a.get("inputFingerprint").and_then(Value::as_str) {
+                            input type="hidden" name="inputFingerprint" value=(seen);
+                        }
                         input type="text" name="note" placeholder="note (optional)";
                         " " button type="submit" { "Approve" }
                     }

@@ -39,7 +39,18 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         super::webhooks::REDELIVERY,
     ),
     (15, "unkeyed invokes setting", UNKEYED_INVOKES),
+    (16, "edit and approve, shadow policies", EDIT_AND_APPROVE),
 ];
+
+/// Edit-and-approve (`crate::input_edit`): an invocation's edited input and the edit's
+/// fingerprint, editor and time; an approval's edit. Shadow policies: what they would have
+/// decided, on the invocation.
+const EDIT_AND_APPROVE: &str = r#"
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS edited_input TEXT;
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS input_edit TEXT;
+ALTER TABLE approvals ADD COLUMN IF NOT EXISTS edit TEXT;
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS shadow_decisions TEXT;
+"#;
 
 /// The environment's `unkeyedInvokes` setting; `NULL` (every environment before it) is
 /// `accept`.

@@ -11,6 +11,7 @@ mod boundary;
 mod crash;
 mod exactly_once;
 mod halt;
+mod input_edits;
 mod isolation;
 mod keys;
 mod limits;
