@@ -15,12 +15,15 @@ from typing import Any
 import anlyon
 import pytest
 
-from conftest import Steward
+from conftest import Steward, create_key
 
 
 def test_an_edited_call_runs_once_with_the_edit_and_the_agent_sees_what_changed(
-        steward: Steward, operator: anlyon.Client, other_operator: anlyon.Client,
-        agent: anlyon.Client, refund_action: dict[str, Any]) -> None:
+        steward: Steward, operator: anlyon.Client, agent: anlyon.Client,
+        refund_action: dict[str, Any]) -> None:
+    # A second person in the same environment: the edit's approver.
+    second = steward.client(create_key(steward.data_dir, "sdk-main", "sdk-second-approver",
+                                       role="operator"))
     name = "sdk-edited-refund"
     operator.actions.create(name=name, adapter=dict(refund_action["adapter"]), requires_approval=True)
     before = steward.fixture_writes()
@@ -42,7 +45,7 @@ def test_an_edited_call_runs_once_with_the_edit_and_the_agent_sees_what_changed(
         operator.approvals.approve(inv["approvalId"], note="mine")
     assert own.value.status == 403 and own.value.code == "own_edit_decision_forbidden"
 
-    decided = other_operator.approvals.approve(inv["approvalId"], note="ok").data
+    decided = second.approvals.approve(inv["approvalId"], note="ok").data
     assert decided["approval"]["status"] == "approved"
     assert decided["invocation"]["status"] == "succeeded"
     writes = [w for w in steward.fixture_write_list() if w.get("payment_intent") == intent]

@@ -25,6 +25,7 @@ mod protective_defaults;
 mod recovery;
 mod replicas;
 mod secrets;
+mod shadow_policies;
 mod shutdown;
 mod storage_failure;
 mod store_lifecycle;
