@@ -59,8 +59,20 @@ pub fn pending_table(
             p.muted { "No approval is waiting." }
         } @else {
             table #inbox {
-                tr { th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
+                tr { th { "" } th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
                 @for a in items(pending) { (pending_row(a, op, mode, now, names)) }
+            }
+            @if mode.writable() {
+                // The selected approvals, decided one by one with one note (`decide::batch`).
+                // The checkboxes in the rows belong to this form (`form="batch"`): forms do
+                // not nest, and each row keeps its own approve and deny forms.
+                form #batch method="post" action="/console/approvals/batch" {
+                    (csrf_field(op))
+                    "Selected: "
+                    input type="text" name="note" placeholder="one note for each (optional)";
+                    " " button type="submit" name="decision" value="approve" { "Approve selected" }
+                    " " button.danger type="submit" name="decision" value="deny" { "Deny selected" }
+                }
             }
         }
     }
@@ -115,6 +127,11 @@ fn pending_row(
         .unwrap_or(1);
     html! {
         tr.approval data-approval=(id) {
+            td {
+                @if mode.writable() {
+                    input.select type="checkbox" name="ids" value=(id) form="batch" title="select for a batch decision";
+                }
+            }
             td {
                 strong { (payload.get("action").and_then(Value::as_str).unwrap_or(text(a, "title"))) }
                 @if let Some(d) = a.get("description").and_then(Value::as_str) { br; span.description { (d) } }

@@ -36,12 +36,20 @@ async fn a_shadow_policy_records_would_require_approval_and_changes_nothing() {
     // what the policy would have decided.
     let matched = w
         .agent
-        .invoke("refund", json!({"paymentIntent": "pi_big", "amount": 6000}), Some("big-1"), None)
+        .invoke(
+            "refund",
+            json!({"paymentIntent": "pi_big", "amount": 6000}),
+            Some("big-1"),
+            None,
+        )
         .await;
     assert_eq!(matched.status, 200, "{:?}", matched.body);
     assert_eq!(matched.data()["status"], "succeeded");
     assert!(matched.data()["approvalId"].is_null());
-    assert!(matched.data()["decision"].is_null(), "a shadow policy decides nothing");
+    assert!(
+        matched.data()["decision"].is_null(),
+        "a shadow policy decides nothing"
+    );
     let shadow = &matched.data()["shadowDecisions"];
     assert_eq!(shadow.as_array().map(Vec::len), Some(1), "{shadow}");
     assert_eq!(shadow[0]["policyId"], policy.as_str());
@@ -57,10 +65,19 @@ async fn a_shadow_policy_records_would_require_approval_and_changes_nothing() {
     // A call it does not match carries nothing.
     let small = w
         .agent
-        .invoke("refund", json!({"paymentIntent": "pi_small", "amount": 10}), Some("small-1"), None)
+        .invoke(
+            "refund",
+            json!({"paymentIntent": "pi_small", "amount": 10}),
+            Some("small-1"),
+            None,
+        )
         .await;
     assert_eq!(small.status, 200, "{:?}", small.body);
-    assert!(small.data().get("shadowDecisions").is_none(), "{:?}", small.body);
+    assert!(
+        small.data().get("shadowDecisions").is_none(),
+        "{:?}",
+        small.body
+    );
     assert_eq!(w.fixture.write_count(), 2);
 
     let scrape = reqwest::Client::new()
