@@ -407,6 +407,39 @@ def test_two_approvers_dispatch_at_the_second_distinct_approval(
     assert world.key_ids["alice"] in approvals_rows and world.key_ids["bob"] in approvals_rows
 
 
+def test_a_batch_of_approvals_is_decided_one_by_one_with_one_note(
+        browser: Browser, world: World, console_steward: Steward) -> None:
+    # Two calls the agent asked for, and one Alice asked for herself: she may not decide it.
+    theirs = [world.invoke("agent", "console-gated") for _ in range(2)]
+    mine = world.invoke("alice", "console-gated")
+    before = console_steward.fixture_writes()
+    browser.sign_in(world.keys["alice"])
+    for inv in [*theirs, mine]:
+        browser.page.check(f"#inbox input.select[value='{inv['approvalId']}']")
+    browser.page.fill("form#batch input[name=note]", "batch checked")
+    with browser.page.expect_navigation() as navigation:
+        browser.page.click("form#batch button[value=approve]")
+    assert navigation.value is not None and navigation.value.status == 200
+    outcomes = {li.get_attribute("data-approval"): li.inner_text()
+                for li in browser.page.locator("#batch-outcomes li").all()}
+    assert len(outcomes) == 3, outcomes
+    for inv in theirs:
+        said = outcomes[inv["approvalId"]]
+        assert "approved" in said and f"invocation {inv['id']} is succeeded" in said, said
+        assert world.approval(inv["approvalId"])["decisions"][0]["note"] == "batch checked"
+    # Separation of duties is checked for each approval: hers is refused, the others ran.
+    assert "self_decision_forbidden" in outcomes[mine["approvalId"]], outcomes
+    assert world.approval(mine["approvalId"])["status"] == "pending"
+    assert console_steward.fixture_writes() == before + 2, "each approved call ran once"
+    # Nothing selected is refused, naming the field.
+    browser.goto("/console/")
+    with browser.page.expect_navigation() as navigation:
+        browser.page.click("form#batch button[value=deny]")
+    assert navigation.value is not None and navigation.value.status == 400
+    assert "ids" in browser.page.inner_text("main")
+    assert console_steward.fixture_writes() == before + 2
+
+
 def test_a_denial_with_a_note_is_what_the_agent_reads_and_the_note_is_text(
         browser: Browser, world: World, console_steward: Steward) -> None:
     parked = world.invoke("agent", "console-gated")

@@ -41,6 +41,7 @@ mod effect;
 mod hosts;
 mod ids;
 pub mod impact;
+mod input_diff;
 mod invocation;
 pub mod policy;
 mod redact;
@@ -69,6 +70,7 @@ pub use ids::{
     IdempotencyKey, InvocationId, KeyId, LimitId, OperationKey, PolicyId, PreviewId, ReplicaId,
     RunId, CLIENT_KEY_LEN_MAX,
 };
+pub use input_diff::{input_changes, InputChange};
 pub use invocation::InvocationStatus;
 pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};
 pub use schema_bounds::{

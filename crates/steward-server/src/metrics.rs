@@ -186,6 +186,27 @@ impl Metrics {
         );
     }
 
+    /// What the shadow (log-only) policies that matched a recorded invocation would have
+    /// decided (`shadowDecisions`): one count per policy and decision. The policy label is the
+    /// policy's id (an operator's saved policy, never a request's text), so the series are as
+    /// many as the environment's shadow policies times three decisions.
+    pub fn shadow_decisions(&self, shadow: Option<&serde_json::Value>) {
+        let Some(list) = shadow.and_then(serde_json::Value::as_array) else {
+            return;
+        };
+        for d in list {
+            let text = |k: &str| d.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+            self.count(
+                "steward_shadow_policy_decisions_total",
+                format!(
+                    "policy=\"{}\",decision=\"{}\"",
+                    text("policyId"),
+                    text("decision")
+                ),
+            );
+        }
+    }
+
     /// Approvals the expiry sweep settled `expired`.
     pub fn approvals_expired(&self, count: u64) {
         self.with(|m| {

@@ -221,6 +221,7 @@ impl World {
             owner: self.server.state.replica.clone(),
             links: Default::default(),
             parent_span_id: None,
+            shadow_decisions: None,
         }
     }
 

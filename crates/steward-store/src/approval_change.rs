@@ -76,6 +76,11 @@ pub(crate) fn effect_change(
 pub(crate) enum DecisionPlan {
     /// The requester tried to decide its own request: refused, nothing written.
     SelfDecision,
+    /// The editor of the approval's input tried to approve its own edit: refused, nothing
+    /// written.
+    OwnEdit,
+    /// An approval whose input was edited after the decider saw it: nothing written.
+    InputChanged,
     /// Settled already, or this key decided before: nothing written.
     Unchanged,
     /// The approval ran out before the ballot: it expires (and its effect with it) instead.
@@ -97,15 +102,28 @@ pub(crate) enum DecisionPlan {
 }
 
 /// The plan for `key` casting `decision` on `a` at `now` (`steward_core::cast` on the
-/// approval's tally and the key's ballot).
+/// approval's tally and the key's ballot), having seen the approval's input as `seen` (when
+/// the decider says). An approval still pending refuses the approval of its input's editor
+/// (`OwnEdit`: separation of duties holds for edits; the editor may still deny), and any
+/// approval cast on an input since edited (`InputChanged`).
 pub(crate) fn plan_decision(
     a: &ApprovalRecord,
     key: &steward_core::KeyId,
     decision: steward_core::Decision,
     note: Option<&str>,
     now: steward_core::Millis,
+    seen: Option<&str>,
 ) -> DecisionPlan {
     use steward_core::{cast, Ballot, Decision, Tally, Verdict};
+    let open = a.status == ApprovalStatus::Pending && &a.requested_by != key;
+    if open && decision == Decision::Approve {
+        if a.edit.as_ref().is_some_and(|e| &e.by == key) {
+            return DecisionPlan::OwnEdit;
+        }
+        if seen.is_some_and(|seen| a.input_fingerprint.as_deref() != Some(seen)) {
+            return DecisionPlan::InputChanged;
+        }
+    }
     let tally = Tally {
         status: a.status,
         approvals: a
@@ -221,8 +239,17 @@ pub(crate) fn decide_step(a: &ApprovalRecord, r: &DecisionRequest) -> DecideStep
             first: None,
         }))
     };
-    match plan_decision(a, &r.key, r.decision, r.note.as_deref(), r.now) {
+    match plan_decision(
+        a,
+        &r.key,
+        r.decision,
+        r.note.as_deref(),
+        r.now,
+        r.seen.as_deref(),
+    ) {
         DecisionPlan::SelfDecision => answer(DecideOutcome::SelfDecision),
+        DecisionPlan::OwnEdit => answer(DecideOutcome::OwnEdit),
+        DecisionPlan::InputChanged => answer(DecideOutcome::InputChanged(a.clone())),
         DecisionPlan::Unchanged => answer(DecideOutcome::Unchanged(a.clone())),
         DecisionPlan::Expire => DecideStep::Expire,
         DecisionPlan::Record {
@@ -268,6 +295,7 @@ impl ReleaseContext {
                     request.decision,
                     request.note.as_deref(),
                     request.now,
+                    request.seen.as_deref(),
                 ),
                 DecisionPlan::Record { releases: true, .. }
             )
@@ -417,6 +445,7 @@ mod tests {
             expires_at: expires_at.map(Millis),
             run_id: None,
             created_at: Millis(0),
+            edit: None,
         }
     }
 
@@ -429,6 +458,7 @@ mod tests {
             Decision::Approve,
             None,
             Millis(5),
+            None,
         );
         assert!(matches!(
             first,
@@ -445,6 +475,7 @@ mod tests {
             Decision::Approve,
             Some("ok"),
             Millis(5),
+            None,
         );
         let DecisionPlan::Record {
             word,
@@ -471,20 +502,20 @@ mod tests {
         let a = approval(2, &["b"], Some(10));
         let requester = KeyId::from_unique("requester");
         assert_eq!(
-            plan_decision(&a, &requester, Decision::Approve, None, Millis(5)),
+            plan_decision(&a, &requester, Decision::Approve, None, Millis(5), None),
             DecisionPlan::SelfDecision
         );
         let b = KeyId::from_unique("b");
         assert_eq!(
-            plan_decision(&a, &b, Decision::Deny, None, Millis(5)),
+            plan_decision(&a, &b, Decision::Deny, None, Millis(5), None),
             DecisionPlan::Unchanged
         );
         let c = KeyId::from_unique("c");
         assert_eq!(
-            plan_decision(&a, &c, Decision::Approve, None, Millis(10)),
+            plan_decision(&a, &c, Decision::Approve, None, Millis(10), None),
             DecisionPlan::Expire
         );
-        let denied = plan_decision(&a, &c, Decision::Deny, None, Millis(5));
+        let denied = plan_decision(&a, &c, Decision::Deny, None, Millis(5), None);
         assert!(matches!(
             denied,
             DecisionPlan::Record {
@@ -494,5 +525,74 @@ mod tests {
                 ..
             }
         ));
+    }
+}
+
+#[cfg(test)]
+mod edit_tests {
+    use super::*;
+    use crate::ApprovalEdit;
+    use steward_core::{ApprovalId, Decision, EnvironmentId, KeyId, Millis};
+
+    fn edited(by: &str) -> ApprovalRecord {
+        ApprovalRecord {
+            id: ApprovalId::from_unique("a"),
+            env_id: EnvironmentId::from_unique("e"),
+            status: ApprovalStatus::Pending,
+            title: "t".into(),
+            description: None,
+            payload: json!({}),
+            invocation_id: None,
+            effect_id: None,
+            action_id: None,
+            action_version: None,
+            input_fingerprint: Some("fp-edit".into()),
+            requested_by: KeyId::from_unique("agent"),
+            required_approvals: 1,
+            decisions: vec![],
+            decision_origin: None,
+            decided_at: None,
+            expires_at: None,
+            run_id: None,
+            created_at: Millis(0),
+            edit: Some(ApprovalEdit {
+                by: KeyId::from_unique(by),
+                at: Millis(1),
+                original_fingerprint: "fp-original".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_editor_cannot_approve_its_own_edit_but_another_key_can() {
+        let a = edited("boss");
+        let boss = KeyId::from_unique("boss");
+        let plan =
+            |key: &KeyId, decision, seen| plan_decision(&a, key, decision, None, Millis(5), seen);
+        assert_eq!(plan(&boss, Decision::Approve, None), DecisionPlan::OwnEdit);
+        // The editor may still withdraw the call.
+        assert!(matches!(
+            plan(&boss, Decision::Deny, None),
+            DecisionPlan::Record {
+                status: ApprovalStatus::Denied,
+                ..
+            }
+        ));
+        let other = KeyId::from_unique("ops");
+        assert!(matches!(
+            plan(&other, Decision::Approve, Some("fp-edit")),
+            DecisionPlan::Record { releases: true, .. }
+        ));
+        // An approval cast on the input before the edit is not counted for the edit.
+        assert_eq!(
+            plan(&other, Decision::Approve, Some("fp-original")),
+            DecisionPlan::InputChanged
+        );
+        // The requester is refused as before, edit or not.
+        let agent = KeyId::from_unique("agent");
+        assert_eq!(
+            plan(&agent, Decision::Approve, None),
+            DecisionPlan::SelfDecision
+        );
     }
 }

@@ -50,6 +50,8 @@ audit_kinds! {
     ActionUpdated = "action.updated",
     /// One approver's ballot.
     ApprovalDecision = "approval.decision",
+    /// An approver edited a parked invocation's input (its ballots start again).
+    ApprovalEdited = "approval.edited",
     ApprovalRequested = "approval.requested",
     /// An approval's final status: approved, denied, expired or cancelled.
     ApprovalSettled = "approval.settled",

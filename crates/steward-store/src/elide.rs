@@ -65,7 +65,7 @@ pub fn elide_fields(text: &str, only: Option<&[&str]>) -> Result<Value, serde_js
     ))
 }
 
-/// `columns` (a select list) with its ` input,` and ` response_body,` read as their elision
+/// `columns` (a select list) with its ` input,`, ` response_body,` and ` edited_input,` read as their elision
 /// marker (`{"$elided": <bytes>}`) when longer than [`LISTED_FIELD_BYTES_MAX`] bytes, so the
 /// large text never leaves the database. `bytes` is the backend's SQL for a column's length in
 /// bytes (`octet_length(c)`, `length(CAST(c AS BLOB))`).
@@ -79,6 +79,7 @@ pub(crate) fn listed_columns(columns: &str, bytes: fn(&str) -> String) -> String
     columns
         .replace(" input,", &format!(" {},", elided("input")))
         .replace(" response_body,", &format!(" {},", elided("response_body")))
+        .replace(" edited_input,", &format!(" {},", elided("edited_input")))
 }
 
 /// The length of a value's compact JSON text, in bytes, without writing it out.

@@ -44,6 +44,7 @@ mod console_session;
 mod elide;
 mod error;
 mod governance;
+mod input_edit;
 mod limit_rows;
 mod links;
 mod policy_plan;
@@ -81,6 +82,7 @@ pub use governance::{
     ImpactRequest, LimitRecord, LimitStatus, PolicyChange, PolicyRecord, PolicySetChange,
     PolicyVersion, ReserveOutcome,
 };
+pub use input_edit::{ApprovalEdit, EditOutcome, EditRequest, InputEdit};
 pub use postgres::PostgresStore;
 pub use records::*;
 pub use recovery::SWEEP_CHUNK_EFFECTS;

@@ -184,6 +184,12 @@ pub struct InvocationRecord {
     pub completed_at: Option<Millis>,
     /// The span of the run (`run_id`) the invocation was made under, as the caller named it.
     pub parent_span_id: Option<String>,
+    /// An approver's edit of the input while it awaited approval (`crate::input_edit`): what
+    /// dispatch renders ([`InvocationRecord::dispatch_input`]); `input` stays as sent.
+    pub edit: Option<crate::InputEdit>,
+    /// What the shadow (log-only) policies that matched would have decided (a JSON array, as
+    /// submitted); `None` when none matched.
+    pub shadow_decisions: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -417,6 +423,9 @@ pub struct Submission {
     /// The policy decision that shaped `initial` (recorded on the invocation, never rewritten).
     /// `initial` may be `Rejected { Denied }` only with a decision: a policy denied it.
     pub decision: Option<Value>,
+    /// What the environment's shadow (log-only) policies that matched would have decided: a
+    /// JSON array, recorded on the invocation and never acted on; `None` when none matched.
+    pub shadow_decisions: Option<Value>,
     pub evidence: NewEvidence,
     pub actor: KeyId,
     pub now: Millis,
@@ -457,6 +466,8 @@ impl Submission {
             created_at: self.now,
             completed_at: self.initial.is_terminal().then_some(self.now),
             parent_span_id: self.parent_span_id.clone(),
+            edit: None,
+            shadow_decisions: self.shadow_decisions.clone(),
         }
     }
 }
@@ -594,6 +605,9 @@ pub struct ApprovalRecord {
     pub run_id: Option<String>,
     pub created_at: Millis,
     pub decisions: Vec<DecisionRecord>,
+    /// The edit of the gated invocation's input, when an approver edited it: `input_fingerprint`
+    /// is then the edit's, and the edit keeps the one it was requested with.
+    pub edit: Option<crate::ApprovalEdit>,
 }
 
 /// What casting a decision did.
@@ -611,6 +625,12 @@ pub enum DecideOutcome {
     Expired(ApprovalRecord),
     /// The deciding key requested this approval.
     SelfDecision,
+    /// The deciding key edited the input this approval now holds: its ballot counts for
+    /// nothing on its own edit.
+    OwnEdit,
+    /// The approval's input was edited after the decider read it (`DecisionRequest::seen`):
+    /// the ballot was not counted; the approval as it stands.
+    InputChanged(ApprovalRecord),
 }
 
 /// What withdrawing an approval (`Approvals::withdraw_approval`) did.
@@ -638,6 +658,9 @@ pub struct DecisionRequest {
     pub now: Millis,
     /// The deciding replica: it owns the effect the decision releases, and dispatches it.
     pub replica: ReplicaId,
+    /// The approval's `input_fingerprint` as the decider saw it, when it says: a ballot on an
+    /// approval whose input was edited since is not counted (`DecideOutcome::InputChanged`).
+    pub seen: Option<String>,
 }
 
 /// What `Approvals::decide_and_begin` did.

@@ -174,6 +174,7 @@ mod tests {
             owner: ReplicaId::from_unique("r"),
             links: Default::default(),
             parent_span_id: None,
+            shadow_decisions: None,
         }
     }
 
@@ -201,6 +202,8 @@ mod tests {
             created_at: Millis(0),
             completed_at: None,
             parent_span_id: None,
+            edit: None,
+            shadow_decisions: None,
         }
     }
 

@@ -96,6 +96,9 @@ use environment_settings::*;
 #[path = "conformance/figures.rs"]
 mod figures;
 use figures::*;
+#[path = "conformance/input_edits.rs"]
+mod input_edits;
+use input_edits::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -159,6 +162,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     concurrent_seals_seal_each_event_once(store.clone()).await;
     one_sealer_holds_the_lease_until_it_expires(store.clone()).await;
     decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
+    an_edit_is_recorded_beside_the_input_and_needs_another_approver(store.clone()).await;
+    a_custom_request_takes_no_edit_and_an_expired_one_expires(store.clone()).await;
     decide_and_begin_records_no_attempt_where_the_rules_say_no(store.clone()).await;
     concurrent_decisions_begin_each_release_once(store.clone()).await;
     links_are_recorded_with_the_effect_and_read_both_ways(store.clone()).await;
@@ -441,6 +446,7 @@ impl Env {
             owner: writer(),
             links: Default::default(),
             parent_span_id: None,
+            shadow_decisions: None,
         }
     }
 
@@ -607,6 +613,8 @@ conformance_tests!(
     concurrent_seals_seal_each_event_once,
     one_sealer_holds_the_lease_until_it_expires,
     decide_and_begin_commits_the_attempt_with_the_decision,
+    an_edit_is_recorded_beside_the_input_and_needs_another_approver,
+    a_custom_request_takes_no_edit_and_an_expired_one_expires,
     decide_and_begin_records_no_attempt_where_the_rules_say_no,
     concurrent_decisions_begin_each_release_once,
     links_are_recorded_with_the_effect_and_read_both_ways,

@@ -39,6 +39,11 @@ pub struct Approval {
     pub expires_at: Option<String>,
     pub run_id: Option<String>,
     pub created_at: String,
+    /// When an approver edited the gated invocation's input: who, when, and the fingerprint it
+    /// was requested with. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub edit: Option<crate::ApprovalEdit>,
 }
 
 /// One key's decision on an approval.

@@ -59,6 +59,29 @@ pub struct Invocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(required = false)]
     pub elided_fields: Option<Vec<String>>,
+    /// When an approver edited the input before approving (edit-and-approve): the input the
+    /// call runs with (`input` stays as sent, and is what the operation key is compared with);
+    /// in a list, an [`Elided`] marker when longer than 16 KiB. Absent otherwise, like the three
+    /// fields after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub edited_input: Option<Value>,
+    /// What the edit changed, from `input` to `editedInput`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub input_edits: Option<Vec<crate::InputChange>>,
+    /// The key that edited the input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false, value_type = Option<String>)]
+    pub edited_by: Option<steward_core::KeyId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub edited_at: Option<String>,
+    /// What the environment's shadow (log-only) policies that matched this call would have
+    /// decided, had they been enforced; absent when none matched. The call was not affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub shadow_decisions: Option<Vec<crate::ShadowDecision>>,
 }
 
 /// The five fields only a governed invocation carries, set together.
@@ -79,6 +102,15 @@ impl Invocation {
         self.outcome = Some(g.outcome);
         self.stage = Some(g.stage);
         self.unresolved = Some(g.unresolved);
+        self
+    }
+
+    /// Sets the fields of an approver's edit of the input.
+    pub fn edited(mut self, e: crate::InvocationEdit) -> Self {
+        self.edited_input = Some(e.edited_input);
+        self.input_edits = Some(e.input_edits);
+        self.edited_by = Some(e.edited_by);
+        self.edited_at = Some(e.edited_at);
         self
     }
 }

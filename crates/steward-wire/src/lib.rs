@@ -29,6 +29,7 @@ mod effect;
 mod envelope;
 mod environment;
 mod import;
+mod input_edit;
 mod invocation;
 mod limit;
 mod note;
@@ -41,6 +42,7 @@ mod resolve;
 mod run;
 mod run_request;
 mod secret;
+mod shadow;
 mod webhook;
 
 pub use action::{Action, ActionBody, MissingOperationKeyChoice};
@@ -58,6 +60,7 @@ pub use envelope::{
 };
 pub use environment::{Environment, Identity, UnkeyedInvokes};
 pub use import::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation};
+pub use input_edit::{ApprovalEdit, InputChange, InvocationEdit};
 pub use invocation::{Elided, Governed, Invocation, InvokeBody};
 pub use limit::{Deleted, Limit, LimitBody, LimitUpdateBody, Period, SecretDeleted};
 pub use note::NoteBody;
@@ -79,6 +82,7 @@ pub use resolve::{ManualOutcome, PartialEffect, ResolveEffectBody, ResolveInvoca
 pub use run::{Feedback, Run, RunApproval, RunDetail, Span, SpanNode, SpansIngested, Trace};
 pub use run_request::{FeedbackBody, RunEndBody, RunStartBody, SpansBody, TraceBody};
 pub use secret::{Secret, SecretBody};
+pub use shadow::ShadowDecision;
 pub use webhook::{
     DeadLetter, RedeliveryRequested, Subscription, SubscriptionBody, SubscriptionPatch, Topic,
 };

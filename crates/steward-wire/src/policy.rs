@@ -80,6 +80,13 @@ pub struct Policy {
     #[schema(value_type = Option<Object>)]
     pub conditions: Option<Value>,
     pub acknowledge_broad_scope: bool,
+    /// `shadow` for a log-only policy (its would-be decision is recorded on each call it
+    /// matches, as the invocation's `shadowDecisions`, and counted; the call is not affected);
+    /// absent for an enforced policy (the default), so an enforced definition's view, which a
+    /// policy file's plan digest covers, is what it was before modes existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub mode: Option<String>,
     /// `specific_action`, `all_actions`, `custom_requests` or `all_requests`.
     pub scope: String,
     pub needs_scope_review: bool,
@@ -120,6 +127,8 @@ impl Policy {
             condition: spec.condition.clone(),
             conditions: spec.conditions.clone(),
             acknowledge_broad_scope: spec.acknowledge_broad_scope,
+            mode: (spec.mode == steward_core::policy::PolicyMode::Shadow)
+                .then(|| spec.mode.as_str().to_string()),
             scope: spec.scope().as_str().to_string(),
             needs_scope_review: spec.needs_scope_review(),
             r#match: PolicyMatch {

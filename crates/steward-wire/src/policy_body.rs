@@ -137,6 +137,16 @@ pub struct PolicyBody {
     )]
     #[schema(value_type = Option<Object>)]
     pub conditions: Option<Value>,
+    /// `enforce` (the default: the policy decides) or `shadow` (log-only: evaluated on live
+    /// traffic, its would-be decision recorded on the invocation and counted, the call not
+    /// affected).
+    #[serde(
+        default,
+        deserialize_with = "as_sent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>)]
+    pub mode: Option<Value>,
     /// Recorded on the version this change creates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
@@ -162,6 +172,7 @@ impl PolicyBody {
             ("enabled", &self.enabled),
             ("acknowledgeBroadScope", &self.acknowledge_broad_scope),
             ("conditions", &self.conditions),
+            ("mode", &self.mode),
         ];
         sent.into_iter()
             .filter_map(|(field, value)| Some((field.to_string(), value.clone()?)))

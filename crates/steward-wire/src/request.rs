@@ -190,6 +190,18 @@ pub struct DecisionBody {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub note: Option<Text>,
+    /// Approve only: the input the gated invocation should run with instead (edit-and-approve).
+    /// Checked as an invoke's input is; the edit is not an approval: the approval stays
+    /// pending, its ballots start again, and a key other than the requester's and the editor's
+    /// approves it. Refused for a custom request (`approval_not_editable`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<serde_json::Value>,
+    /// The approval's `inputFingerprint` as the decider read it: an approval whose input was
+    /// edited since is not counted (409 `approval_input_changed`).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub input_fingerprint: Option<Text>,
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! evaluated) decides "approval required".
 
 use super::condition::{holds, ConditionInput};
-use super::spec::{MatchKind, PolicyEffect, PolicySpec};
+use super::spec::{MatchKind, PolicyEffect, PolicyMode, PolicySpec};
 use crate::ids::PolicyId;
 use crate::time::Millis;
 use serde_json::Value;
@@ -134,12 +134,36 @@ pub fn matches(spec: &PolicySpec, facts: &Facts<'_>) -> Match {
     }
 }
 
-/// Decides one request: the first policy in evaluation order that matches (or cannot tell)
-/// decides. `None` when no policy applies.
+/// Decides one request: the first enforced policy in evaluation order that matches (or cannot
+/// tell) decides. `None` when no policy applies. Shadow policies ([`PolicyMode::Shadow`]) never
+/// decide; [`shadow`] says what they would have.
 pub fn decide(policies: &[Policy], facts: &Facts<'_>) -> Option<PolicyDecision> {
-    let mut ordered = policies.to_vec();
+    let mut ordered: Vec<Policy> = policies
+        .iter()
+        .filter(|p| p.spec.mode == PolicyMode::Enforce)
+        .cloned()
+        .collect();
     order(&mut ordered);
-    ordered.iter().find_map(|p| {
+    ordered.iter().find_map(|p| verdict(p, facts))
+}
+
+/// What each shadow policy that matches the request (or cannot tell) would decide if it were
+/// enforced, in evaluation order: recorded on the request and counted, never acted on. Each is
+/// judged on its own, as if it were the only policy: the question an operator asks of a
+/// candidate policy is "what would it do to this call".
+pub fn shadow(policies: &[Policy], facts: &Facts<'_>) -> Vec<PolicyDecision> {
+    let mut ordered: Vec<Policy> = policies
+        .iter()
+        .filter(|p| p.spec.mode == PolicyMode::Shadow)
+        .cloned()
+        .collect();
+    order(&mut ordered);
+    ordered.iter().filter_map(|p| verdict(p, facts)).collect()
+}
+
+/// What `p` decides for `facts`, if it matches or cannot tell.
+fn verdict(p: &Policy, facts: &Facts<'_>) -> Option<PolicyDecision> {
+    {
         let reference = PolicyRef {
             id: p.id.clone(),
             name: p.spec.name.clone(),
@@ -170,7 +194,7 @@ pub fn decide(policies: &[Policy], facts: &Facts<'_>) -> Option<PolicyDecision> 
                 policy: reference,
             }),
         }
-    })
+    }
 }
 
 #[cfg(test)]

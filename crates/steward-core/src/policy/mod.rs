@@ -34,9 +34,9 @@ pub use conditions::{
     CONDITIONS_PATH_SEGMENTS_MAX, CONDITIONS_STRING_MAX,
 };
 pub use decide::{
-    decide, matches, order, Facts, Match, Policy, PolicyDecision, PolicyRef, RequestKind,
+    decide, matches, order, shadow, Facts, Match, Policy, PolicyDecision, PolicyRef, RequestKind,
 };
 pub use spec::{
-    MatchKind, PolicyEffect, PolicyScope, PolicySpec, MATCH_TAGS_MAX, POLICY_NAME_LEN_MAX,
-    PRIORITY_ABS_MAX, REQUIRED_APPROVALS_MAX, SPEC_FIELDS,
+    MatchKind, PolicyEffect, PolicyMode, PolicyScope, PolicySpec, MATCH_TAGS_MAX,
+    POLICY_NAME_LEN_MAX, PRIORITY_ABS_MAX, REQUIRED_APPROVALS_MAX, SPEC_FIELDS,
 };

@@ -45,6 +45,39 @@ impl MatchKind {
     }
 }
 
+/// Whether a policy decides (`enforce`, the default) or only records what it would decide
+/// (`shadow`: log-only, evaluated on live traffic without affecting the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    #[default]
+    Enforce,
+    Shadow,
+}
+
+impl PolicyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyMode::Enforce => "enforce",
+            PolicyMode::Shadow => "shadow",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PolicyMode> {
+        match s {
+            "enforce" => Some(PolicyMode::Enforce),
+            "shadow" => Some(PolicyMode::Shadow),
+            _ => None,
+        }
+    }
+
+    /// Serde's `skip_serializing_if`: an enforced policy's stored definition is what it was
+    /// before modes existed, byte for byte.
+    pub fn is_enforce(&self) -> bool {
+        *self == PolicyMode::Enforce
+    }
+}
+
 /// What a matching policy decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,11 +178,14 @@ pub struct PolicySpec {
     pub priority: i64,
     pub enabled: bool,
     pub acknowledge_broad_scope: bool,
+    /// `shadow`: evaluated and recorded, never deciding (see [`PolicyMode`]).
+    #[serde(default, skip_serializing_if = "PolicyMode::is_enforce")]
+    pub mode: PolicyMode,
 }
 
 /// The fields a policy body may carry, besides `conditions` and `changeNote` (handled by the
 /// caller: one is refused, the other is stored with the version).
-pub const SPEC_FIELDS: [&str; 14] = [
+pub const SPEC_FIELDS: [&str; 15] = [
     "name",
     "matchKind",
     "matchActionName",
@@ -164,6 +200,7 @@ pub const SPEC_FIELDS: [&str; 14] = [
     "enabled",
     "acknowledgeBroadScope",
     "conditions",
+    "mode",
 ];
 
 /// Fields that `null` may clear; every other field refuses `null` on an edit.
@@ -248,6 +285,11 @@ impl PolicySpec {
             priority: integer(f, "priority")?.unwrap_or(0),
             enabled: boolean(f, "enabled")?.unwrap_or(true),
             acknowledge_broad_scope: boolean(f, "acknowledgeBroadScope")?.unwrap_or(false),
+            mode: match string(f, "mode")? {
+                Some(m) => PolicyMode::parse(&m)
+                    .ok_or_else(|| FieldError::new("mode", "must be enforce or shadow"))?,
+                None => PolicyMode::Enforce,
+            },
         };
         spec.validate()?;
         Ok(spec)

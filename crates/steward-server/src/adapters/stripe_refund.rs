@@ -384,7 +384,7 @@ async fn query(
 ) -> Finding {
     let url = format!("{}/v1/refunds", base_url(adapter).trim_end_matches('/'));
     let payment_intent = inv
-        .input
+        .dispatch_input()
         .get("paymentIntent")
         .and_then(Value::as_str)
         .unwrap_or_default();

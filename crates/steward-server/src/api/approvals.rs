@@ -256,14 +256,43 @@ async fn decide(
     let id = parse_id(&id)?;
     let body: doc::DecisionBody = body::parse(&bytes)?;
     let note = body.note.map(steward_wire::Text::into_string);
-    let request = json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
+    let seen = body.input_fingerprint.map(steward_wire::Text::into_string);
+    let input = body.input;
+    if input.is_some() && decision == Decision::Deny {
+        return Err(ApiError::validation(
+            "input",
+            "an edit goes with an approval (`/approve`); a denial takes no input",
+        ));
+    }
+    let mut request =
+        json!({"op": "approval.decide", "id": id, "decision": decision, "note": note});
+    // Added only when given, so that a decision's idempotency fingerprint stays what it was.
+    if let Some(input) = &input {
+        request["input"] = input.clone();
+    }
+    if let Some(seen) = &seen {
+        request["inputFingerprint"] = json!(seen);
+    }
     idempotent::run(&state, &caller, &headers, request, || async {
-        let decide = app::approvals::Decide {
-            approval: id.clone(),
-            decision,
-            note: note.clone(),
+        let decided = match &input {
+            Some(input) => {
+                let edit = app::approvals::Edit {
+                    approval: id.clone(),
+                    input: input.clone(),
+                    note: note.clone(),
+                };
+                app::approvals::edit(&state, &caller, edit).await?
+            }
+            None => {
+                let decide = app::approvals::Decide {
+                    approval: id.clone(),
+                    decision,
+                    note: note.clone(),
+                    seen: seen.clone(),
+                };
+                app::approvals::decide(&state, &caller, decide).await?
+            }
         };
-        let decided = app::approvals::decide(&state, &caller, decide).await?;
         // The approval, and the invocation it gated as it stands after the decision; `null`
         // for a custom request. A decision that changed nothing is answered the same way, with
         // the approval as it stands and why (`unchanged`, the reason the console shows).

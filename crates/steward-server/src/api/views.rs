@@ -139,6 +139,33 @@ pub fn invocation(i: &InvocationRecord) -> wire::Invocation {
         stage: None,
         unresolved: None,
         elided_fields: None,
+        edited_input: None,
+        input_edits: None,
+        edited_by: None,
+        edited_at: None,
+        // Recorded by this server as `app::gate::shadow_json` writes it; a record it cannot
+        // read is shown without them rather than failing the read.
+        shadow_decisions: i
+            .shadow_decisions
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+    };
+    let view = match &i.edit {
+        Some(edit) => view.edited(wire::InvocationEdit {
+            edited_input: edit.input.clone(),
+            input_edits: steward_core::input_changes(&i.input, &edit.input)
+                .into_iter()
+                .map(|c| wire::InputChange {
+                    op: c.op.to_string(),
+                    path: c.path,
+                    before: c.before,
+                    after: c.after,
+                })
+                .collect(),
+            edited_by: edit.by.clone(),
+            edited_at: edit.at.to_rfc3339(),
+        }),
+        None => view,
     };
     if !i.governed {
         return view;
@@ -166,6 +193,16 @@ pub fn listed_invocation(i: &InvocationRecord) -> wire::Invocation {
     }
     if super::bounded::mark_elided_field(&mut view.input, &href) {
         elided.push("input".to_string());
+    }
+    if let Some(edited) = view.edited_input.as_mut() {
+        if super::bounded::mark_elided_field(edited, &href) {
+            elided.push("editedInput".to_string());
+        }
+        // A change list computed from an elided side would describe the markers: the record
+        // read alone has it.
+        if elided.iter().any(|f| f == "input" || f == "editedInput") {
+            view.input_edits = None;
+        }
     }
     if !elided.is_empty() {
         view.elided_fields = Some(elided);
@@ -313,6 +350,12 @@ pub fn approval(a: &ApprovalRecord, names: &KeyNames) -> wire::Approval {
         expires_at: a.expires_at.map(|t| t.to_rfc3339()),
         run_id: a.run_id.clone(),
         created_at: a.created_at.to_rfc3339(),
+        edit: a.edit.as_ref().map(|e| wire::ApprovalEdit {
+            edited_by: e.by.clone(),
+            edited_by_name: names.name(&e.by),
+            edited_at: e.at.to_rfc3339(),
+            original_input_fingerprint: e.original_fingerprint.clone(),
+        }),
     }
 }
 
@@ -417,6 +460,8 @@ mod tests {
             created_at: Millis(1_000),
             completed_at: Some(Millis(1_250)),
             parent_span_id: None,
+            edit: None,
+            shadow_decisions: None,
         }
     }
 

@@ -7,13 +7,27 @@ use super::{seam, Error, Principal, Result};
 use crate::error::codes;
 use crate::state::AppState;
 use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, KeyId, Millis};
-use steward_store::{ApprovalRecord, DecideOutcome, DecisionRequest, InvocationRecord, Withdrawal};
+use steward_store::{
+    ApprovalRecord, DecideOutcome, DecisionRequest, EditOutcome, InvocationRecord, Withdrawal,
+};
 
 /// One decision on an approval, parsed by the front end.
 #[derive(Debug, Clone)]
 pub struct Decide {
     pub approval: ApprovalId,
     pub decision: Decision,
+    pub note: Option<String>,
+    /// The approval's `inputFingerprint` as the decider read it, when the front end says: an
+    /// approval whose input was edited since is refused (`approval_input_changed`).
+    pub seen: Option<String>,
+}
+
+/// An approver's edit of a parked invocation's input (edit-and-approve), parsed by the front
+/// end.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    pub approval: ApprovalId,
+    pub input: serde_json::Value,
     pub note: Option<String>,
 }
 
@@ -108,6 +122,7 @@ pub async fn decide(state: &AppState, principal: &Principal, request: Decide) ->
         note: request.note,
         now: state.clock.now(),
         replica: state.replica.clone(),
+        seen: request.seen,
     };
     // The decision and the dispatch it releases run in their own task: a client that
     // disconnects must not cancel either halfway.
@@ -124,6 +139,13 @@ pub async fn decide(state: &AppState, principal: &Principal, request: Decide) ->
                 "a key never decides an approval it requested",
             ))
         }
+        DecideOutcome::OwnEdit => {
+            return Err(Error::of(
+                codes::OWN_EDIT_DECISION_FORBIDDEN,
+                "this key edited the approval's input; another key approves the edit",
+            ))
+        }
+        DecideOutcome::InputChanged(approval) => return Err(input_changed(&approval)),
         DecideOutcome::Unchanged(approval) => {
             let unchanged = Unchanged::of(&approval, &principal.key.id, false);
             (approval, unchanged)
@@ -180,6 +202,97 @@ pub async fn withdraw(
     }
 }
 
+/// The refusal of an approval cast on an input since edited.
+fn input_changed(approval: &ApprovalRecord) -> Error {
+    Error::of(
+        codes::APPROVAL_INPUT_CHANGED,
+        "the approval's input was edited after you read it; read it again, then decide",
+    )
+    .with_details(serde_json::json!({"inputFingerprint": approval.input_fingerprint}))
+}
+
+/// Records `principal`'s edit of the input of the invocation an approval parks. The edit is
+/// checked as an invoke's input is, against the action version the invocation names, and is
+/// not an approval: the approval stays pending with its ballots cleared, and `principal` may not
+/// approve it (`crate::store`'s `input_edit` module has the rules). Answers as a decision that
+/// counted does, with the approval and the invocation as the edit left them.
+pub async fn edit(state: &AppState, principal: &Principal, request: Edit) -> Result<Decided> {
+    seam::reached(state, seam::UseCase::Decide);
+    principal.require(scopes::APPROVALS_DECIDE)?;
+    let env = &principal.env.id;
+    let context = state
+        .store
+        .release_context(env, &request.approval)
+        .await?
+        .ok_or_else(|| Error::not_found("approval"))?;
+    if context.approval.invocation_id.is_none() {
+        return Err(Error::of(
+            codes::APPROVAL_NOT_EDITABLE,
+            "this approval gates no invocation (a custom request): there is no input to edit",
+        ));
+    }
+    // The edit is the body's `input`: its fields are named as an invoke's are (`input.amount`).
+    // An invocation no longer parked is answered by the store (nothing changed).
+    if let Some(parked) = &context.parked {
+        super::input::check_definition(&parked.definition, &request.input)?;
+    }
+    let edit = steward_store::EditRequest {
+        env_id: env.clone(),
+        approval_id: request.approval,
+        key: principal.key.id.clone(),
+        input_fingerprint: steward_core::fingerprint(&request.input),
+        input: request.input,
+        note: request.note,
+        now: state.clock.now(),
+    };
+    let (approval, invocation, unchanged) =
+        match state.store.edit_approval(&edit).await? {
+            EditOutcome::Edited {
+                approval,
+                invocation,
+            } => {
+                state.approval_events.notify_waiters();
+                state.metrics.approval_decision("edit");
+                (approval, Some(*invocation), None)
+            }
+            EditOutcome::SelfDecision => {
+                return Err(Error::of(
+                    codes::SELF_DECISION_FORBIDDEN,
+                    "a key never decides (nor edits) an approval it requested",
+                ))
+            }
+            EditOutcome::NotEditable(_) => return Err(Error::of(
+                codes::APPROVAL_NOT_EDITABLE,
+                "this approval gates no invocation (a custom request): there is no input to edit",
+            )),
+            EditOutcome::SameInput(_) => {
+                return Err(Error::validation(
+                    "input",
+                    "is the input the approval already holds; approve without `input` instead",
+                ))
+            }
+            EditOutcome::Unchanged(approval) => {
+                let unchanged = Unchanged::of(&approval, &principal.key.id, false);
+                (approval, None, unchanged)
+            }
+            EditOutcome::Expired(approval) => {
+                state.approval_events.notify_waiters();
+                let unchanged = Unchanged::of(&approval, &principal.key.id, true);
+                (approval, None, unchanged)
+            }
+        };
+    let invocation = match (invocation, &approval.invocation_id) {
+        (Some(inv), _) => Some(inv),
+        (None, Some(id)) => state.store.invocation(env, id).await?,
+        (None, None) => None,
+    };
+    Ok(Decided {
+        approval,
+        invocation,
+        unchanged,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +329,7 @@ mod tests {
                 })
                 .into_iter()
                 .collect(),
+            edit: None,
         }
     }
 

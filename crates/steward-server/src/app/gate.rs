@@ -11,7 +11,9 @@ use crate::adapters::money_amount;
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use serde_json::{json, Value};
-use steward_core::policy::{decide, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind};
+use steward_core::policy::{
+    decide, shadow, Facts, PolicyDecision, PolicyEffect, PolicyScope, RequestKind,
+};
 use steward_core::{ApprovalId, EffectState, Millis, OperationKey, Rejection, RunId};
 use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{ActionRecord, NewApproval, NewEvidence, PolicyRecord, RunRecord};
@@ -23,6 +25,33 @@ pub(crate) struct Gate {
     pub approval: Option<NewApproval>,
     pub decision: Option<Value>,
     pub evidence: NewEvidence,
+    /// What the shadow (log-only) policies that matched would have decided
+    /// ([`shadow_json`]); `None` when none matched. Never changes the rest of the gate.
+    pub shadow: Option<Value>,
+}
+
+/// The shadow decisions as recorded on the invocation (`shadowDecisions`): each names the
+/// policy version and what it would have decided.
+pub(crate) fn shadow_json(shadow: &[PolicyDecision]) -> Option<Value> {
+    (!shadow.is_empty()).then(|| {
+        Value::Array(
+            shadow
+                .iter()
+                .map(|d| {
+                    json!({
+                        "policyId": d.policy.id,
+                        "policyName": d.policy.name,
+                        "version": d.policy.version,
+                        "decision": d.effect.as_str(),
+                        "requiredApprovals": (d.effect == PolicyEffect::RequireApproval)
+                            .then_some(d.required_approvals),
+                        "undecidable": d.undecidable,
+                        "explanation": d.explanation,
+                    })
+                })
+                .collect(),
+        )
+    })
 }
 
 /// The decision as recorded on the invocation. It names the policy version that decided, so a
@@ -41,13 +70,16 @@ pub(crate) fn decision_json(d: &PolicyDecision) -> Value {
 /// environment's policies (`records`) applies. The user and tags the policies match on are the
 /// run's, when the invocation names one (`runId`); without a run there are none, so a policy
 /// with `matchUserId` or `matchTags` does not apply.
+///
+/// Also what the shadow policies that match would have decided (`steward_core::policy::shadow`),
+/// judged on the same facts.
 fn policy_decision(
     records: &[PolicyRecord],
     caller: &Caller,
     action: &ActionRecord,
     input: &Value,
     run: Option<&RunRecord>,
-) -> Option<(PolicyDecision, PolicyScope)> {
+) -> (Option<(PolicyDecision, PolicyScope)>, Vec<PolicyDecision>) {
     let policies: Vec<_> = records.iter().map(|r| r.policy()).collect();
     let facts = Facts {
         kind: RequestKind::Action,
@@ -58,14 +90,15 @@ fn policy_decision(
         amount: money_amount(&action.definition, input).map(|a| a as f64),
         input,
     };
-    decide(&policies, &facts).map(|d| {
+    let decided = decide(&policies, &facts).map(|d| {
         let scope = records
             .iter()
             .find(|r| r.id == d.policy.id)
             .map(|r| r.spec.scope())
             .unwrap_or(PolicyScope::AllRequests);
         (d, scope)
-    })
+    });
+    (decided, shadow(&policies, &facts))
 }
 
 fn approval(
@@ -104,6 +137,22 @@ pub(crate) fn gate(
     run: Option<&RunRecord>,
     now: Millis,
 ) -> ApiResult<Gate> {
+    let (decided, shadow) = policy_decision(policies, caller, action, input, run);
+    let mut gate = enforced(decided, action, input, operation_key, run, now);
+    gate.shadow = shadow_json(&shadow);
+    Ok(gate)
+}
+
+/// The gate the enforced policies' decision (`decided`) and the action's own
+/// `requiresApproval` make, without shadow decisions.
+fn enforced(
+    decided: Option<(PolicyDecision, PolicyScope)>,
+    action: &ActionRecord,
+    input: &Value,
+    operation_key: Option<&OperationKey>,
+    run: Option<&RunRecord>,
+    now: Millis,
+) -> Gate {
     let run_id = run.map(|r| &r.id);
     let accepted = NewEvidence::new(
         EvidenceKind::Accepted,
@@ -123,9 +172,10 @@ pub(crate) fn gate(
         )),
         decision,
         evidence,
+        shadow: None,
     };
-    let Some((d, scope)) = policy_decision(policies, caller, action, input, run) else {
-        return Ok(if own_gate {
+    let Some((d, scope)) = decided else {
+        return if own_gate {
             parked(1, None, accepted)
         } else {
             Gate {
@@ -133,8 +183,9 @@ pub(crate) fn gate(
                 approval: None,
                 decision: None,
                 evidence: accepted,
+                shadow: None,
             }
-        });
+        };
     };
     let recorded = decision_json(&d);
     let evidence = |kind: EvidenceKind| {
@@ -142,7 +193,7 @@ pub(crate) fn gate(
             "policyId": d.policy.id, "policyVersion": d.policy.version, "effect": d.effect.as_str(),
         }))
     };
-    Ok(match d.effect {
+    match d.effect {
         PolicyEffect::AutoDeny => Gate {
             initial: EffectState::Rejected {
                 reason: Rejection::Denied,
@@ -150,6 +201,7 @@ pub(crate) fn gate(
             approval: None,
             decision: Some(recorded),
             evidence: evidence(EvidenceKind::Denied),
+            shadow: None,
         },
         PolicyEffect::RequireApproval => parked(
             d.required_approvals,
@@ -172,6 +224,7 @@ pub(crate) fn gate(
             approval: None,
             decision: Some(recorded),
             evidence: evidence(EvidenceKind::Accepted),
+            shadow: None,
         },
-    })
+    }
 }

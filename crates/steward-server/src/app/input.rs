@@ -4,12 +4,18 @@ use super::{Error, Result};
 use crate::error::codes;
 use serde_json::Value;
 use steward_core::check_input;
+use steward_core::ActionDefinition;
 use steward_store::ActionRecord;
 
 /// Refuses `input` for `action` when the action is disabled, or the input does not fit the
 /// action's schema, adapter or template. Previews check the same.
 pub fn check(action: &ActionRecord, input: &Value) -> Result<()> {
-    let def = &action.definition;
+    check_definition(&action.definition, input)
+}
+
+/// [`check`] against one version's definition: what an approver's edit of a parked
+/// invocation's input is checked with (the version the invocation names).
+pub fn check_definition(def: &ActionDefinition, input: &Value) -> Result<()> {
     if !def.enabled {
         return Err(Error::of(codes::ACTION_DISABLED, "this action is disabled"));
     }

@@ -262,6 +262,7 @@ async fn run(
         owner: state.replica.clone(),
         links: request.links,
         parent_span_id: request.parent_span_id,
+        shadow_decisions: gate.shadow,
     };
     // Recording and dispatch run in their own task: a client that disconnects must not cancel
     // either halfway.
@@ -349,6 +350,11 @@ async fn record_and_dispatch(
         state.metrics.store_commit("submit", started.elapsed());
         (outcome, None)
     };
+    if let SubmitOutcome::Created(inv) = &outcome {
+        state
+            .metrics
+            .shadow_decisions(inv.shadow_decisions.as_ref());
+    }
     if let (SubmitOutcome::Created(inv), Some(key), None) =
         (&outcome, &submission.idempotency_key, &answered)
     {

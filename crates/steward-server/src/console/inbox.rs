@@ -59,8 +59,20 @@ pub fn pending_table(
             p.muted { "No approval is waiting." }
         } @else {
             table #inbox {
-                tr { th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
+                tr { th { "" } th { "Action" } th { "Requested by" } th { "Input" } th { "Age" } th { "Expires" } th { "Approvals" } th { "Decide" } }
                 @for a in items(pending) { (pending_row(a, op, mode, now, names)) }
+            }
+            @if mode.writable() {
+                // The selected approvals, decided one by one with one note (`decide::batch`).
+                // The checkboxes in the rows belong to this form (`form="batch"`): forms do
+                // not nest, and each row keeps its own approve and deny forms.
+                form #batch method="post" action="/console/approvals/batch" {
+                    (csrf_field(op))
+                    "Selected: "
+                    input type="text" name="note" placeholder="one note for each (optional)";
+                    " " button type="submit" name="decision" value="approve" { "Approve selected" }
+                    " " button.danger type="submit" name="decision" value="deny" { "Deny selected" }
+                }
             }
         }
     }
@@ -116,6 +128,11 @@ fn pending_row(
     html! {
         tr.approval id=(id) data-approval=(id) {
             td {
+                @if mode.writable() {
+                    input.select type="checkbox" name="ids" value=(id) form="batch" title="select for a batch decision";
+                }
+            }
+            td {
                 strong { (payload.get("action").and_then(Value::as_str).unwrap_or(text(a, "title"))) }
                 @if let Some(d) = a.get("description").and_then(Value::as_str) { br; span.description { (d) } }
                 br; span.muted { (id) }
@@ -127,7 +144,20 @@ fn pending_row(
                     br; span.muted { "(this key: another key must decide)" }
                 }
             }
-            td { pre { (json_text(&input)) } }
+            td {
+                pre { (json_text(&input)) }
+                @if let Some(edit) = a.get("edit") {
+                    div.edited {
+                        span.tag { "edited" } " by " (show_key(names, text(edit, "editedBy")))
+                        @if text(edit, "editedBy") == op.caller.key.id.as_str() {
+                            br; span.muted { "(this key edited it: another key must approve)" }
+                        }
+                        @if let Some(original) = payload.get("originalInput") {
+                            br; span.muted { "as sent:" } pre.original { (json_text(original)) }
+                        }
+                    }
+                }
+            }
             td { (layout::when(text(a, "createdAt"), now)) }
             td { @match a.get("expiresAt").and_then(Value::as_str) { Some(at) => time datetime=(at) title=(format!("{at} (UTC)")) { (at) }, None => span.muted { "never" } } }
             td.progress { (approved) " of " (required) (decisions(a, now, names)) }
@@ -135,6 +165,9 @@ fn pending_row(
                 @if mode.writable() {
                     form.inline method="post" action={ "/console/approvals/" (id) "/approve" } {
                         (csrf_field(op))
+                        @if let Some(seen) = a.get("inputFingerprint").and_then(Value::as_str) {
+                            input type="hidden" name="inputFingerprint" value=(seen);
+                        }
                         input type="text" name="note" placeholder="note (optional)";
                         " " button type="submit" { "Approve" }
                     }

@@ -82,6 +82,7 @@ pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
         .route("/console/events", get(live::events))
         .route("/console/login", get(login::page).post(login::sign_in))
         .route("/console/logout", post(login::sign_out))
+        .route("/console/approvals/batch", post(decide::batch))
         .route("/console/approvals/{id}/approve", post(decide::approve))
         .route("/console/approvals/{id}/deny", post(decide::deny))
         .route("/console/unknown", get(unknown::page))

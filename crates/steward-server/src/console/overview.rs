@@ -34,6 +34,9 @@ pub struct Notice {
     /// The invocation a decision released or ended, whose dispatch the page reports.
     pub invocation: Option<InvocationId>,
     pub error: Option<ApiError>,
+    /// What each decision of a batch (`decide::batch`) came to: the approval's id and a
+    /// sentence, in the order decided.
+    pub batch: Vec<(String, String)>,
 }
 
 impl Notice {
@@ -58,6 +61,7 @@ pub async fn page(
             .get("invocation")
             .and_then(|id| InvocationId::parse(id).ok()),
         error: None,
+        batch: Vec::new(),
     };
     render(&state, mode, &op, notice).await
 }
@@ -107,6 +111,13 @@ pub async fn render(
     let body = html! {
         (layout::notice(notice.done, notice.error.as_ref()))
         @if let Some(dispatch) = dispatch { (dispatch) }
+        @if !notice.batch.is_empty() {
+            ul #batch-outcomes {
+                @for (id, outcome) in &notice.batch {
+                    li data-approval=(id) { code { (id) } ": " (outcome) }
+                }
+            }
+        }
         (cards(counts, op.caller.env.halted))
         h2 { "Waiting for approval" }
         (inbox::pending_table(&pending["data"], op, mode, now, &names))

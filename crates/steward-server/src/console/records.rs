@@ -92,6 +92,7 @@ mod tests {
             run_id: None,
             created_at: at,
             decisions: Vec::new(),
+            edit: None,
         }
     }
 

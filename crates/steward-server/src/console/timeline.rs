@@ -78,6 +78,38 @@ pub async fn page(
             detail: Some(decision.clone()),
         });
     }
+    // Shadow (log-only) policies: what each would have decided; the call was not affected.
+    for shadow in invocation
+        .get("shadowDecisions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        entries.push(Entry {
+            at: text(&invocation, "createdAt").to_string(),
+            what: "shadow",
+            summary: format!(
+                "shadow policy {} version {} would have decided {} (log-only: not applied)",
+                text(shadow, "policyName"),
+                shadow.get("version").and_then(Value::as_u64).unwrap_or(0),
+                text(shadow, "decision"),
+            ),
+            detail: Some(shadow.clone()),
+        });
+    }
+    if let Some(edited) = invocation.get("editedInput") {
+        entries.push(Entry {
+            at: text(&invocation, "editedAt").to_string(),
+            what: "edit",
+            summary: format!(
+                "input edited by {} before approval; the call runs with the edit",
+                text(&invocation, "editedBy")
+            ),
+            detail: Some(
+                json!({"editedInput": edited, "inputEdits": invocation.get("inputEdits")}),
+            ),
+        });
+    }
     let names = match KeyNames::of(&state, &op.caller.env.id).await {
         Ok(names) => names,
         Err(e) => return layout::error_page(&e),

@@ -20,7 +20,7 @@ pub async fn prepare(
     let call = Call {
         env: &inv.env_id,
         invocation: &inv.id,
-        input: &inv.input,
+        input: inv.dispatch_input(),
     };
     prepare_call(state, call, def, effect_key, known).await
 }

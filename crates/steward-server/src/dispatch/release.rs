@@ -50,6 +50,11 @@ pub async fn decide_and_dispatch(
     state: &AppState,
     request: &DecisionRequest,
 ) -> EffectResult<Decided> {
+    // An approval binds the input its decider saw: when the front end did not say which, the
+    // input as the plan reads it (so an edit landing between that read and the decision is
+    // refused, never approved with an attempt prepared from the input before it).
+    let mut request = request.clone();
+    let request = &mut request;
     let (planned, blocked) = match plan(state, request).await? {
         Plan::Attempt(planned) => (Some(*planned), None),
         Plan::Blocked(blocked) => (None, Some(blocked)),
@@ -58,7 +63,7 @@ pub async fn decide_and_dispatch(
     let started = std::time::Instant::now();
     let decided = state
         .store
-        .decide_and_begin(request, planned.as_ref().map(|p| &p.first))
+        .decide_and_begin(&*request, planned.as_ref().map(|p| &p.first))
         .await?;
     state
         .metrics
@@ -126,7 +131,9 @@ enum Plan {
 
 /// Reads what the decision may release and, when it would release a parked invocation, prepares
 /// and checks its request (step 2) and builds its first attempt (step 3).
-async fn plan(state: &AppState, request: &DecisionRequest) -> EffectResult<Plan> {
+///
+/// Sets `request.seen` to the approval's input fingerprint as read here, when it was not set.
+async fn plan(state: &AppState, request: &mut DecisionRequest) -> EffectResult<Plan> {
     if request.decision != Decision::Approve {
         return Ok(Plan::Nothing);
     }
@@ -137,6 +144,9 @@ async fn plan(state: &AppState, request: &DecisionRequest) -> EffectResult<Plan>
     else {
         return Ok(Plan::Nothing);
     };
+    if request.seen.is_none() {
+        request.seen = context.approval.input_fingerprint.clone();
+    }
     if !context.releases(request) {
         return Ok(Plan::Nothing);
     }

@@ -32,8 +32,8 @@ pub(crate) fn request(
         env_id: inv.env_id.clone(),
         effect_id: inv.effect_id.clone(),
         action_name: inv.action_name.clone(),
-        resource: crate::adapters::resource(def, &inv.input),
-        quantities: crate::adapters::quantities(def, &inv.input),
+        resource: crate::adapters::resource(def, inv.dispatch_input()),
+        quantities: crate::adapters::quantities(def, inv.dispatch_input()),
         actor: Actor::key(&inv.created_by, state.clock.now()),
     }
 }

@@ -60,6 +60,12 @@ impl Approvals for CountingStore {
             .create_approval(env, approval, requested_by, now)
             .await
     }
+    async fn edit_approval(
+        &self,
+        request: &steward_store::EditRequest,
+    ) -> StoreResult<steward_store::EditOutcome> {
+        self.inner.edit_approval(request).await
+    }
     async fn approval(
         &self,
         env: &EnvironmentId,

@@ -44,6 +44,8 @@ codes! {
         "The key lacks the operation's scope; `details.requiredScope` names it.");
     SELF_DECISION_FORBIDDEN = ("self_decision_forbidden", FORBIDDEN,
         "A key never decides an approval it requested.");
+    OWN_EDIT_DECISION_FORBIDDEN = ("own_edit_decision_forbidden", FORBIDDEN,
+        "A key that edited an approval's input never approves its own edit.");
     SELF_RESOLUTION_FORBIDDEN = ("self_resolution_forbidden", FORBIDDEN,
         "A key never resolves an invocation it made.");
     HOST_NOT_ALLOWED = ("host_not_allowed", FORBIDDEN,
@@ -56,6 +58,10 @@ codes! {
         "Console: the approval was settled before this decision, which changed nothing.");
     ALREADY_DECIDED_BY_THIS_KEY = ("already_decided_by_this_key", CONFLICT,
         "Console: this key had already decided this approval; each key counts once.");
+    APPROVAL_INPUT_CHANGED = ("approval_input_changed", CONFLICT,
+        "The approval's input was edited after this decider read it; the approval was not counted.");
+    APPROVAL_NOT_EDITABLE = ("approval_not_editable", CONFLICT,
+        "The approval gates no invocation (a custom request): there is no input to edit.");
     NOT_FOUND = ("NOT_FOUND", NOT_FOUND,
         "No such record in the key's environment.");
     ROUTE_NOT_FOUND = ("ROUTE_NOT_FOUND", NOT_FOUND,

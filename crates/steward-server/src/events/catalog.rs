@@ -90,6 +90,7 @@ fn public_type(event: &AuditEvent) -> Option<&'static str> {
         | AuditKind::ActionDeleted
         | AuditKind::ActionUpdated
         | AuditKind::ApprovalDecision
+        | AuditKind::ApprovalEdited
         | AuditKind::BudgetDeleted
         | AuditKind::BudgetPut
         | AuditKind::BudgetRefused

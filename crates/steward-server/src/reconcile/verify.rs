@@ -212,8 +212,8 @@ pub async fn read_back(
         secrets.insert(name, opened.value);
         rest = after;
     }
-    let url =
-        render_url(&spec.url, &inv.input, response, &secrets).map_err(|e| redact(&e, &values))?;
+    let url = render_url(&spec.url, inv.dispatch_input(), response, &secrets)
+        .map_err(|e| redact(&e, &values))?;
     let (host, own) = (host_of(&url), host_of(action_url));
     if host.is_none() || host != own {
         return Err("the read-back must call the action's own host".into());
@@ -251,7 +251,7 @@ pub async fn read_back(
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);
     // What did not match may quote the provider's answer.
-    matches(spec, &body, &inv.input, response).map_err(|e| redact(&e, &values))
+    matches(spec, &body, inv.dispatch_input(), response).map_err(|e| redact(&e, &values))
 }
 
 #[cfg(test)]

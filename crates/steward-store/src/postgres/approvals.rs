@@ -21,14 +21,19 @@ use crate::approval_change::{
     WITHDRAWN_ORIGIN,
 };
 use crate::error::{StoreError, StoreResult};
+use crate::input_edit::{edit_step, EditStep};
 use crate::records::*;
 use crate::store::Approvals;
+use crate::{EditOutcome, EditRequest};
 use async_trait::async_trait;
 use steward_core::*;
 use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
-const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
+const INSERT_COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
+
+/// What a read selects: [`INSERT_COLUMNS`], then the edit (`crate::input_edit`).
+const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at, edit";
 
 fn decode(row: &Row) -> StoreResult<ApprovalRecord> {
     let status: &str = col(row, 2)?;
@@ -53,6 +58,8 @@ fn decode(row: &Row) -> StoreResult<ApprovalRecord> {
         run_id: col(row, 16)?,
         created_at: millis(row, 17)?,
         decisions: Vec::new(),
+        edit: crate::input_edit::decode_approval_edit(col::<Option<&str>>(row, 18)?)
+            .map_err(|e| rows::corrupt("approval edit", e))?,
     })
 }
 
@@ -159,7 +166,7 @@ pub(crate) async fn insert(
     let required = a.required_approvals.max(1);
     tx.execute_unique(
         "approval",
-        &format!("INSERT INTO approvals ({COLUMNS}) VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, NULL, $13, $14, $15)"),
+        &format!("INSERT INTO approvals ({INSERT_COLUMNS}) VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, NULL, $13, $14, $15)"),
         &[
             &a.id.as_str(), &env.as_str(), &a.title, &a.description, &a.payload.to_string(),
             &binding.as_ref().map(|b| b.invocation.as_str()), &binding.as_ref().map(|b| b.effect.as_str()),
@@ -360,6 +367,62 @@ async fn decide(
     })
 }
 
+/// Records edit `r` in `tx`, the approval's row locked (see `Approvals::edit_approval`).
+async fn edit(tx: &Tx<'_>, r: &EditRequest) -> StoreResult<EditOutcome> {
+    let (env, id) = (&r.env_id, &r.approval_id);
+    let a = locked_approval(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval" })?;
+    let parked = match &a.invocation_id {
+        Some(inv) => invocation(tx, env, inv).await?,
+        None => None,
+    };
+    let write = match edit_step(&a, parked.as_ref(), r) {
+        EditStep::Answer(outcome) => return Ok(*outcome),
+        EditStep::Expire => {
+            expire_one(tx, &a, r.now).await?;
+            let a = approval(tx, env, id).await?;
+            return Ok(EditOutcome::Expired(
+                a.ok_or(StoreError::NotFound { what: "approval" })?,
+            ));
+        }
+        EditStep::Write(write) => write,
+    };
+    let inv = parked.ok_or(StoreError::NotFound { what: "invocation" })?;
+    let moved = tx
+        .execute(
+            "UPDATE invocations SET edited_input = $1, input_edit = $2 WHERE id = $3 AND env_id = $4 AND state = 'awaiting_approval'",
+            &[&r.input.to_string(), &write.invocation_edit, &inv.id.as_str(), &env.as_str()],
+        )
+        .await?;
+    assert_eq!(
+        moved, 1,
+        "invocation {} of approval {} is parked",
+        inv.id, a.id
+    );
+    tx.execute(
+        "UPDATE approvals SET input_fingerprint = $1, edit = $2, payload = $3 WHERE id = $4 AND status = 'pending'",
+        &[&r.input_fingerprint, &write.approval_edit, &write.payload, &id.as_str()],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM approval_decisions WHERE approval_id = $1",
+        &[&id.as_str()],
+    )
+    .await?;
+    append(tx, &Actor::key(&r.key, r.now), write.entry).await?;
+    let approval = approval(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval" })?;
+    let invocation = invocation(tx, env, &inv.id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "invocation" })?;
+    Ok(EditOutcome::Edited {
+        approval,
+        invocation: Box::new(invocation),
+    })
+}
+
 /// The released effect's first attempt, as `submit_and_begin` records a fresh one: the impact
 /// reservation, then the attempt; a refusal or a halt records no attempt.
 async fn begin_first(tx: &Tx<'_>, first: &FirstAttempt) -> StoreResult<FirstAttemptOutcome> {
@@ -462,6 +525,14 @@ impl Approvals for PostgresStore {
             self.announcer.announce(request.approval_id.clone());
         }
         Ok(decided)
+    }
+
+    async fn edit_approval(&self, request: &EditRequest) -> StoreResult<EditOutcome> {
+        let edited = in_transaction!(self, Mode::WriteConcurrent, |tx| edit(&tx, request))?;
+        if matches!(edited, EditOutcome::Edited { .. } | EditOutcome::Expired(_)) {
+            self.announcer.announce(request.approval_id.clone());
+        }
+        Ok(edited)
     }
 
     async fn release_context(

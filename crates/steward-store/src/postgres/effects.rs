@@ -201,8 +201,8 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
     let insert_invocation = format!(
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
             input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
-            decision, completed_at, parent_span_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+            decision, completed_at, parent_span_id, shadow_decisions)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
          RETURNING {}",
         rows::INVOCATION_COLUMNS
     );
@@ -212,6 +212,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         s.approval.as_ref().map(|a| a.id.as_str()),
     );
     let decision = s.decision.as_ref().map(Value::to_string);
+    let shadow = s.shadow_decisions.as_ref().map(Value::to_string);
     let invocation_params: &Params<'_> = &[
         &s.invocation_id.as_str(),
         &s.env_id.as_str(),
@@ -232,6 +233,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         &decision,
         &completed,
         &s.parent_span_id,
+        &shadow,
     ];
     let effect_params: &Params<'_> = &[
         &s.effect_id.as_str(),

@@ -160,7 +160,7 @@ pub(crate) fn action(row: &Row) -> StoreResult<ActionRecord> {
     })
 }
 
-pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id";
+pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id, edited_input, input_edit, shadow_decisions";
 
 /// [`INVOCATION_COLUMNS`] for a list, large fields elided (`elide::listed_columns`). Decoded by
 /// [`invocation`] like the whole row.
@@ -192,6 +192,12 @@ pub(crate) fn invocation(row: &Row) -> StoreResult<InvocationRecord> {
         created_at: millis(row, 19)?,
         completed_at: millis_opt(row, 20)?,
         parent_span_id: col(row, 21)?,
+        edit: crate::input_edit::decode_invocation_edit(
+            json_opt(row, 22, "edited input")?,
+            col::<Option<&str>>(row, 23)?,
+        )
+        .map_err(|e| corrupt("input edit", e))?,
+        shadow_decisions: json_opt(row, 24, "shadow decisions")?,
     })
 }
 

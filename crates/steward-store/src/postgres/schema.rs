@@ -40,6 +40,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (15, "unkeyed invokes setting", UNKEYED_INVOKES),
     (16, "fencing epochs", FENCING),
+    (17, "edit and approve, shadow policies", EDIT_AND_APPROVE),
 ];
 
 /// The fencing epochs (docs/DECISIONS.md, "Fencing tokens"): an effect's grows at each
@@ -51,6 +52,16 @@ ALTER TABLE effects ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE audit_head ADD COLUMN IF NOT EXISTS sealer_epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE webhook_subscriptions ADD COLUMN IF NOT EXISTS lease_epoch BIGINT NOT NULL DEFAULT 0;
+"#;
+
+/// Edit-and-approve (`crate::input_edit`): an invocation's edited input and the edit's
+/// fingerprint, editor and time; an approval's edit. Shadow policies: what they would have
+/// decided, on the invocation.
+const EDIT_AND_APPROVE: &str = r#"
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS edited_input TEXT;
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS input_edit TEXT;
+ALTER TABLE approvals ADD COLUMN IF NOT EXISTS edit TEXT;
+ALTER TABLE invocations ADD COLUMN IF NOT EXISTS shadow_decisions TEXT;
 "#;
 
 /// The environment's `unkeyedInvokes` setting; `NULL` (every environment before it) is

@@ -13,13 +13,18 @@ use crate::approval_change::{
     WITHDRAWN_ORIGIN,
 };
 use crate::error::{StoreError, StoreResult};
+use crate::input_edit::{edit_step, EditStep};
 use crate::records::*;
 use crate::store::Approvals;
+use crate::{EditOutcome, EditRequest};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row, Transaction};
 use steward_core::*;
 
-const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
+const INSERT_COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at";
+
+/// What a read selects: [`INSERT_COLUMNS`], then the edit (`crate::input_edit`).
+const COLUMNS: &str = "id, env_id, status, title, description, payload, invocation_id, effect_id, action_id, action_version, input_fingerprint, requested_by, required_approvals, decision_origin, decided_at, expires_at, run_id, created_at, edit";
 
 fn parse<T>(raw: String, f: fn(&str) -> Result<T, IdError>) -> StoreResult<T> {
     f(&raw).map_err(|e| rows::corrupt("id", e))
@@ -55,6 +60,8 @@ fn decode(row: &Row<'_>) -> StoreResult<ApprovalRecord> {
         run_id: col(row, 16)?,
         created_at: Millis(col(row, 17)?),
         decisions: Vec::new(),
+        edit: crate::input_edit::decode_approval_edit(col::<Option<String>>(row, 18)?.as_deref())
+            .map_err(|e| rows::corrupt("approval edit", e))?,
     })
 }
 
@@ -101,7 +108,7 @@ pub(crate) fn insert(
 ) -> StoreResult<()> {
     super::conn::execute_cached(
         tx,
-        &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, NULL, ?13, ?14, ?15)"),
+        &format!("INSERT INTO approvals ({INSERT_COLUMNS}) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, NULL, ?13, ?14, ?15)"),
         params![
             a.id.as_str(), env.as_str(), a.title, a.description, a.payload.to_string(),
             binding.as_ref().map(|b| b.invocation.as_str()), binding.as_ref().map(|b| b.effect.as_str()),
@@ -318,6 +325,59 @@ fn decide(
     })
 }
 
+/// Records edit `r` in `tx` (see `Approvals::edit_approval`).
+fn edit(tx: &Transaction<'_>, r: &EditRequest) -> StoreResult<EditOutcome> {
+    let (env, id) = (&r.env_id, &r.approval_id);
+    let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    let parked = match &a.invocation_id {
+        Some(inv) => invocation(tx, env, inv)?,
+        None => None,
+    };
+    let write = match edit_step(&a, parked.as_ref(), r) {
+        EditStep::Answer(outcome) => return Ok(*outcome),
+        EditStep::Expire => {
+            expire_one(tx, &a, r.now)?;
+            let a = approval(tx, env, id)?;
+            return Ok(EditOutcome::Expired(
+                a.ok_or(StoreError::NotFound { what: "approval" })?,
+            ));
+        }
+        EditStep::Write(write) => write,
+    };
+    let inv = parked.ok_or(StoreError::NotFound { what: "invocation" })?;
+    let moved = super::conn::execute_cached(
+        tx,
+        "UPDATE invocations SET edited_input = ?1, input_edit = ?2 WHERE id = ?3 AND env_id = ?4 AND state = 'awaiting_approval'",
+        params![r.input.to_string(), write.invocation_edit, inv.id.as_str(), env.as_str()],
+    )
+    .map_err(unavailable)?;
+    assert_eq!(
+        moved, 1,
+        "invocation {} of approval {} is parked",
+        inv.id, a.id
+    );
+    super::conn::execute_cached(
+        tx,
+        "UPDATE approvals SET input_fingerprint = ?1, edit = ?2, payload = ?3 WHERE id = ?4 AND status = 'pending'",
+        params![r.input_fingerprint, write.approval_edit, write.payload, id.as_str()],
+    )
+    .map_err(unavailable)?;
+    super::conn::execute_cached(
+        tx,
+        "DELETE FROM approval_decisions WHERE approval_id = ?1",
+        params![id.as_str()],
+    )
+    .map_err(unavailable)?;
+    append(tx, &Actor::key(&r.key, r.now), write.entry)?;
+    let approval = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    let invocation =
+        invocation(tx, env, &inv.id)?.ok_or(StoreError::NotFound { what: "invocation" })?;
+    Ok(EditOutcome::Edited {
+        approval,
+        invocation: Box::new(invocation),
+    })
+}
+
 /// The released effect's first attempt, as `submit_and_begin` records a fresh one: the impact
 /// reservation, then the attempt; a refusal or a halt records no attempt.
 fn begin_first(tx: &Transaction<'_>, first: &FirstAttempt) -> StoreResult<FirstAttemptOutcome> {
@@ -411,6 +471,11 @@ impl Approvals for SqliteStore {
     ) -> StoreResult<Decided> {
         let (r, first) = (request.clone(), first.cloned());
         self.write(move |tx| decide(tx, &r, first.as_ref())).await
+    }
+
+    async fn edit_approval(&self, request: &EditRequest) -> StoreResult<EditOutcome> {
+        let r = request.clone();
+        self.write(move |tx| edit(tx, &r)).await
     }
 
     async fn release_context(

@@ -387,6 +387,10 @@ impl Pool {
         for (table, column) in super::schema::RUN_COLUMNS {
             add_column_if_missing(&tx, table, column, "TEXT")?;
         }
+        // Schema version 3: edit-and-approve, shadow policies.
+        for (table, column) in super::schema::EDIT_COLUMNS {
+            add_column_if_missing(&tx, table, column, "TEXT")?;
+        }
         if !has_column(&tx, "idempotency", "key_id")? {
             tx.execute_batch(super::schema::SCOPE_IDEMPOTENCY)
                 .map_err(unavailable)?;

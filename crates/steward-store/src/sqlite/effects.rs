@@ -142,14 +142,14 @@ fn insert_new(tx: &Transaction<'_>, s: &Submission) -> StoreResult<()> {
         tx,
         "INSERT INTO invocations (id, env_id, action_id, action_name, action_version, effect_id, governed, state,
             input, input_fingerprint, operation_key, run_id, retry_of, created_by, created_at, approval_id,
-            decision, completed_at, parent_span_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+            decision, completed_at, parent_span_id, shadow_decisions)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
         params![
             s.invocation_id.as_str(), s.env_id.as_str(), s.action.id.as_str(), s.action.name, s.action.version,
             s.effect_id.as_str(), governed, state, s.input.to_string(), s.input_fingerprint, op, s.run_id,
             s.retry_of.as_ref().map(|r| r.as_str()), s.actor.as_str(), s.now.0,
             s.approval.as_ref().map(|a| a.id.as_str()), s.decision.as_ref().map(Value::to_string), completed,
-            s.parent_span_id
+            s.parent_span_id, s.shadow_decisions.as_ref().map(Value::to_string)
         ],
     )
     .map_err(unavailable)?;

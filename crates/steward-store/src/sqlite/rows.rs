@@ -120,7 +120,7 @@ pub(crate) fn action(row: &Row<'_>) -> StoreResult<ActionRecord> {
     })
 }
 
-pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id";
+pub(crate) const INVOCATION_COLUMNS: &str = "id, env_id, action_id, action_name, action_version, effect_id, governed, state, input, input_fingerprint, operation_key, run_id, retry_of, response_status, response_body, error, decision, approval_id, created_by, created_at, completed_at, parent_span_id, edited_input, input_edit, shadow_decisions";
 
 /// [`INVOCATION_COLUMNS`] for a list, large fields elided (`elide::listed_columns`). Decoded by
 /// [`invocation`] like the whole row.
@@ -155,6 +155,12 @@ pub(crate) fn invocation(row: &Row<'_>) -> StoreResult<InvocationRecord> {
         created_at: Millis(col(row, 19)?),
         completed_at: col::<Option<i64>>(row, 20)?.map(Millis),
         parent_span_id: col(row, 21)?,
+        edit: crate::input_edit::decode_invocation_edit(
+            json_opt(col(row, 22)?, "edited input")?,
+            col::<Option<String>>(row, 23)?.as_deref(),
+        )
+        .map_err(|e| corrupt("input edit", e))?,
+        shadow_decisions: json_opt(col(row, 24)?, "shadow decisions")?,
     })
 }
 

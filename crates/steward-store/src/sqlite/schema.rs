@@ -554,6 +554,17 @@ CREATE TABLE IF NOT EXISTS connections (
 );
 "#;
 
+/// Columns of schema version 3, added on open when missing: edit-and-approve
+/// (`crate::input_edit`: an invocation's edited input and the edit's fingerprint, editor and
+/// time, and an approval's edit) and shadow policies (what they would have decided, on the
+/// invocation).
+pub const EDIT_COLUMNS: &[(&str, &str)] = &[
+    ("invocations", "edited_input"),
+    ("invocations", "input_edit"),
+    ("approvals", "edit"),
+    ("invocations", "shadow_decisions"),
+];
+
 /// Columns runs add to existing tables, added on open when missing: the span an invocation
 /// was made under.
 pub const RUN_COLUMNS: &[(&str, &str)] = &[("invocations", "parent_span_id")];

@@ -18,7 +18,9 @@ use std::path::Path;
 /// The embedded schema this build creates and migrates to.
 /// 2: `environments.unkeyed_invokes`.
 /// 3: the fencing epochs (`schema::FENCE_COLUMNS`).
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+/// 4: edit-and-approve (`invocations.edited_input`, `invocations.input_edit`,
+/// `approvals.edit`) and shadow policies (`invocations.shadow_decisions`).
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// The schema version a store file records (0 for a new file, or one made before versions).
 pub(crate) fn stored(conn: &Connection) -> StoreResult<i64> {

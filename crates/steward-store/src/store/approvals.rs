@@ -5,6 +5,7 @@ use crate::records::{
     ApprovalEvent, ApprovalFilter, ApprovalRecord, DecideOutcome, Decided, DecisionRequest,
     FirstAttempt, NewApproval, Page, ReleaseContext, Withdrawal,
 };
+use crate::{EditOutcome, EditRequest};
 use async_trait::async_trait;
 use steward_core::{ApprovalId, Decision, EnvironmentId, KeyId, Millis, ReplicaId};
 use tokio::sync::broadcast;
@@ -59,6 +60,7 @@ pub trait Approvals: Send + Sync {
             note: note.map(str::to_string),
             now,
             replica: replica.clone(),
+            seen: None,
         };
         Ok(self.decide_and_begin(&request, None).await?.outcome)
     }
@@ -82,6 +84,14 @@ pub trait Approvals: Send + Sync {
         request: &DecisionRequest,
         first: Option<&FirstAttempt>,
     ) -> StoreResult<Decided>;
+
+    /// Records an approver's edit of the input of the invocation approval `request.approval_id`
+    /// parks (see `crate::input_edit`), in one transaction with the approval's row locked: the
+    /// invocation's edit (what its dispatch will render), the approval's fingerprint and edit,
+    /// its ballots cleared, the `approval.edited` event. The approval stays pending; the
+    /// editor's approval of it is refused from then on. An approval that ran out expires
+    /// instead, as a decision would find it. A shared store announces the change once committed.
+    async fn edit_approval(&self, request: &EditRequest) -> StoreResult<EditOutcome>;
 
     /// What a decision on approval `id` may release, in one read: the approval with its
     /// decisions and, for a gated invocation still parked, the invocation, its effect's

@@ -50,6 +50,7 @@ pub fn approve(
         note: Some(format!("ok from {key}")),
         now: Millis(at),
         replica: decider.clone(),
+        seen: None,
     }
 }
 
@@ -95,7 +96,7 @@ async fn decide(
 }
 
 /// The approval as a read finds it.
-async fn read_approval(env: &Env, id: &ApprovalId) -> steward_store::ApprovalRecord {
+pub async fn read_approval(env: &Env, id: &ApprovalId) -> steward_store::ApprovalRecord {
     env.store
         .approval(&env.id, id)
         .await

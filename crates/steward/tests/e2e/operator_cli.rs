@@ -565,3 +565,81 @@ async fn a_server_not_there_or_not_steward_is_named_with_the_way_to_point_elsewh
         );
     }
 }
+
+/// `steward approvals approve ID ID ... --note`: each approval is its own decision, with the one
+/// note; the ids the key may decide are decided and dispatched once each, the one it requested
+/// is refused (separation of duties, per approval), and each id's outcome is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_approvals_is_decided_one_by_one_with_one_note() {
+    let w = gated_world(&[]).await;
+    let (agent_key, operator_key) = (
+        w.server.keys("test", "agent"),
+        w.server.keys("test", "operator"),
+    );
+    let agent = Api::new(&w.server, &agent_key);
+    let operator = Api::new(&w.server, &operator_key);
+    let mut ids = Vec::new();
+    for n in 1..=2 {
+        let parked = agent
+            .invoke("refund", refund_input(n), Some(&format!("batch-{n}")), None)
+            .await;
+        assert_eq!(parked.status, 202, "{:?}", parked.body);
+        ids.push(parked.data()["approvalId"].as_str().unwrap().to_string());
+    }
+    // A custom request the operator key itself asked for: it may not decide it.
+    let own = operator
+        .post("/approvals", serde_json::json!({"title": "mine"}))
+        .await;
+    assert_eq!(own.status, 201, "{:?}", own.body);
+    let own_id = own.data()["id"].as_str().unwrap().to_string();
+
+    let mut args = vec!["approvals", "approve"];
+    args.extend(ids.iter().map(String::as_str));
+    args.extend([own_id.as_str(), "--note", "batch checked", "--json"]);
+    let ran = cli(&w.server, &operator_key, &args).await;
+    assert!(!ran.ok, "one of three was refused, so the command fails");
+    assert!(
+        ran.stderr.contains("1 of 3 decisions were not counted"),
+        "{}",
+        ran.stderr
+    );
+    let outcomes: Vec<Value> = ran
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per id"))
+        .collect();
+    assert_eq!(outcomes.len(), 3, "{}", ran.stdout);
+    for (outcome, id) in outcomes.iter().zip(&ids) {
+        assert_eq!(outcome["id"], id.as_str());
+        assert_eq!(outcome["counted"], true, "{outcome}");
+        assert_eq!(outcome["status"], "approved");
+        assert_eq!(outcome["invocation"]["status"], "succeeded");
+    }
+    assert_eq!(outcomes[2]["id"], own_id.as_str());
+    assert_eq!(outcomes[2]["counted"], false);
+    assert!(
+        outcomes[2]["error"].as_str().unwrap().contains("HTTP 403"),
+        "{}",
+        outcomes[2]
+    );
+    assert_eq!(w.fixture.write_count(), 2, "each approved call ran once");
+    for id in &ids {
+        let read = operator.get(&format!("/approvals/{id}")).await;
+        assert_eq!(read.data()["decisions"][0]["note"], "batch checked");
+    }
+    // The same batch again changes nothing and says so for each id.
+    let again = cli(
+        &w.server,
+        &operator_key,
+        &["approvals", "approve", &ids[0], &ids[1]],
+    )
+    .await;
+    assert!(!again.ok);
+    assert_eq!(
+        again.stdout.matches("not counted").count(),
+        2,
+        "{}",
+        again.stdout
+    );
+    assert_eq!(w.fixture.write_count(), 2);
+}

@@ -243,7 +243,7 @@ async fn query(
         .lookup
         .url
         .replace(KEY_PLACEHOLDER, &percent_encode(key));
-    let url = match rendered(config, &url, &inv.input) {
+    let url = match rendered(config, &url, inv.dispatch_input()) {
         Ok(request) => request.url,
         Err(e) => {
             return Finding::Inconclusive {
@@ -275,7 +275,12 @@ async fn query(
             detail: format!("lookup answered {status} without a readable body"),
         };
     };
-    match check_rules(&config.lookup.rules, &record, Some(key), &inv.input) {
+    match check_rules(
+        &config.lookup.rules,
+        &record,
+        Some(key),
+        inv.dispatch_input(),
+    ) {
         Ok(()) => Finding::Found {
             // Without rules the record exists, but nothing says the write completed.
             confirmed: !config.lookup.rules.is_empty(),

@@ -275,6 +275,7 @@ async fn leave_dispatching(
         owner: owner.clone(),
         links: Default::default(),
         parent_span_id: None,
+        shadow_decisions: None,
     };
     match store.submit(&submission).await? {
         SubmitOutcome::Created(_) => {}

@@ -22,18 +22,24 @@ pub enum Command {
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// Approve (the parked call dispatches once the last approver needed has approved).
+    /// Approve (the parked call dispatches once the last approver needed has approved). Several
+    /// ids are decided one by one, each on its own (separation of duties is checked for each),
+    /// with the one note, and each id's outcome is reported; the command fails if any was not
+    /// counted.
     Approve {
-        id: String,
-        /// Why, kept with the decision.
+        #[arg(required = true, num_args = 1.., value_name = "ID")]
+        ids: Vec<String>,
+        /// Why, kept with each decision.
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// Deny: the parked call never runs; the requester sees the note.
+    /// Deny: the parked call never runs; the requester sees the note. Several ids are denied
+    /// one by one, as `approve` decides them.
     Deny {
-        id: String,
+        #[arg(required = true, num_args = 1.., value_name = "ID")]
+        ids: Vec<String>,
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
@@ -54,12 +60,107 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let answer = remote.api.approval(&id).await?;
             remote.print(&answer, show);
         }
-        Command::Approve { id, note, remote } => {
-            decide(&remote, &id, Decision::Approve, note).await?
+        Command::Approve { ids, note, remote } => {
+            decide_all(&remote, &ids, Decision::Approve, note).await?
         }
-        Command::Deny { id, note, remote } => decide(&remote, &id, Decision::Deny, note).await?,
+        Command::Deny { ids, note, remote } => {
+            decide_all(&remote, &ids, Decision::Deny, note).await?
+        }
     }
     Ok(())
+}
+
+/// Decides `ids` with one note: one id as [`decide`] does; several one after the other, each
+/// its own decision, with a line per id (or, with `--json`, one JSON object per id) saying what
+/// became of it. Fails when any decision was refused or changed nothing.
+async fn decide_all(
+    remote: &RemoteArgs,
+    ids: &[String],
+    decision: Decision,
+    note: Option<String>,
+) -> anyhow::Result<()> {
+    if let [id] = ids {
+        return decide(remote, id, decision, note).await;
+    }
+    let connected = Remote::connect(remote)?;
+    let mut refused = 0;
+    for id in ids {
+        let answer = connected
+            .api
+            .decide(id, decision, note.as_deref(), &fresh_key())
+            .await;
+        let outcome = Outcome::of(id, decision, answer.map(|a| a.view).map_err(Into::into));
+        refused += usize::from(!outcome.counted);
+        if connected.json {
+            println!("{}", outcome.json);
+        } else {
+            println!("{}", outcome.line);
+        }
+    }
+    if refused > 0 {
+        anyhow::bail!("{refused} of {} decisions were not counted", ids.len());
+    }
+    Ok(())
+}
+
+/// What one decision of a batch came to.
+struct Outcome {
+    counted: bool,
+    /// `apr_1: approved; dispatched: inv_1 is succeeded` or `apr_2: not counted: ...`.
+    line: String,
+    /// `{"id", "counted", "status", "invocation", "code", "message"}`.
+    json: serde_json::Value,
+}
+
+impl Outcome {
+    fn of(id: &str, decision: Decision, answer: anyhow::Result<Decided>) -> Outcome {
+        let verb = match decision {
+            Decision::Approve => "approve",
+            Decision::Deny => "deny",
+        };
+        match answer {
+            Ok(Decided {
+                approval,
+                unchanged: Some(unchanged),
+                ..
+            }) => Outcome {
+                counted: false,
+                line: format!(
+                    "{id}: not counted (your {verb} changed nothing; it is {}): {} ({})",
+                    approval.status, unchanged.message, unchanged.code
+                ),
+                json: serde_json::json!({
+                    "id": id, "counted": false, "status": approval.status,
+                    "code": unchanged.code, "message": unchanged.message,
+                }),
+            },
+            Ok(Decided {
+                approval,
+                invocation,
+                unchanged: None,
+            }) => {
+                let mut line = format!("{id}: {}", approval.status);
+                if let Some(inv) = &invocation {
+                    line.push_str(&format!("; {}", dispatched(inv)));
+                }
+                Outcome {
+                    counted: true,
+                    line,
+                    json: serde_json::json!({
+                        "id": id, "counted": true, "status": approval.status,
+                        "invocation": invocation.as_ref().map(|i| serde_json::json!({
+                            "id": i.id, "status": i.status,
+                        })),
+                    }),
+                }
+            }
+            Err(e) => Outcome {
+                counted: false,
+                line: format!("{id}: refused: {e:#}"),
+                json: serde_json::json!({"id": id, "counted": false, "error": format!("{e:#}")}),
+            },
+        }
+    }
 }
 
 async fn decide(
