@@ -73,6 +73,7 @@ impl Server {
             transport: Arc::new(SimTransport(wire.clone())),
             crash_hook: Some(wire.crash_hook()),
             replica: ReplicaId::from_unique(&format!("{tag}gen{generation}")),
+            pending: Arc::default(),
             ..base.clone()
         };
         Server {

@@ -363,6 +363,31 @@ async fn record_and_dispatch(
     Ok((outcome, answered))
 }
 
+/// `inv` as it stands once an answer this process keeps for its effect is recorded
+/// (`dispatch/pending.rs`): a resend of the key first tries to commit it. While the database
+/// still refuses, the resend hears `outcome_unknown` rather than `running`: this process knows
+/// the provider answered.
+async fn answer_kept(state: &AppState, inv: InvocationRecord) -> Result<InvocationRecord> {
+    if !state.pending.holds(&inv.effect_id) {
+        return Ok(inv);
+    }
+    if !state.pending.settle_now(state, &inv.effect_id).await {
+        return Err(crate::effect_error::EffectError::AnswerNotRecorded {
+            effect: inv.effect_id.clone(),
+            source: steward_store::StoreError::Unavailable {
+                message: "the answer is kept until the database takes it".into(),
+                source: None,
+            },
+        }
+        .into());
+    }
+    Ok(state
+        .store
+        .invocation(&inv.env_id, &inv.id)
+        .await?
+        .unwrap_or(inv))
+}
+
 /// The answer to a submission's outcome; a created invocation is read back as it now stands.
 async fn settle_outcome(
     state: &AppState,
@@ -373,7 +398,7 @@ async fn settle_outcome(
         SubmitOutcome::Created(inv) => inv,
         SubmitOutcome::Existing(inv) => {
             return Ok(Invoked {
-                invocation: inv,
+                invocation: answer_kept(state, inv).await?,
                 replayed: false,
                 unkeyed: false,
             })

@@ -22,6 +22,7 @@ pub(crate) mod answer;
 pub mod defect;
 pub mod outbound;
 pub(crate) mod park;
+pub mod pending;
 pub(crate) mod prepare;
 pub(crate) mod prepared;
 pub(crate) mod release;
@@ -390,7 +391,19 @@ pub async fn submit_and_dispatch(
             "steward.store",
             operation = "submit_and_begin"
         ))
-        .await?;
+        .await;
+    let submitted = match submitted {
+        Ok(submitted) => submitted,
+        // The commit's answer was lost: the intent and its attempt may be recorded or not.
+        // Nothing is sent on an intent not known to be committed; if it is, its attempt is
+        // settled failed as not sent once the database answers (`pending.rs`).
+        Err(source) if source.commit_unknown() => {
+            let settle = pending::not_sent(&first.begin, submission.idempotency_key.clone());
+            state.pending.keep(settle, pending::Kind::NotSent);
+            return Err(EffectError::IntentNotKnown { source });
+        }
+        Err(source) => return Err(source.into()),
+    };
     state
         .metrics
         .store_commit("submit_and_begin", started.elapsed());
@@ -617,10 +630,32 @@ async fn record_answer(
         // recovery sweep took the attempt for orphaned and marked it `unknown` meanwhile. The
         // answer is kept as evidence for whoever reconciles it; the state stays as found.
         Err(StoreError::StateConflict { found, .. }) => {
-            late_answer(state, inv, number, answer.status, &reason, found).await?;
+            late_answer(state, inv, number, answer.status, &reason, found)
+                .await
+                .map_err(|source| EffectError::AnswerNotRecorded {
+                    effect: inv.effect_id.clone(),
+                    source,
+                })?;
             Ok(None)
         }
-        other => other.map(Some).map_err(EffectError::from),
+        Ok(recorded) => Ok(Some(recorded)),
+        // The request has left: whatever failed, the answer never says "nothing was sent".
+        // The answer is kept and committed once the database takes it (`pending.rs`); an
+        // error that no retry resolves (a bug, a corrupt record) keeps the effect only to be
+        // marked unknown.
+        Err(source) => {
+            let kept = if source.storage_failed() {
+                state.pending.keep(change, pending::Kind::Answer)
+            } else {
+                let unknown = pending::unknown_instead(&change, "answer");
+                state.pending.keep(unknown, pending::Kind::Unknown)
+            };
+            tracing::warn!(effect = %inv.effect_id, invocation = %inv.id, error = %source, kept, "the answer of a provider call could not be recorded");
+            Err(EffectError::AnswerNotRecorded {
+                effect: inv.effect_id.clone(),
+                source,
+            })
+        }
     }
 }
 
@@ -632,7 +667,7 @@ async fn late_answer(
     status: Option<u16>,
     reason: &str,
     found: EffectState,
-) -> EffectResult<()> {
+) -> Result<(), StoreError> {
     let late = NewEvidence::new(
         EvidenceKind::LateAnswer,
         EvidenceSource::Provider,
@@ -647,7 +682,6 @@ async fn late_answer(
         .store
         .append_evidence(&inv.env_id, &inv.effect_id, &late, &actor)
         .await
-        .map_err(EffectError::from)
 }
 
 #[cfg(test)]

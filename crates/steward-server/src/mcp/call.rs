@@ -131,6 +131,10 @@ pub async fn call(
             }
             envelope
         }
+        // The answer of a provider call could not be recorded: the error says so itself.
+        Err(Failure::OutcomeUnknown(e)) if e.code == codes::OUTCOME_UNKNOWN.code => {
+            Envelope::of_error(&e, sent_key)
+        }
         Err(Failure::OutcomeUnknown(_)) => {
             // The invoke may have been recorded before the failure: the same key finds it.
             let unknown = ApiError::of(
