@@ -201,6 +201,22 @@ async fn run(
     // A resend under the same Idempotency-Key is answered from what is recorded, with nothing
     // written: the same answer `submit` would give (`EarlierRequest::outcome`).
     if let Some(earlier) = context.earlier {
+        // The earlier request is still in progress because this process keeps its answer:
+        // the resend records it first, and answers with it.
+        if let (false, true, Some(inv)) = (
+            earlier.answered,
+            earlier.fingerprint == request_fingerprint,
+            earlier.invocation.as_ref(),
+        ) {
+            if state.pending.holds(&inv.effect_id) {
+                let current = answer_kept(state, inv.clone()).await?;
+                return Ok(Invoked {
+                    invocation: current,
+                    replayed: true,
+                    unkeyed: false,
+                });
+            }
+        }
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
     links::check(state, &principal.env.id, &request.links).await?;

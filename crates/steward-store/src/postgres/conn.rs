@@ -766,3 +766,65 @@ pub(crate) async fn dedicated(
     config.application_name(application_name);
     config.connect(NoTls).await.map_err(unavailable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection is bounded: a dead peer is noticed by keepalives and `TCP_USER_TIMEOUT`,
+    /// a stuck statement ends at the statement timeout, a connect at the connect timeout.
+    #[test]
+    fn a_connection_is_bounded_by_default() {
+        let config =
+            config("postgres://u@h1:5433,h2:5434/steward?target_session_attrs=read-write").unwrap();
+        assert_eq!(
+            config.get_hosts().len(),
+            2,
+            "a multi-host URL keeps its hosts"
+        );
+        assert!(config.get_keepalives());
+        assert_eq!(
+            config.get_keepalives_idle(),
+            Duration::from_secs(TCP_KEEPALIVE_IDLE_S)
+        );
+        assert_eq!(
+            config.get_keepalives_interval(),
+            Some(Duration::from_secs(TCP_KEEPALIVE_INTERVAL_S))
+        );
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&Duration::from_millis(TCP_USER_TIMEOUT_MS))
+        );
+        assert_eq!(
+            config.get_connect_timeout(),
+            Some(&Duration::from_millis(CONNECT_TIMEOUT_MS))
+        );
+        let options = config.get_options().unwrap();
+        assert!(
+            options.contains(&format!("statement_timeout={STATEMENT_TIMEOUT_MS}")),
+            "{options}"
+        );
+        assert!(
+            options.contains("idle_in_transaction_session_timeout"),
+            "{options}"
+        );
+    }
+
+    #[test]
+    fn what_the_connection_string_sets_wins() {
+        let config = config(
+            "postgres://u@h/steward?connect_timeout=2&keepalives_idle=30&tcp_user_timeout=4000\
+             &options=-c%20statement_timeout%3D1000",
+        )
+        .unwrap();
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(2)));
+        assert_eq!(config.get_keepalives_idle(), Duration::from_secs(30));
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&Duration::from_millis(4000))
+        );
+        let options = config.get_options().unwrap();
+        assert!(options.contains("statement_timeout=1000"), "{options}");
+        assert_eq!(options.matches("statement_timeout").count(), 1, "{options}");
+    }
+}
