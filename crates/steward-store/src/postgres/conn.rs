@@ -587,7 +587,13 @@ impl Tx<'_> {
         if committed.is_ok() {
             self.conn.open.store(false, Ordering::Relaxed);
         }
-        inserted.and(committed)
+        // A failed COMMIT says whether anything may have been committed; a failed insert with
+        // an answered COMMIT was rolled back (PostgreSQL ends a failed transaction's COMMIT as
+        // a ROLLBACK).
+        match committed {
+            Err(commit) => Err(commit),
+            Ok(()) => inserted,
+        }
     }
 
     /// Maps a statement's failure, noting whether a retry of the transaction resolves it.
@@ -813,7 +819,7 @@ mod tests {
     #[test]
     fn what_the_connection_string_sets_wins() {
         let config = config(
-            "postgres://u@h/steward?connect_timeout=2&keepalives_idle=30&tcp_user_timeout=4000\
+            "postgres://u@h/steward?connect_timeout=2&keepalives_idle=30&tcp_user_timeout=4\
              &options=-c%20statement_timeout%3D1000",
         )
         .unwrap();
@@ -821,7 +827,8 @@ mod tests {
         assert_eq!(config.get_keepalives_idle(), Duration::from_secs(30));
         assert_eq!(
             config.get_tcp_user_timeout(),
-            Some(&Duration::from_millis(4000))
+            Some(&Duration::from_secs(4)),
+            "tokio-postgres reads tcp_user_timeout in seconds (libpq: milliseconds)"
         );
         let options = config.get_options().unwrap();
         assert!(options.contains("statement_timeout=1000"), "{options}");

@@ -226,3 +226,147 @@ async fn a_lost_postgres_after_the_provider_call_answers_outcome_unknown_and_set
     };
     the_answer_lost_after_the_provider_call_is_unknown_then_settled(&w, &outage).await;
 }
+
+/// A webhook receiver on loopback that answers every request 200 and counts the POSTs.
+async fn receiver() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let posts = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = posts.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                if buf[..n].starts_with(b"POST") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (url, posts)
+}
+
+/// One number from the test database.
+async fn count(admin: &tokio_postgres::Client, sql: &str) -> i64 {
+    admin.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+/// Every background loop keeps working after PostgreSQL ended all of Steward's connections (as a
+/// failover does): the heartbeat beats again, the takeover sweep removes a dead replica, the
+/// audit sealer seals what was written afterwards, webhook delivery delivers, and the
+/// reconciler settles an unknown effect made afterwards. None of them needs a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_loops_keep_working_after_every_postgres_connection_is_terminated() {
+    use std::sync::atomic::Ordering;
+    let database = TestDatabase::create().await;
+    let w = world(&[
+        "--database",
+        &database.url,
+        "--lease-ms",
+        "1000",
+        "--reconcile-interval-ms",
+        "200",
+    ])
+    .await;
+    let (hook_url, posts) = receiver().await;
+    let subscribed = w
+        .operator
+        .post(
+            "/events/topics/environment/subscriptions",
+            serde_json::json!({"url": hook_url}),
+        )
+        .await;
+    assert!(subscribed.status < 300, "{:?}", subscribed.body);
+    let db = admin_client(&database.url).await;
+
+    let terminated = terminate_backends(&db, &database.name).await;
+    assert!(
+        terminated >= 2,
+        "Steward's connections were terminated: {terminated}"
+    );
+    let db = admin_client(&database.url).await;
+    let beat_before = count(&db, "SELECT COALESCE(MAX(heartbeat_at), 0) FROM replicas").await;
+    // A replica that died long ago: the takeover sweep removes its registration.
+    db.batch_execute(
+        "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES ('rep_gone_before_failover', 0, 0)",
+    )
+    .await
+    .unwrap();
+
+    // Requests may meet a connection that died with the others; each is answered, and a
+    // resend goes through once the pool has replaced it.
+    let mut halted = false;
+    for _ in 0..20 {
+        let halt = w
+            .operator
+            .post(
+                "/environment/halt",
+                serde_json::json!({"reason": "after the failover"}),
+            )
+            .await;
+        if halt.status == 200 {
+            halted = true;
+            break;
+        }
+        assert_eq!(halt.code(), "STORAGE_UNAVAILABLE", "{:?}", halt.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(halted, "the halt went through once the pool reconnected");
+    let resumed = w
+        .operator
+        .post("/environment/resume", serde_json::json!({}))
+        .await;
+    assert_eq!(resumed.status, 200, "{:?}", resumed.body);
+    w.fixture
+        .set_faults(FaultPlan::new(FaultMode::DropAfterCommit));
+    let unknown = w
+        .agent
+        .invoke("refund", refund_input(7), Some("after-failover"), None)
+        .await;
+    assert_eq!(unknown.data()["status"], "unknown", "{:?}", unknown.body);
+
+    let mut seen = (false, false, false, false, false);
+    let started = std::time::Instant::now();
+    while started.elapsed() < SETTLE_WAIT {
+        seen.0 =
+            count(&db, "SELECT COALESCE(MAX(heartbeat_at), 0) FROM replicas").await > beat_before;
+        seen.1 = count(
+            &db,
+            "SELECT COUNT(*) FROM replicas WHERE id = 'rep_gone_before_failover'",
+        )
+        .await
+            == 0;
+        seen.2 = count(&db, "SELECT COUNT(*) FROM audit WHERE seq IS NULL").await == 0;
+        seen.3 = posts.load(Ordering::SeqCst) >= 2;
+        seen.4 = invocation(&w.agent, "after-failover")
+            .await
+            .is_some_and(|inv| inv["status"] == "succeeded");
+        if seen == (true, true, true, true, true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (heartbeat, sweep, sealer, webhooks, reconciler) = seen;
+    assert!(heartbeat, "the heartbeat beats again");
+    assert!(sweep, "the takeover sweep still removes dead replicas");
+    assert!(
+        sealer,
+        "the audit sealer seals what was written after the failover"
+    );
+    assert!(
+        webhooks,
+        "webhook delivery delivers the halt and the resume"
+    );
+    assert!(
+        reconciler,
+        "the reconciler settles the unknown effect made after the failover"
+    );
+    assert_eq!(w.fixture.write_count(), 1, "the reconciler only looked");
+}
