@@ -385,3 +385,85 @@ pub(crate) async fn run(state: AppState) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+
+    fn answer(n: usize) -> EffectChange {
+        let evidence = NewEvidence::new(EvidenceKind::Response, EvidenceSource::Provider, "200");
+        let mut change = EffectChange::of(
+            &EnvironmentId::from_unique("env"),
+            &EffectId::from_unique(&format!("effect{n}")),
+            EffectState::Dispatching,
+            EffectEvent::ProviderAccepted { confirmed: true },
+            evidence,
+            Actor::system(Millis(1)),
+        )
+        .unwrap();
+        change.attempt = Some(AttemptChange::Finish {
+            number: 2,
+            response_status: Some(200),
+            error: None,
+        });
+        change.answers_request = Some(IdempotencyKey::parse("idem-1").unwrap());
+        change
+    }
+
+    fn kinds(pending: &PendingAnswers) -> (usize, usize) {
+        let entries = pending.entries.lock().unwrap();
+        let answers = entries.values().filter(|e| e.kind == Kind::Answer).count();
+        (answers, entries.len() - answers)
+    }
+
+    #[test]
+    fn past_its_bound_an_answer_is_kept_only_to_mark_its_effect_unknown() {
+        let pending = PendingAnswers::default();
+        for n in 0..PENDING_ANSWERS_MAX {
+            assert!(pending.keep(answer(n), Kind::Answer));
+        }
+        assert_eq!(kinds(&pending), (PENDING_ANSWERS_MAX, 0));
+        let over = answer(PENDING_ANSWERS_MAX);
+        let id = over.effect_id.clone();
+        assert!(pending.keep(over, Kind::Answer));
+        assert_eq!(kinds(&pending), (PENDING_ANSWERS_MAX, 1));
+        let entries = pending.entries.lock().unwrap();
+        let mark = &entries[&id].change;
+        assert_eq!(mark.to, EffectState::Unknown);
+        assert!(mark.response_body.is_none());
+        assert!(matches!(
+            mark.attempt,
+            Some(AttemptChange::Finish { number: 2, .. })
+        ));
+        assert_eq!(
+            mark.answers_request,
+            Some(IdempotencyKey::parse("idem-1").unwrap())
+        );
+    }
+
+    #[test]
+    fn past_both_bounds_nothing_more_is_kept() {
+        let pending = PendingAnswers::default();
+        for n in 0..PENDING_MARKS_MAX {
+            let mark = unknown_instead(&answer(n), "answer");
+            assert!(pending.keep(mark, Kind::Unknown));
+        }
+        let last = unknown_instead(&answer(PENDING_MARKS_MAX), "answer");
+        assert!(!pending.keep(last.clone(), Kind::Unknown));
+        assert!(!pending.holds(&last.effect_id));
+        assert_eq!(pending.len(), PENDING_MARKS_MAX);
+    }
+
+    #[test]
+    fn an_ambiguous_intent_is_settled_failed_not_sent() {
+        let begin = answer(1);
+        let settle = not_sent(&begin, None);
+        assert_eq!(settle.from, EffectState::Dispatching);
+        assert_eq!(settle.to, EffectState::Failed);
+        assert_eq!(settle.error.as_ref().unwrap()["code"], "not_sent");
+        let from_ready = not_sent_from_ready(&settle);
+        assert_eq!(from_ready.from, EffectState::Ready);
+        assert_eq!(from_ready.to, EffectState::Failed);
+    }
+}
