@@ -67,7 +67,8 @@ def child_env() -> dict[str, str]:
 class Proc:
     """A steward child process whose stdout ready line is read with a bounded wait."""
 
-    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+    def __init__(self, name: str, args: list[str], log_path: Path,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.name = name
         self.log_path = log_path
         self._log = open(log_path, "wb")
@@ -76,7 +77,7 @@ class Proc:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=child_env(),
+            env={**child_env(), **(extra_env or {})},
             start_new_session=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -246,10 +247,12 @@ def steward() -> Any:
 
 
 @contextmanager
-def running_steward(serve_args: list[str], database: str | None = None) -> Iterator[Steward]:
+def running_steward(serve_args: list[str], database: str | None = None,
+                    server_env: dict[str, str] | None = None) -> Iterator[Steward]:
     """A fresh fixture and server (`steward serve` with `serve_args`) with the suite's keys;
     both processes are stopped on exit. With `database`, the server and the keys use that
-    PostgreSQL database instead of the embedded store."""
+    PostgreSQL database instead of the embedded store; `server_env` is added to the server's
+    environment (a test-only switch such as `STEWARD_FAIL_WRITES_WHILE_FILE`)."""
     binary = str(steward_bin())
     with tempfile.TemporaryDirectory(prefix="steward-sdk-") as tmp:
         tmp_path = Path(tmp)
@@ -278,6 +281,7 @@ def running_steward(serve_args: list[str], database: str | None = None) -> Itera
                  "--allow-insecure-destinations", "--integrations", str(integrations), *serve_args,
                  *(["--database", database] if database else [])],
                 tmp_path / "server.stderr.log",
+                extra_env=server_env,
             )
             procs.append(server)
             url = server.wait_ready()

@@ -16,6 +16,23 @@ pub enum EffectError {
         #[from]
         source: StoreError,
     },
+    /// The provider call was made (or may have been) and the commit of its answer failed: the
+    /// effect is still `dispatching` in the store. The answer is kept in memory to be recorded
+    /// once the database is back (`dispatch/pending.rs`); never "nothing was sent".
+    #[error("the answer of effect {effect} could not be recorded: {source}")]
+    AnswerNotRecorded {
+        effect: EffectId,
+        #[source]
+        source: StoreError,
+    },
+    /// The commit of an invoke's intent and attempt (`submit_and_begin`) lost its answer: it may
+    /// be recorded or not. Nothing was sent; if it was recorded, the attempt is settled `failed`
+    /// as not sent once the database is back (`dispatch/pending.rs`).
+    #[error("the invoke's intent may or may not be recorded: {source}")]
+    IntentNotKnown {
+        #[source]
+        source: StoreError,
+    },
     /// A record the effect needs is not in its environment (an action version, an effect).
     #[error("{what} {id} not found")]
     Missing { what: &'static str, id: String },

@@ -204,6 +204,7 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
         integrations: Arc::new(config.integrations.clone()),
         stream_slots: Arc::default(),
         heavy_reads: Arc::default(),
+        pending: Arc::default(),
     };
     crate::replica::took_over(&state, &report);
     Ok(state)
@@ -224,6 +225,7 @@ fn spawn_background(state: &AppState, config: &ServerConfig, shared: bool) {
         ));
     }
     tokio::spawn(expire_approvals(state.clone()));
+    tokio::spawn(crate::dispatch::pending::run(state.clone()));
     tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
     tokio::spawn(crate::webhooks::deliver::run(
         state.clone(),
@@ -284,6 +286,7 @@ async fn listen(
     });
     println!("listening on http://{addr}");
     tracing::info!(%addr, "steward is ready");
+    let kept = state.clone();
     let connections_left = crate::listener::run(
         listener,
         crate::router::router(state, config.metrics_token, mcp, config.console),
@@ -299,6 +302,18 @@ async fn listen(
         .copied()
         .unwrap_or_else(tokio::time::Instant::now);
     let dispatches_left = metrics.dispatches_settled(since + grace).await;
+    // Answers still waiting for the database get one last try; what is left is marked unknown
+    // by the next start's sweep, or by another replica's.
+    if !kept.pending.is_empty() {
+        kept.pending.settle_all(&kept).await;
+        if !kept.pending.is_empty() {
+            tracing::warn!(
+                answers_left = kept.pending.len(),
+                "stopping with answers the database did not take: their attempts are marked \
+                 unknown by the next sweep and settled by the reconciler"
+            );
+        }
+    }
     if let Some(metrics_served) = metrics_served {
         metrics_served.await.map_err(StartError::MetricsListener)?;
     }

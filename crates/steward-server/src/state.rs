@@ -52,6 +52,8 @@ pub struct AppState {
     pub stream_slots: Arc<crate::per_key::StreamSlots>,
     /// The heavy reads running on this process, by key (`api/bounded.rs`).
     pub heavy_reads: Arc<crate::per_key::HeavyReads>,
+    /// Answers of provider calls this process could not record yet (`dispatch/pending.rs`).
+    pub pending: Arc<crate::dispatch::pending::PendingAnswers>,
 }
 
 impl crate::crash::Hooked for AppState {

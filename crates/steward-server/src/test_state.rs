@@ -33,5 +33,6 @@ pub(crate) fn on(store: Arc<dyn Store>, replica: &str) -> AppState {
         integrations: Arc::default(),
         stream_slots: Arc::default(),
         heavy_reads: Arc::default(),
+        pending: Arc::default(),
     }
 }

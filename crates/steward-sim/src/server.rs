@@ -74,6 +74,7 @@ impl Server {
             crash_hook: Some(wire.crash_hook()),
             replica: ReplicaId::from_unique(&format!("{tag}gen{generation}")),
             lease: std::sync::Arc::new(steward_server::Lease::unlimited()),
+            pending: Arc::default(),
             ..base.clone()
         };
         Server {

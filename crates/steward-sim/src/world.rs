@@ -385,6 +385,7 @@ impl World {
             integrations: Arc::default(),
             stream_slots: Arc::default(),
             heavy_reads: Arc::default(),
+            pending: Arc::default(),
         };
         let mut rng = Prng::new(config.seed);
         let server = Server::start(&base, &tag, 1, rng.next_u64(), false);

@@ -18,10 +18,24 @@ pub enum StoreError {
     VersionConflict { expected: u32, found: u32 },
     #[error("{what} not found")]
     NotFound { what: &'static str },
-    /// The database could not durably record the change (I/O error, disk full, read-only).
-    /// Nothing was committed; callers must fail closed.
+    /// The database could not durably record the change (I/O error, disk full, read-only,
+    /// unreachable). Nothing was committed: the failure came before the commit was asked for,
+    /// or the database answered that it refused it. Callers must fail closed.
     #[error("storage unavailable: {message}")]
     Unavailable {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The commit was asked for and its answer was lost: the connection dropped while
+    /// PostgreSQL's `COMMIT` was in flight, or SQLite's commit failed with an I/O error while
+    /// writing or syncing its log. The change may be durable or not, and only a read after the
+    /// database is back tells which. A caller must not act as if it were committed (dispatch,
+    /// answer success) nor as if it were not (say "nothing was changed"); see
+    /// [`StoreError::commit_unknown`] and docs/DECISIONS.md, "Failover: honest answers and
+    /// ambiguous commits".
+    #[error("storage: the commit's outcome is unknown: {message}")]
+    CommitUnknown {
         message: String,
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
@@ -59,6 +73,21 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the failed call may nonetheless have committed ([`StoreError::CommitUnknown`]).
+    /// Every other error means nothing of the call was committed.
+    pub fn commit_unknown(&self) -> bool {
+        matches!(self, StoreError::CommitUnknown { .. })
+    }
+
+    /// Whether the database could not be used ([`StoreError::Unavailable`] or
+    /// [`StoreError::CommitUnknown`]): what a retry once it is back may resolve.
+    pub fn storage_failed(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable { .. } | StoreError::CommitUnknown { .. }
+        )
+    }
+
     /// The environment a change names does not exist.
     pub(crate) fn environment_not_found() -> Self {
         StoreError::NotFound {

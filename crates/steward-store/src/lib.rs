@@ -90,7 +90,7 @@ pub use runs::{
     FeedbackRecord, RunApproval, RunBody, RunEnd, RunEndRefusal, RunFilter, RunRecord, RunStatus,
     SpanRecord, SpansIngested,
 };
-pub use sqlite::{BackupReport, SqliteStore, DATABASE_FILE};
+pub use sqlite::{BackupReport, SqliteStore, DATABASE_FILE, FAIL_WRITES_WHILE_FILE_ENV};
 pub use store::Approvals;
 pub use store::AuditLog;
 pub use store::Budgets;

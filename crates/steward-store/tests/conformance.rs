@@ -75,6 +75,8 @@ mod webhooks;
 use webhooks::*;
 #[path = "conformance/approvals.rs"]
 mod approvals;
+#[path = "conformance/failover.rs"]
+mod failover;
 #[path = "conformance/links.rs"]
 mod links;
 use links::*;

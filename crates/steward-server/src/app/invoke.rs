@@ -201,6 +201,22 @@ async fn run(
     // A resend under the same Idempotency-Key is answered from what is recorded, with nothing
     // written: the same answer `submit` would give (`EarlierRequest::outcome`).
     if let Some(earlier) = context.earlier {
+        // The earlier request is still in progress because this process keeps its answer:
+        // the resend records it first, and answers with it.
+        if let (false, true, Some(inv)) = (
+            earlier.answered,
+            earlier.fingerprint == request_fingerprint,
+            earlier.invocation.as_ref(),
+        ) {
+            if state.pending.holds(&inv.effect_id) {
+                let current = answer_kept(state, inv.clone()).await?;
+                return Ok(Invoked {
+                    invocation: current,
+                    replayed: true,
+                    unkeyed: false,
+                });
+            }
+        }
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
     links::check(state, &principal.env.id, &request.links).await?;
@@ -369,6 +385,31 @@ async fn record_and_dispatch(
     Ok((outcome, answered))
 }
 
+/// `inv` as it stands once an answer this process keeps for its effect is recorded
+/// (`dispatch/pending.rs`): a resend of the key first tries to commit it. While the database
+/// still refuses, the resend hears `outcome_unknown` rather than `running`: this process knows
+/// the provider answered.
+async fn answer_kept(state: &AppState, inv: InvocationRecord) -> Result<InvocationRecord> {
+    if !state.pending.holds(&inv.effect_id) {
+        return Ok(inv);
+    }
+    if !state.pending.settle_now(state, &inv.effect_id).await {
+        return Err(crate::effect_error::EffectError::AnswerNotRecorded {
+            effect: inv.effect_id.clone(),
+            source: steward_store::StoreError::Unavailable {
+                message: "the answer is kept until the database takes it".into(),
+                source: None,
+            },
+        }
+        .into());
+    }
+    Ok(state
+        .store
+        .invocation(&inv.env_id, &inv.id)
+        .await?
+        .unwrap_or(inv))
+}
+
 /// The answer to a submission's outcome; a created invocation is read back as it now stands.
 async fn settle_outcome(
     state: &AppState,
@@ -379,7 +420,7 @@ async fn settle_outcome(
         SubmitOutcome::Created(inv) => inv,
         SubmitOutcome::Existing(inv) => {
             return Ok(Invoked {
-                invocation: inv,
+                invocation: answer_kept(state, inv).await?,
                 replayed: false,
                 unkeyed: false,
             })

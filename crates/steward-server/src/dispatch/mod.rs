@@ -23,6 +23,7 @@ pub mod defect;
 pub(crate) mod hold;
 pub mod outbound;
 pub(crate) mod park;
+pub mod pending;
 pub(crate) mod prepare;
 pub(crate) mod prepared;
 pub(crate) mod release;
@@ -401,7 +402,19 @@ pub async fn submit_and_dispatch(
             "steward.store",
             operation = "submit_and_begin"
         ))
-        .await?;
+        .await;
+    let submitted = match submitted {
+        Ok(submitted) => submitted,
+        // The commit's answer was lost: the intent and its attempt may be recorded or not.
+        // Nothing is sent on an intent not known to be committed; if it is, its attempt is
+        // settled failed as not sent once the database answers (`pending.rs`).
+        Err(source) if source.commit_unknown() => {
+            let settle = pending::not_sent(&first.begin, submission.idempotency_key.clone());
+            state.pending.keep(settle, pending::Kind::NotSent);
+            return Err(EffectError::IntentNotKnown { source });
+        }
+        Err(source) => return Err(source.into()),
+    };
     state
         .metrics
         .store_commit("submit_and_begin", started.elapsed());
@@ -653,19 +666,48 @@ pub(crate) async fn record_answer_fenced(
                 "fenced: another replica took this attempt over; its answer is kept as evidence \
                  and not committed over the new owner's"
             );
+            let not_recorded = |source| EffectError::AnswerNotRecorded {
+                effect: inv.effect_id.clone(),
+                source,
+            };
             let found = state
                 .store
                 .effect(&inv.env_id, &inv.effect_id)
-                .await?
+                .await
+                .map_err(not_recorded)?
                 .map_or(EffectState::Unknown, |e| e.effect.state);
-            late_answer(state, inv, number, status, reason, found).await?;
+            late_answer(state, inv, number, status, reason, found)
+                .await
+                .map_err(not_recorded)?;
             Ok(None)
         }
         Err(StoreError::StateConflict { found, .. }) => {
-            late_answer(state, inv, number, status, reason, found).await?;
+            late_answer(state, inv, number, status, reason, found)
+                .await
+                .map_err(|source| EffectError::AnswerNotRecorded {
+                    effect: inv.effect_id.clone(),
+                    source,
+                })?;
             Ok(None)
         }
-        other => other.map(Some).map_err(EffectError::from),
+        Ok(recorded) => Ok(Some(recorded)),
+        // The request has left: whatever failed, the answer never says "nothing was sent".
+        // The answer is kept and committed once the database takes it (`pending.rs`); an
+        // error that no retry resolves (a bug, a corrupt record) keeps the effect only to be
+        // marked unknown.
+        Err(source) => {
+            let kept = if source.storage_failed() {
+                state.pending.keep(change.clone(), pending::Kind::Answer)
+            } else {
+                let unknown = pending::unknown_instead(&change, "answer");
+                state.pending.keep(unknown, pending::Kind::Unknown)
+            };
+            tracing::warn!(effect = %inv.effect_id, invocation = %inv.id, error = %source, kept, "the answer of a provider call could not be recorded");
+            Err(EffectError::AnswerNotRecorded {
+                effect: inv.effect_id.clone(),
+                source,
+            })
+        }
     }
 }
 
@@ -677,7 +719,7 @@ async fn late_answer(
     status: Option<u16>,
     reason: &str,
     found: EffectState,
-) -> EffectResult<()> {
+) -> Result<(), StoreError> {
     let late = NewEvidence::new(
         EvidenceKind::LateAnswer,
         EvidenceSource::Provider,
@@ -692,7 +734,6 @@ async fn late_answer(
         .store
         .append_evidence(&inv.env_id, &inv.effect_id, &late, &actor)
         .await
-        .map_err(EffectError::from)
 }
 
 #[cfg(test)]

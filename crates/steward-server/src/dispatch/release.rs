@@ -19,7 +19,7 @@
 use super::prepared::Blocked;
 use super::{begin_change, block, checked, park, reserve, send_and_record};
 use crate::crash;
-use crate::effect_error::EffectResult;
+use crate::effect_error::{EffectError, EffectResult};
 use crate::state::AppState;
 use steward_core::{CrashPoint, Decision, EffectEvent, EffectState};
 use steward_store::{
@@ -64,7 +64,21 @@ pub async fn decide_and_dispatch(
     let decided = state
         .store
         .decide_and_begin(&*request, planned.as_ref().map(|p| &p.first))
-        .await?;
+        .await;
+    let decided = match decided {
+        Ok(decided) => decided,
+        // The commit's answer was lost: the decision and the released attempt may be recorded
+        // or not. Nothing is sent; a recorded attempt is settled failed as not sent once the
+        // database answers (`pending.rs`), as for an invoke's intent.
+        Err(source) if source.commit_unknown() => {
+            if let Some(planned) = &planned {
+                let settle = super::pending::not_sent(&planned.first.begin, None);
+                state.pending.keep(settle, super::pending::Kind::NotSent);
+            }
+            return Err(EffectError::IntentNotKnown { source });
+        }
+        Err(source) => return Err(source.into()),
+    };
     state
         .metrics
         .store_commit("decide_approval", started.elapsed());

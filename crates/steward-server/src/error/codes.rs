@@ -146,10 +146,10 @@ codes! {
         "Ingesting these spans would take the run past its span limit; nothing was stored (`details.spansMax`).");
     INTERNAL_ERROR = ("INTERNAL_ERROR", INTERNAL_SERVER_ERROR,
         "A bug or a corrupt record; the detail is logged with its ids, never sent. Also what an illegal state transition becomes.");
-    OUTCOME_UNKNOWN = ("outcome_unknown", INTERNAL_SERVER_ERROR,
-        "MCP tool results only: the server could not answer a call; calling again with the same operationKey shows what was recorded.");
+    OUTCOME_UNKNOWN = ("outcome_unknown", SERVICE_UNAVAILABLE,
+        "The call may have reached the provider (or the database may hold it) but its outcome could not be recorded; it is being settled. Call again with the same operationKey and Idempotency-Key, never new ones (`details.mayHaveBeenSent`).");
     STORAGE_UNAVAILABLE = ("STORAGE_UNAVAILABLE", SERVICE_UNAVAILABLE,
-        "Storage is unavailable; nothing was changed and nothing was sent.");
+        "Storage is unavailable; this request changed nothing and sent nothing. Retry with the same keys.");
     SIMULATED_CRASH = ("SIMULATED_CRASH", SERVICE_UNAVAILABLE,
         "In-process simulations only: the dispatch stopped at a crash point, as a process death would.");
 }

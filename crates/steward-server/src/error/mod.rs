@@ -115,8 +115,19 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error = %err, source = ?std::error::Error::source(&err), "storage unavailable");
                 ApiError::of(
                     codes::STORAGE_UNAVAILABLE,
-                    "storage is unavailable; nothing was changed and nothing was sent",
+                    "storage is unavailable; this request changed nothing and sent nothing \
+                     (retry with the same keys)",
                 )
+            }
+            StoreError::CommitUnknown { .. } => {
+                tracing::error!(error = %err, source = ?std::error::Error::source(&err), "the database lost its answer to a commit");
+                ApiError::of(
+                    codes::OUTCOME_UNKNOWN,
+                    "the database lost its answer to this request's commit: the change may or \
+                     may not be recorded (nothing was sent to a provider because of it); call \
+                     again with the same keys, never new ones, to see what was recorded",
+                )
+                .with_details(json!({"mayHaveBeenSent": false}))
             }
             StoreError::NotFound { what } => ApiError::not_found(what),
             StoreError::Duplicate { what } if *what == steward_store::PREVIEW_BINDING => ApiError::of(
@@ -148,6 +159,29 @@ impl From<EffectError> for ApiError {
     fn from(err: EffectError) -> Self {
         match err {
             EffectError::Store { source } => source.into(),
+            EffectError::AnswerNotRecorded { effect, source } => {
+                tracing::error!(effect = %effect, error = %source, "the answer of a provider call could not be recorded; it is kept to be recorded");
+                ApiError::of(
+                    codes::OUTCOME_UNKNOWN,
+                    "the call may have reached the provider, but its answer could not be \
+                     recorded (storage failed); its outcome is being settled. Call again with \
+                     the same operationKey and Idempotency-Key, never new ones: nothing is \
+                     sent twice, and the answer then shows the outcome",
+                )
+                .with_details(json!({"effectId": effect, "mayHaveBeenSent": true}))
+            }
+            EffectError::IntentNotKnown { source } => {
+                tracing::error!(error = %source, "the commit of an invoke's intent and attempt lost its answer; nothing was sent");
+                ApiError::of(
+                    codes::OUTCOME_UNKNOWN,
+                    "the database lost its answer to the commit recording this invoke, so \
+                     whether it is recorded is not known; nothing was sent to the provider, and \
+                     if it was recorded it is settled failed as not sent. Call again with the \
+                     same operationKey and Idempotency-Key, never new ones, to see what was \
+                     recorded",
+                )
+                .with_details(json!({"mayHaveBeenSent": false}))
+            }
             EffectError::Missing { what, .. } => ApiError::not_found(what),
             EffectError::ReplayBlocked { code, message, .. } => ApiError::of(
                 codes::REPLAY_BLOCKED,
@@ -173,7 +207,9 @@ pub const HEAVY_READ_RETRY_AFTER_S: u32 = 1;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let retry_after = if self.code == codes::IDEMPOTENCY_REQUEST_IN_PROGRESS.code {
+        let retry_after = if self.code == codes::IDEMPOTENCY_REQUEST_IN_PROGRESS.code
+            || self.code == codes::OUTCOME_UNKNOWN.code
+        {
             Some(IN_PROGRESS_RETRY_AFTER_S.to_string())
         } else if self.code == codes::TOO_MANY_READS.code {
             Some(HEAVY_READ_RETRY_AFTER_S.to_string())

@@ -245,6 +245,11 @@ pub async fn call(
     };
     let mut called = match invoked {
         Ok(invoked) => answer(state, &invoked.invocation).await,
+        // The answer of a provider call could not be recorded: the error says so itself.
+        Err(Failure::OutcomeUnknown(e)) if e.code == codes::OUTCOME_UNKNOWN.code => Called {
+            envelope: Envelope::of_error(&e, sent_key),
+            recorded: None,
+        },
         Err(Failure::OutcomeUnknown(_)) => {
             // The invoke may have been recorded before the failure: the same key finds it.
             let unknown = ApiError::of(

@@ -129,6 +129,9 @@ impl Envelope {
     pub fn of_error(error: &ApiError, operation_key: Option<&str>) -> Envelope {
         let status = if error.code == "operation_key_conflict" {
             Status::Conflict
+        } else if error.code == crate::error::codes::OUTCOME_UNKNOWN.code {
+            // Never "nothing was done": the call may have reached the provider.
+            Status::Unknown
         } else {
             Status::Rejected
         };
@@ -245,6 +248,25 @@ mod tests {
         assert_eq!(e.status, Status::Conflict);
         assert_eq!(e.body()["invocationId"], "inv_9");
         assert_eq!(e.body()["error"]["code"], "operation_key_conflict");
+        assert_eq!(e.into_call_result().is_error, Some(true));
+    }
+
+    /// The MCP door's side of an answer that could not be recorded after the provider call:
+    /// it must not tell the model "nothing was done".
+    #[test]
+    fn an_outcome_unknown_error_is_unknown_never_rejected() {
+        let err = ApiError::of(
+            crate::error::codes::OUTCOME_UNKNOWN,
+            "the call may have reached the provider",
+        )
+        .with_details(json!({"effectId": "eff_7", "mayHaveBeenSent": true}));
+        let e = Envelope::of_error(&err, Some("op-7"));
+        assert_eq!(e.status, Status::Unknown);
+        let instruction = e.body()["instruction"].as_str().unwrap();
+        assert!(instruction.starts_with("do not retry"), "{instruction}");
+        assert!(!instruction.contains("nothing was done"), "{instruction}");
+        assert_eq!(e.body()["effectId"], "eff_7");
+        assert_eq!(e.body()["operationKey"], "op-7");
         assert_eq!(e.into_call_result().is_error, Some(true));
     }
 

@@ -105,6 +105,7 @@ pub async fn world(dispatch_timeout: Duration, crash_hook: Option<CrashHook>) ->
         integrations: Arc::default(),
         stream_slots: Arc::default(),
         heavy_reads: Arc::default(),
+        pending: Arc::default(),
     };
     let now = SystemClock.now();
     let env = store

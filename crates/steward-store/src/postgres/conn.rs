@@ -104,10 +104,44 @@ const POOL_WAIT_TIMEOUT_MS: u64 = 15_000;
 /// belongs to a stuck or frozen process; ending it releases its locks for the others.
 const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
 
+/// The longest one statement may run before PostgreSQL cancels it, in milliseconds (the
+/// session's `statement_timeout`, unless the connection string sets one). A store statement
+/// takes milliseconds; lock waits count too, and the hot path's longest wait (a halt or a
+/// limit change ahead of it) is short. Under the SDK's 30 s timeout, so a stuck statement ends
+/// as an error answer rather than a hung request. Schema migrations lift it for their own
+/// transaction.
+pub(crate) const STATEMENT_TIMEOUT_MS: u64 = 20_000;
+/// How long a connection may sit idle before TCP starts probing the peer, in seconds; then a
+/// probe every [`TCP_KEEPALIVE_INTERVAL_S`]. An idle pooled connection to a primary that died
+/// without a word (a failover, a partition) is found dead in seconds, not in the kernel's
+/// two hours.
+const TCP_KEEPALIVE_IDLE_S: u64 = 5;
+/// Between keepalive probes, in seconds.
+const TCP_KEEPALIVE_INTERVAL_S: u64 = 2;
+/// How long data sent on a connection may stay unacknowledged before the kernel closes it, in
+/// milliseconds (`TCP_USER_TIMEOUT`; Linux also bounds the keepalive probes with it). A
+/// request whose database went away mid-statement fails within this instead of waiting for
+/// TCP's retransmissions (about 15 minutes).
+const TCP_USER_TIMEOUT_MS: u64 = 10_000;
+
 /// A failure to reach or use the database: nothing was committed, callers fail closed.
 pub(crate) fn unavailable(err: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable {
         message: err.to_string(),
+        source: Some(Box::new(err)),
+    }
+}
+
+/// A failed `COMMIT`: when the server answered it with an error, the transaction was rolled
+/// back and nothing was committed (`Unavailable`); when no answer came (the connection dropped,
+/// the server died, a timeout), the commit may or may not have happened (`CommitUnknown`), and
+/// only a read once the database is back tells which.
+pub(crate) fn commit_failed(err: tokio_postgres::Error) -> StoreError {
+    if err.as_db_error().is_some() {
+        return unavailable(err);
+    }
+    StoreError::CommitUnknown {
+        message: format!("no answer to COMMIT: {err}"),
         source: Some(Box::new(err)),
     }
 }
@@ -162,16 +196,34 @@ pub(crate) fn config(url: &str) -> StoreResult<tokio_postgres::Config> {
         message: format!("invalid PostgreSQL connection string: {e}"),
         source: Some(Box::new(e)),
     })?;
-    let session =
+    let mut session =
         format!("-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}");
-    let options = match config.get_options() {
-        Some(given) => format!("{given} {session}"),
-        None => session,
+    let given = config.get_options().unwrap_or_default().to_string();
+    if !given.contains("statement_timeout") {
+        session.push_str(&format!(" -c statement_timeout={STATEMENT_TIMEOUT_MS}"));
+    }
+    let options = if given.is_empty() {
+        session
+    } else {
+        format!("{given} {session}")
     };
     config
         .options(options)
         .application_name("steward")
-        .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+        .keepalives(true);
+    // What the connection string sets wins; these are the defaults for what it leaves out.
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+    }
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(TCP_KEEPALIVE_IDLE_S));
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(Duration::from_secs(TCP_KEEPALIVE_INTERVAL_S));
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_millis(TCP_USER_TIMEOUT_MS));
+    }
     Ok(config)
 }
 
@@ -529,13 +581,19 @@ impl Tx<'_> {
             }
             let committed = client.batch_execute("COMMIT").await;
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            committed.map_err(|e| unavailable(self.failed(e)))
+            committed.map_err(|e| commit_failed(self.failed(e)))
         };
         let (inserted, committed) = tokio::join!(insert, commit);
         if committed.is_ok() {
             self.conn.open.store(false, Ordering::Relaxed);
         }
-        inserted.and(committed)
+        // A failed COMMIT says whether anything may have been committed; a failed insert with
+        // an answered COMMIT was rolled back (PostgreSQL ends a failed transaction's COMMIT as
+        // a ROLLBACK).
+        match committed {
+            Err(commit) => Err(commit),
+            Ok(()) => inserted,
+        }
     }
 
     /// Maps a statement's failure, noting whether a retry of the transaction resolves it.
@@ -713,4 +771,67 @@ pub(crate) async fn dedicated(
     let mut config = config.clone();
     config.application_name(application_name);
     config.connect(NoTls).await.map_err(unavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection is bounded: a dead peer is noticed by keepalives and `TCP_USER_TIMEOUT`,
+    /// a stuck statement ends at the statement timeout, a connect at the connect timeout.
+    #[test]
+    fn a_connection_is_bounded_by_default() {
+        let config =
+            config("postgres://u@h1:5433,h2:5434/steward?target_session_attrs=read-write").unwrap();
+        assert_eq!(
+            config.get_hosts().len(),
+            2,
+            "a multi-host URL keeps its hosts"
+        );
+        assert!(config.get_keepalives());
+        assert_eq!(
+            config.get_keepalives_idle(),
+            Duration::from_secs(TCP_KEEPALIVE_IDLE_S)
+        );
+        assert_eq!(
+            config.get_keepalives_interval(),
+            Some(Duration::from_secs(TCP_KEEPALIVE_INTERVAL_S))
+        );
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&Duration::from_millis(TCP_USER_TIMEOUT_MS))
+        );
+        assert_eq!(
+            config.get_connect_timeout(),
+            Some(&Duration::from_millis(CONNECT_TIMEOUT_MS))
+        );
+        let options = config.get_options().unwrap();
+        assert!(
+            options.contains(&format!("statement_timeout={STATEMENT_TIMEOUT_MS}")),
+            "{options}"
+        );
+        assert!(
+            options.contains("idle_in_transaction_session_timeout"),
+            "{options}"
+        );
+    }
+
+    #[test]
+    fn what_the_connection_string_sets_wins() {
+        let config = config(
+            "postgres://u@h/steward?connect_timeout=2&keepalives_idle=30&tcp_user_timeout=4\
+             &options=-c%20statement_timeout%3D1000",
+        )
+        .unwrap();
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(2)));
+        assert_eq!(config.get_keepalives_idle(), Duration::from_secs(30));
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&Duration::from_secs(4)),
+            "tokio-postgres reads tcp_user_timeout in seconds (libpq: milliseconds)"
+        );
+        let options = config.get_options().unwrap();
+        assert!(options.contains("statement_timeout=1000"), "{options}");
+        assert_eq!(options.matches("statement_timeout").count(), 1, "{options}");
+    }
 }

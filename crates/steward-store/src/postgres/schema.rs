@@ -471,6 +471,9 @@ pub(crate) fn current_version() -> i64 {
 pub(crate) async fn migrate(tx: &Tx<'_>) -> StoreResult<()> {
     // Also taken by `begin(Write)`; taken here so this function is safe on its own.
     tx.execute(WRITE_LOCK_SQL, &[]).await?;
+    // A migration rewrites whole tables: it is not bound by the session's statement timeout
+    // (`conn::STATEMENT_TIMEOUT_MS`), which ends with this transaction.
+    tx.batch("SET LOCAL statement_timeout = 0").await?;
     // Created only where it is missing: `CREATE TABLE IF NOT EXISTS` on an existing table makes
     // the server send a NOTICE, which every start would log.
     tx.batch(

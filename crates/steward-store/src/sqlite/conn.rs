@@ -49,6 +49,46 @@ pub(crate) struct Pool {
     pub(crate) reader_permits: Arc<tokio::sync::Semaphore>,
 }
 
+/// The environment variable that names the test-only write fault: while a file exists at the
+/// path it names, every write transaction fails as a failed disk write would (an I/O error
+/// before the commit; nothing of the batch is committed). Unset (always, outside tests) it
+/// costs one check of a cached `None` per batch. The end-to-end tests set it to fail the
+/// commit of an answer after its provider call (docs/DECISIONS.md, "Failover: honest answers
+/// and ambiguous commits").
+pub const FAIL_WRITES_WHILE_FILE_ENV: &str = "STEWARD_FAIL_WRITES_WHILE_FILE";
+
+/// The path [`FAIL_WRITES_WHILE_FILE_ENV`] names, read once.
+fn write_fault_file() -> Option<&'static Path> {
+    static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| std::env::var_os(FAIL_WRITES_WHILE_FILE_ENV).map(PathBuf::from))
+        .as_deref()
+}
+
+/// The injected write fault, when [`FAIL_WRITES_WHILE_FILE_ENV`] is armed.
+fn write_fault() -> Option<String> {
+    let file = write_fault_file()?;
+    file.exists()
+        .then(|| format!("disk I/O error (injected: {} exists)", file.display()))
+}
+
+/// A failed `COMMIT` of a write batch. SQLite's commit is atomic: a full disk (or a busy or
+/// read-only database) stops it before the commit record is written, and nothing is committed
+/// (`Unavailable`). An I/O error may strike after the commit record reached the log (while it
+/// is synced, say), and then whether the batch is durable is known only once the database is
+/// read again (`CommitUnknown`).
+pub(crate) fn commit_failed(err: &rusqlite::Error) -> StoreError {
+    match err.sqlite_error_code() {
+        Some(ErrorCode::SystemIoFailure) => StoreError::CommitUnknown {
+            message: format!("the commit failed with an I/O error: {err}"),
+            source: None,
+        },
+        _ => StoreError::Unavailable {
+            message: err.to_string(),
+            source: None,
+        },
+    }
+}
+
 /// The same failure for every transaction of a batch that was not committed.
 fn batch_failed(message: &str, n: usize) -> Vec<JobResult> {
     (0..n)
@@ -104,9 +144,30 @@ fn commit_batch(conn: &mut Connection, jobs: Vec<Job>) -> Vec<JobResult> {
         }
         results.push(outcome);
     }
+    if let Some(fault) = write_fault() {
+        // Dropping `tx` rolls the batch back: nothing of it is committed.
+        return batch_failed(&fault, n);
+    }
     match tx.commit() {
         Ok(()) => results,
-        Err(e) => batch_failed(&e.to_string(), n),
+        Err(e) => {
+            let failed = commit_failed(&e);
+            let message = failed.to_string();
+            (0..n)
+                .map(|_| {
+                    Err(match &failed {
+                        StoreError::CommitUnknown { .. } => StoreError::CommitUnknown {
+                            message: message.clone(),
+                            source: None,
+                        },
+                        _ => StoreError::Unavailable {
+                            message: message.clone(),
+                            source: None,
+                        },
+                    })
+                })
+                .collect()
+        }
     }
 }
 
@@ -521,6 +582,26 @@ mod tests {
             }
             Ok(Box::new(value) as Box<dyn Any + Send>)
         })
+    }
+
+    #[test]
+    fn a_commit_that_fails_on_io_is_ambiguous_and_a_full_disk_is_not() {
+        let failure =
+            |code: i32| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        // SQLITE_IOERR_FSYNC: the commit record may be in the log already.
+        assert!(commit_failed(&failure(1024 + 10)).commit_unknown());
+        assert!(commit_failed(&failure(rusqlite::ffi::SQLITE_IOERR)).commit_unknown());
+        for code in [
+            rusqlite::ffi::SQLITE_FULL,
+            rusqlite::ffi::SQLITE_BUSY,
+            rusqlite::ffi::SQLITE_READONLY,
+        ] {
+            let failed = commit_failed(&failure(code));
+            assert!(
+                matches!(failed, StoreError::Unavailable { .. }),
+                "{code}: {failed}"
+            );
+        }
     }
 
     #[test]

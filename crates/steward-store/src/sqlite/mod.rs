@@ -30,6 +30,7 @@ mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
 pub use backup::BackupReport;
+pub use conn::FAIL_WRITES_WHILE_FILE_ENV;
 use conn::{blocking, Pool};
 use std::path::Path;
 use std::sync::Arc;

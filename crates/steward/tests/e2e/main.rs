@@ -10,6 +10,7 @@ mod backup;
 mod boundary;
 mod crash;
 mod exactly_once;
+mod failover;
 mod faults;
 mod halt;
 mod input_edits;

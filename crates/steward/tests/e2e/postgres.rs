@@ -12,8 +12,8 @@ const TEST_DATABASE_URL_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/post
 
 /// A database of its own for one test, dropped when the test ends, passed or panicked.
 pub(crate) struct TestDatabase {
-    admin_url: String,
-    name: String,
+    pub(crate) admin_url: String,
+    pub(crate) name: String,
     pub(crate) url: String,
 }
 

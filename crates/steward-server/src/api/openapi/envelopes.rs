@@ -43,7 +43,7 @@ error_set!(
     Guarded {
         "401" => "missing or invalid API key (`AUTHENTICATION_FAILED`)",
         "403" => "the key lacks the operation's scope (`FORBIDDEN`)",
-        "503" => "storage is unavailable; nothing was changed (`STORAGE_UNAVAILABLE`)",
+        "503" => "storage is unavailable; this request changed nothing (`STORAGE_UNAVAILABLE`), or the database lost the answer of this request's commit (`outcome_unknown`)",
     }
 );
 
@@ -103,7 +103,7 @@ error_set!(
     /// An invoke its key's budget refuses (`api/budgets.rs`); no invocation is recorded.
     BudgetRefused {
         "429" => "the key's budget has no room this month (`BUDGET_EXCEEDED`)",
-        "503" => "storage is unavailable (`STORAGE_UNAVAILABLE`), or the key's budget has room only if unknown effects are reconciled first (`BUDGET_RECONCILIATION_REQUIRED`)",
+        "503" => "storage is unavailable (`STORAGE_UNAVAILABLE`); the provider was called but its answer could not be recorded, or the commit recording the invoke lost its answer (`outcome_unknown`: call again with the same keys, never new ones); or the key's budget has room only if unknown effects are reconciled first (`BUDGET_RECONCILIATION_REQUIRED`)",
     }
 );
 

@@ -1,0 +1,480 @@
+//! Answers this replica got and could not record, kept until the database takes them.
+//!
+//! Write path step 5 commits an attempt's answer. When that commit fails (the database is
+//! down, failing over, out of disk), the provider call has already happened: the effect is
+//! still `dispatching` in the store and only this process knows how it ended. Dropping the
+//! answer would leave the effect `dispatching` until a restart or another replica's sweep, and
+//! every resend of its key would hear `running`. So the answer is kept here and committed as
+//! soon as the database takes it ([`run`]: retried with backoff, from
+//! [`PENDING_RETRY_MS_MIN`] doubling to [`PENDING_RETRY_MS_MAX`]), and a resend of the key
+//! nudges it first ([`PendingAnswers::settle_now`]).
+//!
+//! The same queue settles an invoke whose intent commit lost its answer
+//! (`StoreError::CommitUnknown` from `submit_and_begin`): its request was never sent, so if the
+//! intent turns out committed its attempt is settled `failed` as not sent ([`not_sent`]).
+//!
+//! Bounded: at most [`PENDING_ANSWERS_MAX`] answers are kept whole. Past that an answer is kept
+//! only as "mark it unknown" (its ids and attempt, no body: [`unknown_instead`]), at most
+//! [`PENDING_MARKS_MAX`] of those; the reconciler then asks the provider. Past both, the effect
+//! is left to the sweep that takes attempts past their deadline plus the lease, and an error is
+//! logged. A change the store refuses because the effect moved meanwhile (another replica's
+//! sweep marked it `unknown`) is dropped, its answer appended as late evidence where it can be.
+//! What is still kept when the process ends is lost with it: the next start's sweep (embedded
+//! store) or another replica's (PostgreSQL) marks those attempts `unknown`.
+//! docs/DECISIONS.md, "Failover: honest answers and ambiguous commits".
+
+use crate::state::AppState;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use steward_core::{EffectEvent, EffectId, EffectState, EvidenceKind, EvidenceSource};
+use steward_store::{Actor, AttemptChange, EffectChange, NewEvidence, StoreError};
+
+/// Answers kept whole at most. An answer holds its stored body (at most 256 KiB, see
+/// `RESPONSE_BODY_BYTES_MAX`), so this bounds the queue near 64 MiB; a database outage long
+/// enough to fill it under load turns the rest into [`PENDING_MARKS_MAX`] marks.
+pub const PENDING_ANSWERS_MAX: usize = 256;
+/// Effects kept only to be marked `unknown` at most (a few hundred bytes each: about 5 MiB).
+pub const PENDING_MARKS_MAX: usize = 16_384;
+/// The first retry of a failed commit waits this long, in milliseconds; each failure doubles
+/// it, up to [`PENDING_RETRY_MS_MAX`]. A failover takes seconds: the answers land within about
+/// one [`PENDING_RETRY_MS_MAX`] of the database's return.
+pub const PENDING_RETRY_MS_MIN: u64 = 100;
+/// The longest wait between two rounds of retries, in milliseconds.
+pub const PENDING_RETRY_MS_MAX: u64 = 2_000;
+
+/// What a kept change does once committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The attempt's answer, as write path step 5 would have recorded it.
+    Answer,
+    /// The answer could not be kept: the attempt is marked `unknown`, to be reconciled.
+    Unknown,
+    /// The intent's commit lost its answer and nothing was sent: if it is recorded, its
+    /// attempt (or its `ready` effect) is settled `failed` as not sent.
+    NotSent,
+}
+
+#[derive(Debug)]
+struct Entry {
+    change: EffectChange,
+    kind: Kind,
+    /// An earlier try of this change ended in `CommitUnknown`: a later compare-and-set miss
+    /// that finds the change's own target state is that try having landed.
+    tried_ambiguously: bool,
+}
+
+/// The answers kept by this process (`AppState::pending`).
+#[derive(Debug, Default)]
+pub struct PendingAnswers {
+    entries: Mutex<BTreeMap<EffectId, Entry>>,
+    /// Woken when something is kept, so [`run`] tries at once.
+    wake: tokio::sync::Notify,
+}
+
+impl PendingAnswers {
+    /// Keeps `change` to be committed later. Returns `false` when it could not be kept at all
+    /// (both bounds reached): an error is logged, and the effect waits for a sweep.
+    pub(crate) fn keep(&self, change: EffectChange, kind: Kind) -> bool {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let answers = entries.values().filter(|e| e.kind == Kind::Answer).count();
+        let (change, kind) = if kind == Kind::Answer && answers >= PENDING_ANSWERS_MAX {
+            tracing::warn!(
+                effect = %change.effect_id,
+                kept = PENDING_ANSWERS_MAX,
+                "too many answers wait for the database: this one is kept only to mark its \
+                 effect unknown, and the reconciler will ask the provider"
+            );
+            (unknown_instead(&change, "answer"), Kind::Unknown)
+        } else {
+            (change, kind)
+        };
+        let marks = entries.len() - answers;
+        if kind != Kind::Answer && marks >= PENDING_MARKS_MAX {
+            tracing::error!(
+                effect = %change.effect_id,
+                "cannot keep this effect to settle it: it stays dispatching until the sweep of \
+                 attempts past their deadline takes it"
+            );
+            return false;
+        }
+        entries.insert(
+            change.effect_id.clone(),
+            Entry {
+                change,
+                kind,
+                tried_ambiguously: false,
+            },
+        );
+        drop(entries);
+        self.wake.notify_one();
+        true
+    }
+
+    /// Whether this process keeps a change for `effect`.
+    pub fn holds(&self, effect: &EffectId) -> bool {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(effect)
+    }
+
+    /// How many changes wait.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tries to commit the change kept for `effect` now (a resend of its key asks). Returns
+    /// `true` when nothing is kept for it any more.
+    pub async fn settle_now(&self, state: &AppState, effect: &EffectId) -> bool {
+        let taken = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(effect);
+        let Some(entry) = taken else { return true };
+        match settle(state, entry).await {
+            None => true,
+            Some(entry) => {
+                self.put_back(entry);
+                false
+            }
+        }
+    }
+
+    /// Tries every kept change once. Returns whether the database refused for being
+    /// unavailable (the round stops at the first such failure: the others would fail alike).
+    pub async fn settle_all(&self, state: &AppState) -> bool {
+        let ids: Vec<EffectId> = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            let taken = self
+                .entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            let Some(entry) = taken else { continue };
+            if let Some(entry) = settle(state, entry).await {
+                self.put_back(entry);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn put_back(&self, entry: Entry) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        // A newer change for the same effect cannot have been kept meanwhile: one attempt is
+        // in flight per effect, and its answer is kept once.
+        entries
+            .entry(entry.change.effect_id.clone())
+            .or_insert(entry);
+    }
+}
+
+/// Commits `entry`'s change. `None` once it is settled one way or the other; `Some` (to keep)
+/// when the database could not take it.
+async fn settle(state: &AppState, mut entry: Entry) -> Option<Entry> {
+    let effect = entry.change.effect_id.clone();
+    match state.store.change_effect(&entry.change).await {
+        Ok(()) => {
+            tracing::info!(effect = %effect, to = entry.change.to.name(), kind = ?entry.kind, "recorded a kept answer now that the database took it");
+            None
+        }
+        Err(e) if e.commit_unknown() => {
+            entry.tried_ambiguously = true;
+            Some(entry)
+        }
+        Err(e) if e.storage_failed() => Some(entry),
+        Err(StoreError::StateConflict { found, .. })
+            if entry.tried_ambiguously && found == entry.change.to =>
+        {
+            tracing::info!(effect = %effect, "a kept answer's earlier commit had landed after all");
+            None
+        }
+        Err(StoreError::StateConflict {
+            found: EffectState::Ready,
+            ..
+        }) if entry.kind == Kind::NotSent => {
+            // The intent committed without its attempt (the kill switch, a refused limit): it
+            // is settled failed from `ready` as it is, never sent.
+            entry.change = not_sent_from_ready(&entry.change);
+            Box::pin(settle(state, entry)).await
+        }
+        Err(StoreError::StateConflict { found, .. }) if entry.kind == Kind::NotSent => {
+            tracing::info!(effect = %effect, found = found.name(), "the attempt whose commit lost its answer was not recorded: nothing to settle");
+            None
+        }
+        Err(StoreError::StateConflict { found, .. }) => {
+            tracing::warn!(effect = %effect, found = found.name(), kind = ?entry.kind, "a kept answer came too late: the effect was settled meanwhile (another replica's sweep); its answer is kept as evidence");
+            late(state, &entry.change, found).await;
+            None
+        }
+        // Another replica took the attempt over (its epoch moved on): the new owner's state
+        // stands and what this one held is only evidence.
+        Err(StoreError::Fenced { .. }) => {
+            let found = match state.store.effect(&entry.change.env_id, &effect).await {
+                Ok(Some(found)) => found.effect.state,
+                _ => EffectState::Unknown,
+            };
+            tracing::warn!(effect = %effect, found = found.name(), kind = ?entry.kind, "fenced: another replica took this attempt over; the kept change is dropped and kept as evidence");
+            late(state, &entry.change, found).await;
+            None
+        }
+        Err(StoreError::NotFound { .. }) if entry.kind == Kind::NotSent => {
+            tracing::info!(effect = %effect, "the intent whose commit lost its answer was not recorded: nothing to settle");
+            None
+        }
+        Err(e) if entry.kind == Kind::Answer => {
+            tracing::error!(effect = %effect, error = %e, "a kept answer was refused; its effect is marked unknown instead");
+            entry.change = unknown_instead(&entry.change, "answer");
+            entry.kind = Kind::Unknown;
+            Some(entry)
+        }
+        Err(e) => {
+            tracing::error!(effect = %effect, error = %e, kind = ?entry.kind, "a kept change was refused and dropped: the sweep of attempts past their deadline settles the effect");
+            None
+        }
+    }
+}
+
+/// Appends what a dropped answer said, as late evidence (best effort: logged if it fails).
+async fn late(state: &AppState, change: &EffectChange, found: EffectState) {
+    let said = change
+        .evidence
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    let note = NewEvidence::new(
+        EvidenceKind::LateAnswer,
+        EvidenceSource::Provider,
+        format!(
+            "an answer this Steward process could not record while the database was away \
+             arrived after another process had marked the effect {}: {said}",
+            found.name()
+        ),
+    );
+    let actor = Actor::system(state.clock.now());
+    if let Err(e) = state
+        .store
+        .append_evidence(&change.env_id, &change.effect_id, &note, &actor)
+        .await
+    {
+        tracing::warn!(effect = %change.effect_id, error = %e, "could not append the late answer as evidence");
+    }
+}
+
+/// The attempt number a change finishes (1 when it names none).
+fn attempt_number(change: &EffectChange) -> u32 {
+    match &change.attempt {
+        Some(AttemptChange::Finish { number, .. } | AttemptChange::Begin { number, .. }) => *number,
+        None => 1,
+    }
+}
+
+/// Instead of `change` (an answer from `dispatching`), the attempt marked `unknown`: the same
+/// effect, attempt and request, no answer, evidence saying why. `what` names what was lost.
+pub(crate) fn unknown_instead(change: &EffectChange, what: &str) -> EffectChange {
+    let evidence = NewEvidence::new(
+        EvidenceKind::Transport,
+        EvidenceSource::Steward,
+        format!(
+            "this attempt's {what} could not be recorded while the database was away, and was \
+             not kept: the provider may have acted. Marked unknown; nothing was re-sent. \
+             Reconcile to settle it."
+        ),
+    );
+    let mut unknown = EffectChange::of(
+        &change.env_id,
+        &change.effect_id,
+        EffectState::Dispatching,
+        EffectEvent::Ambiguous,
+        evidence,
+        change.actor.clone(),
+    )
+    .expect("dispatching takes Ambiguous");
+    unknown.attempt = Some(AttemptChange::Finish {
+        number: attempt_number(change),
+        response_status: None,
+        error: Some(format!("the {what} could not be recorded")),
+    });
+    unknown.error = Some(json!({
+        "code": "outcome_unknown",
+        "message": format!("the {what} could not be recorded; reconcile to settle it"),
+    }));
+    unknown.answers_request = change.answers_request.clone();
+    unknown
+}
+
+/// The change that settles, as not sent, the first attempt of an invoke whose intent commit
+/// lost its answer: `dispatching -> failed`, the request marked answered.
+pub(crate) fn not_sent(
+    begin: &EffectChange,
+    answers_request: Option<steward_core::IdempotencyKey>,
+) -> EffectChange {
+    let evidence = NewEvidence::new(
+        EvidenceKind::Blocked,
+        EvidenceSource::Steward,
+        NOT_SENT_SUMMARY,
+    );
+    let mut change = EffectChange::of(
+        &begin.env_id,
+        &begin.effect_id,
+        EffectState::Dispatching,
+        EffectEvent::NotSent,
+        evidence,
+        begin.actor.clone(),
+    )
+    .expect("dispatching takes NotSent");
+    change.attempt = Some(AttemptChange::Finish {
+        number: attempt_number(begin),
+        response_status: None,
+        error: Some("not sent: the commit recording the attempt lost its answer".into()),
+    });
+    change.error = Some(NOT_SENT_ERROR.clone());
+    change.answers_request = answers_request;
+    change
+}
+
+const NOT_SENT_SUMMARY: &str = "not sent: the database lost its answer to the commit that \
+     recorded this invocation and its attempt, so Steward did not send the request. Settled \
+     failed once the database was back; start a new invocation with retryOf to try again.";
+
+static NOT_SENT_ERROR: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
+    json!({
+        "code": "not_sent",
+        "message": "the commit recording the attempt lost its answer; nothing was sent",
+    })
+});
+
+/// [`not_sent`] for an intent that committed `ready` (no attempt): `ready -> failed`.
+fn not_sent_from_ready(change: &EffectChange) -> EffectChange {
+    let evidence = NewEvidence::new(
+        EvidenceKind::Blocked,
+        EvidenceSource::Steward,
+        NOT_SENT_SUMMARY,
+    );
+    let mut blocked = EffectChange::of(
+        &change.env_id,
+        &change.effect_id,
+        EffectState::Ready,
+        EffectEvent::Block,
+        evidence,
+        change.actor.clone(),
+    )
+    .expect("ready takes Block");
+    blocked.error = Some(NOT_SENT_ERROR.clone());
+    blocked.answers_request = change.answers_request.clone();
+    blocked
+}
+
+/// Commits the kept changes for as long as the process runs: at once when something is kept,
+/// then again with backoff while the database refuses.
+pub(crate) async fn run(state: AppState) {
+    let mut wait = Duration::from_millis(PENDING_RETRY_MS_MIN);
+    loop {
+        if state.pending.is_empty() {
+            state.pending.wake.notified().await;
+            wait = Duration::from_millis(PENDING_RETRY_MS_MIN);
+        }
+        let refused = state.pending.settle_all(&state).await;
+        if refused {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_millis(PENDING_RETRY_MS_MAX));
+        } else {
+            wait = Duration::from_millis(PENDING_RETRY_MS_MIN);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+
+    fn answer(n: usize) -> EffectChange {
+        let evidence = NewEvidence::new(EvidenceKind::Response, EvidenceSource::Provider, "200");
+        let mut change = EffectChange::of(
+            &EnvironmentId::from_unique("env"),
+            &EffectId::from_unique(&format!("effect{n}")),
+            EffectState::Dispatching,
+            EffectEvent::ProviderAccepted { confirmed: true },
+            evidence,
+            Actor::system(Millis(1)),
+        )
+        .unwrap();
+        change.attempt = Some(AttemptChange::Finish {
+            number: 2,
+            response_status: Some(200),
+            error: None,
+        });
+        change.answers_request = Some(IdempotencyKey::parse("idem-1").unwrap());
+        change
+    }
+
+    fn kinds(pending: &PendingAnswers) -> (usize, usize) {
+        let entries = pending.entries.lock().unwrap();
+        let answers = entries.values().filter(|e| e.kind == Kind::Answer).count();
+        (answers, entries.len() - answers)
+    }
+
+    #[test]
+    fn past_its_bound_an_answer_is_kept_only_to_mark_its_effect_unknown() {
+        let pending = PendingAnswers::default();
+        for n in 0..PENDING_ANSWERS_MAX {
+            assert!(pending.keep(answer(n), Kind::Answer));
+        }
+        assert_eq!(kinds(&pending), (PENDING_ANSWERS_MAX, 0));
+        let over = answer(PENDING_ANSWERS_MAX);
+        let id = over.effect_id.clone();
+        assert!(pending.keep(over, Kind::Answer));
+        assert_eq!(kinds(&pending), (PENDING_ANSWERS_MAX, 1));
+        let entries = pending.entries.lock().unwrap();
+        let mark = &entries[&id].change;
+        assert_eq!(mark.to, EffectState::Unknown);
+        assert!(mark.response_body.is_none());
+        assert!(matches!(
+            mark.attempt,
+            Some(AttemptChange::Finish { number: 2, .. })
+        ));
+        assert_eq!(
+            mark.answers_request,
+            Some(IdempotencyKey::parse("idem-1").unwrap())
+        );
+    }
+
+    #[test]
+    fn past_both_bounds_nothing_more_is_kept() {
+        let pending = PendingAnswers::default();
+        for n in 0..PENDING_MARKS_MAX {
+            let mark = unknown_instead(&answer(n), "answer");
+            assert!(pending.keep(mark, Kind::Unknown));
+        }
+        let last = unknown_instead(&answer(PENDING_MARKS_MAX), "answer");
+        assert!(!pending.keep(last.clone(), Kind::Unknown));
+        assert!(!pending.holds(&last.effect_id));
+        assert_eq!(pending.len(), PENDING_MARKS_MAX);
+    }
+
+    #[test]
+    fn an_ambiguous_intent_is_settled_failed_not_sent() {
+        let begin = answer(1);
+        let settle = not_sent(&begin, None);
+        assert_eq!(settle.from, EffectState::Dispatching);
+        assert_eq!(settle.to, EffectState::Failed);
+        assert_eq!(settle.error.as_ref().unwrap()["code"], "not_sent");
+        let from_ready = not_sent_from_ready(&settle);
+        assert_eq!(from_ready.from, EffectState::Ready);
+        assert_eq!(from_ready.to, EffectState::Failed);
+    }
+}
