@@ -146,17 +146,11 @@ impl Issuer {
     }
 
     /// Signs `claims` with the issuer's key.
-    fn sign(&self, claims: &Value) -> Result<String, Response> {
+    fn sign(&self, claims: &Value) -> Result<String, jsonwebtoken::errors::Error> {
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.kid.clone());
         header.typ = Some("at+jwt".into());
-        jsonwebtoken::encode(&header, claims, &self.signing).map_err(|e| {
-            oauth_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                &e.to_string(),
-            )
-        })
+        jsonwebtoken::encode(&header, claims, &self.signing)
     }
 }
 
@@ -205,6 +199,14 @@ fn issuer_url(headers: &HeaderMap) -> String {
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
     let body = json!({"error": error, "error_description": description});
     (status, [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
+}
+
+fn server_error(e: &jsonwebtoken::errors::Error) -> Response {
+    oauth_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        &e.to_string(),
+    )
 }
 
 fn bad_request(error: &str, description: &str) -> Response {
@@ -410,7 +412,7 @@ async fn token(
     });
     let access_token = match issuer.sign(&claims) {
         Ok(token) => token,
-        Err(refusal) => return refusal,
+        Err(e) => return server_error(&e),
     };
     issuer.book().issued += 1;
     let mut body = json!({
@@ -472,7 +474,7 @@ async fn mint(
     });
     match issuer.sign(&claims) {
         Ok(token) => Json(json!({"accessToken": token})).into_response(),
-        Err(refusal) => refusal,
+        Err(e) => server_error(&e),
     }
 }
 
