@@ -16,8 +16,8 @@
 //!   sent. No refresh token is issued.
 //! * `GET /issuer/jwks`: the public key (a fresh Ed25519 key per fixture process).
 //!
-//! Switches for tests, at `/issuer/_control` (`GET` shows them and how many tokens were
-//! issued, `POST` sets them): `audience` (issue tokens for another audience than the one
+//! Switches for tests, at `/issuer/_control` (`GET` shows them, how many tokens were issued
+//! and how often the keys were fetched; `POST` sets them): `audience` (issue tokens for another audience than the one
 //! asked), `lifetimeS` (a negative lifetime issues tokens already expired) and `subject` (whom
 //! the consent is for). `POST /issuer/_mint` signs a token with the claims a test names,
 //! without the flow, to probe the resource server's checks directly.
@@ -111,6 +111,8 @@ struct Book {
     codes: HashMap<String, Code>,
     control: Control,
     issued: u64,
+    /// `GET /issuer/jwks` answered: how often a resource server fetched the keys.
+    jwks_fetches: u64,
 }
 
 /// The issuer's key and bookkeeping (memory only: a restarted fixture is a new issuer key).
@@ -230,6 +232,7 @@ async fn metadata(headers: HeaderMap) -> Json<Value> {
 }
 
 async fn jwks(State(issuer): State<Arc<Issuer>>) -> Json<Value> {
+    issuer.book().jwks_fetches += 1;
     Json(json!({"keys": [{
         "kty": "OKP",
         "crv": "Ed25519",
@@ -433,7 +436,11 @@ async fn token(
 
 async fn control(State(issuer): State<Arc<Issuer>>) -> Json<Value> {
     let book = issuer.book();
-    Json(json!({"control": book.control, "issued": book.issued}))
+    Json(json!({
+        "control": book.control,
+        "issued": book.issued,
+        "jwksFetches": book.jwks_fetches,
+    }))
 }
 
 async fn set_control(State(issuer): State<Arc<Issuer>>, Json(control): Json<Control>) -> Response {

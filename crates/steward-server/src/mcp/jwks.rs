@@ -78,13 +78,12 @@ pub struct Keys {
 
 impl Keys {
     /// The keys of `issuer`, read from `jwks_uri` or, without one, found through its metadata.
-    pub fn new(issuer: &str, jwks_uri: Option<Url>) -> Keys {
+    pub fn new(issuer: &str, jwks_uri: Option<Url>) -> Result<Keys, reqwest::Error> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(FETCH_TIMEOUT_MS))
-            .build()
-            .unwrap_or_default();
-        Keys {
+            .build()?;
+        Ok(Keys {
             issuer: issuer.to_string(),
             jwks_uri,
             http,
@@ -93,7 +92,7 @@ impl Keys {
                 fetched_at: Millis(0),
                 attempted_at: None,
             }),
-        }
+        })
     }
 
     /// The key `kid` names, or (when the token names none) the set's only key; `Ok(None)` when
@@ -235,6 +234,63 @@ fn pick(set: &JwkSet, kid: Option<&str>) -> Option<Jwk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn fetches(fixture: &steward_fixture::FixtureHandle) -> u64 {
+        let control: serde_json::Value =
+            reqwest::get(format!("{}/issuer/_control", fixture.base_url()))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+        control["jwksFetches"].as_u64().unwrap()
+    }
+
+    #[tokio::test]
+    async fn keys_are_discovered_cached_and_refetched_at_most_once_per_interval() {
+        let fixture = steward_fixture::spawn(steward_fixture::FixtureConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            state_file: None,
+        })
+        .await
+        .unwrap();
+        let issuer = format!("{}/issuer", fixture.base_url());
+        let keys = Keys::new(&issuer, None).unwrap();
+        let at = |s: i64| Millis(1_000_000_000 + s * 1_000);
+        // Found through the RFC 8414 metadata; the only key serves a token naming none.
+        let key = keys
+            .find(None, at(0))
+            .await
+            .unwrap()
+            .expect("the issuer's key");
+        let kid = key.common.key_id.clone().expect("a kid");
+        assert_eq!(fetches(&fixture).await, 1);
+        // A known key within the age is served from the cache.
+        assert!(keys.find(Some(&kid), at(1)).await.unwrap().is_some());
+        // An unknown key id fetches again, but not within the refetch interval of the last.
+        assert!(keys.find(Some("made-up"), at(2)).await.unwrap().is_none());
+        assert_eq!(fetches(&fixture).await, 1);
+        let later = JWKS_REFETCH_INTERVAL_S + 1;
+        assert!(keys
+            .find(Some("made-up"), at(later))
+            .await
+            .unwrap()
+            .is_none());
+        assert!(keys
+            .find(Some("made-up"), at(later + 1))
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(fetches(&fixture).await, 2);
+        // Past the age, a known key is fetched again.
+        let stale = later + JWKS_MAX_AGE_S;
+        assert!(keys.find(Some(&kid), at(stale)).await.unwrap().is_some());
+        assert_eq!(fetches(&fixture).await, 3);
+        // An issuer that publishes no metadata has no keys: an error, not an empty set.
+        let nobody = Keys::new(&format!("{}/nobody", fixture.base_url()), None).unwrap();
+        assert!(nobody.find(None, at(0)).await.is_err());
+        fixture.shutdown().await;
+    }
 
     #[test]
     fn only_https_or_loopback_http_is_fetched() {

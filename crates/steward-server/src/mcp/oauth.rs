@@ -258,8 +258,10 @@ impl OAuth {
             };
             subjects.insert(subject, grant);
         }
+        let keys = Keys::new(&file.issuer, jwks_uri)
+            .map_err(|e| invalid(format!("{}: an HTTP client: {e}", field("issuer"))))?;
         Ok(Issuer {
-            keys: Keys::new(&file.issuer, jwks_uri),
+            keys,
             id: file.issuer,
             subject_claim: file.subject_claim.unwrap_or_else(|| "sub".into()),
             subjects,
