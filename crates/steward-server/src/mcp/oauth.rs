@@ -452,7 +452,27 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// The principal of a request at `/mcp`, or the whole refusal: an access token when `oauth`
 /// is configured and the bearer is shaped like a JWT, an agent key otherwise. A `401` carries
 /// the challenge (`WWW-Authenticate`) the module documentation describes.
+///
+/// A refusal also says `Connection: close`: it is answered before the request's body is read,
+/// and a connection whose body was left unread is one the server may close under the client's
+/// next request on it (the client then sees a disconnect instead of an answer). An OAuth client
+/// retries right after a 401, so it is told to open a new connection instead.
 pub async fn authenticate(
+    state: &AppState,
+    oauth: Option<&OAuth>,
+    headers: &HeaderMap,
+) -> Result<Principal, Response> {
+    principal_of(state, oauth, headers)
+        .await
+        .map_err(|mut refusal| {
+            refusal
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            refusal
+        })
+}
+
+async fn principal_of(
     state: &AppState,
     oauth: Option<&OAuth>,
     headers: &HeaderMap,
