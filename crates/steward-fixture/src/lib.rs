@@ -72,6 +72,7 @@
 //!   by key) for adapters that know no provider's API.
 //! * [`faults`]: [`FaultPlan`] and [`FaultMode`].
 //! * `control`: the `/_fixture` endpoints.
+//! * [`issuer`]: a local OAuth 2.1 authorization server issuing JWT access tokens (for `/mcp`).
 //! * `state`: the store, idempotency bookkeeping and persistence.
 //! * `params`: form/JSON decoding and validation.
 //! * `conn`: connections a handler can cut without answering.
@@ -86,6 +87,7 @@ mod control;
 mod error;
 pub mod faults;
 pub mod generic;
+pub mod issuer;
 mod params;
 pub mod payment_intents;
 pub mod refunds;
@@ -196,6 +198,7 @@ fn app(store: Arc<Store>) -> Router {
         .merge(control::router())
         .merge(payment_intents::control_router())
         .merge(account::router())
+        .merge(issuer::router())
         .fallback(not_found)
         .with_state(store)
 }

@@ -73,6 +73,10 @@ pub use listener::{
 pub use mcp::derive::{
     KeyPolicy as McpKeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
+pub use mcp::oauth::{
+    OAuth as McpOAuth, LEEWAY_S_DEFAULT as MCP_OAUTH_LEEWAY_S_DEFAULT,
+    SCOPE_DEFAULT as MCP_OAUTH_SCOPE_DEFAULT,
+};
 pub use metrics::{ConnectionOpen, DispatchInFlight, Metrics};
 pub use progress::Progress;
 pub use reconcile::{reconcile, Reconciled};

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub mcp_allowed_hosts: Vec<String>,
     /// What a governed MCP call without an operation key does (`mcp/derive.rs`).
     pub mcp_keys: crate::mcp::derive::KeyPolicy,
+    /// OAuth access tokens `/mcp` accepts beside agent keys, and the issuers it trusts
+    /// (`--mcp-oauth`; `mcp/oauth.rs`). `None`: agent keys only.
+    pub mcp_oauth: Option<Arc<crate::mcp::oauth::OAuth>>,
     /// Whether the operator console at `/console/` may change anything
     /// (`--console-read-only` makes it [`crate::ConsoleMode::ReadOnly`]).
     pub console: crate::ConsoleMode,
@@ -129,6 +132,7 @@ pub async fn serve(
     let mcp = crate::mcp::Settings {
         hosts: crate::mcp::http::Hosts::new(Some(config.listen.ip()), &config.mcp_allowed_hosts)?,
         keys: config.mcp_keys,
+        oauth: config.mcp_oauth.clone(),
     };
     if let Some(addr) = config.metrics_listen {
         if !addr.ip().is_loopback() && config.metrics_token.is_none() {
@@ -143,6 +147,15 @@ pub async fn serve(
         Some(crate::replica::lock_data_dir(&config.data_dir)?)
     };
     let state = start(&config, shared).await?;
+    if let Some(oauth) = &mcp.oauth {
+        oauth
+            .resolve(&state)
+            .await
+            .map_err(|source| StartError::Store {
+                step: "finding the environments --mcp-oauth maps subjects to",
+                source,
+            })?;
+    }
     spawn_background(&state, &config, shared);
     listen(state, config, mcp, shutdown).await
 }

@@ -52,6 +52,12 @@ codes! {
         "MCP: the Host header is not one this server answers MCP requests for.");
     ORIGIN_NOT_ALLOWED = ("origin_not_allowed", FORBIDDEN,
         "MCP: the Origin is not this server; cross-site requests may not call tools.");
+    INSUFFICIENT_SCOPE = ("insufficient_scope", FORBIDDEN,
+        "MCP: the OAuth access token is valid but lacks a scope `/mcp` requires; `WWW-Authenticate` names them (`scope=`).");
+    SUBJECT_NOT_MAPPED = ("subject_not_mapped", FORBIDDEN,
+        "MCP: the OAuth access token is valid but the configuration maps its subject to no environment.");
+    ISSUER_UNAVAILABLE = ("issuer_unavailable", SERVICE_UNAVAILABLE,
+        "MCP: the OAuth issuer's signing keys could not be fetched, so the token could not be checked; nothing was done. Try again.");
     APPROVAL_EXPIRED = ("approval_expired", CONFLICT,
         "Console: the approval expired before this decision, which was not counted.");
     APPROVAL_ALREADY_DECIDED = ("approval_already_decided", CONFLICT,

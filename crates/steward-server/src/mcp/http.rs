@@ -7,8 +7,9 @@
 //!    `Host`, is `403 host_not_allowed`.
 //! 2. `Origin`, when present: its `host:port` must be the request's `Host`; otherwise
 //!    `403 origin_not_allowed` (a browser page of another site may not drive the tools).
-//! 3. The bearer key: missing, unknown, revoked or expired is `401`, with
-//!    `WWW-Authenticate: Bearer`.
+//! 3. The bearer: an agent key, or with `--mcp-oauth` an OAuth access token (`oauth.rs`).
+//!    Missing, unknown, revoked, expired or invalid is `401`, with `WWW-Authenticate: Bearer`
+//!    (naming the resource metadata when OAuth is configured).
 //!
 //! Then [`well_formed`] answers a POST whose body is not one JSON-RPC message rmcp can read
 //! with the JSON-RPC error the specification names (`message.rs`). Only POST is served: a GET
@@ -17,12 +18,12 @@
 
 use super::handler::Handler;
 use super::message;
-use crate::app::{self, Principal};
+use super::oauth::OAuth;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -96,7 +97,7 @@ fn host_name(authority: &str) -> &str {
 
 /// The `/mcp` route, guarded.
 pub fn route(state: AppState, settings: super::Settings) -> Router<AppState> {
-    let super::Settings { hosts, keys } = settings;
+    let super::Settings { hosts, keys, oauth } = settings;
     let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     config.legacy_session_mode = false;
     config.json_response = true;
@@ -116,9 +117,10 @@ pub fn route(state: AppState, settings: super::Settings) -> Router<AppState> {
         .route_service(PATH, service)
         .route_layer(middleware::from_fn(well_formed))
         .route_layer(middleware::from_fn_with_state(
-            (state, Arc::new(hosts)),
+            (state, Arc::new(hosts), oauth.clone()),
             guard,
         ))
+        .merge(super::oauth::routes(oauth))
 }
 
 fn forbidden(code: &'static str, message: &str) -> Response {
@@ -127,7 +129,7 @@ fn forbidden(code: &'static str, message: &str) -> Response {
 
 /// The checks the module documentation lists, then the request.
 async fn guard(
-    State((state, hosts)): State<(AppState, Arc<Hosts>)>,
+    State((state, hosts, oauth)): State<(AppState, Arc<Hosts>, Option<Arc<OAuth>>)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -147,17 +149,9 @@ async fn guard(
             );
         }
     }
-    let principal = match authenticated(&state, headers).await {
+    let principal = match super::oauth::authenticate(&state, oauth.as_deref(), headers).await {
         Ok(principal) => principal,
-        Err(e) => {
-            let mut response = e.into_response();
-            if response.status() == StatusCode::UNAUTHORIZED {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            return response;
-        }
+        Err(refusal) => return refusal,
     };
     // The request's one authentication: the handler reads the principal from here
     // (`handler.rs`), and the invoke it makes does not authenticate again.
@@ -194,11 +188,6 @@ async fn well_formed(request: Request, next: Next) -> Response {
 fn refused(refusal: &message::Refusal) -> Response {
     let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
     (status, axum::Json(refusal.body())).into_response()
-}
-
-async fn authenticated(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
-    let token_hash = crate::auth::token_hash(headers)?;
-    app::authenticate(state, &token_hash).await
 }
 
 /// True when `origin` (`scheme://host[:port]`) names the same `host[:port]` as `host`.

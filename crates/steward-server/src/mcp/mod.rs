@@ -11,13 +11,18 @@
 //! - [`handler`]: the rmcp server handler tying them together, per request, holding no state.
 //! - [`message`]: a POST's body checked before rmcp, so a malformed one gets its JSON-RPC error.
 //! - [`http`]: Streamable HTTP at `/mcp`, behind the bearer key and the `Host`/`Origin` checks.
+//! - [`oauth`]: the bearer as an OAuth access token (with `access_token` and `jwks`), and the
+//!   Protected Resource Metadata, when `--mcp-oauth` configures issuers.
 
+mod access_token;
 mod call;
 pub mod derive;
 mod elicit;
 mod handler;
 pub mod http;
+mod jwks;
 mod message;
+pub mod oauth;
 mod result;
 mod task;
 mod tools;
@@ -28,4 +33,6 @@ mod tools;
 pub struct Settings {
     pub hosts: http::Hosts,
     pub keys: derive::KeyPolicy,
+    /// OAuth access tokens accepted beside agent keys (`--mcp-oauth`); none when absent.
+    pub oauth: Option<std::sync::Arc<oauth::OAuth>>,
 }

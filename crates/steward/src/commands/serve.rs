@@ -11,7 +11,7 @@ use steward_server::{
     REPLICA_LEASE_MS_DEFAULT, REPLICA_LEASE_MS_MIN, SHUTDOWN_GRACE_MS_DEFAULT,
 };
 use steward_server::{
-    McpKeyPolicy as KeyPolicy, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
+    McpKeyPolicy as KeyPolicy, McpOAuth, DERIVED_KEY_WINDOW_S_DEFAULT, DERIVED_KEY_WINDOW_S_MAX,
 };
 use steward_server::{
     RetrySchedule, WEBHOOK_RETRY_ATTEMPTS_DEFAULT, WEBHOOK_RETRY_FIRST_DELAY_MS_DEFAULT,
@@ -103,6 +103,12 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..=DERIVED_KEY_WINDOW_S_MAX)
     )]
     mcp_derived_key_window_s: u64,
+    /// A JSON file that lets `/mcp` accept OAuth access tokens (JWT) beside agent keys: this
+    /// resource's URL, the issuers it trusts (JWKS), the scopes it requires, and which
+    /// environment and role each token subject acts as. See docs/DECISIONS.md, "MCP
+    /// authorization". Without it, `/mcp` takes agent keys only.
+    #[arg(long, env = "STEWARD_MCP_OAUTH")]
+    mcp_oauth: Option<std::path::PathBuf>,
     /// Serve the operator console at /console/ without its write controls: every write but
     /// sign-in and sign-out is refused (403).
     #[arg(long, env = "STEWARD_CONSOLE_READ_ONLY")]
@@ -176,6 +182,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             },
             window: Duration::from_secs(args.mcp_derived_key_window_s),
         },
+        mcp_oauth: args
+            .mcp_oauth
+            .as_deref()
+            .map(McpOAuth::load)
+            .transpose()?
+            .map(std::sync::Arc::new),
         console: if args.console_read_only {
             ConsoleMode::ReadOnly
         } else {
