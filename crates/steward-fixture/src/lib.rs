@@ -70,6 +70,8 @@
 //! * [`refunds`]: the `/v1` API and [`Refund`].
 //! * [`generic`]: a generic idempotent provider (`/generic/writes`, a key header and a lookup
 //!   by key) for adapters that know no provider's API.
+//! * [`oauth`]: an OAuth 2.1 authorization server (consent a test drives, PKCE, refresh with
+//!   rotation, revocation, fault switches) and a protected API that counts writes per user.
 //! * [`faults`]: [`FaultPlan`] and [`FaultMode`].
 //! * `control`: the `/_fixture` endpoints.
 //! * `state`: the store, idempotency bookkeeping and persistence.
@@ -86,6 +88,7 @@ mod control;
 mod error;
 pub mod faults;
 pub mod generic;
+pub mod oauth;
 mod params;
 pub mod payment_intents;
 pub mod refunds;
@@ -196,6 +199,7 @@ fn app(store: Arc<Store>) -> Router {
         .merge(control::router())
         .merge(payment_intents::control_router())
         .merge(account::router())
+        .merge(oauth::router())
         .fallback(not_found)
         .with_state(store)
 }

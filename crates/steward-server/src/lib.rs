@@ -34,6 +34,7 @@ mod key_usage;
 mod keys;
 mod listener;
 mod mcp;
+mod oauth;
 mod metrics;
 mod per_key;
 mod progress;

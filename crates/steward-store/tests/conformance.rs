@@ -93,6 +93,9 @@ use environment_settings::*;
 #[path = "conformance/figures.rs"]
 mod figures;
 use figures::*;
+#[path = "conformance/connection_sessions.rs"]
+mod connection_sessions;
+use connection_sessions::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -159,6 +162,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     actual_impact_settles_a_resolution_and_nothing_else(store.clone()).await;
     runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
     large_fields_are_elided_from_lists_and_read_whole_alone(store.clone()).await;
+    a_sessions_state_is_spent_once_and_never_after_expiry(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -547,6 +551,7 @@ macro_rules! conformance_tests {
 }
 
 conformance_tests!(
+    a_sessions_state_is_spent_once_and_never_after_expiry,
     unkeyed_invokes_is_accept_until_set_and_is_audited,
     figures_count_what_an_operator_graphs,
     a_sweeps_batch_writes_what_settling_one_by_one_writes,

@@ -18,7 +18,8 @@ pub(crate) use params::*;
 // The views the handlers write are their own schemas.
 pub(crate) use steward_wire::{
     Action, ActionBody, Approval, ApprovalRequestBody, BillingQuota, BillingUsage, Budget,
-    BudgetBody, BudgetDeleted, CheckBody, ConnectKeyBody, Connection, ConnectionCompleted,
+    BudgetBody, BudgetDeleted, CallbackDone, CheckBody, CompleteBody, ConnectKeyBody, Connection,
+    ConnectionCompleted, ConnectionSession, SessionBody,
     CursorPage, DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody,
     HaltBody, Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit,
     LimitBody, LimitUpdateBody, List, Page, ReconnectBody, RedeliveryRequested, ResolveEffectBody,
