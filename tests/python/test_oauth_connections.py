@@ -41,9 +41,9 @@ def http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, str], 
                                      headers={"Content-Type": "application/json"} if data else {})
     try:
         with _OPENER.open(request, timeout=30) as response:
-            status, headers, text = response.status, dict(response.headers), response.read().decode()
+            status, headers, text = response.status, {k.lower(): v for k, v in response.headers.items()}, response.read().decode()
     except urllib.error.HTTPError as e:
-        status, headers, text = e.code, dict(e.headers), e.read().decode()
+        status, headers, text = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read().decode()
     SEEN.append((url, text + json.dumps(headers)))
     return status, headers, text
 
@@ -62,7 +62,7 @@ def consent(connect_url: str, user: str, *, approve: bool = True) -> str:
     status, headers, text = http("POST", json.loads(text)["consentUrl"],
                                  {"user": user, "approve": approve})
     assert status == 303, text
-    return headers["Location"]
+    return headers["location"]
 
 
 def callback(location: str) -> tuple[int, dict[str, Any]]:
@@ -216,8 +216,8 @@ def test_a_refused_refresh_marks_the_account_and_sends_nothing(
     assert writes_by(steward, user) == 0
     assert after["refusedRefreshes"] == before["refusedRefreshes"] + 1
     assert after["unauthorized"] == before["unauthorized"], "the write was never sent"
-    effect = agent.actions.effect(inv["effectId"]).data
-    assert effect["outcome"] == "failed" and effect["attemptCount"] == 0, effect
+    assert inv["error"]["code"] == "connection_needs_reauth", inv
+    assert "nothing was sent" in inv["error"]["message"] and inv["responseStatus"] is None
     account = {c["name"]: c for c in operator.connections.list().data}[name]
     assert account["health"]["status"] == "needs_reauth", account
 

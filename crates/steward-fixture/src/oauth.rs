@@ -269,7 +269,11 @@ async fn authorize(State(p): Shared, headers: HeaderMap, RawQuery(query): RawQue
         return bad("client_id is required");
     };
     if !p.lock().clients.contains_key(&client_id) {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_client", "unknown client_id");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_client",
+            "unknown client_id",
+        );
     }
     let Some(redirect_uri) =
         field("redirect_uri").filter(|u| u.starts_with("http://") || u.starts_with("https://"))
@@ -333,7 +337,11 @@ async fn consent(State(p): Shared, Path(id): Path<String>, body: Bytes) -> Respo
         );
     };
     if given.user.is_empty() || given.user.len() > 64 {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "user: 1 to 64 bytes");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "user: 1 to 64 bytes",
+        );
     }
     let mut inner = p.lock();
     let Some(c) = inner.consents.remove(&id) else {
@@ -357,7 +365,11 @@ async fn consent(State(p): Shared, Path(id): Path<String>, body: Bytes) -> Respo
                 expires_at: now_s() + CODE_TTL_S,
             },
         );
-        format!("{}{}code={code}&state={state}", c.redirect_uri, sep(&c.redirect_uri))
+        format!(
+            "{}{}code={code}&state={state}",
+            c.redirect_uri,
+            sep(&c.redirect_uri)
+        )
     } else {
         format!(
             "{}{}error=access_denied&state={state}",
@@ -671,7 +683,9 @@ struct ClientBody {
 async fn register_client(State(p): Shared, body: Bytes) -> Response {
     match serde_json::from_slice::<ClientBody>(&body) {
         Ok(c) if !c.client_id.is_empty() && !c.client_secret.is_empty() => {
-            p.lock().clients.insert(c.client_id.clone(), c.client_secret);
+            p.lock()
+                .clients
+                .insert(c.client_id.clone(), c.client_secret);
             json_response(StatusCode::OK, &json!({"clientId": c.client_id}))
         }
         _ => oauth_error(

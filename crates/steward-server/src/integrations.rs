@@ -256,7 +256,9 @@ impl Integrations {
 fn check_oauth(integration: &Integration, oauth: &OauthSpec) -> Result<(), String> {
     let id = &integration.id;
     if integration.auth_kind != AuthKind::Oauth {
-        return Err(format!("integration {id}: an oauth block needs authKind oauth"));
+        return Err(format!(
+            "integration {id}: an oauth block needs authKind oauth"
+        ));
     }
     let inside = |field: &str, url: &str| -> Result<(), String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("integration {id}: {field}: {e}"))?;
@@ -270,14 +272,19 @@ fn check_oauth(integration: &Integration, oauth: &OauthSpec) -> Result<(), Strin
         if host_allowed(&integration.allowed_hosts, &destination) {
             Ok(())
         } else {
-            Err(format!("integration {id}: {field} is outside its allowedHosts"))
+            Err(format!(
+                "integration {id}: {field} is outside its allowedHosts"
+            ))
         }
     };
     inside("oauth.tokenUrl", &oauth.token_url)?;
     if let Some(revoke) = &oauth.revoke_url {
         inside("oauth.revokeUrl", revoke)?;
     }
-    for (field, url) in [("oauth.authorizeUrl", Some(&oauth.authorize_url)), ("oauth.redirectUri", oauth.redirect_uri.as_ref())] {
+    for (field, url) in [
+        ("oauth.authorizeUrl", Some(&oauth.authorize_url)),
+        ("oauth.redirectUri", oauth.redirect_uri.as_ref()),
+    ] {
         let Some(url) = url else { continue };
         let parsed = url::Url::parse(url).map_err(|e| format!("integration {id}: {field}: {e}"))?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -285,7 +292,9 @@ fn check_oauth(integration: &Integration, oauth: &OauthSpec) -> Result<(), Strin
         }
     }
     if oauth.client_id.is_empty() || oauth.client_id.len() > 256 {
-        return Err(format!("integration {id}: oauth.clientId must be 1 to 256 bytes"));
+        return Err(format!(
+            "integration {id}: oauth.clientId must be 1 to 256 bytes"
+        ));
     }
     if !steward_core::is_valid_secret_name(&oauth.client_secret_name) {
         return Err(format!(
@@ -293,7 +302,9 @@ fn check_oauth(integration: &Integration, oauth: &OauthSpec) -> Result<(), Strin
         ));
     }
     if oauth.scopes.iter().any(|s| s.is_empty() || s.contains(' ')) {
-        return Err(format!("integration {id}: oauth.scopes must be words without spaces"));
+        return Err(format!(
+            "integration {id}: oauth.scopes must be words without spaces"
+        ));
     }
     Ok(())
 }

@@ -106,7 +106,12 @@ pub async fn create(
             "a secret with this name exists and is not this integration's account; choose another secretName",
         ));
     }
-    if state.store.secret(env, &spec.client_secret_name).await?.is_none() {
+    if state
+        .store
+        .secret(env, &spec.client_secret_name)
+        .await?
+        .is_none()
+    {
         return Err(Error::validation(
             "integrationId",
             format!(
@@ -250,15 +255,18 @@ async fn connect(
             .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
             .take(64)
             .collect();
-        return Err(format!("the provider answered {code}: consent was not given"));
+        return Err(format!(
+            "the provider answered {code}: consent was not given"
+        ));
     }
     let code = query
         .code
         .as_deref()
         .filter(|c| !c.is_empty() && c.len() <= 2048)
         .ok_or("the provider's redirect carried no code")?;
-    let (integration, spec) = oauth_integration(state, &session.integration_id)
-        .map_err(|_| "the integration is no longer an oauth integration of this server".to_string())?;
+    let (integration, spec) = oauth_integration(state, &session.integration_id).map_err(|_| {
+        "the integration is no longer an oauth integration of this server".to_string()
+    })?;
     let env = &session.env_id;
     let verifier = open_verifier(state, session)?;
     let client_secret = crate::oauth::account::client_secret(state, env, spec)
@@ -270,9 +278,15 @@ async fn connect(
         spec,
         secret: &client_secret,
     };
-    let tokens = provider::exchange(&client, code, &verifier, &session.redirect_uri, state.clock.now())
-        .await
-        .map_err(|f| f.reason().to_string())?;
+    let tokens = provider::exchange(
+        &client,
+        code,
+        &verifier,
+        &session.redirect_uri,
+        state.clock.now(),
+    )
+    .await
+    .map_err(|f| f.reason().to_string())?;
     store_tokens(state, session, integration, &tokens)
         .await
         .map_err(|e| format!("the tokens could not be stored: {e}"))
@@ -288,13 +302,23 @@ async fn store_tokens(
 ) -> std::result::Result<(), String> {
     let env = &session.env_id;
     let name = &session.secret_name;
-    let existing = state.store.secret(env, name).await.map_err(|e| e.to_string())?;
-    let connected = state.store.connection(env, name).await.map_err(|e| e.to_string())?;
+    let existing = state
+        .store
+        .secret(env, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let connected = state
+        .store
+        .connection(env, name)
+        .await
+        .map_err(|e| e.to_string())?;
     let expected = match (&existing, &connected) {
         (None, _) => None,
         (Some(s), Some(c)) if c.integration_id == integration.id => Some(s.version),
         (Some(_), _) => {
-            return Err("a secret with this name was created meanwhile and is not this account".into())
+            return Err(
+                "a secret with this name was created meanwhile and is not this account".into(),
+            )
         }
     };
     let now = state.clock.now();
@@ -315,7 +339,9 @@ async fn store_tokens(
     )
     .await
     .map_err(|e| match e {
-        StoreError::VersionConflict { .. } => "the secret changed while the account was being connected".to_string(),
+        StoreError::VersionConflict { .. } => {
+            "the secret changed while the account was being connected".to_string()
+        }
         other => other.to_string(),
     })?;
     connections::record_account(state, env, &secret, integration, description, &actor)
@@ -325,7 +351,10 @@ async fn store_tokens(
 }
 
 /// The `oauth` integration named `id`, with its sign-in spec.
-fn oauth_integration<'a>(state: &'a AppState, id: &str) -> Result<(&'a Integration, &'a OauthSpec)> {
+fn oauth_integration<'a>(
+    state: &'a AppState,
+    id: &str,
+) -> Result<(&'a Integration, &'a OauthSpec)> {
     let integration = state
         .integrations
         .get(id)
@@ -344,7 +373,12 @@ fn oauth_integration<'a>(state: &'a AppState, id: &str) -> Result<(&'a Integrati
 }
 
 /// The provider's authorization URL for this session.
-fn connect_url(spec: &OauthSpec, redirect_uri: &str, secret_state: &str, verifier: &str) -> Result<String> {
+fn connect_url(
+    spec: &OauthSpec,
+    redirect_uri: &str,
+    secret_state: &str,
+    verifier: &str,
+) -> Result<String> {
     let mut url = url::Url::parse(&spec.authorize_url)
         .map_err(|e| Error::internal("the catalog's oauth.authorizeUrl", &e))?;
     {
@@ -363,14 +397,25 @@ fn connect_url(spec: &OauthSpec, redirect_uri: &str, secret_state: &str, verifie
     Ok(url.into())
 }
 
-fn open_verifier(state: &AppState, session: &ConnectionSession) -> std::result::Result<String, String> {
+fn open_verifier(
+    state: &AppState,
+    session: &ConnectionSession,
+) -> std::result::Result<String, String> {
     let unreadable = || "the session's PKCE verifier could not be opened".to_string();
-    let (nonce, sealed) = session.verifier_sealed.split_once(':').ok_or_else(unreadable)?;
+    let (nonce, sealed) = session
+        .verifier_sealed
+        .split_once(':')
+        .ok_or_else(unreadable)?;
     let nonce = hex::decode(nonce).map_err(|_| unreadable())?;
     let sealed = hex::decode(sealed).map_err(|_| unreadable())?;
     state
         .vault
-        .open(&session.env_id, &verifier_name(&session.id), &nonce, &sealed)
+        .open(
+            &session.env_id,
+            &verifier_name(&session.id),
+            &nonce,
+            &sealed,
+        )
         .map_err(|_| unreadable())
 }
 

@@ -225,7 +225,10 @@ async fn check_oauth(
         Err(blocked) => {
             return Err(Error::of(
                 codes::CONNECTION_KEY_CHECK_FAILED,
-                format!("the account could not be checked ({}); its health is unchanged", blocked.message),
+                format!(
+                    "the account could not be checked ({}); its health is unchanged",
+                    blocked.message
+                ),
             ))
         }
     }
@@ -450,7 +453,11 @@ pub(crate) async fn record_account(
 }
 
 /// The account held by secret `name`, with its secret; 404 if there is none.
-pub(crate) async fn account(state: &AppState, principal: &Principal, name: &str) -> Result<Account> {
+pub(crate) async fn account(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+) -> Result<Account> {
     let missing = || Error::not_found("connected account");
     check_secret_name(name, "secretName").map_err(|_| missing())?;
     let connection = state

@@ -174,9 +174,14 @@ async fn revoke_if_signed_in(state: &AppState, principal: &Principal, name: &str
         return Ok(());
     }
     match crate::oauth::account::revoke(state, env, name).await {
-        Ok(true) => tracing::info!(account = name, "revoked the account's grant at the provider"),
+        Ok(true) => tracing::info!(
+            account = name,
+            "revoked the account's grant at the provider"
+        ),
         Ok(false) => tracing::info!(account = name, "the account has no revocation endpoint"),
-        Err(reason) => tracing::warn!(account = name, %reason, "the provider did not confirm the revocation"),
+        Err(reason) => {
+            tracing::warn!(account = name, %reason, "the provider did not confirm the revocation")
+        }
     }
     Ok(())
 }

@@ -303,12 +303,20 @@ async fn send_and_record(
     // acted on, so it is sent once more with a refreshed token, within this attempt.
     let refreshed = match (&sent.report, prepared.secrets.iter().find(|s| s.oauth)) {
         (AttemptReport::Answered { status: 401, .. }, Some(account)) => {
-            match crate::oauth::account::refreshed(state, &inv.env_id, &account.name, &account.value)
-                .await
+            match crate::oauth::account::refreshed(
+                state,
+                &inv.env_id,
+                &account.name,
+                &account.value,
+            )
+            .await
             {
                 Ok(token) => Some(prepared.with_secret(&account.name, &token)),
                 Err(blocked) => {
-                    tracing::info!(code = blocked.code, "the refused access token could not be refreshed");
+                    tracing::info!(
+                        code = blocked.code,
+                        "the refused access token could not be refreshed"
+                    );
                     None
                 }
             }
@@ -316,7 +324,9 @@ async fn send_and_record(
         _ => None,
     };
     if let Some(again) = &refreshed {
-        tracing::info!("the provider refused the access token (401); sending once more with a refreshed one");
+        tracing::info!(
+            "the provider refused the access token (401); sending once more with a refreshed one"
+        );
         sent = send(state, again).await?;
     }
     let prepared = refreshed.as_ref().unwrap_or(prepared);

@@ -131,7 +131,11 @@ impl Prepared {
                 .iter()
                 .map(|s| OpenedSecret {
                     name: s.name.clone(),
-                    value: if s.name == name { value.to_string() } else { s.value.clone() },
+                    value: if s.name == name {
+                        value.to_string()
+                    } else {
+                        s.value.clone()
+                    },
                     allowed_hosts: s.allowed_hosts.clone(),
                     allowed_placements: s.allowed_placements.clone(),
                     oauth: s.oauth,

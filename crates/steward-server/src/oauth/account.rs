@@ -90,21 +90,21 @@ pub async fn refreshed(
             mark_needs_reauth(state, env, name, &reason).await;
             return Err(needs_reauth(name, &reason));
         }
-        Err(TokenFailure::Unavailable { reason }) => {
-            return Err(Blocked::new(
-                "connection_refresh_failed",
-                format!("account {name}'s access token could not be refreshed ({reason}); nothing was sent"),
-            ))
-        }
+        Err(TokenFailure::Unavailable { reason }) => return Err(Blocked::new(
+            "connection_refresh_failed",
+            format!(
+                "account {name}'s access token could not be refreshed ({reason}); nothing was sent"
+            ),
+        )),
     };
     if fresh.refresh_token.is_none() {
         fresh.refresh_token = Some(refresh_token);
     }
     match save(state, &record, &fresh).await {
         Ok(()) => Ok(fresh.access_token),
-        Err(StoreError::VersionConflict { .. }) => {
-            stored(state, env, name).await.map(|(_, set)| set.access_token)
-        }
+        Err(StoreError::VersionConflict { .. }) => stored(state, env, name)
+            .await
+            .map(|(_, set)| set.access_token),
         Err(e) => {
             tracing::error!(error = %e, account = name, "a refreshed token set could not be stored");
             Err(Blocked::new(
@@ -128,7 +128,9 @@ pub async fn revoke(state: &AppState, env: &EnvironmentId, name: &str) -> Result
     if spec.revoke_url.is_none() {
         return Ok(false);
     }
-    let secret = client_secret(state, env, &spec).await.map_err(|b| b.message)?;
+    let secret = client_secret(state, env, &spec)
+        .await
+        .map_err(|b| b.message)?;
     let client = Client {
         http: &state.http,
         outbound: state.outbound,
@@ -167,7 +169,12 @@ async fn stored(
     let value = state
         .vault
         .open(env, name, &record.nonce, &record.ciphertext)
-        .map_err(|_| Blocked::new("secret_unreadable", format!("secret {name} could not be opened")))?;
+        .map_err(|_| {
+            Blocked::new(
+                "secret_unreadable",
+                format!("secret {name} could not be opened"),
+            )
+        })?;
     let set = TokenSet::from_value(&value).ok_or_else(|| {
         Blocked::new(
             "secret_unreadable",
@@ -187,7 +194,12 @@ async fn account_spec(
         .store
         .connection(env, name)
         .await
-        .map_err(|_| Blocked::new("storage_unavailable", "the account could not be read; nothing was sent"))?
+        .map_err(|_| {
+            Blocked::new(
+                "storage_unavailable",
+                "the account could not be read; nothing was sent",
+            )
+        })?
         .ok_or_else(|| {
             Blocked::new(
                 "connection_missing",
@@ -236,7 +248,11 @@ pub async fn client_secret(
 }
 
 /// Seals `set` into the account's secret, replacing exactly the version `record` is.
-pub async fn save(state: &AppState, record: &SecretRecord, set: &TokenSet) -> Result<(), StoreError> {
+pub async fn save(
+    state: &AppState,
+    record: &SecretRecord,
+    set: &TokenSet,
+) -> Result<(), StoreError> {
     let (nonce, ciphertext) = state
         .vault
         .seal(&record.env_id, &record.name, &set.to_value())
@@ -251,7 +267,11 @@ pub async fn save(state: &AppState, record: &SecretRecord, set: &TokenSet) -> Re
     };
     state
         .store
-        .put_secret(&replaced, Some(record.version), &Actor::system(state.clock.now()))
+        .put_secret(
+            &replaced,
+            Some(record.version),
+            &Actor::system(state.clock.now()),
+        )
         .await
         .map(|_| ())
 }

@@ -63,7 +63,11 @@ impl std::fmt::Debug for TokenSet {
 const MARKER: &str = "{\"stewardOauth\":1,";
 
 impl TokenSet {
-    pub fn new(access_token: String, refresh_token: Option<String>, expires_at: Option<i64>) -> Self {
+    pub fn new(
+        access_token: String,
+        refresh_token: Option<String>,
+        expires_at: Option<i64>,
+    ) -> Self {
         TokenSet {
             steward_oauth: 1,
             access_token,

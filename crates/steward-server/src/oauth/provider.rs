@@ -116,10 +116,7 @@ async fn post(
     client
         .http
         .post(url)
-        .basic_auth(
-            encode(&client.spec.client_id),
-            Some(encode(client.secret)),
-        )
+        .basic_auth(encode(&client.spec.client_id), Some(encode(client.secret)))
         .form(form)
         .timeout(Duration::from_millis(OAUTH_TOKEN_TIMEOUT_MS))
         .send()
@@ -156,7 +153,9 @@ async fn token_request(
                 unavailable("the token endpoint's answer is not a token answer".into())
             })?;
             if tokens.access_token.is_empty() {
-                return Err(unavailable("the token endpoint gave an empty access token".into()));
+                return Err(unavailable(
+                    "the token endpoint gave an empty access token".into(),
+                ));
             }
             let expires_at = tokens
                 .expires_in
@@ -174,7 +173,9 @@ async fn token_request(
             let code = serde_json::from_slice::<ErrorAnswer>(&bytes)
                 .ok()
                 .map(|e| e.error)
-                .filter(|e| e.len() <= 64 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                .filter(|e| {
+                    e.len() <= 64 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
                 .unwrap_or_else(|| "refused".into());
             Err(TokenFailure::Refused {
                 reason: format!("the provider refused the grant (HTTP {status}, {code})"),

@@ -152,22 +152,37 @@ impl Connections for PostgresStore {
             tx.execute(
                 &sql,
                 &[
-                    &c.id, &c.env_id.as_str(), &c.integration_id, &c.secret_name, &c.description,
-                    &c.state_digest, &c.verifier_sealed, &c.redirect_uri, &c.reason,
-                    &SessionStatus::Pending.as_str(), &c.created_by, &actor.now.0, &c.expires_at.0,
+                    &c.id,
+                    &c.env_id.as_str(),
+                    &c.integration_id,
+                    &c.secret_name,
+                    &c.description,
+                    &c.state_digest,
+                    &c.verifier_sealed,
+                    &c.redirect_uri,
+                    &c.reason,
+                    &SessionStatus::Pending.as_str(),
+                    &c.created_by,
+                    &actor.now.0,
+                    &c.expires_at.0,
                 ],
             )
             .await?;
-            let created = session_by_id(&tx, &c.env_id, &c.id)
-                .await?
-                .ok_or(StoreError::NotFound {
-                    what: "connection session",
-                })?;
+            let created =
+                session_by_id(&tx, &c.env_id, &c.id)
+                    .await?
+                    .ok_or(StoreError::NotFound {
+                        what: "connection session",
+                    })?;
             append(
                 &tx,
                 actor,
-                AuditEntry::new(AuditKind::ConnectionSessionCreated, c.env_id.as_str(), &c.id)
-                    .after(created.audit_view()),
+                AuditEntry::new(
+                    AuditKind::ConnectionSessionCreated,
+                    c.env_id.as_str(),
+                    &c.id,
+                )
+                .after(created.audit_view()),
             )
             .await?;
             Ok(created)
@@ -209,8 +224,12 @@ impl Connections for PostgresStore {
                 append(
                     &tx,
                     &Actor::system(now),
-                    AuditEntry::new(AuditKind::ConnectionSessionClaimed, c.env_id.as_str(), &c.id)
-                        .after(c.audit_view()),
+                    AuditEntry::new(
+                        AuditKind::ConnectionSessionClaimed,
+                        c.env_id.as_str(),
+                        &c.id,
+                    )
+                    .after(c.audit_view()),
                 )
                 .await?;
             }

@@ -34,7 +34,8 @@ fn session_by_id(
     env: &EnvironmentId,
     id: &str,
 ) -> StoreResult<Option<ConnectionSession>> {
-    let sql = format!("SELECT {SESSION_COLUMNS} FROM connection_sessions WHERE env_id = ?1 AND id = ?2");
+    let sql =
+        format!("SELECT {SESSION_COLUMNS} FROM connection_sessions WHERE env_id = ?1 AND id = ?2");
     query_one(conn, &sql, &[&env.as_str(), &id], decode_session)
 }
 
@@ -150,19 +151,34 @@ impl Connections for SqliteStore {
                 tx,
                 &sql,
                 params![
-                    c.id, c.env_id.as_str(), c.integration_id, c.secret_name, c.description,
-                    c.state_digest, c.verifier_sealed, c.redirect_uri, c.reason,
-                    SessionStatus::Pending.as_str(), c.created_by, actor.now.0, c.expires_at.0
+                    c.id,
+                    c.env_id.as_str(),
+                    c.integration_id,
+                    c.secret_name,
+                    c.description,
+                    c.state_digest,
+                    c.verifier_sealed,
+                    c.redirect_uri,
+                    c.reason,
+                    SessionStatus::Pending.as_str(),
+                    c.created_by,
+                    actor.now.0,
+                    c.expires_at.0
                 ],
             )
             .map_err(unavailable)?;
-            let created = session_by_id(tx, &c.env_id, &c.id)?
-                .ok_or(StoreError::NotFound { what: "connection session" })?;
+            let created = session_by_id(tx, &c.env_id, &c.id)?.ok_or(StoreError::NotFound {
+                what: "connection session",
+            })?;
             append(
                 tx,
                 &actor,
-                AuditEntry::new(AuditKind::ConnectionSessionCreated, c.env_id.as_str(), &c.id)
-                    .after(created.audit_view()),
+                AuditEntry::new(
+                    AuditKind::ConnectionSessionCreated,
+                    c.env_id.as_str(),
+                    &c.id,
+                )
+                .after(created.audit_view()),
             )?;
             Ok(created)
         })
@@ -206,8 +222,12 @@ impl Connections for SqliteStore {
                 append(
                     tx,
                     &actor,
-                    AuditEntry::new(AuditKind::ConnectionSessionClaimed, c.env_id.as_str(), &c.id)
-                        .after(c.audit_view()),
+                    AuditEntry::new(
+                        AuditKind::ConnectionSessionClaimed,
+                        c.env_id.as_str(),
+                        &c.id,
+                    )
+                    .after(c.audit_view()),
                 )?;
             }
             Ok(claimed)

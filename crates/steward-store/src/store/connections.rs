@@ -45,8 +45,11 @@ pub trait Connections: Send + Sync {
         actor: &Actor,
     ) -> StoreResult<ConnectionSession>;
     /// The session `id` of the environment, whatever its status.
-    async fn session(&self, env: &EnvironmentId, id: &str)
-        -> StoreResult<Option<ConnectionSession>>;
+    async fn session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> StoreResult<Option<ConnectionSession>>;
     /// Spends a session's `state`: the one `pending` session with `state_digest` whose
     /// `expires_at` is after `now` moves to `exchanging` and is returned. Compare-and-set: of
     /// any number of callbacks carrying one `state`, at most one ever gets `Some`; an expired,

@@ -80,14 +80,28 @@ pub async fn a_sessions_state_is_spent_once_and_never_after_expiry(store: Arc<dy
             &env.actor(3_100),
         )
         .await;
-    assert!(matches!(again, Err(StoreError::NotFound { .. })), "{again:?}");
-    let read = store.session(&env.id, &id).await.expect("read").expect("found");
-    assert_eq!(read.status, SessionStatus::Completed, "a settled session stays settled");
+    assert!(
+        matches!(again, Err(StoreError::NotFound { .. })),
+        "{again:?}"
+    );
+    let read = store
+        .session(&env.id, &id)
+        .await
+        .expect("read")
+        .expect("found");
+    assert_eq!(
+        read.status,
+        SessionStatus::Completed,
+        "a settled session stays settled"
+    );
 
     // An expired session's state is refused and the session stays pending.
     let (late_id, late_digest) = (unique("cs"), unique("digest"));
     store
-        .create_session(&session(&env, &late_id, &late_digest, 5_000), &env.actor(T0.0))
+        .create_session(
+            &session(&env, &late_id, &late_digest, 5_000),
+            &env.actor(T0.0),
+        )
         .await
         .expect("create_session");
     assert!(store
@@ -95,12 +109,19 @@ pub async fn a_sessions_state_is_spent_once_and_never_after_expiry(store: Arc<dy
         .await
         .expect("claim")
         .is_none());
-    let read = store.session(&env.id, &late_id).await.expect("read").expect("found");
+    let read = store
+        .session(&env.id, &late_id)
+        .await
+        .expect("read")
+        .expect("found");
     assert_eq!(read.status, SessionStatus::Pending);
 
     // A digest is unique: a second session with it is refused.
     let duplicate = store
-        .create_session(&session(&env, &unique("cs"), &digest, 10_000), &env.actor(T0.0))
+        .create_session(
+            &session(&env, &unique("cs"), &digest, 10_000),
+            &env.actor(T0.0),
+        )
         .await;
     assert!(duplicate.is_err(), "a state digest names one session");
 

@@ -458,13 +458,17 @@ impl Flow {
         let client_secret = json!({"value": steward_fixture::oauth::DEFAULT_CLIENT_SECRET,
                                    "allowedHosts": [self.fixture_host]});
         let secret = "/secrets/{name}";
-        self.call(a, M::PUT, secret, "/secrets/FIXTURE_OAUTH_CLIENT", Some(client_secret))
-            .await;
+        self.call(
+            a,
+            M::PUT,
+            secret,
+            "/secrets/FIXTURE_OAUTH_CLIENT",
+            Some(client_secret),
+        )
+        .await;
         let template = "/connections/sessions";
         let start = json!({"integrationId": "fixture-oauth", "secretName": "FIXTURE_PERSON"});
-        let session = self
-            .call(a, M::POST, template, template, Some(start))
-            .await;
+        let session = self.call(a, M::POST, template, template, Some(start)).await;
         let id = id_of(&session, "id");
         let connect_url = session["data"]["connectUrl"].as_str().unwrap().to_string();
         let complete = "/connections/sessions/{id}/complete";
@@ -479,7 +483,14 @@ impl Flow {
             .no_proxy()
             .build()
             .unwrap();
-        let authorize: Value = http.get(&connect_url).send().await.unwrap().json().await.unwrap();
+        let authorize: Value = http
+            .get(&connect_url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let consented = http
             .post(authorize["consentUrl"].as_str().unwrap())
             .json(&json!({"user": "flow"}))
@@ -487,7 +498,10 @@ impl Flow {
             .await
             .unwrap();
         assert_eq!(consented.status(), 303);
-        let location = consented.headers()["location"].to_str().unwrap().to_string();
+        let location = consented.headers()["location"]
+            .to_str()
+            .unwrap()
+            .to_string();
         let back = url::Url::parse(&location).unwrap();
         let path = format!("/connections/callback?{}", back.query().unwrap());
         let done = self
