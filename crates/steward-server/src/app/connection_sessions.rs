@@ -72,7 +72,7 @@ pub struct Started {
 #[derive(Debug)]
 pub enum Completion {
     Pending(ConnectionSession),
-    Completed(ConnectionSession, Account),
+    Completed(ConnectionSession, Box<Account>),
 }
 
 /// What the provider's redirect carried.
@@ -176,7 +176,7 @@ pub async fn complete(state: &AppState, principal: &Principal, id: &str) -> Resu
     match session.status {
         SessionStatus::Completed => {
             let account = connections::account(state, principal, &session.secret_name).await?;
-            Ok(Completion::Completed(session, account))
+            Ok(Completion::Completed(session, Box::new(account)))
         }
         SessionStatus::Failed => Err(failed(&session, session.reason.as_deref())),
         // An exchange Steward did not finish (it stopped mid-way) is over once the token

@@ -90,12 +90,12 @@ pub async fn refreshed(
             mark_needs_reauth(state, env, name, &reason).await;
             return Err(needs_reauth(name, &reason));
         }
-        Err(TokenFailure::Unavailable { reason }) => return Err(Blocked::new(
-            "connection_refresh_failed",
-            format!(
+        Err(TokenFailure::Unavailable { reason }) => {
+            let message = format!(
                 "account {name}'s access token could not be refreshed ({reason}); nothing was sent"
-            ),
-        )),
+            );
+            return Err(Blocked::new("connection_refresh_failed", message));
+        }
     };
     if fresh.refresh_token.is_none() {
         fresh.refresh_token = Some(refresh_token);
