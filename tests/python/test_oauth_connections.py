@@ -222,6 +222,24 @@ def test_a_refused_refresh_marks_the_account_and_sends_nothing(
     assert account["health"]["status"] == "needs_reauth", account
 
 
+def test_a_token_endpoint_that_does_not_answer_in_time_sends_nothing(
+        steward: Steward, operator: anlyon.Client, agent: anlyon.Client, client_secret: str,
+        oauth_faults: Any) -> None:
+    # Past Steward's 10 s token deadline (`OAUTH_TOKEN_TIMEOUT_MS`): the refresh is abandoned,
+    # the write is not sent, and the account is not marked (the grant may still be good).
+    provider(steward, "POST", "/faults", {"accessTokenTtlS": 30})
+    user = "ivan-" + pysecrets.token_hex(3)
+    name = connect(steward, operator, user)
+    action = write_action(steward, operator, name)
+    provider(steward, "POST", "/faults", {"tokenDelayMs": 11_000})
+    inv = invoke(agent, action)
+    assert inv["status"] == "failed", inv
+    assert inv["error"]["code"] == "connection_refresh_failed", inv
+    assert writes_by(steward, user) == 0
+    account = {c["name"]: c for c in operator.connections.list().data}[name]
+    assert account["health"]["status"] == "healthy", account
+
+
 def test_deleting_the_account_revokes_it_at_the_provider(
         steward: Steward, operator: anlyon.Client, client_secret: str, oauth_faults: Any) -> None:
     user = "frank-" + pysecrets.token_hex(3)
