@@ -34,6 +34,10 @@ STOP_TIMEOUT_S = 10.0
 LOOPBACK = "127.0.0.1"
 # The id of the fixture's integration in every test server's catalog (connections.*).
 FIXTURE_INTEGRATION = "fixture-payments"
+# The fixture's OAuth provider as a sign-in integration of every test server's catalog, and the
+# vault secret each environment that connects it keeps the client secret in.
+OAUTH_INTEGRATION = "fixture-oauth"
+OAUTH_CLIENT_SECRET_NAME = "FIXTURE_OAUTH_CLIENT_SECRET"
 
 # One credential per session. The leak check looks for these exact strings.
 STRIPE_SECRET_NAME = "STRIPE_TEST_KEY"
@@ -270,10 +274,18 @@ def running_steward(serve_args: list[str], database: str | None = None,
             # The fixture as a connectable integration (connections.*): its key check is
             # `GET /v1/account`, and a connected key may go to the fixture only.
             integrations = tmp_path / "integrations.json"
+            base = fixture_url.rstrip("/")
             integrations.write_text(json.dumps({"integrations": [{
                 "id": FIXTURE_INTEGRATION, "name": "Fixture payments", "authKind": "api_key",
                 "allowedHosts": [urllib.parse.urlsplit(fixture_url).netloc],
-                "keyCheck": {"url": fixture_url.rstrip("/") + "/v1/account"},
+                "keyCheck": {"url": base + "/v1/account"},
+            }, {
+                "id": OAUTH_INTEGRATION, "name": "Fixture sign-in", "authKind": "oauth",
+                "allowedHosts": [urllib.parse.urlsplit(fixture_url).netloc],
+                "oauth": {"authorizeUrl": base + "/oauth/authorize",
+                          "tokenUrl": base + "/oauth/token", "revokeUrl": base + "/oauth/revoke",
+                          "scopes": ["writes"], "clientId": "fixture-client",
+                          "clientSecretName": OAUTH_CLIENT_SECRET_NAME},
             }]}))
             server = Proc(
                 "steward serve",

@@ -1,7 +1,7 @@
 """SDK calls Steward does not serve answer honestly: a 404 or 405 envelope saying the route is not
 here, never a 200 that pretends, and never a record-style 404 a caller could mistake for a
-missing record. Each choice is in docs/DECISIONS.md (the event stream and webhooks; connected
-accounts; budgets and billing)."""
+missing record. Each choice is in docs/DECISIONS.md (the event stream and webhooks; budgets
+and billing). Consent sessions for connected accounts are served: test_oauth_connections.py."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ NOT_SERVED: list[tuple[str, Callable[[anlyon.Client], Any]]] = [
     ("events.create_topic", lambda c: c.events.create_topic(name="orders")),
     ("events.update_topic", lambda c: c.events.update_topic("environment", name="x")),
     ("events.delete_topic", lambda c: c.events.delete_topic("environment")),
-    ("connections.create_session", lambda c: c.connections.create_session(integration_id="github", secret_name="GH")),
-    ("connections.complete", lambda c: c.connections.complete("cs_1")),
 ]
 
 

@@ -70,6 +70,8 @@
 //! * [`refunds`]: the `/v1` API and [`Refund`].
 //! * [`generic`]: a generic idempotent provider (`/generic/writes`, a key header and a lookup
 //!   by key) for adapters that know no provider's API.
+//! * [`oauth`]: an OAuth 2.1 authorization server (consent a test drives, PKCE, refresh with
+//!   rotation, revocation, fault switches) and a protected API that counts writes per user.
 //! * [`faults`]: [`FaultPlan`] and [`FaultMode`].
 //! * `control`: the `/_fixture` endpoints.
 //! * [`issuer`]: a local OAuth 2.1 authorization server issuing JWT access tokens (for `/mcp`).
@@ -88,6 +90,7 @@ mod error;
 pub mod faults;
 pub mod generic;
 pub mod issuer;
+pub mod oauth;
 mod params;
 pub mod payment_intents;
 pub mod refunds;
@@ -199,6 +202,7 @@ fn app(store: Arc<Store>) -> Router {
         .merge(payment_intents::control_router())
         .merge(account::router())
         .merge(issuer::router())
+        .merge(oauth::router())
         .fallback(not_found)
         .with_state(store)
 }

@@ -28,8 +28,9 @@ pub const INTEGRATIONS_MAX: usize = 200;
 pub enum AuthKind {
     /// The user pastes a key made in the provider's settings; Steward checks and stores it.
     ApiKey,
-    /// Sign-in at the provider; not connected by this Steward (a catalog may list it, and a
-    /// connect answers `VALIDATION_ERROR` naming `integrationId`).
+    /// Sign-in at the provider (OAuth 2.1 authorization code with PKCE): connected through a
+    /// consent session (`app/connection_sessions.rs`) when the entry has an `oauth` block; one
+    /// without it is listed and cannot be connected (`VALIDATION_ERROR` naming `integrationId`).
     Oauth,
 }
 
@@ -64,6 +65,31 @@ fn bearer() -> String {
     "Bearer".into()
 }
 
+/// How Steward signs a person in at an `oauth` integration's provider, as that provider's OAuth
+/// client.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OauthSpec {
+    /// The provider's authorization endpoint: the person's browser opens it (the session's
+    /// `connectUrl`), so it need not be inside `allowedHosts`.
+    pub authorize_url: String,
+    /// The token endpoint (code exchange and refresh); inside `allowedHosts`.
+    pub token_url: String,
+    /// The revocation endpoint (RFC 7009), if the provider has one; inside `allowedHosts`.
+    #[serde(default)]
+    pub revoke_url: Option<String>,
+    /// The scopes asked for, space-joined into `scope`.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub client_id: String,
+    /// The vault secret, in the environment that connects, holding the client secret.
+    pub client_secret_name: String,
+    /// The callback URL registered with the provider. Default: this server's
+    /// `/api/v2/connections/callback` at the host the create-session request was sent to.
+    #[serde(default)]
+    pub redirect_uri: Option<String>,
+}
+
 /// One integration of the catalog.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -74,7 +100,11 @@ pub struct Integration {
     /// Where the credential may be sent: the connected secret's `allowedHosts`.
     pub allowed_hosts: Vec<String>,
     /// For `api_key` integrations: how a key is checked.
+    #[serde(default)]
     pub key_check: Option<KeyCheck>,
+    /// For `oauth` integrations: how a person signs in.
+    #[serde(default)]
+    pub oauth: Option<OauthSpec>,
 }
 
 /// The catalog.
@@ -102,6 +132,7 @@ impl Integrations {
                 header: authorization(),
                 scheme: bearer(),
             }),
+            oauth: None,
         };
         Integrations {
             list: vec![
@@ -203,6 +234,9 @@ impl Integrations {
                 }
                 (AuthKind::Oauth, None) => {}
             }
+            if let Some(oauth) = &integration.oauth {
+                check_oauth(integration, oauth)?;
+            }
         }
         Ok(Integrations { list })
     }
@@ -214,6 +248,65 @@ impl Integrations {
     pub fn get(&self, id: &str) -> Option<&Integration> {
         self.list.iter().find(|i| i.id == id)
     }
+}
+
+/// An `oauth` block must sit on an `oauth` integration, name a well-formed client, and keep its
+/// token and revocation endpoints inside the integration's hosts (the client secret and the
+/// tokens go there).
+fn check_oauth(integration: &Integration, oauth: &OauthSpec) -> Result<(), String> {
+    let id = &integration.id;
+    if integration.auth_kind != AuthKind::Oauth {
+        return Err(format!(
+            "integration {id}: an oauth block needs authKind oauth"
+        ));
+    }
+    let inside = |field: &str, url: &str| -> Result<(), String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("integration {id}: {field}: {e}"))?;
+        let destination = parsed
+            .host_str()
+            .zip(parsed.port_or_known_default())
+            .and_then(|(host, port)| {
+                steward_core::Destination::new(parsed.scheme(), host.trim_matches(['[', ']']), port)
+            })
+            .ok_or_else(|| format!("integration {id}: {field} has no host"))?;
+        if host_allowed(&integration.allowed_hosts, &destination) {
+            Ok(())
+        } else {
+            Err(format!(
+                "integration {id}: {field} is outside its allowedHosts"
+            ))
+        }
+    };
+    inside("oauth.tokenUrl", &oauth.token_url)?;
+    if let Some(revoke) = &oauth.revoke_url {
+        inside("oauth.revokeUrl", revoke)?;
+    }
+    for (field, url) in [
+        ("oauth.authorizeUrl", Some(&oauth.authorize_url)),
+        ("oauth.redirectUri", oauth.redirect_uri.as_ref()),
+    ] {
+        let Some(url) = url else { continue };
+        let parsed = url::Url::parse(url).map_err(|e| format!("integration {id}: {field}: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("integration {id}: {field} must be an http(s) URL"));
+        }
+    }
+    if oauth.client_id.is_empty() || oauth.client_id.len() > 256 {
+        return Err(format!(
+            "integration {id}: oauth.clientId must be 1 to 256 bytes"
+        ));
+    }
+    if !steward_core::is_valid_secret_name(&oauth.client_secret_name) {
+        return Err(format!(
+            "integration {id}: oauth.clientSecretName must match ^[A-Z0-9_]+$"
+        ));
+    }
+    if oauth.scopes.iter().any(|s| s.is_empty() || s.contains(' ')) {
+        return Err(format!(
+            "integration {id}: oauth.scopes must be words without spaces"
+        ));
+    }
+    Ok(())
 }
 
 /// What the provider said of a key.
@@ -286,7 +379,34 @@ mod tests {
                 header: authorization(),
                 scheme: bearer(),
             }),
+            oauth: None,
         }
+    }
+
+    fn oauth_entry(token_url: &str) -> Integration {
+        Integration {
+            id: "o".into(),
+            name: "O".into(),
+            auth_kind: AuthKind::Oauth,
+            allowed_hosts: vec!["a.test".into()],
+            key_check: None,
+            oauth: Some(OauthSpec {
+                authorize_url: "https://login.test/authorize".into(),
+                token_url: token_url.into(),
+                revoke_url: None,
+                scopes: vec!["write".into()],
+                client_id: "client".into(),
+                client_secret_name: "O_CLIENT_SECRET".into(),
+                redirect_uri: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn an_oauth_token_endpoint_outside_the_integrations_hosts_is_refused() {
+        assert!(Integrations::checked(vec![oauth_entry("https://a.test/token")]).is_ok());
+        let err = Integrations::checked(vec![oauth_entry("https://b.test/token")]).unwrap_err();
+        assert!(err.contains("oauth.tokenUrl is outside"), "{err}");
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod keys;
 mod listener;
 mod mcp;
 mod metrics;
+mod oauth;
 mod per_key;
 mod progress;
 mod reconcile;

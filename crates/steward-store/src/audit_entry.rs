@@ -61,6 +61,11 @@ audit_kinds! {
     BudgetReserved = "budget.reserved",
     ConnectionChecked = "connection.checked",
     ConnectionConnected = "connection.connected",
+    /// A consent session's `state` was spent by the provider's callback.
+    ConnectionSessionClaimed = "connection.session.claimed",
+    ConnectionSessionCreated = "connection.session.created",
+    /// A consent session completed or failed.
+    ConnectionSessionSettled = "connection.session.settled",
     ConsoleSessionEnded = "console.session.ended",
     ConsoleSessionStarted = "console.session.started",
     EffectEvidence = "effect.evidence",

@@ -70,3 +70,104 @@ impl ConnectionRecord {
         })
     }
 }
+
+/// Where a consent session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionStatus {
+    /// Waiting for the person to consent at the provider.
+    Pending,
+    /// The provider sent the person back; the code is being exchanged (the `state` is spent).
+    Exchanging,
+    /// The tokens are sealed into the account's secret.
+    Completed,
+    /// The provider refused, or the exchange failed; `reason` says which.
+    Failed,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Pending => "pending",
+            SessionStatus::Exchanging => "exchanging",
+            SessionStatus::Completed => "completed",
+            SessionStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SessionStatus> {
+        match text {
+            "pending" => Some(SessionStatus::Pending),
+            "exchanging" => Some(SessionStatus::Exchanging),
+            "completed" => Some(SessionStatus::Completed),
+            "failed" => Some(SessionStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A consent session: one sign-in at an OAuth provider that, once the person consents, connects
+/// the account held by secret `secret_name`. It holds no token: only the digest of its `state`
+/// parameter and its PKCE verifier sealed by the vault (opaque here).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionSession {
+    /// `cs_` and a unique suffix.
+    pub id: String,
+    pub env_id: EnvironmentId,
+    pub integration_id: String,
+    pub secret_name: String,
+    pub description: Option<String>,
+    /// The SHA-256 (hex) of the `state` parameter sent to the provider; unique.
+    pub state_digest: String,
+    /// The PKCE code verifier, sealed by the vault (nonce and ciphertext, hex, `:`-separated).
+    pub verifier_sealed: String,
+    /// The callback URL the provider sends the person back to (the token request repeats it).
+    pub redirect_uri: String,
+    pub status: SessionStatus,
+    /// Why a session failed (never a token or a code).
+    pub reason: Option<String>,
+    /// The key that started the session.
+    pub created_by: String,
+    pub created_at: Millis,
+    /// After this, the callback refuses the session.
+    pub expires_at: Millis,
+    pub updated_at: Millis,
+}
+
+impl ConnectionSession {
+    /// One row of the backends' `SELECT` of sessions (columns in [`SESSION_COLUMNS`] order).
+    pub(crate) fn read(row: &impl crate::columns::Columns) -> crate::StoreResult<Self> {
+        let status: String = row.get(9)?;
+        Ok(ConnectionSession {
+            id: row.get(0)?,
+            env_id: row.id(1, EnvironmentId::parse)?,
+            integration_id: row.get(2)?,
+            secret_name: row.get(3)?,
+            description: row.get(4)?,
+            state_digest: row.get(5)?,
+            verifier_sealed: row.get(6)?,
+            redirect_uri: row.get(7)?,
+            reason: row.get(8)?,
+            status: SessionStatus::parse(&status).ok_or_else(|| {
+                crate::StoreError::Corrupt(format!("connection session status {status:?}"))
+            })?,
+            created_by: row.get(10)?,
+            created_at: row.millis(11)?,
+            expires_at: row.millis(12)?,
+            updated_at: row.millis(13)?,
+        })
+    }
+
+    /// What the audit log records of a session: never its state, verifier or any token.
+    pub(crate) fn audit_view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "integrationId": self.integration_id, "secretName": self.secret_name,
+            "status": self.status.as_str(), "reason": self.reason,
+            "expiresAt": self.expires_at.0,
+        })
+    }
+}
+
+/// The columns of `connection_sessions`, in [`ConnectionSession::read`]'s order.
+pub(crate) const SESSION_COLUMNS: &str = "id, env_id, integration_id, secret_name, description,
+    state_digest, verifier_sealed, redirect_uri, reason, status, created_by, created_at, expires_at,
+    updated_at";

@@ -71,7 +71,9 @@ pub use budget::{
     admit as admit_budget, BudgetRecord, BudgetRefusal, BudgetSpec, BudgetStatus,
     BUDGET_DIMENSION_INVOCATIONS, BUDGET_INVOCATION_UNITS, BUDGET_UNCAPPED_UNITS,
 };
-pub use connection::{ConnectionHealth, ConnectionRecord, HealthCheck};
+pub use connection::{
+    ConnectionHealth, ConnectionRecord, ConnectionSession, HealthCheck, SessionStatus,
+};
 pub use console_session::ConsoleSessionRecord;
 pub use elide::{
     elide_document, elide_fields, elided_bytes, json_len, marker as elision_marker, SpanOutline,

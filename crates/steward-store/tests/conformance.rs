@@ -101,6 +101,9 @@ use figures::*;
 #[path = "conformance/input_edits.rs"]
 mod input_edits;
 use input_edits::*;
+#[path = "conformance/connection_sessions.rs"]
+mod connection_sessions;
+use connection_sessions::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -174,6 +177,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     actual_impact_settles_a_resolution_and_nothing_else(store.clone()).await;
     runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
     large_fields_are_elided_from_lists_and_read_whole_alone(store.clone()).await;
+    a_sessions_state_is_spent_once_and_never_after_expiry(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -568,6 +572,7 @@ conformance_tests!(
     a_sweep_takes_an_overdue_attempt_of_a_live_owner,
     a_seal_under_a_stale_sealer_epoch_is_refused,
     a_delivery_result_under_a_stale_claim_is_refused,
+    a_sessions_state_is_spent_once_and_never_after_expiry,
     unkeyed_invokes_is_accept_until_set_and_is_audited,
     figures_count_what_an_operator_graphs,
     a_sweeps_batch_writes_what_settling_one_by_one_writes,

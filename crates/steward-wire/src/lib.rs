@@ -25,6 +25,7 @@ mod approval;
 mod billing;
 mod budget;
 mod connection;
+mod connection_session;
 mod effect;
 mod envelope;
 mod environment;
@@ -53,6 +54,7 @@ pub use connection::{
     CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Credential,
     Integration, IntegrationAuth, ReconnectBody,
 };
+pub use connection_session::{CallbackDone, CompleteBody, ConnectionSession, SessionBody};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{
     CursorPage, CursorPagination, List, Page, Pagination, Single, VersionPage, VersionPagination,

@@ -7,12 +7,17 @@
 //! refuses is `CONNECTION_KEY_REJECTED`, one that could not be checked is
 //! `CONNECTION_KEY_CHECK_FAILED`, and in both cases nothing is written. `check` asks again for
 //! a stored key; a refusal then is an answer (`health.status` `needs_reauth`), not an error.
-//! Sign-in (OAuth) sessions are not offered by this Steward (docs/DECISIONS.md).
+//! Sign-in (OAuth) accounts are connected through a consent session (`app/connection_sessions.rs`):
+//! `POST /connections/sessions` answers the `connectUrl`, the provider sends the person back to
+//! `GET /connections/callback` (no key: the session's single-use `state` is the proof), and
+//! `POST /connections/sessions/{id}/complete` reports `pending` or `completed`.
 
 use super::body;
 use super::openapi as doc;
+use super::query::Query;
 use super::{idempotent, views};
 use crate::app;
+use crate::app::connection_sessions::{self as sessions, CallbackQuery, Completion, StartSession};
 use crate::app::connections::{Account, ConnectKey};
 use crate::auth::Caller;
 use crate::envelope::ok;
@@ -225,4 +230,162 @@ pub async fn reconnect(
         Ok((StatusCode::OK, completed(&account)))
     })
     .await
+}
+
+/// A session as the SDK reads it; `connect_url` only when it was just created.
+fn session_view(
+    session: &steward_store::ConnectionSession,
+    status: &str,
+    connect_url: Option<String>,
+    account: Option<&Account>,
+) -> wire::ConnectionSession {
+    wire::ConnectionSession {
+        id: session.id.clone(),
+        status: status.to_string(),
+        integration_id: session.integration_id.clone(),
+        secret_name: session.secret_name.clone(),
+        connect_url,
+        expires_at: session.expires_at.to_rfc3339(),
+        reason: session.reason.clone(),
+        connection: account.map(view),
+    }
+}
+
+/// This server's callback URL as the request reached it: `http://` and the `Host` header (a
+/// catalog's `oauth.redirectUri` replaces it, for a server behind a proxy or on https).
+fn callback_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("127.0.0.1");
+    format!("http://{host}{}", sessions::CALLBACK_PATH)
+}
+
+#[utoipa::path(
+    post,
+    path = "/connections/sessions",
+    operation_id = "connections_create_session",
+    tag = "connections",
+    params(doc::IdempotencyHeader),
+    request_body = doc::SessionBody,
+    responses(
+        (status = 201, description = "a pending consent session: open `connectUrl` (valid 15 minutes) in the person's browser, then call `complete`", body = doc::Single<doc::ConnectionSession>),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Idempotent,
+        doc::Conflict,
+        doc::TooLarge,
+    )
+)]
+pub async fn create_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::SECRETS_WRITE)?;
+    let map = body::object(&bytes)?;
+    let given: wire::SessionBody = body::typed(&map)?;
+    let input = StartSession::from_body(given)?;
+    let callback = callback_url(&headers);
+    let request = json!({"op": "connection.session", "body": map});
+    idempotent::run(&state, &caller, &headers, request, || async {
+        let started = sessions::create(&state, &caller, &input, &callback).await?;
+        Ok((
+            StatusCode::CREATED,
+            session_view(&started.session, "pending", Some(started.connect_url), None),
+        ))
+    })
+    .await
+}
+
+#[utoipa::path(
+    post,
+    path = "/connections/sessions/{id}/complete",
+    operation_id = "connections_complete",
+    tag = "connections",
+    params(doc::IdPath),
+    request_body = doc::CompleteBody,
+    responses(
+        (status = 200, description = "the session: `pending` until the person consented and the code was exchanged, then `completed` with the account", body = doc::Single<doc::ConnectionSession>),
+        (status = 422, description = "the session failed (`CONNECTION_SESSION_FAILED`) or expired (`CONNECTION_SESSION_EXPIRED`); nothing was stored", body = doc::ErrorEnvelope),
+        doc::Guarded,
+        doc::Invalid,
+        doc::Missing,
+        doc::TooLarge,
+    )
+)]
+pub async fn complete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(doc::IdPath { id }): Path<doc::IdPath>,
+    bytes: Bytes,
+) -> ApiResult<Response> {
+    caller.require(scopes::SECRETS_WRITE)?;
+    // Not recorded under an `Idempotency-Key`: it only reads, and a recorded `pending` would
+    // hide the completion from a caller that polls with one key.
+    let wire::CompleteBody { reference: _ } = body::parse(&bytes)?;
+    let view = match sessions::complete(&state, &caller, &id).await? {
+        Completion::Pending(session) => session_view(&session, "pending", None, None),
+        Completion::Completed(session, account) => {
+            session_view(&session, "completed", None, Some(&account))
+        }
+    };
+    Ok(ok(view))
+}
+
+/// What the provider's redirect carries (RFC 6749 §4.1.2, RFC 9207's `iss`).
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CallbackParams {
+    /// The authorization code.
+    code: Option<String>,
+    /// The session's single-use `state`.
+    state: Option<String>,
+    /// Set instead of `code` when consent was not given (`access_denied`, ...).
+    error: Option<String>,
+    /// Accepted so that a provider's other parameters are not refused; not used (a provider's
+    /// free text is never repeated).
+    #[allow(dead_code)]
+    error_description: Option<String>,
+    #[allow(dead_code)]
+    error_uri: Option<String>,
+    #[allow(dead_code)]
+    iss: Option<String>,
+    #[allow(dead_code)]
+    scope: Option<String>,
+    #[allow(dead_code)]
+    session_state: Option<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/connections/callback",
+    operation_id = "connections_callback",
+    tag = "connections",
+    security(()),
+    params(CallbackParams),
+    responses(
+        (status = 200, description = "the account is connected; the person can close the page", body = doc::Single<doc::CallbackDone>),
+        (status = 400, description = "the `state` names no session waiting for it: unknown, already used, or expired (`CONNECTION_SESSION_INVALID`)", body = doc::ErrorEnvelope),
+        (status = 422, description = "consent was refused or the code could not be exchanged (`CONNECTION_SESSION_FAILED`); nothing was stored", body = doc::ErrorEnvelope),
+    )
+)]
+pub async fn callback(
+    State(state): State<AppState>,
+    Query(q): Query<CallbackParams>,
+) -> ApiResult<Response> {
+    let query = CallbackQuery {
+        state: q.state,
+        code: q.code,
+        error: q.error,
+    };
+    let session = sessions::callback(&state, &query).await?;
+    Ok(ok(wire::CallbackDone {
+        status: "completed".into(),
+        session_id: session.id.clone(),
+        secret_name: session.secret_name.clone(),
+        message: "The account is connected. You can close this page.".into(),
+    }))
 }

@@ -104,6 +104,11 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(connections::connect_with_api_key)))
         .routes(plain(routes!(connections::check)))
         .routes(plain(routes!(connections::reconnect)))
+        .routes(plain(routes!(connections::create_session)))
+        .routes(plain(routes!(connections::complete)))
+        .routes(query::<connections::CallbackParams>(routes!(
+            connections::callback
+        )))
         .routes(plain(routes!(billing::current_usage)))
         .routes(plain(routes!(billing::quota)))
         .routes(plain(routes!(billing::workspace_budget)))

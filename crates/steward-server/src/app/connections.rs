@@ -1,7 +1,8 @@
 //! Connected accounts: a vault secret holding an integration's credential
 //! (`integrations.rs`), usable by actions as `{{secret:NAME}}` and never read back. Listing
 //! needs `secrets:read`; connecting, checking and reconnecting need `secrets:write`.
-//! `api/connections.rs` is the HTTP door.
+//! `api/connections.rs` is the HTTP door. Signed-in (OAuth) accounts are connected through a
+//! consent session (`connection_sessions.rs`); their secret holds a token set (`oauth/`).
 //!
 //! An API key is checked with the provider before anything is stored: a key the provider
 //! refuses is `CONNECTION_KEY_REJECTED`, one that could not be checked is
@@ -13,7 +14,7 @@ use crate::error::codes;
 use crate::integrations::{check_key, AuthKind, Integration, KeyCheck, KeyVerdict};
 use crate::state::AppState;
 use serde_json::json;
-use steward_core::{is_valid_secret_name, scopes};
+use steward_core::{is_valid_secret_name, scopes, EnvironmentId};
 use steward_store::{
     Actor, ConnectionHealth, ConnectionRecord, HealthCheck, SecretRecord, StoreError,
 };
@@ -140,6 +141,9 @@ pub async fn connect_with_api_key(
 pub async fn check(state: &AppState, principal: &Principal, name: &str) -> Result<Account> {
     principal.require(scopes::SECRETS_WRITE)?;
     let Account { connection, secret } = account(state, principal, name).await?;
+    if connection.auth_kind == AuthKind::Oauth.as_str() {
+        return check_oauth(state, principal, name, &secret).await;
+    }
     let (_, key_check) = key_integration(state, &connection.integration_id)
         .map_err(|_| Error::not_found("integration"))?;
     let key = state
@@ -180,6 +184,57 @@ pub async fn check(state: &AppState, principal: &Principal, name: &str) -> Resul
     })
 }
 
+/// Checks a signed-in account by refreshing its tokens: a grant the provider refuses leaves it
+/// `needs_reauth` (recorded by the refresh itself), one it honours leaves it `healthy`.
+async fn check_oauth(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    secret: &SecretRecord,
+) -> Result<Account> {
+    let env = &principal.env.id;
+    let value = state
+        .vault
+        .open(env, name, &secret.nonce, &secret.ciphertext)
+        .map_err(|e| Error::internal("vault", &e))?;
+    let set = crate::oauth::TokenSet::from_value(&value).ok_or_else(|| {
+        Error::conflict(
+            "concurrent_modification",
+            "the account's secret no longer holds its tokens; connect it again",
+        )
+    })?;
+    match crate::oauth::account::refreshed(state, env, name, &set.access_token).await {
+        Ok(_) => {
+            let now = state.clock.now();
+            let health = ConnectionHealth {
+                status: HEALTHY.into(),
+                reason: None,
+                checked_at: now,
+            };
+            let check = HealthCheck {
+                env_id: env.clone(),
+                secret_name: name.to_string(),
+                health,
+            };
+            state
+                .store
+                .record_health(&check, &Actor::key(&principal.key.id, now))
+                .await?;
+        }
+        Err(blocked) if blocked.code == "connection_needs_reauth" => {}
+        Err(blocked) => {
+            return Err(Error::of(
+                codes::CONNECTION_KEY_CHECK_FAILED,
+                format!(
+                    "the account could not be checked ({}); its health is unchanged",
+                    blocked.message
+                ),
+            ))
+        }
+    }
+    account(state, principal, name).await
+}
+
 /// Replaces the key of account `name` with `key` (checked by [`api_key`]; required), once the
 /// provider accepts it.
 pub async fn reconnect(
@@ -190,6 +245,12 @@ pub async fn reconnect(
 ) -> Result<Account> {
     principal.require(scopes::SECRETS_WRITE)?;
     let Account { connection, secret } = account(state, principal, name).await?;
+    if connection.auth_kind == AuthKind::Oauth.as_str() {
+        return Err(Error::validation(
+            "secretName",
+            "is a signed-in account: connect it again with a consent session (POST /connections/sessions) under the same secretName",
+        ));
+    }
     let (integration, key_check) = key_integration(state, &connection.integration_id)
         .map_err(|_| Error::not_found("integration"))?;
     let key = key.ok_or_else(|| {
@@ -251,7 +312,7 @@ fn key_integration<'a>(state: &'a AppState, id: &str) -> Result<(&'a Integration
         (AuthKind::ApiKey, Some(check)) => Ok((integration, check)),
         _ => Err(Error::validation(
             "integrationId",
-            "is connected by signing in, which this server does not offer; only api_key integrations connect here",
+            "is connected by signing in: start a consent session (POST /connections/sessions)",
         )),
     }
 }
@@ -288,12 +349,48 @@ async fn store_key(
     description: Option<String>,
     expected: Option<u32>,
 ) -> Result<SecretRecord> {
-    let env = &principal.env.id;
-    let (nonce, ciphertext) = state
-        .vault
-        .seal(env, name, key)
-        .map_err(|e| Error::internal("vault", &e))?;
-    let now = state.clock.now();
+    let actor = Actor::key(&principal.key.id, state.clock.now());
+    seal_account(
+        state,
+        &principal.env.id,
+        name,
+        key,
+        integration,
+        description,
+        expected,
+        &actor,
+    )
+    .await
+    .map_err(|e| match e {
+        StoreError::VersionConflict { .. } => Error::conflict(
+            "concurrent_modification",
+            "the secret changed while this request ran; send it again",
+        ),
+        other => other.into(),
+    })
+}
+
+/// Seals `value` (an API key, or an OAuth account's token set) into secret `name` of `env`,
+/// allowed to the integration's hosts: created, or rotating the version `expected`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn seal_account(
+    state: &AppState,
+    env: &EnvironmentId,
+    name: &str,
+    value: &str,
+    integration: &Integration,
+    description: Option<String>,
+    expected: Option<u32>,
+    actor: &Actor,
+) -> std::result::Result<SecretRecord, StoreError> {
+    let (nonce, ciphertext) =
+        state
+            .vault
+            .seal(env, name, value)
+            .map_err(|e| StoreError::Unavailable {
+                message: format!("the vault could not seal the credential: {e}"),
+                source: None,
+            })?;
     let record = SecretRecord {
         env_id: env.clone(),
         name: name.to_string(),
@@ -303,20 +400,10 @@ async fn store_key(
         allowed_hosts: Some(integration.allowed_hosts.clone()),
         allowed_placements: None,
         version: 0,
-        created_at: now,
-        updated_at: now,
+        created_at: actor.now,
+        updated_at: actor.now,
     };
-    state
-        .store
-        .put_secret(&record, expected, &Actor::key(&principal.key.id, now))
-        .await
-        .map_err(|e| match e {
-            StoreError::VersionConflict { .. } => Error::conflict(
-                "concurrent_modification",
-                "the secret changed while this request ran; send it again",
-            ),
-            other => other.into(),
-        })
+    state.store.put_secret(&record, expected, actor).await
 }
 
 async fn record(
@@ -326,9 +413,29 @@ async fn record(
     integration: &Integration,
     description: Option<String>,
 ) -> Result<ConnectionRecord> {
-    let now = state.clock.now();
+    let actor = Actor::key(&principal.key.id, state.clock.now());
+    Ok(record_account(
+        state,
+        &principal.env.id,
+        secret,
+        integration,
+        description,
+        &actor,
+    )
+    .await?)
+}
+
+/// Records the account held by `secret`, healthy.
+pub(crate) async fn record_account(
+    state: &AppState,
+    env: &EnvironmentId,
+    secret: &SecretRecord,
+    integration: &Integration,
+    description: Option<String>,
+    actor: &Actor,
+) -> std::result::Result<ConnectionRecord, StoreError> {
     let connection = ConnectionRecord {
-        env_id: principal.env.id.clone(),
+        env_id: env.clone(),
         secret_name: secret.name.clone(),
         integration_id: integration.id.clone(),
         auth_kind: integration.auth_kind.as_str().to_string(),
@@ -336,20 +443,21 @@ async fn record(
         health: ConnectionHealth {
             status: HEALTHY.into(),
             reason: None,
-            checked_at: now,
+            checked_at: actor.now,
         },
         secret_created_at: secret.created_at,
-        created_at: now,
-        updated_at: now,
+        created_at: actor.now,
+        updated_at: actor.now,
     };
-    Ok(state
-        .store
-        .record_connection(&connection, &Actor::key(&principal.key.id, now))
-        .await?)
+    state.store.record_connection(&connection, actor).await
 }
 
 /// The account held by secret `name`, with its secret; 404 if there is none.
-async fn account(state: &AppState, principal: &Principal, name: &str) -> Result<Account> {
+pub(crate) async fn account(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+) -> Result<Account> {
     let missing = || Error::not_found("connected account");
     check_secret_name(name, "secretName").map_err(|_| missing())?;
     let connection = state

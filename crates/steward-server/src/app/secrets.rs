@@ -147,6 +147,7 @@ pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<SecretR
 pub async fn delete(state: &AppState, principal: &Principal, name: &str) -> Result<()> {
     principal.require(scopes::SECRETS_WRITE)?;
     check_name(name)?;
+    revoke_if_signed_in(state, principal, name).await?;
     let actor = Actor::key(&principal.key.id, state.clock.now());
     if state
         .store
@@ -157,6 +158,32 @@ pub async fn delete(state: &AppState, principal: &Principal, name: &str) -> Resu
     } else {
         Err(Error::not_found("secret"))
     }
+}
+
+/// Deleting a signed-in account's secret first revokes its grant at the provider (RFC 7009), so
+/// the tokens stop working there too. A provider that does not confirm is logged and does not
+/// keep the secret: the person asked for the account to go, and Steward no longer holds tokens.
+async fn revoke_if_signed_in(state: &AppState, principal: &Principal, name: &str) -> Result<()> {
+    let env = &principal.env.id;
+    let signed_in = state
+        .store
+        .connection(env, name)
+        .await?
+        .is_some_and(|c| c.auth_kind == crate::integrations::AuthKind::Oauth.as_str());
+    if !signed_in {
+        return Ok(());
+    }
+    match crate::oauth::account::revoke(state, env, name).await {
+        Ok(true) => tracing::info!(
+            account = name,
+            "revoked the account's grant at the provider"
+        ),
+        Ok(false) => tracing::info!(account = name, "the account has no revocation endpoint"),
+        Err(reason) => {
+            tracing::warn!(account = name, %reason, "the provider did not confirm the revocation")
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

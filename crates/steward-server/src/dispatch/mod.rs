@@ -310,6 +310,37 @@ async fn send_and_record(
     if state.defect == Some(defect::Defect::ResendAfterUnknown) && outcome_unknown(&sent.report) {
         sent = send(state, prepared).await?;
     }
+    // A connected OAuth account's access token the provider refused (401): the request was not
+    // acted on, so it is sent once more with a refreshed token, within this attempt.
+    let refreshed = match (&sent.report, prepared.secrets.iter().find(|s| s.oauth)) {
+        (AttemptReport::Answered { status: 401, .. }, Some(account)) => {
+            match crate::oauth::account::refreshed(
+                state,
+                &inv.env_id,
+                &account.name,
+                &account.value,
+            )
+            .await
+            {
+                Ok(token) => Some(prepared.with_secret(&account.name, &token)),
+                Err(blocked) => {
+                    tracing::info!(
+                        code = blocked.code,
+                        "the refused access token could not be refreshed"
+                    );
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    if let Some(again) = &refreshed {
+        tracing::info!(
+            "the provider refused the access token (401); sending once more with a refreshed one"
+        );
+        sent = send(state, again).await?;
+    }
+    let prepared = refreshed.as_ref().unwrap_or(prepared);
     let adapter = prepared
         .adapter
         .as_ref()

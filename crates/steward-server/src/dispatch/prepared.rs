@@ -29,6 +29,9 @@ pub struct OpenedSecret {
     pub value: String,
     allowed_hosts: Option<Vec<String>>,
     allowed_placements: Option<Vec<String>>,
+    /// True when the secret is a connected OAuth account and `value` its access token
+    /// (`oauth/`): a `401` answer then earns one refresh and one more send.
+    pub oauth: bool,
 }
 
 impl OpenedSecret {
@@ -40,6 +43,7 @@ impl OpenedSecret {
             value: value.to_string(),
             allowed_hosts: None,
             allowed_placements: None,
+            oauth: false,
         }
     }
 
@@ -93,6 +97,66 @@ impl Prepared {
     pub fn secret_values(&self) -> Vec<String> {
         self.secrets.iter().map(|s| s.value.clone()).collect()
     }
+
+    /// The same request with secret `name`'s value replaced by `value` wherever it was placed
+    /// (URL, headers, body): a refreshed access token in place of the one the provider refused.
+    pub fn with_secret(&self, name: &str, value: &str) -> Prepared {
+        let old = self
+            .secrets
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.value.clone())
+            .unwrap_or_default();
+        let swap = |text: &str| {
+            if old.is_empty() {
+                text.to_string()
+            } else {
+                text.replace(&old, value)
+            }
+        };
+        Prepared {
+            method: self.method.clone(),
+            url: swap(&self.url),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), swap(v)))
+                .collect(),
+            body: self.body.as_ref().map(|body| match body {
+                PreparedBody::Json(json) => PreparedBody::Json(swap_json(json, &swap)),
+                PreparedBody::Form(form) => PreparedBody::Form(swap(form)),
+            }),
+            secrets: self
+                .secrets
+                .iter()
+                .map(|s| OpenedSecret {
+                    name: s.name.clone(),
+                    value: if s.name == name {
+                        value.to_string()
+                    } else {
+                        s.value.clone()
+                    },
+                    allowed_hosts: s.allowed_hosts.clone(),
+                    allowed_placements: s.allowed_placements.clone(),
+                    oauth: s.oauth,
+                })
+                .collect(),
+            adapter: self.adapter.clone(),
+        }
+    }
+}
+
+fn swap_json(value: &Value, swap: &dyn Fn(&str) -> String) -> Value {
+    match value {
+        Value::String(text) => Value::String(swap(text)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| swap_json(v, swap)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), swap_json(v, swap)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// Opens secret `name` as read from the store now.
@@ -141,10 +205,20 @@ pub(super) async fn open_from(
                 format!("secret {name} could not be opened"),
             )
         })?;
+    // A connected OAuth account's secret holds its token set: the request gets the access
+    // token, refreshed first when it is due.
+    let (value, oauth) = match crate::oauth::TokenSet::from_value(&value) {
+        Some(set) => (
+            crate::oauth::account::access_token(state, env, name, &set).await?,
+            true,
+        ),
+        None => (value, false),
+    };
     Ok(OpenedSecret {
         name: name.to_string(),
         value,
         allowed_hosts: record.allowed_hosts,
         allowed_placements: record.allowed_placements,
+        oauth,
     })
 }

@@ -292,6 +292,39 @@ impl Connections for CountingStore {
     ) -> StoreResult<ConnectionRecord> {
         self.inner.record_health(check, actor).await
     }
+    async fn create_session(
+        &self,
+        session: &ConnectionSession,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession> {
+        self.inner.create_session(session, actor).await
+    }
+    async fn session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> StoreResult<Option<ConnectionSession>> {
+        self.inner.session(env, id).await
+    }
+    async fn claim_session(
+        &self,
+        state_digest: &str,
+        now: Millis,
+    ) -> StoreResult<Option<ConnectionSession>> {
+        self.inner.claim_session(state_digest, now).await
+    }
+    async fn finish_session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+        status: SessionStatus,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession> {
+        self.inner
+            .finish_session(env, id, status, reason, actor)
+            .await
+    }
 }
 
 #[async_trait]

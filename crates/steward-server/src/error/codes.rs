@@ -138,6 +138,12 @@ codes! {
         "The provider refused the API key; nothing was stored (`details.integrationId` names the integration).");
     CONNECTION_KEY_CHECK_FAILED = ("CONNECTION_KEY_CHECK_FAILED", BAD_GATEWAY,
         "The API key could not be checked with the provider (unreachable, timed out, or an unexpected answer); nothing was stored or changed.");
+    CONNECTION_SESSION_INVALID = ("CONNECTION_SESSION_INVALID", BAD_REQUEST,
+        "The sign-in callback's `state` names no consent session waiting for one: unknown, already used, or expired; nothing was stored.");
+    CONNECTION_SESSION_FAILED = ("CONNECTION_SESSION_FAILED", UNPROCESSABLE_ENTITY,
+        "The consent session failed (the person refused, or the provider refused the code); `details.reason` says which; nothing was stored.");
+    CONNECTION_SESSION_EXPIRED = ("CONNECTION_SESSION_EXPIRED", UNPROCESSABLE_ENTITY,
+        "The consent session was not completed within its 15 minutes; nothing was stored.");
     EFFECT_NOT_UNKNOWN = ("effect_not_unknown", CONFLICT,
         "Only an unknown effect is resolved by hand or replayed; this one is not (or was settled first by someone else).");
     REPLAY_NOT_SUPPORTED = ("replay_not_supported", CONFLICT,

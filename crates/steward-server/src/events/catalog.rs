@@ -97,6 +97,9 @@ fn public_type(event: &AuditEvent) -> Option<&'static str> {
         | AuditKind::BudgetReserved
         | AuditKind::ConnectionChecked
         | AuditKind::ConnectionConnected
+        | AuditKind::ConnectionSessionClaimed
+        | AuditKind::ConnectionSessionCreated
+        | AuditKind::ConnectionSessionSettled
         | AuditKind::ConsoleSessionEnded
         | AuditKind::ConsoleSessionStarted
         | AuditKind::EffectEvidence

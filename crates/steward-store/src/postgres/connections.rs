@@ -3,13 +3,15 @@
 use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{in_transaction, Mode, Tx};
 use super::PostgresStore;
-use crate::connection::{ConnectionRecord, HealthCheck};
+use crate::connection::{
+    ConnectionRecord, ConnectionSession, HealthCheck, SessionStatus, SESSION_COLUMNS,
+};
 use crate::error::{StoreError, StoreResult};
 use crate::records::Actor;
 use crate::store::Connections;
 use async_trait::async_trait;
 
-use steward_core::EnvironmentId;
+use steward_core::{EnvironmentId, Millis};
 use tokio_postgres::Row;
 
 /// The accounts whose secret still exists as it was when they were connected.
@@ -20,6 +22,20 @@ const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_k
 
 fn decode(row: &Row) -> StoreResult<ConnectionRecord> {
     ConnectionRecord::read(row)
+}
+
+fn decode_session(row: &Row) -> StoreResult<ConnectionSession> {
+    ConnectionSession::read(row)
+}
+
+async fn session_by_id(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &str,
+) -> StoreResult<Option<ConnectionSession>> {
+    let sql =
+        format!("SELECT {SESSION_COLUMNS} FROM connection_sessions WHERE env_id = $1 AND id = $2");
+    tx.one(&sql, &[&env.as_str(), &id], decode_session).await
 }
 
 async fn one(
@@ -119,6 +135,147 @@ impl Connections for PostgresStore {
             )
             .await?;
             Ok(after)
+        })
+    }
+
+    async fn create_session(
+        &self,
+        session: &ConnectionSession,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession> {
+        let c = session;
+        in_transaction!(self, Mode::Write, |tx| async {
+            let sql = format!(
+                "INSERT INTO connection_sessions ({SESSION_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12)"
+            );
+            tx.execute(
+                &sql,
+                &[
+                    &c.id,
+                    &c.env_id.as_str(),
+                    &c.integration_id,
+                    &c.secret_name,
+                    &c.description,
+                    &c.state_digest,
+                    &c.verifier_sealed,
+                    &c.redirect_uri,
+                    &c.reason,
+                    &SessionStatus::Pending.as_str(),
+                    &c.created_by,
+                    &actor.now.0,
+                    &c.expires_at.0,
+                ],
+            )
+            .await?;
+            let created =
+                session_by_id(&tx, &c.env_id, &c.id)
+                    .await?
+                    .ok_or(StoreError::NotFound {
+                        what: "connection session",
+                    })?;
+            append(
+                &tx,
+                actor,
+                AuditEntry::new(
+                    AuditKind::ConnectionSessionCreated,
+                    c.env_id.as_str(),
+                    &c.id,
+                )
+                .after(created.audit_view()),
+            )
+            .await?;
+            Ok(created)
+        })
+    }
+
+    async fn session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> StoreResult<Option<ConnectionSession>> {
+        in_transaction!(self, Mode::Read, |tx| session_by_id(&tx, env, id))
+    }
+
+    async fn claim_session(
+        &self,
+        state_digest: &str,
+        now: Millis,
+    ) -> StoreResult<Option<ConnectionSession>> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let sql = format!(
+                "UPDATE connection_sessions SET status = $1, updated_at = $2
+                 WHERE state_digest = $3 AND status = $4 AND expires_at > $2
+                 RETURNING {SESSION_COLUMNS}"
+            );
+            let claimed = tx
+                .one(
+                    &sql,
+                    &[
+                        &SessionStatus::Exchanging.as_str(),
+                        &now.0,
+                        &state_digest,
+                        &SessionStatus::Pending.as_str(),
+                    ],
+                    decode_session,
+                )
+                .await?;
+            if let Some(c) = &claimed {
+                append(
+                    &tx,
+                    &Actor::system(now),
+                    AuditEntry::new(
+                        AuditKind::ConnectionSessionClaimed,
+                        c.env_id.as_str(),
+                        &c.id,
+                    )
+                    .after(c.audit_view()),
+                )
+                .await?;
+            }
+            Ok(claimed)
+        })
+    }
+
+    async fn finish_session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+        status: SessionStatus,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession> {
+        in_transaction!(self, Mode::Write, |tx| async {
+            let sql = format!(
+                "UPDATE connection_sessions SET status = $1, reason = $2, updated_at = $3
+                 WHERE env_id = $4 AND id = $5 AND status = $6
+                 RETURNING {SESSION_COLUMNS}"
+            );
+            let finished = tx
+                .one(
+                    &sql,
+                    &[
+                        &status.as_str(),
+                        &reason,
+                        &actor.now.0,
+                        &env.as_str(),
+                        &id,
+                        &SessionStatus::Exchanging.as_str(),
+                    ],
+                    decode_session,
+                )
+                .await?
+                .ok_or(StoreError::NotFound {
+                    what: "exchanging connection session",
+                })?;
+            append(
+                &tx,
+                actor,
+                AuditEntry::new(AuditKind::ConnectionSessionSettled, env.as_str(), id)
+                    .after(finished.audit_view()),
+            )
+            .await?;
+            Ok(finished)
         })
     }
 }

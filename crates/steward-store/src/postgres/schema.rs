@@ -41,6 +41,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (15, "unkeyed invokes setting", UNKEYED_INVOKES),
     (16, "fencing epochs", FENCING),
     (17, "edit and approve, shadow policies", EDIT_AND_APPROVE),
+    (18, "oauth consent sessions", CONNECTION_SESSIONS),
 ];
 
 /// The fencing epochs (docs/DECISIONS.md, "Fencing tokens"): an effect's grows at each
@@ -459,6 +460,28 @@ CREATE TABLE IF NOT EXISTS connections (
     updated_at BIGINT NOT NULL,
     PRIMARY KEY (env_id, secret_name)
 );
+"#;
+
+/// OAuth consent sessions (`crate::connection::ConnectionSession`): no token, only the
+/// digest of each session's `state` and its sealed PKCE verifier.
+const CONNECTION_SESSIONS: &str = r#"
+CREATE TABLE IF NOT EXISTS connection_sessions (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    integration_id TEXT NOT NULL,
+    secret_name TEXT COLLATE "C" NOT NULL,
+    description TEXT,
+    state_digest TEXT COLLATE "C" NOT NULL UNIQUE,
+    verifier_sealed TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    reason TEXT,
+    status TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS connection_sessions_env ON connection_sessions(env_id, id);
 "#;
 
 /// The schema version this build migrates to: the last of [`MIGRATIONS`].

@@ -420,6 +420,9 @@ impl Pool {
             .execute_batch(super::schema::CONNECTION_SCHEMA)
             .map_err(unavailable)?;
         writer
+            .execute_batch(super::schema::CONNECTION_SESSION_SCHEMA)
+            .map_err(unavailable)?;
+        writer
             .execute_batch(super::webhooks::WEBHOOK_SCHEMA)
             .map_err(unavailable)?;
         writer

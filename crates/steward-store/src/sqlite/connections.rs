@@ -4,14 +4,16 @@ use super::audit_log::{append, AuditEntry, AuditKind};
 use super::conn::{execute_cached, unavailable};
 use super::rows::{query_all, query_one};
 use super::SqliteStore;
-use crate::connection::{ConnectionRecord, HealthCheck};
+use crate::connection::{
+    ConnectionRecord, ConnectionSession, HealthCheck, SessionStatus, SESSION_COLUMNS,
+};
 use crate::error::{StoreError, StoreResult};
 use crate::records::Actor;
 use crate::store::Connections;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 
-use steward_core::EnvironmentId;
+use steward_core::{EnvironmentId, Millis};
 
 /// The accounts whose secret still exists as it was when they were connected.
 const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_kind, c.description,
@@ -21,6 +23,20 @@ const SELECT: &str = "SELECT c.env_id, c.secret_name, c.integration_id, c.auth_k
 
 fn decode(row: &Row<'_>) -> StoreResult<ConnectionRecord> {
     ConnectionRecord::read(row)
+}
+
+fn decode_session(row: &Row<'_>) -> StoreResult<ConnectionSession> {
+    ConnectionSession::read(row)
+}
+
+fn session_by_id(
+    conn: &Connection,
+    env: &EnvironmentId,
+    id: &str,
+) -> StoreResult<Option<ConnectionSession>> {
+    let sql =
+        format!("SELECT {SESSION_COLUMNS} FROM connection_sessions WHERE env_id = ?1 AND id = ?2");
+    query_one(conn, &sql, &[&env.as_str(), &id], decode_session)
 }
 
 fn one(
@@ -116,6 +132,148 @@ impl Connections for SqliteStore {
                     .after(after.audit_view()),
             )?;
             Ok(after)
+        })
+        .await
+    }
+
+    async fn create_session(
+        &self,
+        session: &ConnectionSession,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession> {
+        let (c, actor) = (session.clone(), actor.clone());
+        self.write(move |tx| {
+            let sql = format!(
+                "INSERT INTO connection_sessions ({SESSION_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?12)"
+            );
+            execute_cached(
+                tx,
+                &sql,
+                params![
+                    c.id,
+                    c.env_id.as_str(),
+                    c.integration_id,
+                    c.secret_name,
+                    c.description,
+                    c.state_digest,
+                    c.verifier_sealed,
+                    c.redirect_uri,
+                    c.reason,
+                    SessionStatus::Pending.as_str(),
+                    c.created_by,
+                    actor.now.0,
+                    c.expires_at.0
+                ],
+            )
+            .map_err(unavailable)?;
+            let created = session_by_id(tx, &c.env_id, &c.id)?.ok_or(StoreError::NotFound {
+                what: "connection session",
+            })?;
+            append(
+                tx,
+                &actor,
+                AuditEntry::new(
+                    AuditKind::ConnectionSessionCreated,
+                    c.env_id.as_str(),
+                    &c.id,
+                )
+                .after(created.audit_view()),
+            )?;
+            Ok(created)
+        })
+        .await
+    }
+
+    async fn session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> StoreResult<Option<ConnectionSession>> {
+        let (env, id) = (env.clone(), id.to_string());
+        self.read(move |conn| session_by_id(conn, &env, &id)).await
+    }
+
+    async fn claim_session(
+        &self,
+        state_digest: &str,
+        now: Millis,
+    ) -> StoreResult<Option<ConnectionSession>> {
+        let digest = state_digest.to_string();
+        self.write(move |tx| {
+            let sql = format!(
+                "UPDATE connection_sessions SET status = ?1, updated_at = ?2
+                 WHERE state_digest = ?3 AND status = ?4 AND expires_at > ?2
+                 RETURNING {SESSION_COLUMNS}"
+            );
+            let claimed = query_one(
+                tx,
+                &sql,
+                &[
+                    &SessionStatus::Exchanging.as_str(),
+                    &now.0,
+                    &digest,
+                    &SessionStatus::Pending.as_str(),
+                ],
+                decode_session,
+            )?;
+            if let Some(c) = &claimed {
+                let actor = Actor::system(now);
+                append(
+                    tx,
+                    &actor,
+                    AuditEntry::new(
+                        AuditKind::ConnectionSessionClaimed,
+                        c.env_id.as_str(),
+                        &c.id,
+                    )
+                    .after(c.audit_view()),
+                )?;
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn finish_session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+        status: SessionStatus,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession> {
+        let (env, id, actor) = (env.clone(), id.to_string(), actor.clone());
+        let reason = reason.map(str::to_string);
+        self.write(move |tx| {
+            let sql = format!(
+                "UPDATE connection_sessions SET status = ?1, reason = ?2, updated_at = ?3
+                 WHERE env_id = ?4 AND id = ?5 AND status = ?6
+                 RETURNING {SESSION_COLUMNS}"
+            );
+            let finished = query_one(
+                tx,
+                &sql,
+                &[
+                    &status.as_str(),
+                    &reason,
+                    &actor.now.0,
+                    &env.as_str(),
+                    &id,
+                    &SessionStatus::Exchanging.as_str(),
+                ],
+                decode_session,
+            )?
+            .ok_or(StoreError::NotFound {
+                what: "exchanging connection session",
+            })?;
+            append(
+                tx,
+                &actor,
+                AuditEntry::new(AuditKind::ConnectionSessionSettled, env.as_str(), &id)
+                    .after(finished.audit_view()),
+            )?;
+            Ok(finished)
         })
         .await
     }

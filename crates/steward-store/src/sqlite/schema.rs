@@ -565,6 +565,28 @@ pub const EDIT_COLUMNS: &[(&str, &str)] = &[
     ("invocations", "shadow_decisions"),
 ];
 
+/// OAuth consent sessions (`crate::connection::ConnectionSession`): no token, only the
+/// digest of each session's `state` and its sealed PKCE verifier.
+pub const CONNECTION_SESSION_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS connection_sessions (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    integration_id TEXT NOT NULL,
+    secret_name TEXT NOT NULL,
+    description TEXT,
+    state_digest TEXT NOT NULL UNIQUE,
+    verifier_sealed TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    reason TEXT,
+    status TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS connection_sessions_env ON connection_sessions(env_id, id);
+"#;
+
 /// Columns runs add to existing tables, added on open when missing: the span an invocation
 /// was made under.
 pub const RUN_COLUMNS: &[(&str, &str)] = &[("invocations", "parent_span_id")];

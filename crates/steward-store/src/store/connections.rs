@@ -1,11 +1,11 @@
 //! Connected accounts (`crate::connection`): which secrets hold an integration's credential,
 //! and whether that credential still works.
 
-use crate::connection::{ConnectionRecord, HealthCheck};
+use crate::connection::{ConnectionRecord, ConnectionSession, HealthCheck, SessionStatus};
 use crate::error::StoreResult;
 use crate::records::Actor;
 use async_trait::async_trait;
-use steward_core::EnvironmentId;
+use steward_core::{EnvironmentId, Millis};
 
 /// The secret is written first (`Catalog::put_secret`), then its connection here: a crash in
 /// between leaves a plain secret, which connecting again under the same name turns into the
@@ -34,4 +34,39 @@ pub trait Connections: Send + Sync {
         check: &HealthCheck,
         actor: &Actor,
     ) -> StoreResult<ConnectionRecord>;
+
+    // --- consent sessions (OAuth) ------------------------------------------------------------
+
+    /// Records a new `pending` consent session. Once it returns, the callback can find it by
+    /// its state digest.
+    async fn create_session(
+        &self,
+        session: &ConnectionSession,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession>;
+    /// The session `id` of the environment, whatever its status.
+    async fn session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> StoreResult<Option<ConnectionSession>>;
+    /// Spends a session's `state`: the one `pending` session with `state_digest` whose
+    /// `expires_at` is after `now` moves to `exchanging` and is returned. Compare-and-set: of
+    /// any number of callbacks carrying one `state`, at most one ever gets `Some`; an expired,
+    /// spent or unknown state gets `None` and changes nothing.
+    async fn claim_session(
+        &self,
+        state_digest: &str,
+        now: Millis,
+    ) -> StoreResult<Option<ConnectionSession>>;
+    /// Settles an `exchanging` session as `completed` or `failed` (with `reason`). `NotFound`
+    /// if the session is not `exchanging`.
+    async fn finish_session(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+        status: SessionStatus,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> StoreResult<ConnectionSession>;
 }

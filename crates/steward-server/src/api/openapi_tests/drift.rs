@@ -170,8 +170,13 @@ async fn every_documented_operation_is_served_and_the_router_serves_no_undocumen
             if is_documented {
                 // Served: the handler answered (401 without a key, or the open document), not
                 // the fallback's 404 or the router's 405.
+                // The sign-in callback needs no key: its `state` is the proof, and this one
+                // names no session.
                 let served = status == StatusCode::UNAUTHORIZED
-                    || (path == "/api/v2/openapi.json" && status == StatusCode::OK);
+                    || (path == "/api/v2/openapi.json" && status == StatusCode::OK)
+                    || (path == "/api/v2/connections/callback"
+                        && status == StatusCode::BAD_REQUEST
+                        && body["error"]["code"] == "CONNECTION_SESSION_INVALID");
                 assert!(
                     served,
                     "{method} {path} is documented but answered {status}: {body}"
@@ -361,6 +366,13 @@ fn every_operation_documents_its_error_statuses_with_the_envelope() {
         let has = |status: &str| responses.contains_key(status);
         if path == "/api/v2/openapi.json" {
             assert_eq!(op["security"], json!([{}]), "the document needs no key");
+            continue;
+        }
+        if path == "/api/v2/connections/callback" {
+            assert_eq!(op["security"], json!([{}]), "the callback needs no key");
+            for status in ["400", "422"] {
+                assert!(has(status), "{method} {path} does not document {status}");
+            }
             continue;
         }
         for status in ["400", "401", "403", "503"] {

@@ -395,18 +395,31 @@ impl Flow {
         self.call(a, M::DELETE, one, &path, None).await;
     }
 
-    /// A connected account on the fixture: the catalog, connect, list, check, reconnect.
+    /// A connected account on the fixture: the catalog, connect, list, check, reconnect; and a
+    /// signed-in one: a consent session, the fixture's consent, the callback, complete.
     async fn connections(&mut self) {
         let a = TOKEN;
+        let base = self.fixture_url.trim_end_matches('/').to_string();
         let integration: crate::integrations::Integration = serde_json::from_value(json!({
             "id": "fixture", "name": "Fixture", "authKind": "api_key",
             "allowedHosts": [self.fixture_host],
-            "keyCheck": {"url": format!("{}/v1/account", self.fixture_url.trim_end_matches('/'))},
+            "keyCheck": {"url": format!("{base}/v1/account")},
+        }))
+        .unwrap();
+        let oauth: crate::integrations::Integration = serde_json::from_value(json!({
+            "id": "fixture-oauth", "name": "Fixture sign-in", "authKind": "oauth",
+            "allowedHosts": [self.fixture_host],
+            "oauth": {"authorizeUrl": format!("{base}/oauth/authorize"),
+                      "tokenUrl": format!("{base}/oauth/token"),
+                      "revokeUrl": format!("{base}/oauth/revoke"),
+                      "clientId": steward_fixture::oauth::DEFAULT_CLIENT_ID,
+                      "clientSecretName": "FIXTURE_OAUTH_CLIENT"},
         }))
         .unwrap();
         self.state.integrations = std::sync::Arc::new(
-            crate::integrations::Integrations::checked(vec![integration]).unwrap(),
+            crate::integrations::Integrations::checked(vec![integration, oauth]).unwrap(),
         );
+        self.signed_in().await;
         let template = "/connections/integrations";
         self.call(a, M::GET, template, template, None).await;
         let connect = json!({"integrationId": "fixture", "secretName": "FIXTURE_ACCOUNT",
@@ -437,6 +450,70 @@ impl Flow {
             Some(reconnect),
         )
         .await;
+    }
+
+    /// A consent session, consented at the fixture, called back, completed.
+    async fn signed_in(&mut self) {
+        let a = TOKEN;
+        let client_secret = json!({"value": steward_fixture::oauth::DEFAULT_CLIENT_SECRET,
+                                   "allowedHosts": [self.fixture_host]});
+        let secret = "/secrets/{name}";
+        self.call(
+            a,
+            M::PUT,
+            secret,
+            "/secrets/FIXTURE_OAUTH_CLIENT",
+            Some(client_secret),
+        )
+        .await;
+        let template = "/connections/sessions";
+        let start = json!({"integrationId": "fixture-oauth", "secretName": "FIXTURE_PERSON"});
+        let session = self.call(a, M::POST, template, template, Some(start)).await;
+        let id = id_of(&session, "id");
+        let connect_url = session["data"]["connectUrl"].as_str().unwrap().to_string();
+        let complete = "/connections/sessions/{id}/complete";
+        let path = format!("/connections/sessions/{id}/complete");
+        let pending = self
+            .call(a, M::POST, complete, &path, Some(json!({})))
+            .await;
+        assert_eq!(pending["data"]["status"], "pending", "{pending}");
+
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .unwrap();
+        let authorize: Value = http
+            .get(&connect_url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let consented = http
+            .post(authorize["consentUrl"].as_str().unwrap())
+            .json(&json!({"user": "flow"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(consented.status(), 303);
+        let location = consented.headers()["location"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let back = url::Url::parse(&location).unwrap();
+        let path = format!("/connections/callback?{}", back.query().unwrap());
+        let done = self
+            .call("", M::GET, "/connections/callback", &path, None)
+            .await;
+        assert_eq!(done["data"]["status"], "completed", "{done}");
+        let path = format!("/connections/sessions/{id}/complete");
+        let completed = self
+            .call(a, M::POST, complete, &path, Some(json!({})))
+            .await;
+        assert_eq!(completed["data"]["status"], "completed", "{completed}");
+        assert_eq!(completed["data"]["connection"]["authKind"], "oauth");
     }
 
     /// Billing: the key's own usage and quota, the workspace target, and what is not offered.
