@@ -42,6 +42,8 @@ mod hosts;
 mod ids;
 pub mod impact;
 mod invocation;
+mod jcs;
+pub mod receipt;
 pub mod policy;
 mod redact;
 mod schema_bounds;
@@ -70,6 +72,7 @@ pub use ids::{
     RunId, CLIENT_KEY_LEN_MAX,
 };
 pub use invocation::InvocationStatus;
+pub use jcs::jcs;
 pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};
 pub use schema_bounds::{
     check_schema_bounds, SCHEMA_DEPTH_MAX, SCHEMA_IN_PLACE_CHECKS_MAX, SCHEMA_NODES_MAX,

@@ -49,6 +49,7 @@ mod links;
 mod policy_plan;
 mod postgres;
 mod previews;
+mod receipts;
 mod records;
 mod recovery;
 mod run_rows;
@@ -81,6 +82,9 @@ pub use governance::{
     PolicyVersion, ReserveOutcome,
 };
 pub use postgres::PostgresStore;
+pub use receipts::{
+    IssueOutcome, ReceiptBatch, ReceiptKeyRecord, ReceiptRecord, RECEIPT_PAGE_MAX,
+};
 pub use records::*;
 pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use runs::{
@@ -99,6 +103,7 @@ pub use store::Identity;
 pub use store::Limits;
 pub use store::Policies;
 pub use store::Previews;
+pub use store::Receipts;
 pub use store::Replicas;
 pub use store::Runs;
 pub use store::Store;
@@ -123,6 +128,7 @@ pub mod prelude {
     pub use crate::store::Identity;
     pub use crate::store::KillSwitch;
     pub use crate::store::Limits;
+    pub use crate::store::Receipts;
     pub use crate::store::Policies;
     pub use crate::store::Previews;
     pub use crate::store::Replicas;
