@@ -92,7 +92,7 @@ pub use start_error::StartError;
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
 };
-pub use vault::{Vault, MASTER_KEY_ENV, MASTER_KEY_FILE};
+pub use vault::{verify_master_key, Vault, MASTER_KEY_ENV, MASTER_KEY_FILE};
 pub use webhooks::retry::{
     RetrySchedule, RetryScheduleError, WEBHOOK_RETRY_ATTEMPTS_DEFAULT,
     WEBHOOK_RETRY_FIRST_DELAY_MS_DEFAULT, WEBHOOK_RETRY_MAX_DELAY_MS_DEFAULT,

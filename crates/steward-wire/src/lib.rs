@@ -36,6 +36,7 @@ mod nullable;
 mod policy;
 mod policy_body;
 mod preview;
+mod receipt;
 mod request;
 mod resolve;
 mod run;
@@ -70,6 +71,10 @@ pub use policy::{
 pub use policy_body::{
     EvaluateBody, PolicyBody, PolicyDeleteBody, PolicyFileApplyBody, PolicyFilePlanBody,
     PolicyFileTestBody, RequestKind,
+};
+pub use receipt::{
+    Receipt, ReceiptApproval, ReceiptDecision, ReceiptKey, ReceiptPolicy, ReceiptProvider,
+    ReceiptRequest, ReceiptSettlement,
 };
 pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
 pub use request::{
