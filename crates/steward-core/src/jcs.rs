@@ -113,7 +113,8 @@ mod tests {
         // serde_json's default parser may land one unit in the last place off the nearest
         // double (its `float_roundtrip` feature is off in this workspace), so the RFC's first
         // number is put in by its bits. Receipts carry integers only, which parse exactly.
-        value["numbers"][0] = Value::Number(Number::from_f64(f64::from_bits(0x41b3_de43_5555_5555)).unwrap());
+        value["numbers"][0] =
+            Value::Number(Number::from_f64(f64::from_bits(0x41b3_de43_5555_5555)).unwrap());
         assert_eq!(
             jcs(&value),
             "{\"literals\":[null,true,false],\"numbers\":[333333333.3333333,1e+30,4.5,0.002,1e-27],\

@@ -245,7 +245,9 @@ pub fn verify_receipt(
         index,
         what: what.to_string(),
     };
-    let object = receipt.as_object().ok_or_else(|| malformed("not an object"))?;
+    let object = receipt
+        .as_object()
+        .ok_or_else(|| malformed("not an object"))?;
     let text = |name: &str| {
         object
             .get(name)

@@ -75,14 +75,14 @@ pub use mcp::derive::{
 };
 pub use metrics::{ConnectionOpen, DispatchInFlight, Metrics};
 pub use progress::Progress;
+pub use receipts::issuer::{ISSUE_BATCH_EVENTS_MAX, RECEIPT_ISSUE_INTERVAL_MS};
+pub use receipts::keys::{
+    ensure as ensure_receipt_key, rotate as rotate_receipt_key, ReceiptKeyError,
+};
 pub use reconcile::{reconcile, Reconciled};
 pub use replica::{
     heartbeat_every, lock_data_dir, LOCK_FILE, REPLICA_HEARTBEAT_MS, REPLICA_LEASE_MS_DEFAULT,
     REPLICA_LEASE_MS_MIN,
-};
-pub use receipts::issuer::{ISSUE_BATCH_EVENTS_MAX, RECEIPT_ISSUE_INTERVAL_MS};
-pub use receipts::keys::{
-    ensure as ensure_receipt_key, rotate as rotate_receipt_key, ReceiptKeyError,
 };
 pub use router::app;
 pub use serve::{

@@ -143,11 +143,7 @@ impl Vault {
     /// Seals a value that belongs to no environment (a receipt signing key), bound to `label`
     /// (`receipt-key/rk_...`) as its associated data. Labels contain a `-`, which no
     /// environment id does, so such a ciphertext never opens as an environment's secret.
-    pub fn seal_labeled(
-        &self,
-        label: &str,
-        value: &str,
-    ) -> Result<(Vec<u8>, Vec<u8>), VaultError> {
+    pub fn seal_labeled(&self, label: &str, value: &str) -> Result<(Vec<u8>, Vec<u8>), VaultError> {
         self.seal_bound(label.as_bytes(), value)
     }
 
@@ -193,10 +189,7 @@ impl Vault {
         }
         let plain = self
             .cipher
-            .decrypt(
-                Nonce::from_slice(nonce),
-                Payload { msg: sealed, aad },
-            )
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad })
             .map_err(|_| VaultError::Open)?;
         String::from_utf8(plain).map_err(|_| VaultError::Open)
     }

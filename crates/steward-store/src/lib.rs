@@ -82,9 +82,7 @@ pub use governance::{
     PolicyVersion, ReserveOutcome,
 };
 pub use postgres::PostgresStore;
-pub use receipts::{
-    IssueOutcome, ReceiptBatch, ReceiptKeyRecord, ReceiptRecord, RECEIPT_PAGE_MAX,
-};
+pub use receipts::{IssueOutcome, ReceiptBatch, ReceiptKeyRecord, ReceiptRecord, RECEIPT_PAGE_MAX};
 pub use records::*;
 pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use runs::{
@@ -128,9 +126,9 @@ pub mod prelude {
     pub use crate::store::Identity;
     pub use crate::store::KillSwitch;
     pub use crate::store::Limits;
-    pub use crate::store::Receipts;
     pub use crate::store::Policies;
     pub use crate::store::Previews;
+    pub use crate::store::Receipts;
     pub use crate::store::Replicas;
     pub use crate::store::Store;
     pub use crate::store::Webhooks;

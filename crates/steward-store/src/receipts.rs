@@ -183,8 +183,17 @@ mod tests {
         ]);
         assert!(check_links(&heads, &good));
         assert_eq!(environments(&good), vec![a.clone(), b.clone()]);
-        assert!(!check_links(&heads, &batch(vec![receipt(&a, 6, "sha256:5", 11)])));
-        assert!(!check_links(&heads, &batch(vec![receipt(&a, 5, "sha256:x", 11)])));
-        assert!(!check_links(&heads, &batch(vec![receipt(&b, 1, GENESIS_DIGEST, 21)])));
+        assert!(!check_links(
+            &heads,
+            &batch(vec![receipt(&a, 6, "sha256:5", 11)])
+        ));
+        assert!(!check_links(
+            &heads,
+            &batch(vec![receipt(&a, 5, "sha256:x", 11)])
+        ));
+        assert!(!check_links(
+            &heads,
+            &batch(vec![receipt(&b, 1, GENESIS_DIGEST, 21)])
+        ));
     }
 }

@@ -72,11 +72,11 @@ pub use policy_body::{
     EvaluateBody, PolicyBody, PolicyDeleteBody, PolicyFileApplyBody, PolicyFilePlanBody,
     PolicyFileTestBody, RequestKind,
 };
+pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
 pub use receipt::{
     Receipt, ReceiptApproval, ReceiptDecision, ReceiptKey, ReceiptPolicy, ReceiptProvider,
     ReceiptRequest, ReceiptSettlement,
 };
-pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
 pub use request::{
     Amount, Count, DecisionBody, EnvironmentBody, HaltBody, Number, Object, ResumeBody, Text,
 };

@@ -14,9 +14,7 @@ use crate::dispatch::prepare::{prepare_call, Call};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use serde_json::{json, Value};
-use steward_core::{
-    fingerprint, scopes, EffectId, InvocationId, Millis, OperationKey, PreviewId,
-};
+use steward_core::{fingerprint, scopes, EffectId, InvocationId, Millis, OperationKey, PreviewId};
 use steward_store::{ActionRecord, Actor, PreviewRecord};
 
 /// A preview's life when the request names none, in seconds.

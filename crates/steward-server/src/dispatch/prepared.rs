@@ -4,7 +4,9 @@
 
 use crate::state::AppState;
 use serde_json::{json, Value};
-use steward_core::{host_allowed, redact, redact_json, AdapterSpec, Destination, EnvironmentId, Placement};
+use steward_core::{
+    host_allowed, redact, redact_json, AdapterSpec, Destination, EnvironmentId, Placement,
+};
 use steward_store::SecretRecord;
 
 /// A reason not to send, recorded as evidence and as the invocation's error.

@@ -120,8 +120,8 @@ async fn sign_all(
             names.insert(s.env.clone(), of);
         }
         let (seq, previous) = heads[&s.env].clone();
-        let built = facts_and_build(state, s, &names[&s.env], seq + 1, &previous, &key_record.id)
-            .await?;
+        let built =
+            facts_and_build(state, s, &names[&s.env], seq + 1, &previous, &key_record.id).await?;
         let signed = sign(&built.0, &key);
         out.push(ReceiptRecord {
             env_id: s.env.clone(),

@@ -88,7 +88,11 @@ pub async fn ensure(
     store
         .add_receipt_key(&record, true, &Actor::system(now))
         .await?;
-    store.receipt_keys().await?.pop().ok_or(ReceiptKeyError::None)
+    store
+        .receipt_keys()
+        .await?
+        .pop()
+        .ok_or(ReceiptKeyError::None)
 }
 
 /// Makes a new key that signs every receipt from now on (`steward keys rotate-receipt-key`).
@@ -128,7 +132,10 @@ mod tests {
         let vault = Vault::from_key([7; 32]);
         let (record, key) = make(&vault, Millis(1)).unwrap();
         assert_eq!(open(&vault, &record).unwrap().to_bytes(), key.to_bytes());
-        assert_eq!(record.public_key, hex::encode(key.verifying_key().as_bytes()));
+        assert_eq!(
+            record.public_key,
+            hex::encode(key.verifying_key().as_bytes())
+        );
         assert!(!String::from_utf8_lossy(&record.sealed).contains(&hex::encode(key.to_bytes())));
         let mut moved = record.clone();
         moved.id = "rk_0000000000000000".into();

@@ -13,3 +13,6 @@
 pub(crate) mod build;
 pub(crate) mod issuer;
 pub mod keys;
+
+#[cfg(test)]
+mod tests;

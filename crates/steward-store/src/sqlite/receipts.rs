@@ -36,9 +36,11 @@ fn keys(c: &Connection) -> StoreResult<Vec<ReceiptKeyRecord>> {
 }
 
 fn cursor(c: &Connection) -> StoreResult<i64> {
-    c.query_row_cached("SELECT audit_seq FROM receipt_cursor WHERE id = 1", [], |r| {
-        r.get(0)
-    })
+    c.query_row_cached(
+        "SELECT audit_seq FROM receipt_cursor WHERE id = 1",
+        [],
+        |r| r.get(0),
+    )
     .map_err(unavailable)
 }
 
@@ -121,7 +123,13 @@ impl Receipts for SqliteStore {
                 tx,
                 "INSERT INTO receipt_keys (id, public_key, nonce, sealed, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![new.id, new.public_key, new.nonce, new.sealed, new.created_at.0],
+                params![
+                    new.id,
+                    new.public_key,
+                    new.nonce,
+                    new.sealed,
+                    new.created_at.0
+                ],
             )
             .map_err(|e| super::conn::constraint(e, "receipt key"))?;
             append(
