@@ -91,7 +91,7 @@ def get(steward: Steward, path: str, key: str | None) -> Any:
 def public_keys(steward: Steward) -> list[str]:
     """From the well-known path, with no key; the API path must say the same."""
     known = get(steward, "/.well-known/steward-receipt-keys.json", None)["data"]
-    api = get(steward, "/api/v2/receipts/public-keys", None)["data"]
+    api = get(steward, "/api/v2/receipts/public-keys", steward.keys["readonly"])["data"]
     assert known == api and known, known
     assert all(k["algorithm"] == "Ed25519" and k["keyId"] == key_id(k["publicKey"]) for k in known)
     assert [k["current"] for k in known].count(True) == 1
@@ -289,7 +289,7 @@ def test_rotation_keeps_old_receipts_verifiable(
     with pytest.raises(NotVerified, match="unknown key"):
         verify_chain(whole, [new_key])
     keys_file = tmp_path / "keys.json"
-    keys_file.write_text(json.dumps(get(steward, "/api/v2/receipts/public-keys", None)))
+    keys_file.write_text(json.dumps(get(steward, "/.well-known/steward-receipt-keys.json", None)))
     assert cli_verify(tmp_path, "rotated.json", whole, [str(keys_file)]).returncode == 0
 
 

@@ -47,7 +47,7 @@ pub(crate) fn router(
         // The receipt public keys, where a verifier looks without a key (`docs/RECEIPTS.md`).
         .route(
             RECEIPT_KEYS_WELL_KNOWN_PATH,
-            get(crate::api::receipts::public_keys),
+            get(crate::api::receipts::well_known_public_keys),
         )
         // A person who opens the server's address lands in the console.
         .route("/", get(|| async { crate::console::landing() }));

@@ -1,6 +1,6 @@
 //! Signed receipts over HTTP (`docs/RECEIPTS.md`): an effect's latest receipt and all of them,
-//! the environment's chain page by page, and the public keys (also unauthenticated at
-//! `/.well-known/steward-receipt-keys.json`, see `router.rs`). The logic is `app/receipts.rs`.
+//! the environment's chain page by page, and the public keys (with any key here, and without one
+//! at `/.well-known/steward-receipt-keys.json`, see `router.rs`). The logic is `app/receipts.rs`.
 
 use super::openapi as doc;
 use super::query::Query;
@@ -125,12 +125,20 @@ pub async fn chain(
     path = "/receipts/public-keys",
     operation_id = "receipts_public_keys",
     tag = "receipts",
-    security(()),
     responses(
         (status = 200, description = "every receipt signing key's public half, oldest first; the last signs now", body = doc::List<steward_wire::ReceiptKey>),
+        doc::Guarded,
     )
 )]
-pub async fn public_keys(State(state): State<AppState>) -> ApiResult<Response> {
+pub async fn public_keys(State(state): State<AppState>, _caller: Caller) -> ApiResult<Response> {
+    let keys = app::receipts::public_keys(&state).await?;
+    Ok(ok(key_views(&keys)))
+}
+
+/// The same answer without a key, at `/.well-known/steward-receipt-keys.json` (outside
+/// `/api/v2`, so it is not an operation of the API document): public keys are not secret, and a
+/// verifier should not need an account to fetch them.
+pub async fn well_known_public_keys(State(state): State<AppState>) -> ApiResult<Response> {
     let keys = app::receipts::public_keys(&state).await?;
     Ok(ok(key_views(&keys)))
 }

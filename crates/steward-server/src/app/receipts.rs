@@ -82,8 +82,8 @@ pub async fn chain(
     Ok((page, limit, next))
 }
 
-/// Every receipt signing key's public half, oldest first (the last signs now). Public: no key
-/// is needed to read them.
+/// Every receipt signing key's public half, oldest first (the last signs now). Public: the
+/// well-known path serves them without a key.
 pub async fn public_keys(state: &AppState) -> Result<Vec<ReceiptKeyRecord>> {
     Ok(state.store.receipt_keys().await?)
 }
