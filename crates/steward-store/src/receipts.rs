@@ -21,8 +21,9 @@ use std::collections::HashMap;
 use steward_core::receipt::GENESIS_DIGEST;
 use steward_core::{EffectId, EnvironmentId, Millis};
 
-/// The most receipts one page of an environment's chain holds.
-pub const RECEIPT_PAGE_MAX: u32 = 500;
+/// The most receipts one page of an environment's chain holds: the API's page limit for every
+/// list (a receipt is about 2 KiB, so a page stays under half a MiB).
+pub const RECEIPT_PAGE_MAX: u32 = 200;
 
 /// One receipt signing key: its public half in the clear, its private half sealed under the
 /// vault's master key (the store never sees it open).

@@ -92,8 +92,8 @@ pub struct ChainQuery {
     /// first page starts after 0).
     #[param(max_length = 20)]
     cursor: Option<String>,
-    /// Page size: 1 to 500 (default 100); out-of-range values are clamped.
-    #[param(minimum = 1, maximum = 500)]
+    /// Page size: 1 to 200 (default 100); out-of-range values are clamped.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
 }
 
@@ -128,6 +128,7 @@ pub async fn chain(
     responses(
         (status = 200, description = "every receipt signing key's public half, oldest first; the last signs now", body = doc::List<steward_wire::ReceiptKey>),
         doc::Guarded,
+        doc::Invalid,
     )
 )]
 pub async fn public_keys(State(state): State<AppState>, _caller: Caller) -> ApiResult<Response> {

@@ -119,7 +119,16 @@ async fn each_settlement_gets_one_receipt_served_as_signed_and_verified_by_the_p
     )
     .await;
     let parked = &parked["data"];
-    let effect = parked["effectId"].as_str().unwrap().to_string();
+    // An ungoverned action's invocation view names no effect; the store knows it.
+    let invocation = steward_core::InvocationId::parse(parked["id"].as_str().unwrap()).unwrap();
+    let effect = state
+        .store
+        .invocation(&EnvironmentId::from_unique("receipts"), &invocation)
+        .await
+        .unwrap()
+        .expect("the invocation")
+        .effect_id
+        .to_string();
     let approval = parked["approvalId"].as_str().unwrap();
 
     issue_all(&state).await;
@@ -157,7 +166,10 @@ async fn each_settlement_gets_one_receipt_served_as_signed_and_verified_by_the_p
         Value::Null,
     )
     .await;
-    let all = all["data"].as_array().unwrap().clone();
+    let all = all["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{all}"))
+        .clone();
     assert_eq!(
         all.len(),
         1,
@@ -198,7 +210,7 @@ async fn each_settlement_gets_one_receipt_served_as_signed_and_verified_by_the_p
     let (_, chain) = send(
         &state,
         Method::GET,
-        "/api/v2/receipts?limit=500",
+        "/api/v2/receipts?limit=200",
         Some(AGENT),
         Value::Null,
     )
