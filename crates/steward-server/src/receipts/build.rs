@@ -159,15 +159,15 @@ fn request(detail: &EffectDetail, at: i64) -> Option<ReceiptRequest> {
     detail
         .evidence
         .iter()
+        .rev()
         .filter(|e| e.kind == EvidenceKind::Attempt && e.at.0 <= at)
-        .filter_map(|e| {
+        .find_map(|e| {
             let data = e.data.as_ref()?;
             Some(ReceiptRequest {
                 attempt: u32::try_from(data.get("attempt")?.as_u64()?).ok()?,
                 digest: data.get("requestDigest")?.as_str()?.to_string(),
             })
         })
-        .last()
 }
 
 fn approval(a: &ApprovalRecord, names: &KeyNames) -> ReceiptApproval {
