@@ -305,3 +305,36 @@ def test_receipts_carry_no_secret(steward: Steward, agent: anlyon.Client,
                      base64.b64encode(value.encode()).decode(),
                      base64.urlsafe_b64encode(value.encode()).decode().rstrip("=")):
             assert form not in text, "a receipt carries a secret value"
+
+
+def test_receipts_on_the_postgresql_store_verify_and_chain(tmp_path: Path) -> None:
+    """The same on a server whose store is PostgreSQL: an unknown and its resolution, chained,
+    verified here and by the CLI."""
+    from conftest import running_steward
+    from recovery_support import fresh_database
+
+    with fresh_database() as url, running_steward(["--reconcile-interval-ms", "0"],
+                                                  database=url) as pg:
+        operator = pg.client(pg.keys["operator"])
+        agent = pg.client(pg.keys["agent"])
+        operator.secrets.put("PG_STRIPE_KEY", value="sk_test_" + pysecrets.token_hex(16),
+                             allowed_hosts=[pg.fixture_host])
+        operator.actions.create(
+            name="refund-pg",
+            adapter={"type": "stripe.refund",
+                     "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                                "baseUrl": pg.fixture_url},
+                     "credentialSecret": "PG_STRIPE_KEY"})
+        key = pg.keys["agent"]
+        pg.set_fault("drop_after_commit")
+        inv = agent.actions.invoke("refund-pg", refund_input()).data
+        pg.clear_faults()
+        assert inv["status"] == "unknown", inv
+        assert agent.actions.reconcile_effect(inv["effectId"]).data["outcome"] == "succeeded"
+        first, second = receipts_of(pg, key, inv["effectId"], 2)
+        assert (first["settlement"]["state"], second["settlement"]["from"]) == ("unknown", "unknown")
+        keys = public_keys(pg)
+        whole = chain(pg, key)
+        verify_chain(whole, keys)
+        done = cli_verify(tmp_path, "pg-chain.json", whole, keys)
+        assert done.returncode == 0, done.stderr
