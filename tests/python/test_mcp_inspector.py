@@ -1,7 +1,8 @@
 """The MCP inspector's CLI (npm `@modelcontextprotocol/inspector`, pinned in tests/inspector)
 lists and calls a Steward tool over both transports: stdio through the same host configuration
 file the README gives (`steward mcp --server URL`, the key in the environment), and Streamable
-HTTP with a bearer header. A client nobody here wrote; writes are counted at the fixture.
+HTTP with a bearer header, on the inspector's default (legacy) protocol era and on its `modern`
+era (MCP 2026-07-28, stateless). A client nobody here wrote; writes are counted at the fixture.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def inspector(steward: Steward, key: str, transport: str, *method: str) -> dict[
         else:
             target = [steward.url + "/mcp", "--transport", "http",
                       "--header", f"Authorization: Bearer {key}"]
+        if transport == "http-modern":
+            # The 2026-07-28 revision, pinned: no `initialize`, the version and capabilities
+            # on every request, `server/discover` first; no fallback to an older revision.
+            target += ["--protocol-era", "modern"]
         done = subprocess.run([str(INSPECTOR), "--cli", *target, *method], env=env,
                               capture_output=True, text=True, timeout=INSPECTOR_TIMEOUT_S,
                               cwd=tmp)
@@ -71,7 +76,7 @@ def inspector(steward: Steward, key: str, transport: str, *method: str) -> dict[
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("transport", ["stdio", "http", "http-modern"])
 def test_the_mcp_inspector_cli_lists_and_calls_a_tool(
         steward: Steward, agent_key: str, transport: str) -> None:
     listed = inspector(steward, agent_key, transport, "--method", "tools/list")
@@ -83,6 +88,8 @@ def test_the_mcp_inspector_cli_lists_and_calls_a_tool(
         called = inspector(steward, agent_key, transport, "--method", "tools/call",
                            "--tool-name", "inspector_refund", "--tool-arg", *arguments)
         assert called["isError"] is False, called
+        # Only a 2026-07-28 result carries its `resultType` (older peers get it stripped).
+        assert ("resultType" in called) == (transport == "http-modern"), called
         assert called["structuredContent"]["status"] == "succeeded", called
         assert called["structuredContent"]["operationKey"] == key
         assert steward.fixture_writes() == before + 1, "the second call replays, no new write"

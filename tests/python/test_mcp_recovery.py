@@ -35,6 +35,7 @@ from conftest import (
     steward_bin,
 )
 from test_mcp import call, refund
+from test_mcp_tasks import call_tool, task_request
 
 # The provider deadline, and fixture holds on either side of it (milliseconds).
 DISPATCH_TIMEOUT_MS = 2000
@@ -132,6 +133,39 @@ def test_mcp_unknown_is_never_resent_and_the_background_reconciler_settles_it(
         == "succeeded" and r,
         "the reconciler settles the unknown effect")
     assert settled["effectId"] == unknown["effectId"]
+    assert steward.fixture_writes() == before + 1, "held once, committed once, never resent"
+
+
+def test_mcp_an_unknown_task_is_completed_with_is_error_and_reads_settled_once_reconciled(
+        recovery: Recovery) -> None:
+    """The tasks extension (test_mcp_tasks.py) on a call whose outcome is unknown: the task is
+    `completed` at once (status message `unknown`), its result is the call's (`isError`,
+    `status: unknown`) until the reconciler settles it, and the same task then reads the settled
+    result; nothing is resent."""
+    steward, a = recovery.steward, args()
+    before = steward.fixture_writes()
+    steward.set_fault("hold_after_commit", ms=HOLD_PAST_DEADLINE_MS)
+    try:
+        created = call_tool(steward, recovery.agent_key, "rec-refund", a)["result"]
+    finally:
+        steward.clear_faults()
+    assert created["resultType"] == "task", created
+    assert (created["status"], created["statusMessage"]) == ("completed", "unknown"), created
+    landed = steward.fixture_writes() > before
+    polled = task_request(steward, recovery.agent_key, "tasks/get", created["taskId"])["result"]
+    envelope = polled["result"]["structuredContent"]
+    assert polled["status"] == "completed", polled
+    # The reconciler runs every 200 ms: once the held write landed it may already have settled
+    # it (see the test above); before, nothing can have.
+    assert envelope["status"] in (("unknown", "succeeded") if landed else ("unknown",)), polled
+    if envelope["status"] == "unknown":
+        assert polled["statusMessage"] == "unknown" and polled["result"]["isError"] is True
+        assert envelope["instruction"].startswith("do not retry"), envelope
+    settled = wait_for(
+        lambda: (r := task_request(steward, recovery.agent_key, "tasks/get", created["taskId"])[
+            "result"])["result"]["structuredContent"]["status"] == "succeeded" and r,
+        "the reconciler settles the task's invocation")
+    assert settled["status"] == "completed" and settled["result"]["isError"] is False, settled
     assert steward.fixture_writes() == before + 1, "held once, committed once, never resent"
 
 

@@ -8,7 +8,7 @@ use crate::records::{
     EffectChange, FirstAttempt, NewApproval, NewEvidence, ReleaseContext, Submission,
 };
 use serde_json::json;
-use steward_core::{ActionId, EffectId, EnvironmentId, InvocationId};
+use steward_core::{ActionId, EffectId, EnvironmentId, InvocationId, KeyId, Millis};
 use steward_core::{ApprovalStatus, EffectEvent, EffectState};
 use steward_core::{EvidenceKind, EvidenceSource};
 
@@ -341,6 +341,45 @@ pub(crate) fn after_ballot(
 
 /// The `decision_origin` of an approval a key's ballot settled.
 pub(crate) const HUMAN_ORIGIN: &str = "human";
+
+/// The `decision_origin` of an approval its requester withdrew before anyone decided.
+pub const WITHDRAWN_ORIGIN: &str = "withdrawn";
+
+/// The evidence written on the effect of a withdrawn approval.
+pub(crate) const WITHDRAWN_MESSAGE: &str =
+    "the requester withdrew this invocation before anyone approved it; nothing was sent";
+
+/// What a backend does when `requester` withdraws `a` (as read, locked, in the transaction) at
+/// `now`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WithdrawStep {
+    /// Deny it with [`WITHDRAWN_ORIGIN`] and reject its effect.
+    Withdraw,
+    /// It ran out: expire it (and its effect) as a decision would, then answer `Unchanged`.
+    Expire,
+    /// Settled already, or another key asks: nothing is written.
+    Answer(WithdrawAnswer),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WithdrawAnswer {
+    Unchanged,
+    NotRequester,
+}
+
+/// The step for `requester` withdrawing `a` at `now`.
+pub(crate) fn withdraw_step(a: &ApprovalRecord, requester: &KeyId, now: Millis) -> WithdrawStep {
+    if &a.requested_by != requester {
+        return WithdrawStep::Answer(WithdrawAnswer::NotRequester);
+    }
+    match a.status {
+        ApprovalStatus::Pending if a.expires_at.is_some_and(|at| at <= now) => WithdrawStep::Expire,
+        ApprovalStatus::Pending => WithdrawStep::Withdraw,
+        ApprovalStatus::Approved | ApprovalStatus::Denied | ApprovalStatus::Expired => {
+            WithdrawStep::Answer(WithdrawAnswer::Unchanged)
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

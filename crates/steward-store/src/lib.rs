@@ -60,6 +60,7 @@ mod submit;
 mod tally;
 mod webhooks;
 
+pub use approval_change::WITHDRAWN_ORIGIN;
 pub use audit::{
     content_hash, expected_hash, legacy_event_hash, link_hash, verify_chain, verify_log,
     verify_unsealed, AuditHead, AuditSeal, ChainError, LogReport, SealOutcome, GENESIS_HASH,

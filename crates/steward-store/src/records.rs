@@ -613,6 +613,19 @@ pub enum DecideOutcome {
     SelfDecision,
 }
 
+/// What withdrawing an approval (`Approvals::withdraw_approval`) did.
+#[derive(Debug, Clone)]
+pub enum Withdrawal {
+    /// Withdrawn now: denied with `decisionOrigin: withdrawn`, its parked effect rejected;
+    /// nothing was or will be sent. The approval as it stands after.
+    Withdrawn(ApprovalRecord),
+    /// Settled before (decided, expired, or withdrawn already; an approval found run out is
+    /// expired now): nothing else changed. The approval as it stands.
+    Unchanged(ApprovalRecord),
+    /// Only the key that requested an approval may withdraw it; nothing changed.
+    NotRequester,
+}
+
 /// One key's decision on an approval, as `Approvals::decide_and_begin` takes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecisionRequest {

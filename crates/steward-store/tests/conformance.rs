@@ -136,6 +136,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     reconcile_claims_do_not_overlap(store.clone()).await;
     approval_changes_are_announced(store.clone()).await;
     disabling_or_deleting_an_action_cancels_its_parked_approvals(store.clone()).await;
+    the_requester_withdraws_a_parked_approval_and_nothing_runs(store.clone()).await;
     submit_and_begin_commits_the_attempt_with_the_invocation(store.clone()).await;
     submit_and_begin_halted_or_refused_records_no_attempt(store.clone()).await;
     invoke_reads_match_the_single_reads(store.clone()).await;
@@ -590,6 +591,7 @@ conformance_tests!(
     reconcile_claims_do_not_overlap,
     approval_changes_are_announced,
     disabling_or_deleting_an_action_cancels_its_parked_approvals,
+    the_requester_withdraws_a_parked_approval_and_nothing_runs,
     submit_and_begin_commits_the_attempt_with_the_invocation,
     submit_and_begin_halted_or_refused_records_no_attempt,
     invoke_reads_match_the_single_reads,

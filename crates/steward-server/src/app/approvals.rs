@@ -7,7 +7,7 @@ use super::{seam, Error, Principal, Result};
 use crate::error::codes;
 use crate::state::AppState;
 use steward_core::{scopes, ApprovalId, ApprovalStatus, Decision, KeyId, Millis};
-use steward_store::{ApprovalRecord, DecideOutcome, DecisionRequest, InvocationRecord};
+use steward_store::{ApprovalRecord, DecideOutcome, DecisionRequest, InvocationRecord, Withdrawal};
 
 /// One decision on an approval, parsed by the front end.
 #[derive(Debug, Clone)]
@@ -149,6 +149,35 @@ pub async fn decide(state: &AppState, principal: &Principal, request: Decide) ->
         invocation,
         unchanged,
     })
+}
+
+/// Withdraws the approval parking an invocation `principal` made, before anyone decided (the
+/// MCP `tasks/cancel` of a call awaiting approval): the invocation is denied and never runs.
+/// Only the requesting key withdraws (`NOT_FOUND` for another, as for a missing one: a key
+/// learns nothing of approvals it did not request). `Unchanged` when the approval was
+/// settled first: a decision and a withdrawal never both count.
+pub async fn withdraw(
+    state: &AppState,
+    principal: &Principal,
+    approval: &ApprovalId,
+) -> Result<Withdrawal> {
+    principal.require(scopes::ACTIONS_INVOKE)?;
+    let now = state.clock.now();
+    let withdrawn = state
+        .store
+        .withdraw_approval(&principal.env.id, approval, &principal.key.id, now)
+        .await;
+    match withdrawn {
+        Ok(Withdrawal::NotRequester) | Err(steward_store::StoreError::NotFound { .. }) => {
+            Err(Error::not_found("approval"))
+        }
+        Ok(withdrawal) => {
+            // Long polls on this approval wake and read it settled.
+            state.approval_events.notify_waiters();
+            Ok(withdrawal)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ fn pending_row(
         .and_then(Value::as_u64)
         .unwrap_or(1);
     html! {
-        tr.approval data-approval=(id) {
+        tr.approval id=(id) data-approval=(id) {
             td {
                 strong { (payload.get("action").and_then(Value::as_str).unwrap_or(text(a, "title"))) }
                 @if let Some(d) = a.get("description").and_then(Value::as_str) { br; span.description { (d) } }

@@ -105,6 +105,15 @@ impl Approvals for CountingStore {
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {
         self.inner.expire_approvals(now).await
     }
+    async fn withdraw_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        requester: &KeyId,
+        now: Millis,
+    ) -> StoreResult<Withdrawal> {
+        self.inner.withdraw_approval(env, id, requester, now).await
+    }
     fn approval_events(&self) -> Option<broadcast::Receiver<ApprovalEvent>> {
         self.inner.approval_events()
     }

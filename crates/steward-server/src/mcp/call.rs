@@ -10,6 +10,7 @@
 
 use super::derive::{self, KeyPolicy};
 use super::result::{Envelope, Status};
+use super::task::TaskIdentity;
 use super::tools::{self, Arguments, INPUT_ARGUMENT, OPERATION_KEY_ARGUMENT};
 use crate::api::views;
 use crate::app::invoke::{Failure, Invoke};
@@ -19,8 +20,8 @@ use crate::progress::Progress;
 use crate::state::AppState;
 use rmcp::ErrorData;
 use serde_json::{Map, Value};
-use steward_core::{scopes, ApprovalId, MissingOperationKey, OperationKey};
-use steward_store::{ActionRecord, InvocationRecord};
+use steward_core::{scopes, ApprovalId, EffectState, Millis, MissingOperationKey, OperationKey};
+use steward_store::{ActionRecord, InvocationRecord, WITHDRAWN_ORIGIN};
 
 pub use super::tools::META_OPERATION_KEY;
 
@@ -40,6 +41,121 @@ pub async fn list(state: &AppState, caller: &Principal) -> Result<Vec<Value>, Ap
         .collect())
 }
 
+/// A call's answer and, when it recorded a governed invocation, what names it as a task.
+#[derive(Debug, Clone)]
+pub struct Called {
+    pub envelope: Envelope,
+    pub recorded: Option<Recorded>,
+}
+
+/// A governed invocation as a task sees it (`task.rs`).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub identity: TaskIdentity,
+    pub created: Millis,
+    pub updated: Millis,
+    /// Its approval, while it awaits one.
+    pub pending_approval: Option<ApprovalId>,
+    /// Denied because its caller withdrew it (`tasks/cancel` before anyone decided).
+    pub withdrawn: bool,
+}
+
+impl Recorded {
+    fn of(invocation: &InvocationRecord, withdrawn: bool) -> Option<Recorded> {
+        if !invocation.governed {
+            return None;
+        }
+        let identity = TaskIdentity {
+            env: invocation.env_id.clone(),
+            action: invocation.action_id.clone(),
+            operation_key: invocation.operation_key.clone()?,
+        };
+        let pending_approval = match invocation.state {
+            EffectState::AwaitingApproval => invocation
+                .approval_id
+                .as_deref()
+                .and_then(|id| ApprovalId::parse(id).ok()),
+            _ => None,
+        };
+        Some(Recorded {
+            identity,
+            created: invocation.created_at,
+            updated: invocation.completed_at.unwrap_or(invocation.created_at),
+            pending_approval,
+            withdrawn,
+        })
+    }
+}
+
+/// The envelope of a recorded invocation, with the denial's note, and the task that names it.
+async fn answer(state: &AppState, invocation: &InvocationRecord) -> Called {
+    let view = serde_json::to_value(views::invocation(invocation)).expect("a view is plain JSON");
+    let mut envelope = Envelope::of_invocation(&view);
+    let mut withdrawn = false;
+    if envelope.status == Status::Denied {
+        let denial = denial(state, invocation).await;
+        withdrawn = denial.withdrawn;
+        envelope.note_denial(denial.note);
+    }
+    Called {
+        envelope,
+        recorded: Recorded::of(invocation, withdrawn),
+    }
+}
+
+/// The task `identity` names, as `caller` may see it: `None` when it names no invocation of
+/// the caller's environment (another environment's task is not found, never refused).
+pub async fn task(
+    state: &AppState,
+    caller: &Principal,
+    identity: &TaskIdentity,
+) -> Result<Option<Called>, ApiError> {
+    caller.require(scopes::ACTIONS_INVOKE)?;
+    if identity.env != caller.env.id {
+        return Ok(None);
+    }
+    let found = state
+        .store
+        .invocation_by_operation_key(&identity.env, &identity.action, &identity.operation_key)
+        .await?;
+    Ok(match found {
+        Some(invocation) => Some(answer(state, &invocation).await),
+        None => None,
+    })
+}
+
+/// What `tasks/cancel` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// The call awaited approval and is withdrawn: it never runs.
+    Withdrawn,
+    /// The call was past approval (dispatching or settled): it goes on; only the client stops
+    /// waiting.
+    TooLate,
+}
+
+/// Cancels the task `identity` names for `caller`: withdraws it while it awaits approval (only
+/// the key that made the call may); otherwise nothing changes. `None` when there is no such task.
+pub async fn cancel(
+    state: &AppState,
+    caller: &Principal,
+    identity: &TaskIdentity,
+) -> Result<Option<Cancelled>, ApiError> {
+    let Some(called) = task(state, caller, identity).await? else {
+        return Ok(None);
+    };
+    let Some(approval) = called.recorded.and_then(|r| r.pending_approval) else {
+        return Ok(Some(Cancelled::TooLate));
+    };
+    Ok(Some(
+        match app::approvals::withdraw(state, caller, &approval).await? {
+            steward_store::Withdrawal::Withdrawn(_) => Cancelled::Withdrawn,
+            // Decided or expired first: the decision stands.
+            _ => Cancelled::TooLate,
+        },
+    ))
+}
+
 /// Runs one `tools/call`. An unknown tool is a protocol error (`invalid_params`); everything
 /// else, refusals included, is an [`Envelope`].
 pub async fn call(
@@ -50,13 +166,19 @@ pub async fn call(
     arguments: Option<Map<String, Value>>,
     meta_key: Option<&Value>,
     progress: Progress,
-) -> Result<Envelope, ErrorData> {
+) -> Result<Called, ErrorData> {
+    let unrecorded = |envelope: Envelope| {
+        Ok(Called {
+            envelope,
+            recorded: None,
+        })
+    };
     if let Err(e) = caller.require(scopes::ACTIONS_INVOKE) {
-        return Ok(Envelope::of_error(&e, None));
+        return unrecorded(Envelope::of_error(&e, None));
     }
     let actions = match state.store.list_actions(&caller.env.id).await {
         Ok(actions) => actions,
-        Err(e) => return Ok(Envelope::of_error(&e.into(), None)),
+        Err(e) => return unrecorded(Envelope::of_error(&e.into(), None)),
     };
     let catalog = tools::catalog(&actions);
     let Some(action) = catalog.get(tool) else {
@@ -74,13 +196,13 @@ pub async fn call(
     let input = match shape {
         Arguments::Wrapped => match unwrapped(arguments) {
             Ok(input) => input,
-            Err(e) => return Ok(Envelope::of_error(&e, None)),
+            Err(e) => return unrecorded(Envelope::of_error(&e, None)),
         },
         Arguments::Input | Arguments::InputOwningOperationKey => Value::Object(arguments),
     };
     let operation_key = match operation_key(argument_key.as_ref(), meta_key) {
         Ok(key) => key,
-        Err(e) => return Ok(Envelope::of_error(&e, None)),
+        Err(e) => return unrecorded(Envelope::of_error(&e, None)),
     };
     let mut derived = false;
     let operation_key = match operation_key {
@@ -88,7 +210,7 @@ pub async fn call(
         None if !action.definition.is_governed() => None,
         None => match keys.for_action(action.definition.mcp_missing_operation_key) {
             MissingOperationKey::Refuse => {
-                return Ok(Envelope::rejected(
+                return unrecorded(Envelope::rejected(
                     "operation_key_required",
                     "operationKey: is required for this tool",
                     OPERATION_KEY_REQUIRED,
@@ -97,7 +219,7 @@ pub async fn call(
             MissingOperationKey::Derive => {
                 let key = match derived_key(state, keys, caller, action, &input).await {
                     Ok(key) => key,
-                    Err(e) => return Ok(Envelope::of_error(&e, None)),
+                    Err(e) => return unrecorded(Envelope::of_error(&e, None)),
                 };
                 derived = true;
                 Some(key.as_str().to_string())
@@ -109,7 +231,7 @@ pub async fn call(
         Ok(key) => key,
         Err(e) => {
             let refused = ApiError::validation("operationKey", e.to_string());
-            return Ok(Envelope::of_error(&refused, sent_key));
+            return unrecorded(Envelope::of_error(&refused, sent_key));
         }
     };
     let request = Invoke {
@@ -121,30 +243,28 @@ pub async fn call(
         Ok(context) => app::invoke::invoke(state, caller, context, request, progress).await,
         Err(e) => Err(Failure::of(e)),
     };
-    let mut envelope = match invoked {
-        Ok(invoked) => {
-            let view = serde_json::to_value(views::invocation(&invoked.invocation))
-                .expect("a view is plain JSON");
-            let mut envelope = Envelope::of_invocation(&view);
-            if envelope.status == Status::Denied {
-                envelope.note_denial(denial_note(state, &invoked.invocation).await);
-            }
-            envelope
-        }
+    let mut called = match invoked {
+        Ok(invoked) => answer(state, &invoked.invocation).await,
         Err(Failure::OutcomeUnknown(_)) => {
             // The invoke may have been recorded before the failure: the same key finds it.
             let unknown = ApiError::of(
                 codes::OUTCOME_UNKNOWN,
                 "the server could not answer; call again with the same operationKey to see what was recorded",
             );
-            Envelope::of_error(&unknown, sent_key)
+            Called {
+                envelope: Envelope::of_error(&unknown, sent_key),
+                recorded: None,
+            }
         }
-        Err(Failure::Refused(e)) => Envelope::of_error(&e, sent_key),
+        Err(Failure::Refused(e)) => Called {
+            envelope: Envelope::of_error(&e, sent_key),
+            recorded: None,
+        },
     };
     if derived {
-        envelope.note_derived_key(keys.window);
+        called.envelope.note_derived_key(keys.window);
     }
-    Ok(envelope)
+    Ok(called)
 }
 
 /// The operation key derived for a call without one (`derive.rs`): the previous bucket's key
@@ -174,17 +294,34 @@ async fn derived_key(
     })
 }
 
-/// The note of the denial that rejected `invocation`, if the person left one. A failure to read
-/// it only leaves the note out: the status is already settled.
-async fn denial_note(state: &AppState, invocation: &InvocationRecord) -> Option<String> {
-    let id = ApprovalId::parse(invocation.approval_id.as_deref()?).ok()?;
-    let approval = state
-        .store
-        .approval(&invocation.env_id, &id)
-        .await
-        .ok()
-        .flatten()?;
-    views::decision_note(&approval).map(str::to_string)
+/// How a denial came about, as its approval says.
+struct Denial {
+    /// The note the person who denied it left, if any.
+    note: Option<String>,
+    /// Its caller withdrew it before anyone decided (`tasks/cancel`).
+    withdrawn: bool,
+}
+
+/// The denial that rejected `invocation`. A failure to read the approval only leaves the note
+/// out: the status is already settled.
+async fn denial(state: &AppState, invocation: &InvocationRecord) -> Denial {
+    let none = Denial {
+        note: None,
+        withdrawn: false,
+    };
+    let Some(id) = invocation.approval_id.as_deref() else {
+        return none;
+    };
+    let Ok(id) = ApprovalId::parse(id) else {
+        return none;
+    };
+    let Ok(Some(approval)) = state.store.approval(&invocation.env_id, &id).await else {
+        return none;
+    };
+    Denial {
+        note: views::decision_note(&approval).map(str::to_string),
+        withdrawn: approval.decision_origin.as_deref() == Some(WITHDRAWN_ORIGIN),
+    }
 }
 
 /// The input of a wrapped tool: its `input` argument, which must be there and alone (beside

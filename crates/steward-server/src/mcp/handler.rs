@@ -2,20 +2,24 @@
 //! the principal the guard authenticated from that request and holds nothing between requests, so any
 //! replica can answer any request.
 
-use super::call;
+use super::call::{self, Cancelled};
+use super::elicit;
 use super::result::{Envelope, Status};
+use super::task::{Polled, TaskIdentity};
 use crate::app::Principal;
 use crate::progress::Progress;
 use crate::state::AppState;
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::Peer;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::borrow::Cow;
 
 /// What every host shows the model about this server.
 const INSTRUCTIONS: &str = "Each tool is a governed action of Steward. Governed tools take an operationKey (in _meta \"steward/operationKey\" when a tool's description says so, because its own input has an operationKey field): choose one per business operation and reuse it on every retry of that operation, so it runs at most once. Every result has a status and an instruction: follow the instruction (for example, do not retry an unknown outcome; call again with the same operationKey to observe an approval).";
@@ -41,11 +45,49 @@ fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, ErrorDat
         .ok_or_else(|| ErrorData::invalid_request("a bearer key is required", None))
 }
 
+/// The error every task request answers for a task id that names no task of the caller's
+/// (the extension's "invalid or nonexistent `taskId`").
+fn no_such_task() -> ErrorData {
+    ErrorData::invalid_params("Failed to retrieve task: Task not found", None)
+}
+
+/// An application error in a task request: its message, never its internals.
+fn task_error(e: crate::error::ApiError) -> ErrorData {
+    ErrorData::internal_error(e.message, None)
+}
+
+/// The task `task_id` names, as `context`'s caller may see it.
+async fn find_task(
+    state: &AppState,
+    context: &RequestContext<RoleServer>,
+    task_id: &str,
+) -> Result<(Principal, TaskIdentity, call::Called), ErrorData> {
+    let principal = principal(context)?;
+    let identity = TaskIdentity::parse(task_id).ok_or_else(no_such_task)?;
+    let called = call::task(state, &principal, &identity)
+        .await
+        .map_err(task_error)?
+        .ok_or_else(no_such_task)?;
+    Ok((principal, identity, called))
+}
+
 impl ServerHandler for Handler {
+    /// The revisions served: up to 2026-07-28 (the 2025-06-18 and 2025-11-25 hosts use
+    /// `initialize`; 2026-07-28 clients send the version and capabilities with each request),
+    /// and never a later one rmcp learns before Steward is tested with it.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -92,7 +134,12 @@ impl ServerHandler for Handler {
             }
             None => (Progress::none(), None),
         };
-        let envelope = call::call(
+        let capabilities = context.client_capabilities();
+        let wants_task = capabilities
+            .as_ref()
+            .is_some_and(ClientCapabilities::supports_tasks);
+        let approval_link = elicit::approval_link(&context, capabilities.as_ref(), &request);
+        let called = call::call(
             &self.state,
             &self.keys,
             &principal,
@@ -103,9 +150,82 @@ impl ServerHandler for Handler {
         )
         .await?;
         if let Some(notifier) = notifier {
-            notifier.finish(&envelope).await;
+            notifier.finish(&called.envelope).await;
         }
-        Ok(envelope.into_call_result().into())
+        let Some(recorded) = called.recorded else {
+            return Ok(called.envelope.into_call_result().into());
+        };
+        if wants_task {
+            let polled = Polled::of(called.envelope, recorded.withdrawn);
+            let task = polled.task(
+                &recorded.identity.task_id(),
+                recorded.created,
+                recorded.updated,
+            );
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+        }
+        if let (Some(approval), Some(link)) = (&recorded.pending_approval, approval_link) {
+            return Ok(CallToolResponse::InputRequired(link.elicit(approval)));
+        }
+        Ok(called.envelope.into_call_result().into())
+    }
+
+    /// `tasks/get`: the call's invocation read back by its identity, its status mapped
+    /// (`task.rs`).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (_, identity, called) = find_task(&self.state, &context, &request.task_id).await?;
+        let recorded = called.recorded.ok_or_else(no_such_task)?;
+        let polled = Polled::of(called.envelope, recorded.withdrawn);
+        Ok(GetTaskResult::new(polled.detailed(
+            &identity.task_id(),
+            recorded.created,
+            recorded.updated,
+        )))
+    }
+
+    /// `tasks/update`: Steward's tasks never ask for input (an approval is given in the
+    /// console), so every response is for no outstanding request and is ignored, as the
+    /// extension says; the task must exist.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        find_task(&self.state, &context, &request.task_id).await?;
+        Ok(())
+    }
+
+    /// `tasks/cancel`: before dispatch (awaiting approval) the invocation is withdrawn and never
+    /// runs; after, the call goes on and the client only stops waiting (the next `tasks/get`
+    /// says how it ended).
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = principal(&context)?;
+        let identity = TaskIdentity::parse(&request.task_id).ok_or_else(no_such_task)?;
+        let cancelled = call::cancel(&self.state, &principal, &identity)
+            .await
+            .map_err(|e| {
+                if e.status == axum::http::StatusCode::NOT_FOUND {
+                    ErrorData::invalid_params(
+                        "only the key that made this call may withdraw it before approval",
+                        None,
+                    )
+                } else {
+                    task_error(e)
+                }
+            })?
+            .ok_or_else(no_such_task)?;
+        tracing::debug!(?cancelled, "tasks/cancel");
+        match cancelled {
+            Cancelled::Withdrawn | Cancelled::TooLate => Ok(()),
+        }
     }
 }
 

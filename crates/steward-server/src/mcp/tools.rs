@@ -222,11 +222,11 @@ pub fn description(def: &ActionDefinition) -> String {
     match (def.is_governed(), shape) {
         (false, _) => {}
         (true, Arguments::InputOwningOperationKey) => parts.push(format!(
-            "The `{OPERATION_KEY_ARGUMENT}` argument is this action's own input: pass the operation key in _meta \"{}\", the same key on every retry of one operation.",
+            "The `{OPERATION_KEY_ARGUMENT}` argument is this action's own input: pass the operation key in _meta \"{}\", the same key on every retry of one operation (it also names the call's task).",
             META_OPERATION_KEY
         )),
         (true, _) => parts.push(format!(
-            "Pass {OPERATION_KEY_ARGUMENT}: the same key on every retry of one operation."
+            "Pass {OPERATION_KEY_ARGUMENT} (or _meta \"{META_OPERATION_KEY}\"): the same key on every retry of one operation; it also names the call's task, so a retry finds the same one."
         )),
     }
     parts.join(" ")

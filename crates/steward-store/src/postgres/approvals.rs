@@ -16,8 +16,9 @@ use super::effects::{change_effect, invocation};
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
 use super::PostgresStore;
 use crate::approval_change::{
-    after_ballot, check_first, decide_step, expired, requested_entry, settled_entry, Binding,
-    DecideStep, HUMAN_ORIGIN,
+    after_ballot, check_first, decide_step, expired, requested_entry, settled_entry, withdraw_step,
+    Binding, DecideStep, WithdrawAnswer, WithdrawStep, HUMAN_ORIGIN, WITHDRAWN_MESSAGE,
+    WITHDRAWN_ORIGIN,
 };
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
@@ -259,6 +260,39 @@ pub(crate) async fn cancel_for_action(
     Ok(parked.into_iter().map(|a| a.id).collect())
 }
 
+/// `requester` withdraws approval `id` in `tx` (see `Approvals::withdraw_approval`), with the
+/// approval's row locked as a decision locks it.
+async fn withdraw(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &ApprovalId,
+    requester: &KeyId,
+    now: Millis,
+) -> StoreResult<Withdrawal> {
+    let a = locked_approval(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval" })?;
+    match withdraw_step(&a, requester, now) {
+        WithdrawStep::Answer(WithdrawAnswer::NotRequester) => return Ok(Withdrawal::NotRequester),
+        WithdrawStep::Answer(WithdrawAnswer::Unchanged) => return Ok(Withdrawal::Unchanged(a)),
+        WithdrawStep::Expire => expire_one(tx, &a, now).await?,
+        WithdrawStep::Withdraw => {
+            let actor = Actor::key(requester, now);
+            settle(tx, &a, ApprovalStatus::Denied, WITHDRAWN_ORIGIN, &actor).await?;
+            move_effect(tx, &a, EffectEvent::Deny, WITHDRAWN_MESSAGE.into(), &actor).await?;
+        }
+    }
+    let after = approval(tx, env, id)
+        .await?
+        .ok_or(StoreError::NotFound { what: "approval" })?;
+    Ok(match after.decision_origin.as_deref() {
+        Some(WITHDRAWN_ORIGIN) if a.status == ApprovalStatus::Pending => {
+            Withdrawal::Withdrawn(after)
+        }
+        _ => Withdrawal::Unchanged(after),
+    })
+}
+
 /// Casts `r` in `tx` and, when it releases the parked invocation, begins `first` there too (see
 /// `Approvals::decide_and_begin`).
 async fn decide(
@@ -445,6 +479,22 @@ impl Approvals for PostgresStore {
             };
             Ok(Some(ReleaseContext { approval, parked }))
         })
+    }
+
+    async fn withdraw_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        requester: &KeyId,
+        now: Millis,
+    ) -> StoreResult<Withdrawal> {
+        let withdrawn = in_transaction!(self, Mode::WriteConcurrent, |tx| withdraw(
+            &tx, env, id, requester, now
+        ))?;
+        if !matches!(withdrawn, Withdrawal::NotRequester) {
+            self.announcer.announce(id.clone());
+        }
+        Ok(withdrawn)
     }
 
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {

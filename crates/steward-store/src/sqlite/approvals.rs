@@ -8,8 +8,9 @@ use super::effects::{change_effect, invocation};
 use super::rows::{self, col, query_all, query_one};
 use super::SqliteStore;
 use crate::approval_change::{
-    after_ballot, check_first, decide_step, expired, requested_entry, settled_entry, Binding,
-    DecideStep, HUMAN_ORIGIN,
+    after_ballot, check_first, decide_step, expired, requested_entry, settled_entry, withdraw_step,
+    Binding, DecideStep, WithdrawAnswer, WithdrawStep, HUMAN_ORIGIN, WITHDRAWN_MESSAGE,
+    WITHDRAWN_ORIGIN,
 };
 use crate::error::{StoreError, StoreResult};
 use crate::records::*;
@@ -180,6 +181,34 @@ pub(crate) fn cancel_for_action(
         move_effect(tx, a, EffectEvent::Deny, why.message().into(), &actor)?;
     }
     Ok(parked.into_iter().map(|a| a.id).collect())
+}
+
+/// `requester` withdraws approval `id` in `tx` (see `Approvals::withdraw_approval`).
+fn withdraw(
+    tx: &Transaction<'_>,
+    env: &EnvironmentId,
+    id: &ApprovalId,
+    requester: &KeyId,
+    now: Millis,
+) -> StoreResult<Withdrawal> {
+    let a = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    match withdraw_step(&a, requester, now) {
+        WithdrawStep::Answer(WithdrawAnswer::NotRequester) => return Ok(Withdrawal::NotRequester),
+        WithdrawStep::Answer(WithdrawAnswer::Unchanged) => return Ok(Withdrawal::Unchanged(a)),
+        WithdrawStep::Expire => expire_one(tx, &a, now)?,
+        WithdrawStep::Withdraw => {
+            let actor = Actor::key(requester, now);
+            settle(tx, &a, ApprovalStatus::Denied, WITHDRAWN_ORIGIN, &actor)?;
+            move_effect(tx, &a, EffectEvent::Deny, WITHDRAWN_MESSAGE.into(), &actor)?;
+        }
+    }
+    let after = approval(tx, env, id)?.ok_or(StoreError::NotFound { what: "approval" })?;
+    Ok(match after.decision_origin.as_deref() {
+        Some(WITHDRAWN_ORIGIN) if a.status == ApprovalStatus::Pending => {
+            Withdrawal::Withdrawn(after)
+        }
+        _ => Withdrawal::Unchanged(after),
+    })
 }
 
 /// The gated invocation `id` with what its dispatch reads, while it is still parked.
@@ -401,6 +430,18 @@ impl Approvals for SqliteStore {
             Ok(Some(ReleaseContext { approval, parked }))
         })
         .await
+    }
+
+    async fn withdraw_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        requester: &KeyId,
+        now: Millis,
+    ) -> StoreResult<Withdrawal> {
+        let (env, id, requester) = (env.clone(), id.clone(), requester.clone());
+        self.write(move |tx| withdraw(tx, &env, &id, &requester, now))
+            .await
     }
 
     async fn expire_approvals(&self, now: Millis) -> StoreResult<Vec<ApprovalId>> {

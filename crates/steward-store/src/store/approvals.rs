@@ -3,7 +3,7 @@
 use crate::error::StoreResult;
 use crate::records::{
     ApprovalEvent, ApprovalFilter, ApprovalRecord, DecideOutcome, Decided, DecisionRequest,
-    FirstAttempt, NewApproval, Page, ReleaseContext,
+    FirstAttempt, NewApproval, Page, ReleaseContext, Withdrawal,
 };
 use async_trait::async_trait;
 use steward_core::{ApprovalId, Decision, EnvironmentId, KeyId, Millis, ReplicaId};
@@ -93,6 +93,21 @@ pub trait Approvals: Send + Sync {
         env: &EnvironmentId,
         id: &ApprovalId,
     ) -> StoreResult<Option<ReleaseContext>>;
+    /// Withdraws pending approval `id` for the key that requested it (`requester`): in one
+    /// transaction, the approval is denied with `decisionOrigin: withdrawn` (audited as that
+    /// key's) and the effect it parks is rejected with evidence saying so, exactly as a denial
+    /// does, so the invocation never runs and a later decision changes nothing. The row is
+    /// locked first: a decision on it waits or is waited for, so either the decision or the
+    /// withdrawal settles it, never both. An approval found run out is expired instead; a settled
+    /// one is left as it is. `NotFound` when no such approval exists in `env`. A shared store
+    /// announces the change (`approval_events`) once it has committed.
+    async fn withdraw_approval(
+        &self,
+        env: &EnvironmentId,
+        id: &ApprovalId,
+        requester: &KeyId,
+        now: Millis,
+    ) -> StoreResult<Withdrawal>;
     /// Expires every pending approval whose expiry has passed; their effects never run. Each
     /// approval's row is locked first (a decision on it waits, or is waited for), so when several
     /// replicas run it at once, each approval expires once and the others find nothing.

@@ -6,7 +6,7 @@ use super::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use steward_core::{ApprovalId, ApprovalStatus, Decision};
-use steward_store::{ApprovalEvent, DecideOutcome, NewApproval};
+use steward_store::{ApprovalEvent, DecideOutcome, NewApproval, Withdrawal, WITHDRAWN_ORIGIN};
 
 /// The lease every sweep here uses, in milliseconds.
 const LEASE_MS: i64 = 5_000;
@@ -655,4 +655,112 @@ pub async fn disabling_or_deleting_an_action_cancels_its_parked_approvals(store:
         .expect("read")
         .expect("approval");
     assert_eq!(other.status, ApprovalStatus::Pending);
+}
+
+/// The key that requested a parked invocation's approval withdraws it (MCP `tasks/cancel`
+/// before dispatch): denied with origin `withdrawn`, audited as that key's, its effect rejected
+/// and never `ready`; a later approval changes nothing and a second withdrawal is `Unchanged`.
+/// Another key may not withdraw it, and an approval that ran out is expired, not withdrawn.
+pub async fn the_requester_withdraws_a_parked_approval_and_nothing_runs(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "withdraw").await;
+    let action = env
+        .create_action(refund_definition(&unique("withdrawn")))
+        .await;
+    let park = |n: &'static str, expires_at: Option<Millis>| {
+        let (env, action) = (&env, &action);
+        async move {
+            let mut sub = env.submission(action, json!({"parked": n}));
+            sub.initial = EffectState::AwaitingApproval;
+            sub.approval = Some(new_approval(&format!("park {n}"), expires_at));
+            let parked = expect_created(env.store.submit(&sub).await.expect("submit"));
+            let approval = ApprovalId::parse(parked.approval_id.as_deref().expect("approval"))
+                .expect("approval id");
+            (parked, approval)
+        }
+    };
+    let (parked, approval) = park("one", None).await;
+
+    let stranger = KeyId::from_unique(&unique("stranger"));
+    let refused = store
+        .withdraw_approval(&env.id, &approval, &stranger, Millis(2_000))
+        .await
+        .expect("withdraw by another key");
+    assert!(matches!(refused, Withdrawal::NotRequester), "{refused:?}");
+    let still = store.approval(&env.id, &approval).await.expect("read");
+    assert_eq!(still.expect("approval").status, ApprovalStatus::Pending);
+
+    let withdrawn = store
+        .withdraw_approval(&env.id, &approval, &env.key, Millis(2_000))
+        .await
+        .expect("withdraw");
+    let Withdrawal::Withdrawn(a) = withdrawn else {
+        panic!("the requester's withdrawal must withdraw: {withdrawn:?}");
+    };
+    assert_eq!(a.status, ApprovalStatus::Denied);
+    assert_eq!(a.decision_origin.as_deref(), Some(WITHDRAWN_ORIGIN));
+    let inv = env.invocation(&parked.id).await;
+    assert_eq!(
+        inv.state,
+        EffectState::Rejected {
+            reason: Rejection::Denied
+        }
+    );
+    let detail = env.effect(&parked.effect_id).await;
+    assert!(
+        detail
+            .evidence
+            .iter()
+            .any(|e| e.message.contains("withdrew")),
+        "the effect says why it was rejected: {:?}",
+        detail.evidence
+    );
+    let events = all_audit_events(&store).await;
+    assert!(
+        events.iter().any(|e| e.subject == approval.as_str()
+            && e.actor.as_deref() == Some(env.key.as_str())
+            && e.after
+                .as_ref()
+                .is_some_and(|a| a.to_string().contains(WITHDRAWN_ORIGIN))),
+        "the withdrawal is audited as the requester's"
+    );
+
+    let again = store
+        .withdraw_approval(&env.id, &approval, &env.key, Millis(2_500))
+        .await
+        .expect("withdraw again");
+    assert!(matches!(again, Withdrawal::Unchanged(_)), "{again:?}");
+    let approver = KeyId::from_unique(&unique("approver"));
+    let late = store
+        .decide_approval(
+            &env.id,
+            &approval,
+            &approver,
+            Decision::Approve,
+            None,
+            Millis(3_000),
+            &restarted(),
+        )
+        .await
+        .expect("decide");
+    assert!(
+        !matches!(late, DecideOutcome::Recorded { ready: Some(_), .. }),
+        "a withdrawn approval must not release its effect: {late:?}"
+    );
+
+    let (_, run_out) = park("run-out", Some(Millis(1_500))).await;
+    let expired = store
+        .withdraw_approval(&env.id, &run_out, &env.key, Millis(2_000))
+        .await
+        .expect("withdraw a run-out approval");
+    let Withdrawal::Unchanged(a) = expired else {
+        panic!("a run-out approval is expired, not withdrawn: {expired:?}");
+    };
+    assert_eq!(a.status, ApprovalStatus::Expired);
+
+    let missing = ApprovalId::from_unique(&unique("missing"));
+    let err = store
+        .withdraw_approval(&env.id, &missing, &env.key, Millis(2_000))
+        .await
+        .expect_err("no such approval");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
 }

@@ -6,7 +6,9 @@
 //! one per line, as it arrives (progress notifications before the result). Tools, operation
 //! keys, approvals and results are all the server's; what the proxy keeps is the protocol
 //! revision the server negotiated at `initialize`, which the HTTP transport expects on every
-//! later request (`MCP-Protocol-Version`), and the last tool list it saw: it asks for the list
+//! later request (`MCP-Protocol-Version`; a 2026-07-28 request names its own revision in `_meta`
+//! and is sent with it, its method and its name as headers: [`revision_headers`]), and the last
+//! tool list it saw: it asks for the list
 //! every `--tools-poll-ms` and tells the host `notifications/tools/list_changed` when it
 //! differs, which the stateless HTTP transport cannot push.
 //!
@@ -153,19 +155,20 @@ struct Proxy {
 }
 
 impl Proxy {
-    /// A POST of `body` to the server's `/mcp`, with the key and the negotiated revision.
-    fn post(&self, body: String) -> reqwest::RequestBuilder {
-        let request = self
+    /// A POST of `message` (read from `body`) to the server's `/mcp`, with the key and the
+    /// revision's headers ([`revision_headers`]).
+    fn post(&self, body: String, message: &Value) -> reqwest::RequestBuilder {
+        let mut request = self
             .http
             .post(&self.endpoint)
             .bearer_auth(&self.key)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(body);
-        match self.protocol() {
-            Some(protocol) => request.header("mcp-protocol-version", protocol),
-            None => request,
+        for (name, value) in revision_headers(message, self.protocol().as_deref()) {
+            request = request.header(name, value);
         }
+        request
     }
 
     fn protocol(&self) -> Option<String> {
@@ -200,7 +203,7 @@ impl Proxy {
             .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
             .cloned()
             .unwrap_or(Value::Null);
-        let request = self.post(line.to_string());
+        let request = self.post(line.to_string(), &message);
         let failed = |message: String| match answered {
             true => vec![json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": PROXY_ERROR_CODE, "message": message}})
@@ -315,7 +318,7 @@ impl Proxy {
     async fn tools(&self) -> Option<Value> {
         let body =
             json!({"jsonrpc": "2.0", "id": "steward-mcp-tools-poll", "method": "tools/list"});
-        let response = self.post(body.to_string()).send().await.ok()?;
+        let response = self.post(body.to_string(), &body).send().await.ok()?;
         if !response.status().is_success() {
             return None;
         }
@@ -414,9 +417,108 @@ fn sse_data(body: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first revision without `initialize`: its requests carry their version in `_meta` and the
+/// HTTP transport wants it, and the method and name, in headers.
+const STATELESS_REVISION: &str = "2026-07-28";
+
+/// The `_meta` key a 2026-07-28 request names its revision in.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The headers the Streamable HTTP transport expects for `message`: `MCP-Protocol-Version`, the
+/// revision the request names in its `_meta` or else the one `initialize` chose (`negotiated`);
+/// from 2026-07-28 on, also `Mcp-Method` and `Mcp-Name` (the tool or prompt name, the resource
+/// URI, or the task id), a name that is not printable ASCII sent in the transport's
+/// `=?base64?...?=` form. No `Mcp-Param-*`: Steward's tools annotate no argument as a header.
+fn revision_headers(message: &Value, negotiated: Option<&str>) -> Vec<(&'static str, String)> {
+    let version = message
+        .pointer("/params/_meta")
+        .and_then(|meta| meta.get(META_PROTOCOL_VERSION))
+        .and_then(Value::as_str)
+        .or(negotiated);
+    let Some(version) = version else {
+        return Vec::new();
+    };
+    let mut headers = vec![("mcp-protocol-version", version.to_string())];
+    let method = message.get("method").and_then(Value::as_str);
+    let Some(method) = method.filter(|_| version >= STATELESS_REVISION) else {
+        return headers;
+    };
+    headers.push(("mcp-method", method.to_string()));
+    let name_field = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    };
+    let name = name_field
+        .and_then(|field| message.get("params")?.get(field))
+        .and_then(Value::as_str);
+    if let Some(name) = name {
+        headers.push(("mcp-name", header_value(name)));
+    }
+    headers
+}
+
+/// `value` as the transport carries it in a header: as it is when it is printable ASCII without
+/// surrounding blanks, else `=?base64?<standard base64>?=`.
+fn header_value(value: &str) -> String {
+    use base64::Engine;
+    let printable = value.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    let blank_edge = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
+    let looks_encoded = value.starts_with("=?base64?") && value.ends_with("?=");
+    if printable && !blank_edge && !looks_encoded {
+        value.to_string()
+    } else {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        format!("=?base64?{encoded}?=")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_names_its_revision_and_from_2026_07_28_its_method_and_name_in_headers() {
+        let legacy = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "refund"}});
+        assert_eq!(revision_headers(&legacy, None), vec![]);
+        assert_eq!(
+            revision_headers(&legacy, Some("2025-11-25")),
+            vec![("mcp-protocol-version", "2025-11-25".to_string())]
+        );
+        let meta = json!({META_PROTOCOL_VERSION: "2026-07-28"});
+        let modern = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "refund", "_meta": meta}});
+        assert_eq!(
+            revision_headers(&modern, Some("2025-11-25")),
+            vec![
+                ("mcp-protocol-version", "2026-07-28".to_string()),
+                ("mcp-method", "tools/call".to_string()),
+                ("mcp-name", "refund".to_string()),
+            ]
+        );
+        let task = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
+                          "params": {"taskId": "tsk_abc", "_meta": meta}});
+        assert_eq!(
+            revision_headers(&task, None)[2],
+            ("mcp-name", "tsk_abc".to_string())
+        );
+        let discover = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover",
+                              "params": {"_meta": meta}});
+        assert_eq!(revision_headers(&discover, None).len(), 2);
+    }
+
+    #[test]
+    fn a_name_that_is_not_printable_ascii_travels_in_base64() {
+        assert_eq!(header_value("refund"), "refund");
+        assert_eq!(header_value("r\u{e9}fund"), "=?base64?csOpZnVuZA==?=");
+        assert_eq!(header_value(" x"), "=?base64?IHg=?=");
+        assert_eq!(
+            header_value("=?base64?eA==?="),
+            "=?base64?PT9iYXNlNjQ/ZUE9PT89?="
+        );
+    }
 
     #[test]
     fn sse_data_yields_one_message_per_event_and_skips_priming_events() {

@@ -101,6 +101,11 @@ pub enum StoreKind {
         /// `steward serve` processes sharing the database; the load is spread over them.
         replicas: usize,
     },
+    /// As `Postgres` with one replica, on a cluster with a synchronous standby
+    /// (`--ha-database`, e.g. `scripts/ha-cluster`): every commit waits for a second node.
+    PostgresHa {
+        admin_url: String,
+    },
     /// A server this run did not start (`--server`).
     External,
 }
@@ -111,6 +116,7 @@ impl StoreKind {
             StoreKind::Embedded => "embedded".into(),
             StoreKind::Postgres { replicas: 1, .. } => "postgres".into(),
             StoreKind::Postgres { replicas, .. } => format!("postgres x{replicas}"),
+            StoreKind::PostgresHa { .. } => "postgres-ha".into(),
             StoreKind::External => "external".into(),
         }
     }
@@ -139,6 +145,11 @@ pub struct Args {
     /// Workload (d) runs once, on one replica.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     replicas: Vec<usize>,
+    /// Also measure one replica on a PostgreSQL cluster with a synchronous standby (an
+    /// administrative multi-host URL with `target_session_attrs=read-write`, as
+    /// `scripts/ha-cluster up` prints it); its rows carry their ratio to the single server's.
+    #[arg(long)]
+    ha_database: Option<String>,
     /// Use this running fixture (http://ADDR) instead of starting one.
     #[arg(long)]
     fixture: Option<String>,
@@ -205,6 +216,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => report.note(
                 "PostgreSQL store: not measured in this run (pass --database postgres://...).",
             ),
+        }
+        if let Some(url) = &args.ha_database {
+            stores.push(StoreKind::PostgresHa {
+                admin_url: url.clone(),
+            });
         }
     }
     let http = load::http_client(args.concurrency.iter().copied().max().unwrap_or(1))?;
@@ -314,7 +330,7 @@ fn recovers(store: &StoreKind) -> bool {
     match store {
         StoreKind::Embedded => true,
         StoreKind::Postgres { replicas, .. } => *replicas == 1,
-        StoreKind::External => false,
+        StoreKind::PostgresHa { .. } | StoreKind::External => false,
     }
 }
 
@@ -348,6 +364,13 @@ async fn run_store(
             database = Some(db);
             world?
         }
+        StoreKind::PostgresHa { admin_url } => {
+            let db = PgDatabase::create(admin_url, "steward_bench").await?;
+            let data = dir.join("postgres-ha");
+            let world = World::start(exe, &data, Some(&db.url), 1, &fixture.url).await;
+            database = Some(db);
+            world?
+        }
         StoreKind::External => {
             let url = args.server.as_deref().context("--server")?;
             World::external(
@@ -370,6 +393,9 @@ async fn run_store(
             progress.set_message(&format!("{} {} c={c}", workload.name(), store.label()));
             let cell = load::run_cell(&target, workload, c, limit, fixture, progress).await?;
             let ratio = match workload {
+                _ if matches!(store, StoreKind::PostgresHa { .. }) => {
+                    report.ratio_to_store("postgres", workload, c, cell.throughput())
+                }
                 Workload::Invoke => {
                     invoke_throughput.insert(c, cell.throughput());
                     report.ratio_to_floor(c, cell.throughput())

@@ -89,7 +89,9 @@ pub(super) async fn run(
             generate(store, effects, progress).await?;
             (Some(db), server.ready_after, started.elapsed())
         }
-        StoreKind::External => bail!("recovery needs a server this run starts"),
+        StoreKind::PostgresHa { .. } | StoreKind::External => {
+            bail!("recovery is measured on a store this run starts on one server")
+        }
     };
     progress.line(&format!(
         "bench: d     {label:<8} starting on {effects} unfinished effects"

@@ -137,6 +137,26 @@ impl Report {
             })
     }
 
+    /// `throughput` as a ratio of `store`'s in the same workload and concurrency, e.g. what a
+    /// synchronous standby costs next to a single PostgreSQL server.
+    pub(super) fn ratio_to_store(
+        &self,
+        store: &str,
+        workload: Workload,
+        concurrency: usize,
+        throughput: f64,
+    ) -> String {
+        self.rows
+            .iter()
+            .find(|r| {
+                r.store == store && r.workload == workload.name() && r.concurrency == concurrency
+            })
+            .filter(|r| r.throughput > 0.0)
+            .map_or("-".to_string(), |other| {
+                format!("{:.2}x {store}", throughput / other.throughput)
+            })
+    }
+
     /// A run with errors, wrong write counts or an unverified recovery.
     pub(super) fn failed(&self) -> bool {
         self.rows.iter().any(|r| !r.sound()) || self.recovery.iter().any(|r| !r.verified)
