@@ -38,6 +38,7 @@ mod metrics;
 mod oauth;
 mod per_key;
 mod progress;
+mod receipts;
 mod reconcile;
 mod replica;
 mod router;
@@ -80,6 +81,10 @@ pub use mcp::oauth::{
 };
 pub use metrics::{ConnectionOpen, DispatchInFlight, Metrics};
 pub use progress::Progress;
+pub use receipts::issuer::{ISSUE_BATCH_EVENTS_MAX, RECEIPT_ISSUE_INTERVAL_MS};
+pub use receipts::keys::{
+    ensure as ensure_receipt_key, rotate as rotate_receipt_key, ReceiptKeyError,
+};
 pub use reconcile::{reconcile, Reconciled};
 pub use replica::{
     heartbeat_every, lock_data_dir, Lease, LOCK_FILE, REPLICA_HEARTBEAT_MS,
@@ -93,7 +98,7 @@ pub use start_error::StartError;
 pub use state::{
     AppState, ABSENCE_GRACE_MS_DEFAULT, DISPATCH_TIMEOUT_MS_DEFAULT, RECONCILE_INTERVAL_MS_DEFAULT,
 };
-pub use vault::{Vault, MASTER_KEY_ENV, MASTER_KEY_FILE};
+pub use vault::{verify_master_key, Vault, MASTER_KEY_ENV, MASTER_KEY_FILE};
 pub use webhooks::retry::{
     RetrySchedule, RetryScheduleError, WEBHOOK_RETRY_ATTEMPTS_DEFAULT,
     WEBHOOK_RETRY_FIRST_DELAY_MS_DEFAULT, WEBHOOK_RETRY_MAX_DELAY_MS_DEFAULT,

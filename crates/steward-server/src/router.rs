@@ -24,6 +24,10 @@ pub fn app(state: AppState) -> Router {
 /// The whole HTTP surface; `/metrics` is served only to holders of `metrics_token`
 /// (`metrics.rs`). `/mcp` (`mcp/http.rs`) answers only the host names in `mcp.hosts`. The
 /// operator console (`console/`) is served under `/console/` in `console` mode.
+/// Where the receipt public keys are served without a key (the same answer as
+/// `GET /api/v2/receipts/public-keys`).
+pub const RECEIPT_KEYS_WELL_KNOWN_PATH: &str = "/.well-known/steward-receipt-keys.json";
+
 pub(crate) fn router(
     state: AppState,
     metrics_token: Option<crate::api::metrics::MetricsToken>,
@@ -40,6 +44,11 @@ pub(crate) fn router(
             get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
         )
         .route("/readyz", get(ready))
+        // The receipt public keys, where a verifier looks without a key (`docs/RECEIPTS.md`).
+        .route(
+            RECEIPT_KEYS_WELL_KNOWN_PATH,
+            get(crate::api::receipts::well_known_public_keys),
+        )
         // A person who opens the server's address lands in the console.
         .route("/", get(|| async { crate::console::landing() }));
     top = match metrics_token {

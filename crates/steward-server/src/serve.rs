@@ -167,6 +167,8 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
     let vault = Vault::open_or_create(&config.data_dir)?;
     let clock = Arc::new(SystemClock);
     crate::vault::verify_master_key(store.as_ref(), &vault, clock.now()).await?;
+    // The receipt signing key: made here at first start, sealed by the vault just opened.
+    crate::receipts::keys::ensure(store.as_ref(), &vault, clock.now()).await?;
     let replica = crate::replica::new_id();
     let registered = std::time::Instant::now();
     let sweep = if shared {
@@ -224,8 +226,8 @@ async fn start(config: &ServerConfig, shared: bool) -> Result<AppState, StartErr
 }
 
 /// The work a server does besides answering: heartbeats and takeover sweeps (replicas),
-/// approval events from other replicas, approval expiry, audit sealing, webhook delivery and the
-/// reconciler.
+/// approval events from other replicas, approval expiry, audit sealing, receipt issuing, webhook
+/// delivery and the reconciler.
 fn spawn_background(state: &AppState, config: &ServerConfig, shared: bool) {
     if shared {
         tokio::spawn(crate::replica::heartbeat(state.clone(), config.lease));
@@ -240,6 +242,7 @@ fn spawn_background(state: &AppState, config: &ServerConfig, shared: bool) {
     tokio::spawn(expire_approvals(state.clone()));
     tokio::spawn(crate::dispatch::pending::run(state.clone()));
     tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
+    tokio::spawn(crate::receipts::issuer::run(state.clone()));
     tokio::spawn(crate::webhooks::deliver::run(
         state.clone(),
         crate::webhooks::deliver::DeliverySettings {

@@ -65,6 +65,8 @@ pub enum StartError {
     McpHost(#[from] InvalidHostName),
     #[error(transparent)]
     Vault(#[from] VaultError),
+    #[error("cannot make or open the receipt signing key")]
+    ReceiptKey(#[from] crate::receipts::keys::ReceiptKeyError),
     /// A store step of start-up: registering the replica, start-up recovery.
     #[error("{step} failed")]
     Store {

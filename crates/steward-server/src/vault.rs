@@ -137,16 +137,36 @@ impl Vault {
         name: &str,
         value: &str,
     ) -> Result<(Vec<u8>, Vec<u8>), VaultError> {
+        self.seal_bound(&Self::aad(env, name), value)
+    }
+
+    /// Seals a value that belongs to no environment (a receipt signing key), bound to `label`
+    /// (`receipt-key/rk_...`) as its associated data. Labels contain a `-`, which no
+    /// environment id does, so such a ciphertext never opens as an environment's secret.
+    pub fn seal_labeled(&self, label: &str, value: &str) -> Result<(Vec<u8>, Vec<u8>), VaultError> {
+        self.seal_bound(label.as_bytes(), value)
+    }
+
+    /// Opens what [`Vault::seal_labeled`] sealed under `label`.
+    pub fn open_labeled(
+        &self,
+        label: &str,
+        nonce: &[u8],
+        sealed: &[u8],
+    ) -> Result<String, VaultError> {
+        self.open_bound(label.as_bytes(), nonce, sealed)
+    }
+
+    fn seal_bound(&self, aad: &[u8], value: &str) -> Result<(Vec<u8>, Vec<u8>), VaultError> {
         let mut nonce = [0u8; NONCE_BYTES];
         rand::rngs::OsRng.fill_bytes(&mut nonce);
-        let aad = Self::aad(env, name);
         let sealed = self
             .cipher
             .encrypt(
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: value.as_bytes(),
-                    aad: &aad,
+                    aad,
                 },
             )
             .map_err(|_| VaultError::Seal)?;
@@ -160,19 +180,16 @@ impl Vault {
         nonce: &[u8],
         sealed: &[u8],
     ) -> Result<String, VaultError> {
+        self.open_bound(&Self::aad(env, name), nonce, sealed)
+    }
+
+    fn open_bound(&self, aad: &[u8], nonce: &[u8], sealed: &[u8]) -> Result<String, VaultError> {
         if nonce.len() != NONCE_BYTES {
             return Err(VaultError::Open);
         }
-        let aad = Self::aad(env, name);
         let plain = self
             .cipher
-            .decrypt(
-                Nonce::from_slice(nonce),
-                Payload {
-                    msg: sealed,
-                    aad: &aad,
-                },
-            )
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad })
             .map_err(|_| VaultError::Open)?;
         String::from_utf8(plain).map_err(|_| VaultError::Open)
     }

@@ -94,6 +94,8 @@ audit_kinds! {
     PolicyDeleted = "policy.deleted",
     PolicyUpdated = "policy.updated",
     PreviewCreated = "preview.created",
+    /// A receipt signing key was made (at first start, or by a rotation).
+    ReceiptKeyCreated = "receipt_key.created",
     RunEnded = "run.ended",
     RunFeedbackAdded = "run.feedback_added",
     RunSpansIngested = "run.spans_ingested",

@@ -50,6 +50,7 @@ mod links;
 mod policy_plan;
 mod postgres;
 mod previews;
+mod receipts;
 mod records;
 mod recovery;
 mod run_rows;
@@ -86,6 +87,7 @@ pub use governance::{
 };
 pub use input_edit::{ApprovalEdit, EditOutcome, EditRequest, InputEdit};
 pub use postgres::PostgresStore;
+pub use receipts::{IssueOutcome, ReceiptBatch, ReceiptKeyRecord, ReceiptRecord, RECEIPT_PAGE_MAX};
 pub use records::*;
 pub use recovery::SWEEP_CHUNK_EFFECTS;
 pub use runs::{
@@ -104,6 +106,7 @@ pub use store::Identity;
 pub use store::Limits;
 pub use store::Policies;
 pub use store::Previews;
+pub use store::Receipts;
 pub use store::Runs;
 pub use store::Store;
 pub use store::{
@@ -130,6 +133,7 @@ pub mod prelude {
     pub use crate::store::Limits;
     pub use crate::store::Policies;
     pub use crate::store::Previews;
+    pub use crate::store::Receipts;
     pub use crate::store::Replicas;
     pub use crate::store::Store;
     pub use crate::store::Webhooks;

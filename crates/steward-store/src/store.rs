@@ -5,7 +5,7 @@
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
 //! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
-//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`], [`Runs`],
+//! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`], [`Receipts`], [`Runs`],
 //! [`Webhooks`] and [`Figures`]. [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and
 //! what a backend is. A function that needs one part takes that part
 //! (`&dyn Catalog`), and a `&dyn Store` coerces to it.
@@ -23,6 +23,7 @@ mod kill_switch;
 mod limits;
 mod policies;
 mod previews;
+mod receipts;
 mod replicas;
 mod runs;
 mod webhooks;
@@ -42,6 +43,7 @@ pub use kill_switch::{HaltChange, KillSwitch, UnkeyedChange};
 pub use limits::Limits;
 pub use policies::Policies;
 pub use previews::Previews;
+pub use receipts::Receipts;
 pub use replicas::{Heartbeat, Replicas};
 pub use runs::Runs;
 pub use webhooks::{
@@ -59,6 +61,7 @@ pub trait Store:
     + Approvals
     + Policies
     + Previews
+    + Receipts
     + Limits
     + KillSwitch
     + Replicas
@@ -80,6 +83,7 @@ impl<T> Store for T where
         + Approvals
         + Policies
         + Previews
+        + Receipts
         + Limits
         + KillSwitch
         + Replicas

@@ -83,6 +83,9 @@ use links::*;
 #[path = "conformance/budgets.rs"]
 mod budgets;
 use budgets::*;
+#[path = "conformance/receipts.rs"]
+mod receipts;
+use receipts::*;
 #[path = "conformance/runs.rs"]
 mod runs;
 use runs::*;
@@ -178,6 +181,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     runs_spans_and_feedback_are_walled_and_audited(store.clone()).await;
     large_fields_are_elided_from_lists_and_read_whole_alone(store.clone()).await;
     a_sessions_state_is_spent_once_and_never_after_expiry(store.clone()).await;
+    receipt_keys_are_made_once_and_rotation_appends(store.clone()).await;
+    receipts_commit_once_with_the_cursor_and_chain_per_environment(store.clone()).await;
     // Last: it verifies the whole chain, including every event the sub-tests above appended.
     audit_chain_verifies_and_detects_tampering(store.clone()).await;
 }
@@ -630,6 +635,8 @@ conformance_tests!(
     actual_impact_settles_a_resolution_and_nothing_else,
     runs_spans_and_feedback_are_walled_and_audited,
     large_fields_are_elided_from_lists_and_read_whole_alone,
+    receipt_keys_are_made_once_and_rotation_appends,
+    receipts_commit_once_with_the_cursor_and_chain_per_environment,
     audit_chain_verifies_and_detects_tampering,
 );
 

@@ -38,6 +38,7 @@ mod nullable;
 mod policy;
 mod policy_body;
 mod preview;
+mod receipt;
 mod request;
 mod resolve;
 mod run;
@@ -77,6 +78,10 @@ pub use policy_body::{
     PolicyFileTestBody, RequestKind,
 };
 pub use preview::{Preview, PreviewBody, PreviewRefreshBody, PREVIEW_TTL_MAX_S};
+pub use receipt::{
+    Receipt, ReceiptApproval, ReceiptDecision, ReceiptKey, ReceiptPolicy, ReceiptProvider,
+    ReceiptRequest, ReceiptSettlement,
+};
 pub use request::{
     Amount, Count, DecisionBody, EnvironmentBody, HaltBody, Number, Object, ResumeBody, Text,
 };

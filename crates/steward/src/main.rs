@@ -55,6 +55,9 @@ enum Command {
     /// Check the audit log.
     #[command(subcommand)]
     Audit(commands::audit::Command),
+    /// Check signed receipts offline: `receipt verify FILE --public-key K`.
+    #[command(subcommand)]
+    Receipt(commands::receipt::Command),
     /// Copy the embedded store while the server runs (SQLite's online backup) to a file that
     /// `serve --data` starts from, as `steward.db` beside the master key.
     Backup(commands::backup::Args),
@@ -124,6 +127,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(args) => commands::serve::run(args).await,
             Command::Keys(command) => commands::keys::run(command).await,
             Command::Audit(command) => commands::audit::run(command).await,
+            Command::Receipt(command) => commands::receipt::run(command).await,
             Command::Backup(args) => commands::backup::run(args).await,
             Command::Fixture(args) => commands::fixture::run(args).await,
             Command::Chaos(args) => commands::chaos::run(args).await,

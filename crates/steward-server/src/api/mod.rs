@@ -25,6 +25,7 @@ mod policy_files;
 mod previews;
 pub(crate) mod query;
 pub(crate) mod reads;
+pub(crate) mod receipts;
 pub(crate) mod recovery;
 mod rejection;
 pub(crate) mod runs;
@@ -138,6 +139,10 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(reads::invocation)))
         .routes(query::<reads::EffectQuery>(routes!(reads::list_effects)))
         .routes(plain(routes!(reads::effect)))
+        .routes(plain(routes!(receipts::effect_receipt)))
+        .routes(plain(routes!(receipts::effect_receipts)))
+        .routes(query::<receipts::ChainQuery>(routes!(receipts::chain)))
+        .routes(plain(routes!(receipts::public_keys)))
         .routes(plain(routes!(recovery::reconcile)))
         .routes(plain(routes!(recovery::resolve_effect)))
         .routes(plain(routes!(recovery::note)))

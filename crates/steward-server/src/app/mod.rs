@@ -33,6 +33,7 @@ pub mod policies;
 pub mod policy_files;
 pub mod previews;
 pub mod reads;
+pub mod receipts;
 pub mod recovery;
 pub mod runs;
 pub mod seam;

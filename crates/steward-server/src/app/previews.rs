@@ -11,13 +11,10 @@
 use super::{input, seam, Error, Principal, Result};
 use crate::auth::Caller;
 use crate::dispatch::prepare::{prepare_call, Call};
-use crate::dispatch::prepared::{Prepared, PreparedBody};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use serde_json::{json, Value};
-use steward_core::{
-    fingerprint, redact, scopes, EffectId, InvocationId, Millis, OperationKey, PreviewId,
-};
+use steward_core::{fingerprint, scopes, EffectId, InvocationId, Millis, OperationKey, PreviewId};
 use steward_store::{ActionRecord, Actor, PreviewRecord};
 
 /// A preview's life when the request names none, in seconds.
@@ -125,29 +122,6 @@ pub async fn refresh(
     Ok(new)
 }
 
-/// The request as a preview shows it: method, URL, headers and body, with every secret value
-/// redacted.
-fn request_view(prepared: &Prepared) -> Value {
-    let secrets = prepared.secret_values();
-    let text = |s: &str| redact(s, &secrets);
-    let headers: Vec<Value> = prepared
-        .headers
-        .iter()
-        .map(|(name, value)| json!({"name": name, "value": text(value)}))
-        .collect();
-    let body = match &prepared.body {
-        None => Value::Null,
-        Some(PreparedBody::Json(v)) => steward_core::redact_json(v, &secrets),
-        Some(PreparedBody::Form(f)) => Value::String(text(f)),
-    };
-    json!({
-        "method": prepared.method.as_str(),
-        "url": text(&prepared.url),
-        "headers": headers,
-        "body": body,
-    })
-}
-
 /// Renders the request `action` would send for `input`, under the placeholders, and its digest.
 async fn render(
     state: &AppState,
@@ -175,7 +149,7 @@ async fn render(
             )
             .with_details(json!({"reason": blocked.code}))
         })?;
-    let request = request_view(&prepared);
+    let request = prepared.scrubbed_view();
     let digest = fingerprint(&request);
     Ok((request, digest))
 }

@@ -265,6 +265,11 @@ fn begin_change(
                 .unwrap_or_default()
         ),
     );
+    // What the receipt of this attempt's settlement names the request by (`receipts/`).
+    let evidence = evidence.with_data(json!({
+        "attempt": number,
+        "requestDigest": prepared.scrubbed_digest(),
+    }));
     let mut begin = EffectChange::of(
         &inv.env_id,
         &inv.effect_id,

@@ -3,8 +3,10 @@
 //! adapters can name these types without importing the dispatcher that calls them.
 
 use crate::state::AppState;
-use serde_json::Value;
-use steward_core::{host_allowed, AdapterSpec, Destination, EnvironmentId, Placement};
+use serde_json::{json, Value};
+use steward_core::{
+    host_allowed, redact, redact_json, AdapterSpec, Destination, EnvironmentId, Placement,
+};
 use steward_store::SecretRecord;
 
 /// A reason not to send, recorded as evidence and as the invocation's error.
@@ -96,6 +98,38 @@ pub struct Prepared {
 impl Prepared {
     pub fn secret_values(&self) -> Vec<String> {
         self.secrets.iter().map(|s| s.value.clone()).collect()
+    }
+
+    /// The request as it is sent, with every secret value it carries replaced by
+    /// `steward_core::REDACTED`: `{"method", "url", "headers": [{"name", "value"}], "body"}`,
+    /// headers in the order sent, a JSON body as its value, a form body as its text, no body as
+    /// `null`. What a preview shows, and what a receipt's request digest covers
+    /// ([`Prepared::scrubbed_digest`]).
+    pub fn scrubbed_view(&self) -> Value {
+        let secrets = self.secret_values();
+        let text = |s: &str| redact(s, &secrets);
+        let headers: Vec<Value> = self
+            .headers
+            .iter()
+            .map(|(name, value)| json!({"name": name, "value": text(value)}))
+            .collect();
+        let body = match &self.body {
+            None => Value::Null,
+            Some(PreparedBody::Json(v)) => redact_json(v, &secrets),
+            Some(PreparedBody::Form(f)) => Value::String(text(f)),
+        };
+        json!({
+            "method": self.method.as_str(),
+            "url": text(&self.url),
+            "headers": headers,
+            "body": body,
+        })
+    }
+
+    /// The digest a receipt names the request by: `sha256:` and the hex SHA-256 of the RFC 8785
+    /// bytes of [`Prepared::scrubbed_view`] (`docs/RECEIPTS.md`).
+    pub fn scrubbed_digest(&self) -> String {
+        steward_core::receipt::json_digest(&self.scrubbed_view())
     }
 
     /// The same request with secret `name`'s value replaced by `value` wherever it was placed

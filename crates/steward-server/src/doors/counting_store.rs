@@ -879,3 +879,42 @@ impl Figures for CountingStore {
         self.inner.pool_use()
     }
 }
+
+#[async_trait]
+impl Receipts for CountingStore {
+    async fn receipt_keys(&self) -> StoreResult<Vec<ReceiptKeyRecord>> {
+        self.inner.receipt_keys().await
+    }
+    async fn add_receipt_key(
+        &self,
+        key: &ReceiptKeyRecord,
+        first_only: bool,
+        actor: &Actor,
+    ) -> StoreResult<bool> {
+        self.inner.add_receipt_key(key, first_only, actor).await
+    }
+    async fn receipt_cursor(&self) -> StoreResult<i64> {
+        self.inner.receipt_cursor().await
+    }
+    async fn receipt_head(&self, env: &EnvironmentId) -> StoreResult<Option<(i64, String)>> {
+        self.inner.receipt_head(env).await
+    }
+    async fn issue_receipts(&self, batch: &ReceiptBatch) -> StoreResult<IssueOutcome> {
+        self.inner.issue_receipts(batch).await
+    }
+    async fn effect_receipts(
+        &self,
+        env: &EnvironmentId,
+        effect: &EffectId,
+    ) -> StoreResult<Vec<ReceiptRecord>> {
+        self.inner.effect_receipts(env, effect).await
+    }
+    async fn receipts(
+        &self,
+        env: &EnvironmentId,
+        after: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<ReceiptRecord>> {
+        self.inner.receipts(env, after, limit).await
+    }
+}

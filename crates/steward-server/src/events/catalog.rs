@@ -121,6 +121,7 @@ fn public_type(event: &AuditEvent) -> Option<&'static str> {
         | AuditKind::PolicyDeleted
         | AuditKind::PolicyUpdated
         | AuditKind::PreviewCreated
+        | AuditKind::ReceiptKeyCreated
         | AuditKind::RunFeedbackAdded
         | AuditKind::RunSpansIngested
         | AuditKind::RunUpdated

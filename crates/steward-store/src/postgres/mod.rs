@@ -39,6 +39,7 @@ mod links;
 mod notify;
 mod policies;
 mod previews;
+mod receipts;
 mod replicas;
 mod rows;
 mod runs;

@@ -42,6 +42,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (16, "fencing epochs", FENCING),
     (17, "edit and approve, shadow policies", EDIT_AND_APPROVE),
     (18, "oauth consent sessions", CONNECTION_SESSIONS),
+    (19, "signed receipts", RECEIPTS),
 ];
 
 /// The fencing epochs (docs/DECISIONS.md, "Fencing tokens"): an effect's grows at each
@@ -582,6 +583,37 @@ CREATE INDEX IF NOT EXISTS run_feedback_run ON run_feedback(run_id, created_at);
 CREATE INDEX IF NOT EXISTS invocations_run ON invocations(env_id, run_id) WHERE run_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
 ALTER TABLE invocations ADD COLUMN IF NOT EXISTS parent_span_id TEXT;
+"#;
+
+/// Signed receipts (`crate::receipts`): the signing keys (the private half sealed by the
+/// vault), the issuer's cursor over the sealed audit log, and the receipts, chained per
+/// environment, one per settlement event (`audit_seq` is unique).
+const RECEIPTS: &str = r#"
+CREATE TABLE IF NOT EXISTS receipt_keys (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    public_key TEXT NOT NULL UNIQUE,
+    nonce BYTEA NOT NULL,
+    sealed BYTEA NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS receipt_cursor (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    audit_seq BIGINT NOT NULL
+);
+INSERT INTO receipt_cursor (id, audit_seq) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+CREATE TABLE IF NOT EXISTS receipts (
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    seq BIGINT NOT NULL,
+    effect_id TEXT COLLATE "C" NOT NULL,
+    audit_seq BIGINT NOT NULL UNIQUE,
+    key_id TEXT COLLATE "C" NOT NULL REFERENCES receipt_keys(id),
+    digest TEXT NOT NULL,
+    previous_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    issued_at BIGINT NOT NULL,
+    PRIMARY KEY (env_id, seq)
+);
+CREATE INDEX IF NOT EXISTS receipts_effect ON receipts(env_id, effect_id, seq);
 "#;
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod limits;
 mod links;
 mod policies;
 mod previews;
+mod receipts;
 mod replicas;
 mod rows;
 mod runs;

@@ -631,6 +631,37 @@ CREATE INDEX IF NOT EXISTS invocations_run ON invocations(env_id, run_id) WHERE 
 CREATE INDEX IF NOT EXISTS approvals_run ON approvals(env_id, run_id) WHERE run_id IS NOT NULL;
 "#;
 
+/// Signed receipts (`crate::receipts`): the signing keys (the private half sealed by the
+/// vault), the issuer's cursor over the sealed audit log, and the receipts, chained per
+/// environment, one per settlement event (`audit_seq` is unique).
+pub const RECEIPT_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS receipt_keys (
+    id TEXT PRIMARY KEY,
+    public_key TEXT NOT NULL UNIQUE,
+    nonce BLOB NOT NULL,
+    sealed BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS receipt_cursor (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    audit_seq INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO receipt_cursor (id, audit_seq) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS receipts (
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    seq INTEGER NOT NULL,
+    effect_id TEXT NOT NULL,
+    audit_seq INTEGER NOT NULL UNIQUE,
+    key_id TEXT NOT NULL REFERENCES receipt_keys(id),
+    digest TEXT NOT NULL,
+    previous_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    issued_at INTEGER NOT NULL,
+    PRIMARY KEY (env_id, seq)
+);
+CREATE INDEX IF NOT EXISTS receipts_effect ON receipts(env_id, effect_id, seq);
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::super::conn::{unavailable, Pool};

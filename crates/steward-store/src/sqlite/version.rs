@@ -21,7 +21,8 @@ use std::path::Path;
 /// 4: edit-and-approve (`invocations.edited_input`, `invocations.input_edit`,
 /// `approvals.edit`) and shadow policies (`invocations.shadow_decisions`).
 /// 5: `connection_sessions` (OAuth consent sessions).
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+/// 6: signed receipts (`receipt_keys`, `receipt_cursor`, `receipts`).
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 
 /// The schema version a store file records (0 for a new file, or one made before versions).
 pub(crate) fn stored(conn: &Connection) -> StoreResult<i64> {

@@ -8,7 +8,10 @@ use crate::DataArgs;
 use anyhow::{bail, Context};
 use std::process::ExitCode;
 use steward_core::{EnvironmentId, KeyId, Millis, Role};
-use steward_server::{generate_token, hash_token, open_existing_store, Clock, SystemClock};
+use steward_server::{
+    generate_token, hash_token, open_existing_store, rotate_receipt_key as rotate_receipt_key_in,
+    verify_master_key, Clock, SystemClock, Vault,
+};
 use steward_store::{Actor, ApiKeyRecord, KeyRotation};
 
 /// The longest `--expires-in` or `--overlap-s` accepted, in seconds (ten years): longer is
@@ -68,6 +71,20 @@ pub enum Command {
         /// does not.
         #[arg(long, value_name = "DURATION")]
         expires_in: Option<String>,
+    },
+    /// Print the public key that verifies signed receipts (hex, on stdout): the current one,
+    /// or with --all every key ever made, one `keyId publicKey` line each, oldest first.
+    ReceiptPublicKey {
+        #[command(flatten)]
+        data: DataArgs,
+        #[arg(long)]
+        all: bool,
+    },
+    /// Make a new receipt signing key: receipts issued from now on are signed with it. Older
+    /// keys stay published, so receipts signed before keep verifying. Prints the new public key.
+    RotateReceiptKey {
+        #[command(flatten)]
+        data: DataArgs,
     },
 }
 
@@ -160,7 +177,39 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             overlap_s,
             expires_in,
         } => rotate(data, key_id, overlap_s, expires_in).await,
+        Command::ReceiptPublicKey { data, all } => receipt_public_key(data, all).await,
+        Command::RotateReceiptKey { data } => rotate_receipt_key(data).await,
     }
+}
+
+/// `keys receipt-public-key`.
+async fn receipt_public_key(data: DataArgs, all: bool) -> anyhow::Result<ExitCode> {
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
+    let keys = store.receipt_keys().await?;
+    let Some(current) = keys.last() else {
+        bail!("no receipt signing key yet: `steward serve` makes one at its first start");
+    };
+    if all {
+        for key in &keys {
+            println!("{} {}", key.id, key.public_key);
+        }
+    } else {
+        println!("{}", current.public_key);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys rotate-receipt-key`: the vault must open with the master key this store's secrets
+/// were sealed with, as at `serve`.
+async fn rotate_receipt_key(data: DataArgs) -> anyhow::Result<ExitCode> {
+    let store = open_existing_store(&data.data, data.database.as_deref()).await?;
+    let vault = Vault::open_or_create(&data.data)?;
+    let now = SystemClock.now();
+    verify_master_key(store.as_ref(), &vault, now).await?;
+    let key = rotate_receipt_key_in(store.as_ref(), &vault, now).await?;
+    eprintln!("receipts are signed with {} from now on", key.id);
+    println!("{}", key.public_key);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The scopes a new key gets: the explicit list, else the role's, else an agent's.

@@ -8,6 +8,7 @@ pub mod keys;
 pub mod mcp;
 pub mod operate;
 pub mod progress;
+pub mod receipt;
 pub mod remote;
 pub mod serve;
 pub mod sim;

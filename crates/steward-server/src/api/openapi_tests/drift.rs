@@ -354,7 +354,7 @@ fn bounds_in_the_document_are_the_named_constants() {
             }
         }
     }
-    assert_eq!(limits, 7, "every paged listing documents its limit");
+    assert_eq!(limits, 8, "every paged listing documents its limit");
 }
 
 #[test]
