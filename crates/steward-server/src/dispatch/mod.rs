@@ -735,7 +735,7 @@ pub(crate) async fn record_answer_fenced(
             let kept = if source.storage_failed() {
                 state.pending.keep(change.clone(), pending::Kind::Answer)
             } else {
-                let unknown = pending::unknown_instead(&change, "answer");
+                let unknown = pending::unknown_instead(change, "answer");
                 state.pending.keep(unknown, pending::Kind::Unknown)
             };
             tracing::warn!(effect = %inv.effect_id, invocation = %inv.id, error = %source, kept, "the answer of a provider call could not be recorded");
