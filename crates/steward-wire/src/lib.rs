@@ -24,6 +24,7 @@ mod action;
 mod approval;
 mod billing;
 mod budget;
+mod channel;
 mod connection;
 mod effect;
 mod envelope;
@@ -47,6 +48,7 @@ pub use action::{Action, ActionBody, MissingOperationKeyChoice};
 pub use approval::{Approval, ApprovalDecision, ApprovalRequestBody, Decided, Unchanged};
 pub use billing::{BillingQuota, BillingUsage, WorkspaceBudget};
 pub use budget::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
+pub use channel::{ApprovalChannel, ApprovalChannelBody};
 pub use connection::{
     CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Credential,
     Integration, IntegrationAuth, ReconnectBody,

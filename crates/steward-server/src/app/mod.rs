@@ -18,6 +18,7 @@ pub mod actions;
 pub mod approvals;
 pub mod billing;
 pub mod budgets;
+pub mod channels;
 pub mod connections;
 pub mod environment;
 pub mod gate;

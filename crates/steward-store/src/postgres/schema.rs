@@ -39,7 +39,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         super::webhooks::REDELIVERY,
     ),
     (15, "unkeyed invokes setting", UNKEYED_INVOKES),
+    (16, "approval channels", APPROVAL_CHANNELS),
 ];
+
+/// Approval channels (issue #29 item 2): a subscription that delivers by Slack or email keeps
+/// its kind and settings here (never a credential: those are sealed as its secret); `NULL` is a
+/// signed webhook.
+const APPROVAL_CHANNELS: &str = r#"
+ALTER TABLE webhook_subscriptions ADD COLUMN IF NOT EXISTS channel TEXT;
+"#;
 
 /// The environment's `unkeyedInvokes` setting; `NULL` (every environment before it) is
 /// `accept`.

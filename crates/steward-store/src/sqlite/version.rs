@@ -17,7 +17,8 @@ use std::path::Path;
 
 /// The embedded schema this build creates and migrates to.
 /// 2: `environments.unkeyed_invokes`.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+/// 3: `webhook_subscriptions.channel` (approval channels).
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 /// The schema version a store file records (0 for a new file, or one made before versions).
 pub(crate) fn stored(conn: &Connection) -> StoreResult<i64> {

@@ -1,0 +1,297 @@
+"""Approval channels (issue #29 item 2): a Slack-shaped receiver started by the test gets exactly
+one message per pending approval and one per outcome, with a link that resolves to the approval
+in the console; a receiver that fails is retried and then gets exactly one; a receiver that hangs
+does not hold back the invoke's answer; no message carries a secret.
+
+Messages are counted at the receiver (answered 2xx), never inferred from Steward's answers.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import secrets as pysecrets
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from conftest import (
+    STRIPE_SECRET_NAME,
+    STRIPE_SECRET_VALUE,
+    Steward,
+    create_key,
+    running_steward,
+)
+
+PUBLIC_URL = "https://steward.example.test"
+# A short retry schedule: a failing receiver is retried within a second or two.
+SHORT_RETRY = ["--webhook-retry-attempts", "6", "--webhook-retry-first-delay-ms", "100",
+               "--webhook-retry-max-delay-ms", "300"]
+WAIT_S = 15.0
+ENV = "sdk-main"
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_RAW = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+class SlackReceiver:
+    """A Slack-shaped incoming webhook: records each JSON POST. Answers 500 to the first
+    `fail_first` posts; while `hold` is set, holds each request until `release` is set."""
+
+    def __init__(self, fail_first: int = 0, hold: bool = False) -> None:
+        self.fail_first = fail_first
+        self.hold = hold
+        self.release = threading.Event()
+        self.holding = threading.Event()
+        self.posts: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.token = "T0/B0/" + pysecrets.token_hex(12)
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+                with receiver.lock:
+                    failing = len(receiver.posts) < receiver.fail_first
+                    entry = {"path": self.path, "raw": raw, "body": json.loads(raw),
+                             "status": 500 if failing else 200}
+                    receiver.posts.append(entry)
+                    held = receiver.hold
+                if held:
+                    receiver.holding.set()
+                    receiver.release.wait(WAIT_S * 2)
+                self.send_response(entry["status"])
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/{self.token}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def accepted(self, needle: str = "") -> list[dict[str, Any]]:
+        """The posts answered 2xx whose text contains `needle`."""
+        with self.lock:
+            return [p for p in self.posts if p["status"] == 200 and needle in p["raw"]]
+
+    def all_raw(self) -> str:
+        with self.lock:
+            return "\n".join(p["raw"] for p in self.posts)
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def api(steward: Steward, key: str, method: str, path: str,
+        body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(steward.url + "/api/v2" + path, data=data, method=method,
+                                     headers={"Authorization": f"Bearer {key}",
+                                              "Content-Type": "application/json"})
+    try:
+        with _DIRECT.open(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+class World:
+    """An environment with a gated refund action, an operator, an approver and an agent."""
+
+    def __init__(self, steward: Steward) -> None:
+        self.steward = steward
+        self.operator_key = steward.keys["operator"]
+        self.approver_key = create_key(steward.data_dir, ENV, "channels-approver", role="operator")
+        self.agent_key = steward.keys["agent"]
+        self.operator = steward.client(self.operator_key)
+        self.approver = steward.client(self.approver_key)
+        self.agent = steward.client(self.agent_key)
+        self.operator.secrets.put(STRIPE_SECRET_NAME, value=STRIPE_SECRET_VALUE,
+                                  allowed_hosts=[steward.fixture_host])
+        self.action = "channels-gated-" + pysecrets.token_hex(4)
+        adapter = {"type": "stripe.refund",
+                   "config": {"account": "acct_1", "mode": "test", "currency": "usd",
+                              "baseUrl": steward.fixture_url},
+                   "credentialSecret": STRIPE_SECRET_NAME}
+        self.operator.actions.create(name=self.action, adapter=adapter, requires_approval=True)
+        self.channels: list[str] = []
+
+    def add_slack(self, url: str) -> dict[str, Any]:
+        status, body = api(self.steward, self.operator_key, "POST", "/approval-channels",
+                           {"kind": "slack", "url": url})
+        assert status == 201, body
+        self.channels.append(body["data"]["id"])
+        return body["data"]
+
+    def remove_channels(self) -> None:
+        for cid in self.channels:
+            api(self.steward, self.operator_key, "DELETE", f"/approval-channels/{cid}")
+        self.channels.clear()
+
+    def invoke(self) -> dict[str, Any]:
+        amount = 1000 + pysecrets.randbelow(1000)
+        return self.agent.actions.invoke(
+            self.action, {"paymentIntent": "pi_" + pysecrets.token_hex(8), "amount": amount}).data
+
+
+@pytest.fixture(scope="module")
+def steward() -> Iterator[Steward]:
+    with running_steward(["--reconcile-interval-ms", "0", "--public-url", PUBLIC_URL + "/",
+                          *SHORT_RETRY]) as steward:
+        yield steward
+
+
+@pytest.fixture(scope="module")
+def world(steward: Steward) -> World:
+    return World(steward)
+
+
+@pytest.fixture
+def clean(world: World) -> Iterator[World]:
+    yield world
+    world.remove_channels()
+
+
+def console_cookie(steward: Steward, key: str) -> str:
+    """Signs in to the console with `key` (a plain form POST) and answers the session cookie."""
+    request = urllib.request.Request(steward.url + "/console/login",
+                                     data=urllib.parse.urlencode({"key": key}).encode(),
+                                     method="POST")
+    try:
+        response = _RAW.open(request, timeout=10)
+        headers = response.headers
+    except urllib.error.HTTPError as error:
+        headers = error.headers
+    cookie = headers.get("Set-Cookie")
+    assert cookie, "signing in set no cookie"
+    return cookie.split(";", 1)[0]
+
+
+def assert_no_secret(receiver: SlackReceiver, world: World) -> None:
+    everything = receiver.all_raw()
+    for secret in [STRIPE_SECRET_VALUE, receiver.token, world.operator_key, world.agent_key,
+                   world.approver_key]:
+        assert secret not in everything, "a message carried a secret"
+
+
+def test_a_failing_slack_receiver_is_retried_then_gets_one_message_per_approval_and_outcome(
+        clean: World) -> None:
+    world = clean
+    receiver = SlackReceiver(fail_first=2)
+    try:
+        channel = world.add_slack(receiver.url)
+        # The URL is a credential: the answer shows only where it sends.
+        assert channel["kind"] == "slack"
+        assert channel["destination"] == receiver.url.split("/services/")[0]
+        status, listed = api(world.steward, world.operator_key, "GET", "/approval-channels")
+        assert status == 200 and [c["id"] for c in listed["data"]] == [channel["id"]]
+        assert receiver.token not in json.dumps(listed)
+        # A channel is not a signed webhook: the webhook listing does not show it.
+        status, hooks = api(world.steward, world.operator_key, "GET",
+                            "/events/topics/approvals/subscriptions")
+        assert status == 200 and channel["id"] not in json.dumps(hooks)
+
+        parked = world.invoke()
+        approval_id = parked["approvalId"]
+        assert parked["status"] in ("awaiting_approval", "pending_approval"), parked
+
+        assert wait_for(lambda: len(receiver.accepted(approval_id)) >= 1), receiver.posts
+        requested = receiver.accepted(approval_id)
+        assert len(requested) == 1, requested
+        # Two failures, then the one accepted post: retried, not lost and not doubled.
+        assert [p["status"] for p in receiver.posts] == [500, 500, 200]
+        message = requested[0]["body"]
+        assert requested[0]["path"] == f"/services/{receiver.token}"
+        assert world.action in message["text"] and "amount: " in message["text"]
+        assert "Requested by: " in message["text"]
+        links = re.findall(re.escape(PUBLIC_URL) + r"(/console/#[A-Za-z0-9_]+)", message["text"])
+        assert links == [f"/console/#{approval_id}"], message["text"]
+
+        # The link works: the console page it names, signed in, shows this approval.
+        cookie = console_cookie(world.steward, world.approver_key)
+        path = links[0].split("#", 1)[0]
+        request = urllib.request.Request(world.steward.url + path, headers={"Cookie": cookie})
+        with _RAW.open(request, timeout=10) as response:
+            assert response.status == 200
+            page = response.read().decode()
+        assert f'id="{approval_id}"' in page
+
+        world.approver.approvals.approve(approval_id)
+        assert wait_for(lambda: len(receiver.accepted("Approval approved")) >= 1), receiver.posts
+        outcome = receiver.accepted("Approval approved")
+        assert len(outcome) == 1 and approval_id in outcome[0]["raw"]
+        # Nothing else arrives: one message for the request, one for its outcome.
+        time.sleep(1.0)
+        assert len(receiver.accepted()) == 2, receiver.posts
+        assert_no_secret(receiver, world)
+    finally:
+        receiver.close()
+
+
+def test_a_hanging_receiver_does_not_hold_back_the_invoke(clean: World) -> None:
+    world = clean
+    receiver = SlackReceiver(hold=True)
+    try:
+        world.add_slack(receiver.url)
+        first = world.invoke()["approvalId"]
+        assert receiver.holding.wait(WAIT_S), "the first message never arrived"
+        # The receiver is holding the first message's request open: the next invoke answers
+        # all the same, while the request is still held.
+        second = world.invoke()
+        assert second["approvalId"] != first
+        assert not receiver.release.is_set()
+        with receiver.lock:
+            assert all(p["status"] == 200 for p in receiver.posts)
+            held = len(receiver.posts)
+        assert held == 1, "the channel sends one message at a time"
+
+        receiver.hold = False
+        receiver.release.set()
+        assert wait_for(lambda: len(receiver.accepted(second["approvalId"])) == 1), receiver.posts
+        assert len(receiver.accepted(first)) == 1
+        assert_no_secret(receiver, world)
+    finally:
+        receiver.close()
+
+
+def test_bad_channel_bodies_are_refused_naming_the_field(world: World) -> None:
+    cases = [({"url": "http://127.0.0.1:9/x"}, "kind"),
+             ({"kind": "pager", "url": "http://127.0.0.1:9/x"}, "kind"),
+             ({"kind": "slack"}, "url"),
+             ({"kind": "slack", "url": "not a url"}, "url")]
+    for body, field in cases:
+        status, answer = api(world.steward, world.operator_key, "POST", "/approval-channels", body)
+        assert status == 400, (body, answer)
+        assert answer["success"] is False and field in json.dumps(answer["error"]), answer
+    status, answer = api(world.steward, world.agent_key, "POST", "/approval-channels",
+                         {"kind": "slack", "url": "http://127.0.0.1:9/x"})
+    assert status == 403, answer
+    status, answer = api(world.steward, world.operator_key, "DELETE", "/approval-channels/apc_none")
+    assert status == 404, answer
