@@ -1,5 +1,5 @@
-"""Approval channels (issue #29 item 2): a Slack-shaped receiver started by the test gets exactly
-one message per pending approval and one per outcome, with a link that resolves to the approval
+"""Approval channels (issue #29 item 2): a Slack-shaped receiver and an SMTP receiver (aiosmtpd)
+started by the test each get exactly one message per pending approval and one per outcome, with a link that resolves to the approval
 in the console; a receiver that fails is retried and then gets exactly one; a receiver that hangs
 does not hold back the invoke's answer; no message carries a secret.
 
@@ -8,9 +8,12 @@ Messages are counted at the receiver (answered 2xx), never inferred from Steward
 
 from __future__ import annotations
 
+import email
+import email.policy
 import http.server
 import json
 import re
+import socket
 import secrets as pysecrets
 import threading
 import time
@@ -21,6 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from conftest import (
     STRIPE_SECRET_NAME,
@@ -29,6 +34,9 @@ from conftest import (
     create_key,
     running_steward,
 )
+
+# The SMTP receiver signs the channel in without TLS (loopback, a test): aiosmtpd warns of it.
+pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
 PUBLIC_URL = "https://steward.example.test"
 # A short retry schedule: a failing receiver is retried within a second or two.
@@ -98,6 +106,60 @@ class SlackReceiver:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+class SmtpReceiver:
+    """An SMTP server on loopback: answers `451` to the first `fail_first` messages, then
+    records each message it accepts; signs in only `user` with `password`."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.fail_first = fail_first
+        self.user = "steward"
+        self.password = "smtp-" + pysecrets.token_hex(12)
+        self.attempts = 0
+        self.logins: list[str] = []
+        self.messages: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler:
+            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+                with receiver.lock:
+                    receiver.attempts += 1
+                    if receiver.attempts <= receiver.fail_first:
+                        return "451 4.3.0 Try again later"
+                    raw = envelope.content.decode("utf-8", "replace")
+                    parsed = email.message_from_string(raw, policy=email.policy.default)
+                    body = parsed.get_body(preferencelist=("plain",))
+                    # The text a person reads: the subject and the decoded plain-text body.
+                    text = f"{parsed['Subject']}\n{body.get_content() if body else ''}"
+                    receiver.messages.append({"from": envelope.mail_from,
+                                              "to": list(envelope.rcpt_tos),
+                                              "raw": raw, "text": text})
+                return "250 OK"
+
+        def authenticate(server: Any, session: Any, envelope: Any, mechanism: str,
+                         auth_data: Any) -> AuthResult:
+            ok = (isinstance(auth_data, LoginPassword) and auth_data.login.decode() == receiver.user
+                  and auth_data.password.decode() == receiver.password)
+            if ok:
+                receiver.logins.append(mechanism)
+            return AuthResult(success=ok)
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port,
+                                     authenticator=authenticate, auth_require_tls=False,
+                                     auth_required=True)
+        self.controller.start()
+
+    def received(self, needle: str = "") -> list[dict[str, Any]]:
+        with self.lock:
+            return [m for m in self.messages if needle in m["text"]]
+
+    def close(self) -> None:
+        self.controller.stop()
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
@@ -281,11 +343,57 @@ def test_a_hanging_receiver_does_not_hold_back_the_invoke(clean: World) -> None:
         receiver.close()
 
 
+def test_an_smtp_receiver_that_answers_451_is_retried_then_gets_one_email_each(
+        clean: World) -> None:
+    world = clean
+    smtp = SmtpReceiver(fail_first=2)
+    try:
+        status, body = api(world.steward, world.operator_key, "POST", "/approval-channels", {
+            "kind": "email", "host": "127.0.0.1", "port": smtp.port, "tls": "none",
+            "from": "steward@example.test", "to": ["ops@example.test", "lead@example.test"],
+            "username": smtp.user, "password": smtp.password})
+        assert status == 201, body
+        world.channels.append(body["data"]["id"])
+        assert smtp.password not in json.dumps(body)
+        assert body["data"]["destination"] == (
+            f"smtp://127.0.0.1:{smtp.port} to ops@example.test, lead@example.test")
+
+        approval_id = world.invoke()["approvalId"]
+        assert wait_for(lambda: len(smtp.received(approval_id)) >= 1), smtp.attempts
+        requested = smtp.received("Approval requested")
+        assert len(requested) == 1, requested
+        # Two 451s, then the accepted one: retried, not lost and not doubled.
+        assert smtp.attempts == 3
+        mail = requested[0]
+        assert mail["from"] == "steward@example.test"
+        assert sorted(mail["to"]) == ["lead@example.test", "ops@example.test"]
+        assert world.action in mail["text"] and "amount: " in mail["text"]
+        assert f"{PUBLIC_URL}/console/#{approval_id}" in mail["text"]
+        assert smtp.logins, "the channel signed in with its user"
+
+        world.approver.approvals.deny(approval_id)
+        assert wait_for(lambda: len(smtp.received("Approval denied")) >= 1)
+        time.sleep(1.0)
+        assert len(smtp.received(approval_id)) == 2, [m["text"][:200] for m in smtp.messages]
+        everything = "\n".join(m["raw"] + m["text"] for m in smtp.messages)
+        for secret in [smtp.password, STRIPE_SECRET_VALUE, world.operator_key, world.agent_key]:
+            assert secret not in everything, "an email carried a secret"
+    finally:
+        smtp.close()
+
+
 def test_bad_channel_bodies_are_refused_naming_the_field(world: World) -> None:
     cases = [({"url": "http://127.0.0.1:9/x"}, "kind"),
              ({"kind": "pager", "url": "http://127.0.0.1:9/x"}, "kind"),
              ({"kind": "slack"}, "url"),
-             ({"kind": "slack", "url": "not a url"}, "url")]
+             ({"kind": "slack", "url": "not a url"}, "url"),
+             ({"kind": "email", "from": "a@b.test", "to": ["c@d.test"]}, "host"),
+             ({"kind": "email", "host": "127.0.0.1", "tls": "maybe", "from": "a@b.test",
+               "to": ["c@d.test"]}, "tls"),
+             ({"kind": "email", "host": "127.0.0.1", "tls": "none", "from": "not-an-address",
+               "to": ["c@d.test"]}, "from"),
+             ({"kind": "email", "host": "127.0.0.1", "tls": "none", "from": "a@b.test",
+               "to": []}, "to")]
     for body, field in cases:
         status, answer = api(world.steward, world.operator_key, "POST", "/approval-channels", body)
         assert status == 400, (body, answer)

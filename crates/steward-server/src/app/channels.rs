@@ -9,7 +9,9 @@
 
 use super::{Error, Principal, Result};
 use crate::state::AppState;
-use crate::webhooks::channels::{self, CHANNEL_EVENT_TYPES, CHANNEL_KINDS};
+use crate::webhooks::channels::{
+    self, SmtpSettings, CHANNEL_EVENT_TYPES, CHANNEL_KINDS, EMAIL_RECIPIENTS_MAX, SMTP_TLS_MODES,
+};
 use crate::webhooks::deliver::secret_name;
 use serde_json::{json, Value};
 use steward_core::scopes;
@@ -43,12 +45,16 @@ impl NewChannel {
     pub async fn check(state: &AppState, body: wire::ApprovalChannelBody) -> Result<NewChannel> {
         let kind = body
             .kind
+            .clone()
             .ok_or_else(|| Error::validation("kind", "is required"))?;
         if !CHANNEL_KINDS.contains(&kind.as_str()) {
             return Err(Error::validation(
                 "kind",
                 format!("must be one of: {}", CHANNEL_KINDS.join(", ")),
             ));
+        }
+        if kind == "email" {
+            return email(state, body).await;
         }
         let url = body
             .url
@@ -76,6 +82,88 @@ impl NewChannel {
             credential: url,
         })
     }
+}
+
+/// An `email` channel's fields, each checked, naming the field refused.
+async fn email(state: &AppState, body: wire::ApprovalChannelBody) -> Result<NewChannel> {
+    let host = body
+        .host
+        .filter(|h| !h.trim().is_empty())
+        .ok_or_else(|| Error::validation("host", "is required for an email channel"))?;
+    if host.len() > 253
+        || host
+            .chars()
+            .any(|c| c.is_whitespace() || c == '/' || c == '@')
+    {
+        return Err(Error::validation(
+            "host",
+            "must be a host name or an address",
+        ));
+    }
+    let tls = body.tls.unwrap_or_else(|| "tls".into());
+    if !SMTP_TLS_MODES.contains(&tls.as_str()) {
+        return Err(Error::validation(
+            "tls",
+            format!("must be one of: {}", SMTP_TLS_MODES.join(", ")),
+        ));
+    }
+    let port = body.port.unwrap_or(match tls.as_str() {
+        "tls" => 465,
+        "starttls" => 587,
+        _ => 25,
+    });
+    let address = |field: &str, text: &str| -> Result<()> {
+        text.parse::<lettre::message::Mailbox>()
+            .map(|_| ())
+            .map_err(|_| Error::validation(field, "must be an email address"))
+    };
+    let from = body
+        .from
+        .ok_or_else(|| Error::validation("from", "is required for an email channel"))?;
+    address("from", &from)?;
+    let to = body.to.unwrap_or_default();
+    if to.is_empty() || to.len() > EMAIL_RECIPIENTS_MAX {
+        return Err(Error::validation(
+            "to",
+            format!("must list 1 to {EMAIL_RECIPIENTS_MAX} addresses"),
+        ));
+    }
+    for t in &to {
+        address("to", t)?;
+    }
+    let settings = SmtpSettings {
+        host,
+        port,
+        tls,
+        from,
+        to,
+        username: body.username,
+    };
+    if state.outbound.check(&settings.policy_url()).await.is_err() {
+        return Err(Error::validation(
+            "host",
+            "is refused by the outbound policy (a public address; plain SMTP and local \
+             servers need --allow-insecure-destinations)",
+        ));
+    }
+    let destination = format!(
+        "smtp://{}:{} to {}",
+        settings.host,
+        settings.port,
+        settings.to.join(", ")
+    );
+    let mut stored = serde_json::to_value(&settings)
+        .map_err(|e| Error::internal("storing SMTP settings", &e))?;
+    stored["kind"] = json!("email");
+    Ok(NewChannel {
+        kind: "email".into(),
+        settings: stored,
+        destination,
+        credential: body
+            .password
+            .map(wire::Credential::into_string)
+            .unwrap_or_default(),
+    })
 }
 
 /// Adds a channel; it sends the approvals requested (and decided) from now on.

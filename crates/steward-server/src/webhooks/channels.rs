@@ -7,6 +7,9 @@
 //! - `slack`: a Slack-compatible incoming webhook. Its URL is a credential (whoever holds it can
 //!   post to the channel), so it is sealed by the vault as the subscription's secret; the stored
 //!   `url` is only its origin, for display.
+//! - `email`: SMTP through `lettre` (tokio, rustls): host, port, TLS mode (`tls`, `starttls`,
+//!   or `none`, which needs `--allow-insecure-destinations`), from, to, and an optional user
+//!   whose password is sealed as the subscription's secret. The same message as plain text.
 //!
 //! A message carries the action, a bounded summary of the input ([`summary`]: fields whose name
 //! suggests a credential and long values elided), the requester, what is still needed, and a
@@ -21,7 +24,11 @@ use steward_core::ApprovalId;
 use steward_store::{ApprovalRecord, WebhookSubscription};
 
 /// The channel kinds Steward sends to; a signed webhook has no channel.
-pub const CHANNEL_KINDS: &[&str] = &["slack"];
+pub const CHANNEL_KINDS: &[&str] = &["slack", "email"];
+/// The TLS modes of an `email` channel: TLS from the first byte, STARTTLS, or none.
+pub const SMTP_TLS_MODES: &[&str] = &["tls", "starttls", "none"];
+/// The most recipients an `email` channel sends to, in addresses.
+pub const EMAIL_RECIPIENTS_MAX: usize = 20;
 /// The event types a channel delivers: each new pending approval and its outcome.
 pub const CHANNEL_EVENT_TYPES: &[&str] =
     &["approval.requested", "approval.decided", "approval.expired"];
@@ -223,6 +230,7 @@ pub(crate) async fn send(
     };
     match kind(s) {
         Some("slack") => post_slack(state, s, &message).await,
+        Some("email") => send_email(state, s, &message).await,
         _ => Err("this channel's kind is not known to this Steward".into()),
     }
 }
@@ -264,6 +272,106 @@ async fn post_slack(state: &AppState, s: &WebhookSubscription, m: &Message) -> R
         return Ok(());
     }
     Err(format!("HTTP {}", status.as_u16()))
+}
+
+/// The `email` channel's settings as stored.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SmtpSettings {
+    pub host: String,
+    pub port: u16,
+    /// One of [`SMTP_TLS_MODES`].
+    pub tls: String,
+    pub from: String,
+    pub to: Vec<String>,
+    /// Signs in as this user with the sealed password; `None`: no authentication.
+    #[serde(default)]
+    pub username: Option<String>,
+}
+
+impl SmtpSettings {
+    /// The URL the outbound policy checks for this server: `https` for a TLS mode (the address
+    /// checks), `http` for `none` (allowed only with `--allow-insecure-destinations`).
+    pub fn policy_url(&self) -> String {
+        let scheme = if self.tls == "none" { "http" } else { "https" };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        format!("{scheme}://{host}:{}/", self.port)
+    }
+}
+
+/// The plain-text body of an email for `m`.
+pub fn email_text(m: &Message) -> String {
+    format!("{}\n\n{}\n", m.title, m.lines.join("\n"))
+}
+
+/// Sends `m` by SMTP to the channel's recipients, after the outbound checks. An error never
+/// names the password.
+async fn send_email(state: &AppState, s: &WebhookSubscription, m: &Message) -> Result<(), String> {
+    use lettre::message::header::ContentType;
+    use lettre::transport::smtp::authentication::Credentials;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+    let settings: SmtpSettings = s
+        .channel
+        .clone()
+        .and_then(|c| serde_json::from_value(c).ok())
+        .ok_or_else(|| "the channel's SMTP settings could not be read".to_string())?;
+    state
+        .outbound
+        .check(&settings.policy_url())
+        .await
+        .map_err(|_| "destination refused by the outbound policy".to_string())?;
+    let password = state
+        .vault
+        .open(
+            &s.env_id,
+            &credential_name(&s.id),
+            &s.secret.nonce,
+            &s.secret.sealed,
+        )
+        .map_err(|_| "the channel's password could not be opened".to_string())?;
+    let mut mail = lettre::Message::builder()
+        .from(
+            settings
+                .from
+                .parse()
+                .map_err(|_| "bad from address".to_string())?,
+        )
+        .subject(clip(&m.title, 200))
+        .header(ContentType::TEXT_PLAIN);
+    for to in &settings.to {
+        mail = mail.to(to
+            .parse()
+            .map_err(|_| "bad recipient address".to_string())?);
+    }
+    let mail = mail
+        .body(email_text(m))
+        .map_err(|_| "the message could not be built".to_string())?;
+    let builder = match settings.tls.as_str() {
+        "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(&settings.host),
+        "starttls" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&settings.host),
+        _ => Ok(AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(
+            &settings.host,
+        )),
+    }
+    .map_err(|_| "the SMTP server's TLS could not be set up".to_string())?;
+    let mut builder = builder
+        .port(settings.port)
+        .timeout(Some(Duration::from_millis(WEBHOOK_TIMEOUT_MS)));
+    if let Some(user) = &settings.username {
+        builder = builder.credentials(Credentials::new(user.clone(), password));
+    }
+    match builder.build().send(mail).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match e.status() {
+            Some(code) => format!("SMTP {code}"),
+            None if e.is_timeout() => "the SMTP server did not answer in time".to_string(),
+            None => "the SMTP server could not be reached or refused the message".to_string(),
+        }),
+    }
 }
 
 /// The origin of a URL (`https://hooks.slack.com`), what a listing shows of a credential URL;
@@ -382,6 +490,32 @@ mod tests {
         let m = render(&expired, &a, "http://h").expect("a message");
         assert!(m.title.starts_with("Approval expired"), "{}", m.title);
         assert!(render(&json!({"type": "effect.settled"}), &a, "http://h").is_none());
+    }
+
+    #[test]
+    fn an_email_is_the_same_message_as_text_and_smtp_is_checked_like_http() {
+        let a = approval(json!({"amount": 5, "password": "pw-1"}));
+        let event = json!({"type": "approval.requested"});
+        let m = render(&event, &a, "https://s.example").expect("a message");
+        let text = email_text(&m);
+        assert!(text.starts_with(&m.title), "{text}");
+        assert!(
+            text.contains("amount: 5") && text.contains(&m.link),
+            "{text}"
+        );
+        assert!(!text.contains("pw-1"), "{text}");
+        let mut smtp = SmtpSettings {
+            host: "127.0.0.1".into(),
+            port: 2525,
+            tls: "none".into(),
+            from: "a@b.test".into(),
+            to: vec!["c@d.test".into()],
+            username: None,
+        };
+        assert_eq!(smtp.policy_url(), "http://127.0.0.1:2525/");
+        smtp.tls = "starttls".into();
+        smtp.host = "::1".into();
+        assert_eq!(smtp.policy_url(), "https://[::1]:2525/");
     }
 
     #[test]
