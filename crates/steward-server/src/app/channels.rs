@@ -221,7 +221,7 @@ pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<Webhook
 pub async fn remove(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
     principal.require(scopes::ACTIONS_WRITE)?;
     let found = state.store.subscription(&principal.env.id, id).await?;
-    if !found.is_some_and(|s| s.channel.is_some()) {
+    if found.is_none_or(|s| s.channel.is_none()) {
         return Err(Error::not_found("approval channel"));
     }
     let actor = Actor::key(&principal.key.id, state.clock.now());
