@@ -12,8 +12,10 @@ import email
 import email.policy
 import http.server
 import json
+import os
 import re
 import socket
+import subprocess
 import secrets as pysecrets
 import threading
 import time
@@ -33,6 +35,7 @@ from conftest import (
     Steward,
     create_key,
     running_steward,
+    steward_bin,
 )
 
 # The SMTP receiver signs the channel in without TLS (loopback, a test): aiosmtpd warns of it.
@@ -403,3 +406,38 @@ def test_bad_channel_bodies_are_refused_naming_the_field(world: World) -> None:
     assert status == 403, answer
     status, answer = api(world.steward, world.operator_key, "DELETE", "/approval-channels/apc_none")
     assert status == 404, answer
+
+
+def test_the_cli_adds_lists_and_removes_channels_without_showing_credentials(
+        world: World) -> None:
+    receiver = SlackReceiver()
+    try:
+        env = {**os.environ, "STEWARD_SERVER": world.steward.url,
+               "STEWARD_API_KEY": world.operator_key, "NO_PROXY": "127.0.0.1",
+               "STEWARD_SLACK_URL": receiver.url, "STEWARD_SMTP_PASSWORD": "pw-" + receiver.token}
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([str(steward_bin()), "channels", *args], env=env,
+                                  capture_output=True, text=True, timeout=30)
+
+        added = cli("add", "slack", "--json")
+        assert added.returncode == 0, added.stderr
+        slack = json.loads(added.stdout)
+        email_added = cli("add", "email", "--host", "127.0.0.1", "--port", "2525", "--tls", "none",
+                          "--from", "steward@example.test", "--to", "ops@example.test",
+                          "--username", "steward")
+        assert email_added.returncode == 0, email_added.stderr
+        listed = cli("list")
+        assert listed.returncode == 0, listed.stderr
+        assert slack["id"] in listed.stdout and "slack" in listed.stdout, listed.stdout
+        assert "smtp://127.0.0.1:2525 to ops@example.test" in listed.stdout, listed.stdout
+        for out in [added.stdout, email_added.stdout, listed.stdout, added.stderr]:
+            assert receiver.token not in out, "a credential was shown back"
+        for channel in json.loads(cli("list", "--json").stdout):
+            removed = cli("remove", channel["id"])
+            assert removed.returncode == 0 and channel["id"] in removed.stdout, removed.stderr
+        assert json.loads(cli("list", "--json").stdout) == []
+        gone = cli("remove", slack["id"])
+        assert gone.returncode == 1 and "NOT_FOUND" in gone.stderr, gone.stderr
+    finally:
+        receiver.close()
