@@ -30,6 +30,9 @@ pub struct ServerConfig {
     /// still holds the vault's master key).
     pub database: Option<String>,
     pub listen: SocketAddr,
+    /// The console's base URL as people reach it (`--public-url`), for the links approval
+    /// channels send; `None`: `http://` and the listen address.
+    pub public_url: Option<String>,
     pub allow_insecure_destinations: bool,
     pub dispatch_timeout: Duration,
     /// See [`AppState::absence_grace`].
@@ -247,6 +250,12 @@ fn spawn_background(state: &AppState, config: &ServerConfig, shared: bool) {
         state.clone(),
         crate::webhooks::deliver::DeliverySettings {
             retry: config.webhook_retry,
+            public_url: config
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", config.listen))
+                .trim_end_matches('/')
+                .into(),
             shared,
             replica_lease: config.lease,
         },

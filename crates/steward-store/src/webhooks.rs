@@ -14,7 +14,7 @@ use steward_core::{EnvironmentId, Millis};
 pub(crate) const COLUMNS: &str =
     "id, env_id, topic, url, event_types, enabled, headers, secret_nonce, secret,
     previous_nonce, previous_secret, previous_until, cursor, attempts, next_attempt_at, last_error,
-    created_at, updated_at, lease_epoch";
+    created_at, updated_at, lease_epoch, channel";
 
 /// The columns [`dead_letter`] reads, in its order.
 pub(crate) const LETTER_COLUMNS: &str =
@@ -63,6 +63,10 @@ pub(crate) fn subscription(row: &impl Columns) -> StoreResult<WebhookSubscriptio
         created_at: row.millis(16)?,
         updated_at: row.millis(17)?,
         lease_epoch: row.get(18)?,
+        channel: row
+            .get::<Option<String>>(19)?
+            .map(|c| serde_json::from_str(&c).map_err(|e| corrupt("webhook channel", e)))
+            .transpose()?,
     })
 }
 

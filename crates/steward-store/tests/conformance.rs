@@ -167,6 +167,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     console_sessions_end_with_their_key_or_sign_out(store.clone()).await;
     webhook_subscriptions_are_walled_leased_and_advanced_by_their_holder(store.clone()).await;
     webhook_leases_are_kept_released_when_dead_and_letters_redelivered_once(store.clone()).await;
+    an_approval_channel_keeps_its_kind_through_reads_and_claims(store.clone()).await;
     concurrent_seals_seal_each_event_once(store.clone()).await;
     one_sealer_holds_the_lease_until_it_expires(store.clone()).await;
     decide_and_begin_commits_the_attempt_with_the_decision(store.clone()).await;
@@ -589,6 +590,7 @@ conformance_tests!(
     console_sessions_end_with_their_key_or_sign_out,
     webhook_subscriptions_are_walled_leased_and_advanced_by_their_holder,
     webhook_leases_are_kept_released_when_dead_and_letters_redelivered_once,
+    an_approval_channel_keeps_its_kind_through_reads_and_claims,
     operation_key_is_unique_under_concurrency,
     operation_key_with_other_input_conflicts,
     invoke_idempotency_keys,

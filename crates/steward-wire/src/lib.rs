@@ -24,6 +24,7 @@ mod action;
 mod approval;
 mod billing;
 mod budget;
+mod channel;
 mod connection;
 mod connection_session;
 mod effect;
@@ -51,6 +52,7 @@ pub use action::{Action, ActionBody, MissingOperationKeyChoice};
 pub use approval::{Approval, ApprovalDecision, ApprovalRequestBody, Decided, Unchanged};
 pub use billing::{BillingQuota, BillingUsage, WorkspaceBudget};
 pub use budget::{Budget, BudgetBody, BudgetDeleted, BudgetUsage};
+pub use channel::{ApprovalChannel, ApprovalChannelBody};
 pub use connection::{
     CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Credential,
     Integration, IntegrationAuth, ReconnectBody,

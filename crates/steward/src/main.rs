@@ -88,6 +88,9 @@ enum Command {
     /// test (decide cases against the file, writing nothing).
     #[command(subcommand)]
     Policies(commands::operate::policies::Command),
+    /// Approval channels (Slack, email): add, list, remove.
+    #[command(subcommand)]
+    Channels(commands::operate::channels::Command),
     /// Webhook dead letters: dlq list, dlq redeliver (one by id, or --subscription all of one).
     #[command(subcommand)]
     Webhooks(commands::operate::webhooks::Command),
@@ -146,6 +149,7 @@ fn main() -> std::process::ExitCode {
                 operated(commands::operate::environment::run(command)).await
             }
             Command::Policies(command) => operated(commands::operate::policies::run(command)).await,
+            Command::Channels(command) => operated(commands::operate::channels::run(command)).await,
             Command::Webhooks(command) => operated(commands::operate::webhooks::run(command)).await,
             Command::Sim(args) => commands::sim::run(args).await,
             Command::RefundWorker(args) => steward_refund_worker::run(args).await,

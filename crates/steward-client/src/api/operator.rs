@@ -20,8 +20,9 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{percent_encode, Decision, IdempotencyKey};
 use steward_wire::{
-    Action, Approval, DeadLetter, Decided, Effect, Environment, Identity, Invocation,
-    PolicyFileApplied, PolicyFilePlan, PolicyFileTest, RedeliveryRequested, UnkeyedInvokes,
+    Action, Approval, ApprovalChannel, DeadLetter, Decided, Deleted, Effect, Environment, Identity,
+    Invocation, PolicyFileApplied, PolicyFilePlan, PolicyFileTest, RedeliveryRequested,
+    UnkeyedInvokes,
 };
 
 /// The page an operator's listing reads: the server's largest (`PAGE_LIMIT_MAX`).
@@ -342,6 +343,38 @@ impl Operator {
             percent_encode(subscription)
         );
         self.write("the redelivery", &path, &json!({}), key).await
+    }
+
+    /// `GET /approval-channels`: the environment's approval channels.
+    pub async fn approval_channels(&self) -> Result<Answer<Vec<ApprovalChannel>>, OperatorError> {
+        self.read("the approval channels", "/approval-channels", &[])
+            .await
+    }
+
+    /// `POST /approval-channels`: adds a channel (`body` is an `ApprovalChannelBody`; its
+    /// credential is sent once and never shown back).
+    pub async fn add_approval_channel(
+        &self,
+        body: &Value,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<ApprovalChannel>, OperatorError> {
+        self.write("the approval channel", "/approval-channels", body, key)
+            .await
+    }
+
+    /// `DELETE /approval-channels/{id}`: removes a channel.
+    pub async fn remove_approval_channel(
+        &self,
+        id: &str,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<Deleted>, OperatorError> {
+        let path = format!("/approval-channels/{}", percent_encode(id));
+        let request = self
+            .http
+            .delete(self.url(&path)?)
+            .header("idempotency-key", key.as_str());
+        let data = self.send(request).await?;
+        self.typed("the removed channel", data)
     }
 
     fn url(&self, path: &str) -> Result<reqwest::Url, OperatorError> {

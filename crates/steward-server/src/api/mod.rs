@@ -7,6 +7,7 @@ mod billing;
 mod body;
 pub(crate) mod bounded;
 pub(crate) mod budgets;
+mod channels;
 mod connections;
 pub(crate) mod environment;
 mod idempotent;
@@ -159,6 +160,8 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(previews::get)))
         .routes(plain(routes!(previews::refresh)))
         .routes(plain(routes!(stream::stream)))
+        .routes(plain(routes!(channels::list, channels::create)))
+        .routes(plain(routes!(channels::delete)))
         .routes(plain(routes!(webhooks::list_topics)))
         .routes(plain(routes!(webhooks::get_topic)))
         .routes(plain(routes!(

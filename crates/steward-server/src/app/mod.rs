@@ -18,6 +18,7 @@ pub mod actions;
 pub mod approvals;
 pub mod billing;
 pub mod budgets;
+pub mod channels;
 pub mod connection_sessions;
 pub mod connections;
 pub mod environment;

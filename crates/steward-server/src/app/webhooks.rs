@@ -108,8 +108,10 @@ pub async fn list_subscriptions(
         .subscriptions(&principal.env.id, Some(topic.name))
         .await?;
     let backlog = state.store.webhook_backlog(Some(&principal.env.id)).await?;
+    // Approval channels ride the same machinery; they are listed at `/approval-channels`.
     Ok(list
         .into_iter()
+        .filter(|s| s.channel.is_none())
         .map(|subscription| {
             let behind = backlog
                 .iter()
@@ -204,6 +206,7 @@ pub async fn create_subscription(
         last_error: None,
         created_at: now,
         updated_at: now,
+        channel: None,
     };
     s.secret = seal(state, &s, secret)?;
     let actor = Actor::key(&principal.key.id, now);
@@ -235,6 +238,7 @@ pub async fn update_subscription(
 /// Deletes the subscription `id`.
 pub async fn delete_subscription(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
     principal.require(scopes::ACTIONS_WRITE)?;
+    find(state, principal, id).await?;
     let actor = Actor::key(&principal.key.id, state.clock.now());
     if !state
         .store
@@ -361,6 +365,7 @@ async fn find(state: &AppState, principal: &Principal, id: &str) -> Result<Webho
         .store
         .subscription(&principal.env.id, id)
         .await?
+        .filter(|s| s.channel.is_none())
         .ok_or_else(|| Error::not_found("subscription"))
 }
 

@@ -56,9 +56,12 @@ pub const WEBHOOK_REDELIVERIES_PER_LEASE: u32 = 20;
 const ERROR_TEXT_BYTES_MAX: usize = 200;
 
 /// How this replica delivers: its retry schedule, and how it tells whose leases are dead.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DeliverySettings {
     pub retry: RetrySchedule,
+    /// The console's base URL as people reach it (`--public-url`, no trailing slash): the
+    /// links approval channels send (`channels.rs`).
+    pub public_url: std::sync::Arc<str>,
     /// Several replicas share the store (PostgreSQL): a lease's owner is dead once its
     /// heartbeat lapsed for `replica_lease`. Otherwise this process is the store's only one.
     pub shared: bool,
@@ -87,8 +90,8 @@ pub(crate) async fn run(state: AppState, settings: DeliverySettings) {
         }
         let limit = (room as u32).min(WEBHOOK_CLAIM_SUBSCRIPTIONS_MAX);
         for subscription in claim(&state, limit).await {
-            let state = state.clone();
-            workers.spawn(async move { work(&state, &settings.retry, subscription).await });
+            let (state, settings) = (state.clone(), settings.clone());
+            workers.spawn(async move { work(&state, &settings, subscription).await });
         }
     }
 }
@@ -147,13 +150,14 @@ enum Next {
 
 /// One subscription's worker: its requested redeliveries and its events in order, batch after
 /// batch, until it is caught up (and stays so for [`WEBHOOK_IDLE_MS`]) or an attempt fails.
-async fn work(state: &AppState, retry: &RetrySchedule, mut s: WebhookSubscription) {
+async fn work(state: &AppState, settings: &DeliverySettings, mut s: WebhookSubscription) {
+    let base = &*settings.public_url;
     let owner = state.replica.to_string();
     let mut idle_since: Option<Instant> = None;
     loop {
         // Every batch, not only at the lease: a busy subscription keeps its worker for as long
         // as events come, and an operator's request must not wait for a quiet moment.
-        if let Next::Done = redeliver(state, &owner, &s).await {
+        if let Next::Done = redeliver(state, &owner, &s, base).await {
             return;
         }
         if s.next_attempt_at > state.clock.now() {
@@ -161,7 +165,7 @@ async fn work(state: &AppState, retry: &RetrySchedule, mut s: WebhookSubscriptio
             record(state, &owner, &s, &unchanged(&s, state.clock.now()), None).await;
             return;
         }
-        match deliver_batch(state, &owner, retry, &mut s).await {
+        match deliver_batch(state, &owner, settings, &mut s).await {
             Step::Delivered => idle_since = None,
             Step::CaughtUp => {
                 let since = *idle_since.get_or_insert_with(Instant::now);
@@ -191,9 +195,10 @@ enum Step {
 async fn deliver_batch(
     state: &AppState,
     owner: &str,
-    retry: &RetrySchedule,
+    settings: &DeliverySettings,
     s: &mut WebhookSubscription,
 ) -> Step {
+    let retry = &settings.retry;
     let (events, scanned) = match next_events(state, s).await {
         Ok(found) => found,
         Err(e) => {
@@ -220,7 +225,7 @@ async fn deliver_batch(
         }
         let now = state.clock.now();
         let body = event.to_string();
-        let result = post(state, s, &body, &event, now).await;
+        let result = post(state, s, &body, &event, now, &settings.public_url).await;
         if let Err(reason) = &result {
             tracing::info!(subscription = %s.id, event = seq, attempt = s.attempts + 1,
                            reason = %reason, "webhook delivery failed");
@@ -345,7 +350,7 @@ fn unchanged(s: &WebhookSubscription, now: Millis) -> DeliveryOutcome {
 }
 
 /// POSTs the subscription's requested redeliveries, each once, recording each answer.
-async fn redeliver(state: &AppState, owner: &str, s: &WebhookSubscription) -> Next {
+async fn redeliver(state: &AppState, owner: &str, s: &WebhookSubscription, base: &str) -> Next {
     let letters = match state
         .store
         .requested_redeliveries(&s.id, WEBHOOK_REDELIVERIES_PER_LEASE)
@@ -358,7 +363,7 @@ async fn redeliver(state: &AppState, owner: &str, s: &WebhookSubscription) -> Ne
         }
     };
     for letter in letters {
-        redeliver_one(state, owner, s, &letter).await;
+        redeliver_one(state, owner, s, &letter, base).await;
         // Each POST may take the receiver's whole timeout: keep the lease ahead of it.
         let now = state.clock.now();
         let keep = Some(now.plus_ms(WEBHOOK_LEASE_MS));
@@ -370,11 +375,17 @@ async fn redeliver(state: &AppState, owner: &str, s: &WebhookSubscription) -> Ne
 }
 
 /// POSTs one dead letter's body again, byte for byte, freshly signed, and records the answer.
-async fn redeliver_one(state: &AppState, owner: &str, s: &WebhookSubscription, d: &DeadLetter) {
+async fn redeliver_one(
+    state: &AppState,
+    owner: &str,
+    s: &WebhookSubscription,
+    d: &DeadLetter,
+    base: &str,
+) {
     debug_assert_eq!(d.redelivery, Redelivery::Requested, "letter {}", d.id);
     let event: Value = serde_json::from_str(&d.body).unwrap_or(Value::Null);
     let now = state.clock.now();
-    let result = post(state, s, &d.body, &event, now).await;
+    let result = post(state, s, &d.body, &event, now, base).await;
     if let Err(reason) = &result {
         tracing::info!(subscription = %s.id, letter = %d.id, reason = %reason,
                        "webhook redelivery failed");
@@ -483,13 +494,18 @@ pub(crate) fn secret_name(subscription: &str) -> String {
 }
 
 /// POSTs `body`, signed, after the same outbound checks as a dispatch. `Ok` only for a 2xx.
+/// An approval channel sends its own message for `event` instead (`channels::send`).
 async fn post(
     state: &AppState,
     s: &WebhookSubscription,
     body: &str,
     event: &Value,
     now: Millis,
+    base: &str,
 ) -> Result<(), String> {
+    if s.channel.is_some() {
+        return super::channels::send(state, s, event, base).await;
+    }
     state
         .outbound
         .check(&s.url)
@@ -563,6 +579,7 @@ mod tests {
             last_error: None,
             created_at: Millis(0),
             updated_at: Millis(0),
+            channel: None,
         }
     }
 

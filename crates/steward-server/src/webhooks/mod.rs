@@ -9,6 +9,7 @@
 //! letter, after the [`retry`] schedule), so an event committed before a crash is delivered
 //! after the restart. Dead letters can be redelivered on an operator's request.
 
+pub mod channels;
 pub(crate) mod deliver;
 pub mod retry;
 pub(crate) mod signature;

@@ -43,6 +43,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (17, "edit and approve, shadow policies", EDIT_AND_APPROVE),
     (18, "oauth consent sessions", CONNECTION_SESSIONS),
     (19, "signed receipts", RECEIPTS),
+    (20, "approval channels", APPROVAL_CHANNELS),
 ];
 
 /// The fencing epochs (docs/DECISIONS.md, "Fencing tokens"): an effect's grows at each
@@ -64,6 +65,13 @@ ALTER TABLE invocations ADD COLUMN IF NOT EXISTS edited_input TEXT;
 ALTER TABLE invocations ADD COLUMN IF NOT EXISTS input_edit TEXT;
 ALTER TABLE approvals ADD COLUMN IF NOT EXISTS edit TEXT;
 ALTER TABLE invocations ADD COLUMN IF NOT EXISTS shadow_decisions TEXT;
+"#;
+
+/// Approval channels (issue #29 item 2): a subscription that delivers by Slack or email keeps
+/// its kind and settings here (never a credential: those are sealed as its secret); `NULL` is a
+/// signed webhook.
+const APPROVAL_CHANNELS: &str = r#"
+ALTER TABLE webhook_subscriptions ADD COLUMN IF NOT EXISTS channel TEXT;
 "#;
 
 /// The environment's `unkeyedInvokes` setting; `NULL` (every environment before it) is

@@ -96,12 +96,13 @@ impl Webhooks for PostgresStore {
             );
             let pu = s.previous_until.map(|m| m.0);
             let attempts = s.attempts as i64;
+            let channel = s.channel.as_ref().map(|c| c.to_string());
             tx.execute_unique(
                 "webhook subscription",
                 "INSERT INTO webhook_subscriptions (id, env_id, topic, url, event_types, enabled,
                     headers, secret_nonce, secret, previous_nonce, previous_secret, previous_until,
-                    cursor, attempts, next_attempt_at, last_error, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+                    cursor, attempts, next_attempt_at, last_error, created_at, updated_at, channel)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
                 &[
                     &s.id,
                     &s.env_id.as_str(),
@@ -121,6 +122,7 @@ impl Webhooks for PostgresStore {
                     &s.last_error,
                     &s.created_at.0,
                     &s.updated_at.0,
+                    &channel,
                 ],
             )
             .await?;

@@ -22,7 +22,8 @@ use std::path::Path;
 /// `approvals.edit`) and shadow policies (`invocations.shadow_decisions`).
 /// 5: `connection_sessions` (OAuth consent sessions).
 /// 6: signed receipts (`receipt_keys`, `receipt_cursor`, `receipts`).
-pub(crate) const SCHEMA_VERSION: i64 = 6;
+/// 7: `webhook_subscriptions.channel` (approval channels).
+pub(crate) const SCHEMA_VERSION: i64 = 7;
 
 /// The schema version a store file records (0 for a new file, or one made before versions).
 pub(crate) fn stored(conn: &Connection) -> StoreResult<i64> {

@@ -71,6 +71,8 @@ pub const WEBHOOK_COLUMNS: &[(&str, &str, &str)] = &[
         "TEXT NOT NULL DEFAULT 'dead'",
     ),
     ("webhook_dead_letters", "redelivered_at", "INTEGER"),
+    // Approval channels (issue #29 item 2): `NULL` is a signed webhook.
+    ("webhook_subscriptions", "channel", "TEXT"),
 ];
 
 /// Indexes over [`WEBHOOK_COLUMNS`], made once the columns exist.
@@ -99,8 +101,8 @@ impl Webhooks for SqliteStore {
             tx.execute(
                 "INSERT INTO webhook_subscriptions (id, env_id, topic, url, event_types, enabled,
                     headers, secret_nonce, secret, previous_nonce, previous_secret, previous_until,
-                    cursor, attempts, next_attempt_at, last_error, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                    cursor, attempts, next_attempt_at, last_error, created_at, updated_at, channel)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
                 params![
                     s.id,
                     s.env_id.as_str(),
@@ -120,6 +122,7 @@ impl Webhooks for SqliteStore {
                     s.last_error,
                     s.created_at.0,
                     s.updated_at.0,
+                    s.channel.as_ref().map(|c| c.to_string()),
                 ],
             )
             .map_err(|e| constraint(e, "webhook subscription"))?;

@@ -41,13 +41,22 @@ pub struct WebhookSubscription {
     pub last_error: Option<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// How it delivers: `None` for a signed webhook POSTed to `url`; for an approval channel
+    /// (issue #29 item 2) its kind and settings as a JSON object (`{"kind": "slack", ...}`).
+    /// Never a credential: a channel's Slack URL or SMTP password is sealed as `secret`.
+    pub channel: Option<Value>,
 }
 
 impl WebhookSubscription {
     /// What the audit log keeps of a subscription: never its secrets or header values.
     pub(crate) fn audit_view(&self) -> serde_json::Value {
-        serde_json::json!({"topic": self.topic, "url": self.url, "eventTypes": self.event_types,
-            "enabled": self.enabled, "secretRotated": self.previous_secret.is_some()})
+        let mut view = serde_json::json!({"topic": self.topic, "url": self.url,
+            "eventTypes": self.event_types, "enabled": self.enabled,
+            "secretRotated": self.previous_secret.is_some()});
+        if let Some(channel) = &self.channel {
+            view["channel"] = channel.clone();
+        }
+        view
     }
 }
 

@@ -28,6 +28,7 @@ pub fn subscription(env: &Env, topic: &str) -> WebhookSubscription {
         last_error: None,
         created_at: T0,
         updated_at: T0,
+        channel: None,
     }
 }
 
@@ -461,4 +462,50 @@ pub async fn webhook_leases_are_kept_released_when_dead_and_letters_redelivered_
         .await
         .unwrap()
         .is_empty());
+}
+
+/// An approval channel is a subscription with its kind and settings in `channel`: stored and
+/// read back (alone, listed and claimed) as written, and a signed webhook's stays `None`.
+pub async fn an_approval_channel_keeps_its_kind_through_reads_and_claims(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "channels").await;
+    let actor = Actor::system(T0);
+    let mut channel = subscription(&env, "approvals");
+    channel.channel = Some(json!({"kind": "slack"}));
+    let hook = subscription(&env, "approvals");
+    store
+        .create_subscription(&channel, &actor)
+        .await
+        .expect("create channel");
+    store
+        .create_subscription(&hook, &actor)
+        .await
+        .expect("create hook");
+    assert_eq!(
+        store.subscription(&env.id, &channel.id).await.unwrap(),
+        Some(channel.clone())
+    );
+    let listed = store
+        .subscriptions(&env.id, Some("approvals"))
+        .await
+        .unwrap();
+    let mut kinds: Vec<_> = listed
+        .iter()
+        .map(|s| (s.id.clone(), s.channel.clone()))
+        .collect();
+    kinds.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected = vec![
+        (channel.id.clone(), Some(json!({"kind": "slack"}))),
+        (hook.id.clone(), None),
+    ];
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(kinds, expected);
+    let claimed = store
+        .claim_subscriptions("replica-a", T0, T0.plus_ms(30_000), 10)
+        .await
+        .unwrap();
+    let mine = claimed
+        .iter()
+        .find(|s| s.id == channel.id)
+        .expect("claimed");
+    assert_eq!(mine.channel, Some(json!({"kind": "slack"})));
 }

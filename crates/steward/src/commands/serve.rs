@@ -29,6 +29,10 @@ pub struct Args {
     /// The address to listen on.
     #[arg(long, env = "STEWARD_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// The console's base URL as people reach it (e.g. https://steward.example.com), for the
+    /// links approval channels send; default: http:// and the listen address.
+    #[arg(long, env = "STEWARD_PUBLIC_URL")]
+    public_url: Option<String>,
     /// Allow http and loopback/private destinations (for local fixtures only).
     #[arg(long, env = "STEWARD_ALLOW_INSECURE_DESTINATIONS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
     allow_insecure_destinations: bool,
@@ -156,6 +160,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         data_dir: args.data.data,
         database: args.data.database,
         listen: args.listen,
+        public_url: args.public_url,
         allow_insecure_destinations: args.allow_insecure_destinations,
         dispatch_timeout: Duration::from_millis(args.dispatch_timeout_ms),
         absence_grace: Duration::from_millis(args.absence_grace_ms),

@@ -17,14 +17,14 @@ pub(crate) use envelopes::*;
 pub(crate) use params::*;
 // The views the handlers write are their own schemas.
 pub(crate) use steward_wire::{
-    Action, ActionBody, Approval, ApprovalRequestBody, BillingQuota, BillingUsage, Budget,
-    BudgetBody, BudgetDeleted, CallbackDone, CheckBody, CompleteBody, ConnectKeyBody, Connection,
-    ConnectionCompleted, ConnectionSession, CursorPage, DeadLetter, Decided, DecisionBody, Deleted,
-    Effect, Environment, EnvironmentBody, HaltBody, Identity, ImportBody, ImportResult,
-    Integration, Invocation, InvokeBody, Limit, LimitBody, LimitUpdateBody, List, Page,
-    ReconnectBody, RedeliveryRequested, ResolveEffectBody, ResolveInvocationBody, ResumeBody,
-    Secret, SecretBody, SecretDeleted, SessionBody, Single, Subscription, SubscriptionBody,
-    SubscriptionPatch, Topic, WorkspaceBudget,
+    Action, ActionBody, Approval, ApprovalChannel, ApprovalChannelBody, ApprovalRequestBody,
+    BillingQuota, BillingUsage, Budget, BudgetBody, BudgetDeleted, CallbackDone, CheckBody,
+    CompleteBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionSession, CursorPage,
+    DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody, HaltBody,
+    Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit, LimitBody,
+    LimitUpdateBody, List, Page, ReconnectBody, RedeliveryRequested, ResolveEffectBody,
+    ResolveInvocationBody, ResumeBody, Secret, SecretBody, SecretDeleted, SessionBody, Single,
+    Subscription, SubscriptionBody, SubscriptionPatch, Topic, WorkspaceBudget,
 };
 // The runs' views and bodies (`api/runs/`).
 pub(crate) use steward_wire::{

@@ -704,6 +704,14 @@ impl Flow {
         )
         .await;
         self.call(a, M::DELETE, one, &path, None).await;
+        let channels = "/approval-channels";
+        let slack = json!({"kind": "slack", "url": "https://example.com/services/T0/B0/x"});
+        let channel = self.call(a, M::POST, channels, channels, Some(slack)).await;
+        let channel = id_of(&channel, "id");
+        self.call(a, M::GET, channels, channels, None).await;
+        let one_channel = format!("/approval-channels/{channel}");
+        self.call(a, M::DELETE, "/approval-channels/{id}", &one_channel, None)
+            .await;
         self.call(a, M::GET, "/dlq", "/dlq?page=1&limit=10", None)
             .await;
         self.call(a, M::GET, "/dlq/{id}", "/dlq/dlq_none", None)

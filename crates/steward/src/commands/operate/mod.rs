@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod approvals;
+pub mod channels;
 pub mod effects;
 pub mod environment;
 pub mod invocations;
