@@ -32,6 +32,7 @@ mod input_schema;
 mod integrations;
 mod key_usage;
 mod keys;
+mod lease;
 mod listener;
 mod mcp;
 mod metrics;

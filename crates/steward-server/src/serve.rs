@@ -243,7 +243,7 @@ fn spawn_background(state: &AppState, config: &ServerConfig, shared: bool) {
         ));
     }
     tokio::spawn(expire_approvals(state.clone()));
-    tokio::spawn(crate::dispatch::pending::run(state.clone()));
+    tokio::spawn(crate::dispatch::settle_kept::run(state.clone()));
     tokio::spawn(crate::audit_sealer::run(state.clone(), config.lease));
     tokio::spawn(crate::receipts::issuer::run(state.clone()));
     tokio::spawn(crate::webhooks::deliver::run(
@@ -330,7 +330,7 @@ async fn listen(
     // Answers still waiting for the database get one last try; what is left is marked unknown
     // by the next start's sweep, or by another replica's.
     if !kept.pending.is_empty() {
-        kept.pending.settle_all(&kept).await;
+        crate::dispatch::settle_kept::settle_all(&kept).await;
         if !kept.pending.is_empty() {
             tracing::warn!(
                 answers_left = kept.pending.len(),

@@ -42,8 +42,8 @@ pub struct AppState {
     /// puts in flight (`replica.rs`).
     pub replica: steward_core::ReplicaId,
     /// This replica's hold on its own lease: no provider request leaves while it does not hold
-    /// it (`replica::Lease`, `dispatch/hold.rs`).
-    pub lease: Arc<crate::replica::Lease>,
+    /// it (`lease::Lease`, `dispatch/hold.rs`).
+    pub lease: Arc<crate::lease::Lease>,
     /// When this process last recorded each key's use (`auth::note_used`).
     pub key_usage: Arc<crate::key_usage::KeyUsage>,
     /// The integrations an account can be connected for (`integrations.rs`).

@@ -28,7 +28,7 @@ pub(crate) fn on(store: Arc<dyn Store>, replica: &str) -> AppState {
         crash_hook: None,
         defect: None,
         replica: steward_core::ReplicaId::from_unique(replica),
-        lease: std::sync::Arc::new(crate::replica::Lease::unlimited()),
+        lease: std::sync::Arc::new(crate::lease::Lease::unlimited()),
         key_usage: Arc::default(),
         integrations: Arc::default(),
         stream_slots: Arc::default(),

@@ -393,7 +393,7 @@ async fn answer_kept(state: &AppState, inv: InvocationRecord) -> Result<Invocati
     if !state.pending.holds(&inv.effect_id) {
         return Ok(inv);
     }
-    if !state.pending.settle_now(state, &inv.effect_id).await {
+    if !crate::dispatch::settle_kept::settle_now(state, &inv.effect_id).await {
         return Err(crate::effect_error::EffectError::AnswerNotRecorded {
             effect: inv.effect_id.clone(),
             source: steward_store::StoreError::Unavailable {

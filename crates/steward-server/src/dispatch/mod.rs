@@ -19,6 +19,7 @@
 //!    within a lease on a shared one).
 
 pub(crate) mod answer;
+pub mod blocked;
 pub mod defect;
 pub(crate) mod hold;
 pub mod outbound;
@@ -29,6 +30,7 @@ pub(crate) mod prepared;
 pub(crate) mod release;
 pub(crate) mod request;
 pub(crate) mod reserve;
+pub mod settle_kept;
 pub mod transport;
 
 use crate::crash;

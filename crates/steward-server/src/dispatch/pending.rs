@@ -23,13 +23,11 @@
 //! store) or another replica's (PostgreSQL) marks those attempts `unknown`.
 //! docs/DECISIONS.md, "Failover: honest answers and ambiguous commits".
 
-use crate::state::AppState;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Duration;
 use steward_core::{EffectEvent, EffectId, EffectState, EvidenceKind, EvidenceSource};
-use steward_store::{Actor, AttemptChange, EffectChange, NewEvidence, StoreError};
+use steward_store::{AttemptChange, EffectChange, NewEvidence};
 
 /// Answers kept whole at most. An answer holds its stored body (at most 256 KiB, see
 /// `RESPONSE_BODY_BYTES_MAX`), so this bounds the queue near 64 MiB; a database outage long
@@ -57,12 +55,12 @@ pub(crate) enum Kind {
 }
 
 #[derive(Debug)]
-struct Entry {
-    change: EffectChange,
-    kind: Kind,
+pub(crate) struct Entry {
+    pub(crate) change: EffectChange,
+    pub(crate) kind: Kind,
     /// An earlier try of this change ended in `CommitUnknown`: a later compare-and-set miss
     /// that finds the change's own target state is that try having landed.
-    tried_ambiguously: bool,
+    pub(crate) tried_ambiguously: bool,
 }
 
 /// The answers kept by this process (`AppState::pending`).
@@ -129,50 +127,30 @@ impl PendingAnswers {
         self.len() == 0
     }
 
-    /// Tries to commit the change kept for `effect` now (a resend of its key asks). Returns
-    /// `true` when nothing is kept for it any more.
-    pub async fn settle_now(&self, state: &AppState, effect: &EffectId) -> bool {
-        let taken = self
-            .entries
+    /// Takes the change kept for `effect` out, to try it.
+    pub(crate) fn take(&self, effect: &EffectId) -> Option<Entry> {
+        self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(effect);
-        let Some(entry) = taken else { return true };
-        match settle(state, entry).await {
-            None => true,
-            Some(entry) => {
-                self.put_back(entry);
-                false
-            }
-        }
+            .remove(effect)
     }
 
-    /// Tries every kept change once. Returns whether the database refused for being
-    /// unavailable (the round stops at the first such failure: the others would fail alike).
-    pub async fn settle_all(&self, state: &AppState) -> bool {
-        let ids: Vec<EffectId> = self
-            .entries
+    /// The effects a change is kept for.
+    pub(crate) fn ids(&self) -> Vec<EffectId> {
+        self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .keys()
             .cloned()
-            .collect();
-        for id in ids {
-            let taken = self
-                .entries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
-            let Some(entry) = taken else { continue };
-            if let Some(entry) = settle(state, entry).await {
-                self.put_back(entry);
-                return true;
-            }
-        }
-        false
+            .collect()
     }
 
-    fn put_back(&self, entry: Entry) {
+    /// Waits until something is kept.
+    pub(crate) async fn kept(&self) {
+        self.wake.notified().await;
+    }
+
+    pub(crate) fn put_back(&self, entry: Entry) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         // A newer change for the same effect cannot have been kept meanwhile: one attempt is
         // in flight per effect, and its answer is kept once.
@@ -182,100 +160,8 @@ impl PendingAnswers {
     }
 }
 
-/// Commits `entry`'s change. `None` once it is settled one way or the other; `Some` (to keep)
-/// when the database could not take it.
-async fn settle(state: &AppState, mut entry: Entry) -> Option<Entry> {
-    let effect = entry.change.effect_id.clone();
-    match state.store.change_effect(&entry.change).await {
-        Ok(()) => {
-            tracing::info!(effect = %effect, to = entry.change.to.name(), kind = ?entry.kind, "recorded a kept answer now that the database took it");
-            None
-        }
-        Err(e) if e.commit_unknown() => {
-            entry.tried_ambiguously = true;
-            Some(entry)
-        }
-        Err(e) if e.storage_failed() => Some(entry),
-        Err(StoreError::StateConflict { found, .. })
-            if entry.tried_ambiguously && found == entry.change.to =>
-        {
-            tracing::info!(effect = %effect, "a kept answer's earlier commit had landed after all");
-            None
-        }
-        Err(StoreError::StateConflict {
-            found: EffectState::Ready,
-            ..
-        }) if entry.kind == Kind::NotSent => {
-            // The intent committed without its attempt (the kill switch, a refused limit): it
-            // is settled failed from `ready` as it is, never sent.
-            entry.change = not_sent_from_ready(&entry.change);
-            Box::pin(settle(state, entry)).await
-        }
-        Err(StoreError::StateConflict { found, .. }) if entry.kind == Kind::NotSent => {
-            tracing::info!(effect = %effect, found = found.name(), "the attempt whose commit lost its answer was not recorded: nothing to settle");
-            None
-        }
-        Err(StoreError::StateConflict { found, .. }) => {
-            tracing::warn!(effect = %effect, found = found.name(), kind = ?entry.kind, "a kept answer came too late: the effect was settled meanwhile (another replica's sweep); its answer is kept as evidence");
-            late(state, &entry.change, found).await;
-            None
-        }
-        // Another replica took the attempt over (its epoch moved on): the new owner's state
-        // stands and what this one held is only evidence.
-        Err(StoreError::Fenced { .. }) => {
-            let found = match state.store.effect(&entry.change.env_id, &effect).await {
-                Ok(Some(found)) => found.effect.state,
-                _ => EffectState::Unknown,
-            };
-            tracing::warn!(effect = %effect, found = found.name(), kind = ?entry.kind, "fenced: another replica took this attempt over; the kept change is dropped and kept as evidence");
-            late(state, &entry.change, found).await;
-            None
-        }
-        Err(StoreError::NotFound { .. }) if entry.kind == Kind::NotSent => {
-            tracing::info!(effect = %effect, "the intent whose commit lost its answer was not recorded: nothing to settle");
-            None
-        }
-        Err(e) if entry.kind == Kind::Answer => {
-            tracing::error!(effect = %effect, error = %e, "a kept answer was refused; its effect is marked unknown instead");
-            entry.change = unknown_instead(&entry.change, "answer");
-            entry.kind = Kind::Unknown;
-            Some(entry)
-        }
-        Err(e) => {
-            tracing::error!(effect = %effect, error = %e, kind = ?entry.kind, "a kept change was refused and dropped: the sweep of attempts past their deadline settles the effect");
-            None
-        }
-    }
-}
-
-/// Appends what a dropped answer said, as late evidence (best effort: logged if it fails).
-async fn late(state: &AppState, change: &EffectChange, found: EffectState) {
-    let said = change
-        .evidence
-        .as_ref()
-        .map(|e| e.message.clone())
-        .unwrap_or_default();
-    let note = NewEvidence::new(
-        EvidenceKind::LateAnswer,
-        EvidenceSource::Provider,
-        format!(
-            "an answer this Steward process could not record while the database was away \
-             arrived after another process had marked the effect {}: {said}",
-            found.name()
-        ),
-    );
-    let actor = Actor::system(state.clock.now());
-    if let Err(e) = state
-        .store
-        .append_evidence(&change.env_id, &change.effect_id, &note, &actor)
-        .await
-    {
-        tracing::warn!(effect = %change.effect_id, error = %e, "could not append the late answer as evidence");
-    }
-}
-
 /// The attempt number a change finishes (1 when it names none).
-fn attempt_number(change: &EffectChange) -> u32 {
+pub(crate) fn attempt_number(change: &EffectChange) -> u32 {
     match &change.attempt {
         Some(AttemptChange::Finish { number, .. } | AttemptChange::Begin { number, .. }) => *number,
         None => 1,
@@ -358,7 +244,7 @@ static NOT_SENT_ERROR: std::sync::LazyLock<serde_json::Value> = std::sync::LazyL
 });
 
 /// [`not_sent`] for an intent that committed `ready` (no attempt): `ready -> failed`.
-fn not_sent_from_ready(change: &EffectChange) -> EffectChange {
+pub(crate) fn not_sent_from_ready(change: &EffectChange) -> EffectChange {
     let evidence = NewEvidence::new(
         EvidenceKind::Blocked,
         EvidenceSource::Steward,
@@ -378,29 +264,11 @@ fn not_sent_from_ready(change: &EffectChange) -> EffectChange {
     blocked
 }
 
-/// Commits the kept changes for as long as the process runs: at once when something is kept,
-/// then again with backoff while the database refuses.
-pub(crate) async fn run(state: AppState) {
-    let mut wait = Duration::from_millis(PENDING_RETRY_MS_MIN);
-    loop {
-        if state.pending.is_empty() {
-            state.pending.wake.notified().await;
-            wait = Duration::from_millis(PENDING_RETRY_MS_MIN);
-        }
-        let refused = state.pending.settle_all(&state).await;
-        if refused {
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_millis(PENDING_RETRY_MS_MAX));
-        } else {
-            wait = Duration::from_millis(PENDING_RETRY_MS_MIN);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use steward_core::{EnvironmentId, IdempotencyKey, Millis};
+    use steward_store::Actor;
 
     fn answer(n: usize) -> EffectChange {
         let evidence = NewEvidence::new(EvidenceKind::Response, EvidenceSource::Provider, "200");

@@ -9,21 +9,7 @@ use steward_core::{
 };
 use steward_store::SecretRecord;
 
-/// A reason not to send, recorded as evidence and as the invocation's error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blocked {
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl Blocked {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-}
+pub use super::blocked::Blocked;
 
 /// A decrypted secret with its destination policy. Its value goes only into the request.
 pub struct OpenedSecret {

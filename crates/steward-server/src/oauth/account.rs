@@ -12,7 +12,7 @@
 
 use super::provider::{self, Client, TokenFailure};
 use super::TokenSet;
-use crate::dispatch::prepared::Blocked;
+use crate::dispatch::blocked::Blocked;
 use crate::integrations::{AuthKind, OauthSpec};
 use crate::state::AppState;
 use std::collections::HashMap;

@@ -16,7 +16,7 @@
 //! link to the approval in the console (`--public-url`). The outcome (decided, expired) is a
 //! second, shorter message. Nothing else of the approval is sent: never a secret.
 
-use super::deliver::WEBHOOK_TIMEOUT_MS;
+use super::WEBHOOK_TIMEOUT_MS;
 use crate::state::AppState;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -56,7 +56,7 @@ const SECRET_NAMES: &[&str] = &[
 
 /// The vault name a channel's credential (Slack URL) is sealed under: the subscription's own.
 pub(crate) fn credential_name(subscription: &str) -> String {
-    super::deliver::secret_name(subscription)
+    super::secret_name(subscription)
 }
 
 /// The kind of a channel subscription (`slack`), `None` for a signed webhook.

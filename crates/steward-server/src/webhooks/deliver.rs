@@ -37,8 +37,7 @@ pub const WEBHOOK_CLAIM_SUBSCRIPTIONS_MAX: u32 = 32;
 /// How many subscriptions one replica delivers to at once, in workers (one each): bounds the
 /// connections and tasks a replica spends on webhooks; the rest wait for a free worker.
 pub const WEBHOOK_WORKERS_MAX: usize = 256;
-/// How long a receiver may take to answer, in milliseconds; past it the attempt failed.
-pub const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
+pub use super::WEBHOOK_TIMEOUT_MS;
 /// How long a lease keeps a subscription away from other replicas, in milliseconds: longer than
 /// an attempt can take, so a live deliverer is never overtaken. A worker extends it with every
 /// outcome it records.
@@ -488,10 +487,7 @@ fn signing_secrets(
     Ok(secrets)
 }
 
-/// The vault name a subscription's secrets are sealed under (bound into the ciphertext).
-pub(crate) fn secret_name(subscription: &str) -> String {
-    format!("webhook:{subscription}")
-}
+pub(crate) use super::secret_name;
 
 /// POSTs `body`, signed, after the same outbound checks as a dispatch. `Ok` only for a 2xx.
 /// An approval channel sends its own message for `event` instead (`channels::send`).

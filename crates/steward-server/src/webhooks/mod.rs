@@ -15,6 +15,14 @@ pub mod retry;
 pub(crate) mod signature;
 pub(crate) mod topics;
 
+/// How long a receiver may take to answer, in milliseconds; past it the attempt failed.
+pub const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
+
+/// The vault name a subscription's secrets are sealed under (bound into the ciphertext).
+pub(crate) fn secret_name(subscription: &str) -> String {
+    format!("webhook:{subscription}")
+}
+
 /// How long the secret before a rotation still signs deliveries, in milliseconds: a day, time
 /// to roll the new secret out to every receiver.
 pub const WEBHOOK_SECRET_GRACE_MS: i64 = 24 * 60 * 60 * 1_000;

@@ -223,6 +223,24 @@ impl Flow {
         .await;
         self.call(a, M::GET, "/actions/effects/{id}", &eff_path, None)
             .await;
+        // Receipts: issued by a background task this state does not run, so the latest is 404
+        // `not_issued` and the lists are empty; each answer is still as documented.
+        let receipt = format!("{eff_path}/receipt");
+        self.call(a, M::GET, "/actions/effects/{id}/receipt", &receipt, None)
+            .await;
+        let receipts = format!("{eff_path}/receipts");
+        self.call(a, M::GET, "/actions/effects/{id}/receipts", &receipts, None)
+            .await;
+        self.call(a, M::GET, "/receipts", "/receipts?limit=5", None)
+            .await;
+        self.call(
+            a,
+            M::GET,
+            "/receipts/public-keys",
+            "/receipts/public-keys",
+            None,
+        )
+        .await;
         let note = json!({"note": "checked"});
         let notes = format!("{eff_path}/notes");
         self.call(
