@@ -33,6 +33,14 @@ pub enum EffectError {
         #[source]
         source: StoreError,
     },
+    /// The commit recording a parked invocation (awaiting approval) lost its answer: it may be
+    /// recorded or not. Nothing was sent; if it was recorded it waits for its approval, and is
+    /// sent once approved, like any parked invocation (the fault suite found this, issue #26).
+    #[error("the parked invocation may or may not be recorded: {source}")]
+    ParkedNotKnown {
+        #[source]
+        source: StoreError,
+    },
     /// A record the effect needs is not in its environment (an action version, an effect).
     #[error("{what} {id} not found")]
     Missing { what: &'static str, id: String },

@@ -362,7 +362,15 @@ async fn record_and_dispatch(
             .store
             .submit(&submission)
             .instrument(tracing::info_span!("steward.store", operation = "submit"))
-            .await?;
+            .await
+            .map_err(|source| -> Error {
+                // A lost commit answer: recorded or not, never "nothing was changed".
+                if source.commit_unknown() {
+                    crate::effect_error::EffectError::ParkedNotKnown { source }.into()
+                } else {
+                    source.into()
+                }
+            })?;
         state.metrics.store_commit("submit", started.elapsed());
         (outcome, None)
     };

@@ -182,6 +182,18 @@ impl From<EffectError> for ApiError {
                 )
                 .with_details(json!({"mayHaveBeenSent": false}))
             }
+            EffectError::ParkedNotKnown { source } => {
+                tracing::error!(error = %source, "the commit of a parked invocation lost its answer; nothing was sent");
+                ApiError::of(
+                    codes::OUTCOME_UNKNOWN,
+                    "the database lost its answer to the commit recording this invocation, so \
+                     whether it is recorded is not known; nothing was sent to the provider, but \
+                     if it was recorded it waits for its approval and is sent once approved. \
+                     Call again with the same operationKey and Idempotency-Key, never new ones, \
+                     to see what was recorded",
+                )
+                .with_details(json!({"mayHaveBeenSent": false}))
+            }
             EffectError::Missing { what, .. } => ApiError::not_found(what),
             EffectError::ReplayBlocked { code, message, .. } => ApiError::of(
                 codes::REPLAY_BLOCKED,
