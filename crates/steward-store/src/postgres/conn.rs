@@ -132,12 +132,18 @@ pub(crate) fn unavailable(err: tokio_postgres::Error) -> StoreError {
     }
 }
 
-/// A failed `COMMIT`: when the server answered it with an error, the transaction was rolled
-/// back and nothing was committed (`Unavailable`); when no answer came (the connection dropped,
-/// the server died, a timeout), the commit may or may not have happened (`CommitUnknown`), and
-/// only a read once the database is back tells which.
+/// A failed `COMMIT`. Only an answer that says the transaction rolled back (SQLSTATE class 40,
+/// transaction rollback; 23, a deferred constraint; 25, an invalid transaction state) proves
+/// nothing was committed (`Unavailable`). Any other answer, or none (the connection dropped,
+/// the server died, a timeout), leaves the commit unknown (`CommitUnknown`): a primary killed
+/// while it waits for its synchronous standby answers "terminating connection ... the
+/// transaction has already committed locally", and that commit lives on in the promoted
+/// standby (found by `steward faults`, seed 2). Only a read once the database is back tells.
 pub(crate) fn commit_failed(err: tokio_postgres::Error) -> StoreError {
-    if err.as_db_error().is_some() {
+    let rolled_back = err
+        .code()
+        .is_some_and(|code| matches!(&code.code()[..2], "40" | "23" | "25"));
+    if rolled_back {
         return unavailable(err);
     }
     StoreError::CommitUnknown {
