@@ -402,3 +402,16 @@ pub fn cursor_offset(cursor: &str) -> Result<u32> {
         .and_then(|n| n.parse::<u32>().ok())
         .ok_or_else(|| Error::validation("cursor", "is not a cursor this server gave"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_request_is_clamped_and_defaults_to_the_first_page() {
+        let asked = |limit, offset| PageRequest { limit, offset }.window();
+        assert_eq!(asked(None, None), (PAGE_LIMIT_DEFAULT, 0));
+        assert_eq!(asked(Some(0), Some(7)), (1, 7));
+        assert_eq!(asked(Some(PAGE_LIMIT_MAX + 1), None), (PAGE_LIMIT_MAX, 0));
+    }
+}
