@@ -31,20 +31,30 @@ pub const SIGNATURE_MEMBER: &str = "signature";
 /// The prefix of a receipt key's id.
 pub const KEY_ID_PREFIX: &str = "rk_";
 
-/// One receipt, as the server builds it before signing. Every member is always present (`null`
-/// when it does not apply), so the set of names is fixed for a `type`.
+// The one definition of a receipt's members: the server builds one with no `signature` and
+// `sign` signs it; the API reads the stored, signed receipt back into it to serve it, and with
+// the `schema` feature (`steward-wire` turns it on) it is the OpenAPI document's `Receipt`, so
+// the doc comments below are the document's descriptions.
+
+/// One signed receipt: one settlement of one effect, chained to the environment's previous
+/// receipt. Verify it with `steward receipt verify` or any RFC 8785 and Ed25519 implementation.
+/// Every member is always present (`null` when it does not apply), so the set of names is fixed
+/// for a `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Receipt {
+    /// `steward.receipt.v1`.
     #[serde(rename = "type")]
     pub kind: String,
     pub environment_id: String,
     /// 1 for the environment's first receipt, then one more for each.
     pub sequence: u64,
-    /// The digest of the environment's previous receipt, [`GENESIS_DIGEST`] for the first.
+    /// `sha256:<hex>` of the environment's previous receipt (64 zeros for the first).
     pub previous_digest: String,
     /// When the receipt was signed, in milliseconds since the Unix epoch.
     pub issued_at: i64,
+    /// The signing key: `rk_` and 16 hex digits of its public key's SHA-256.
     pub key_id: String,
     pub effect_id: String,
     pub invocation_id: String,
@@ -63,11 +73,17 @@ pub struct Receipt {
     /// The policy versions that decided the invocation (empty when none did).
     pub policies: Vec<ReceiptPolicy>,
     pub provider: ReceiptProvider,
+    /// Ed25519 over the RFC 8785 bytes of the receipt without this member, in hex (128 digits).
+    // Every receipt served has one; it is left out (not `null`) only before `sign`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schema(value_type = String, required = true))]
+    pub signature: Option<String>,
 }
 
 /// The settlement a receipt is for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReceiptSettlement {
     /// The effect state it left (`dispatching`, `unknown`, `awaiting_approval`, `ready`), or
     /// `null` for an invocation a policy denied as it was recorded.
@@ -87,15 +103,18 @@ pub struct ReceiptSettlement {
 
 /// The request Steward sent, by digest (the scheme is in `docs/RECEIPTS.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReceiptRequest {
     pub attempt: u32,
+    /// `sha256:<hex>` of the RFC 8785 bytes of the request sent, secret values scrubbed.
     pub digest: String,
 }
 
 /// The approval the invocation waited on, with every decision cast on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReceiptApproval {
     pub id: String,
     pub status: String,
@@ -105,17 +124,20 @@ pub struct ReceiptApproval {
 
 /// One approver's decision, as authenticated: the key that cast it and that key's name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReceiptDecision {
     pub key_id: String,
     pub key_name: Option<String>,
+    /// `approve` or `deny`.
     pub decision: String,
     pub at: i64,
 }
 
 /// A policy version that decided the invocation, and what it decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReceiptPolicy {
     pub id: String,
     pub name: Option<String>,
@@ -125,7 +147,8 @@ pub struct ReceiptPolicy {
 
 /// What the provider answered, as Steward recorded it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReceiptProvider {
     pub response_status: Option<u16>,
     /// The provider's own id of what it did (a refund id), when known.
@@ -157,8 +180,14 @@ pub struct Signed {
     pub digest: String,
 }
 
-/// Signs `receipt` with `key`, whose id it must already name.
+/// Signs `receipt`, which has no `signature` yet, with `key`, whose id it must already name.
 pub fn sign(receipt: &Receipt, key: &SigningKey) -> Signed {
+    assert!(
+        receipt.signature.is_none(),
+        "receipt {} of effect {} is already signed",
+        receipt.sequence,
+        receipt.effect_id
+    );
     assert_eq!(
         receipt.key_id,
         key_id_of(&key.verifying_key()),
@@ -395,6 +424,7 @@ mod tests {
                 reference: Some("re_1".into()),
                 response_digest: None,
             },
+            signature: None,
         }
     }
 
@@ -463,6 +493,21 @@ mod tests {
             Err(ReceiptError::UnknownKey { index: 0, .. })
         ));
         assert!(verify_chain(&receipts, &keys(&[&old, &new])).is_ok());
+    }
+
+    #[test]
+    fn a_signed_receipt_reads_back_as_the_object_that_was_signed() {
+        let k = key(1);
+        let unsigned = receipt(1, GENESIS_DIGEST, &k);
+        let bytes = serde_json::to_value(&unsigned).unwrap();
+        assert!(bytes.get(SIGNATURE_MEMBER).is_none(), "{bytes}");
+        let signed = sign(&unsigned, &k).receipt;
+        let read: Receipt = serde_json::from_value(signed.clone()).unwrap();
+        assert!(read.signature.is_some());
+        assert_eq!(serde_json::to_value(&read).unwrap(), signed);
+        let mut extra = signed;
+        extra["note"] = serde_json::json!("added");
+        assert!(serde_json::from_value::<Receipt>(extra).is_err());
     }
 
     #[test]

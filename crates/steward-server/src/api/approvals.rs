@@ -102,8 +102,10 @@ pub async fn list(
     let filters = reads::ApprovalFilters {
         status: q.status,
         decision_origin: q.decision_origin,
-        limit: q.limit,
-        offset: q.offset,
+        page: reads::PageRequest {
+            limit: q.limit,
+            offset: q.offset,
+        },
     };
     let page = reads::list_approvals(&state, &caller, &filters).await?;
     let names = views::KeyNames::of(&state, &caller.env.id).await?;

@@ -106,10 +106,8 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
-    let request = json!({"op": "channels.remove", "id": id});
-    idempotent::run(&state, &caller, &headers, request, || async {
-        app::channels::remove(&state, &caller, &id).await?;
-        Ok((StatusCode::OK, steward_wire::Deleted::new(&id)))
+    idempotent::delete(&state, &caller, &headers, "channels.remove", &id, || {
+        app::channels::remove(&state, &caller, &id)
     })
     .await
 }

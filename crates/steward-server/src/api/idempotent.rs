@@ -9,7 +9,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::future::Future;
 use steward_core::fingerprint;
 use steward_store::IdempotencyBegin;
@@ -41,6 +41,29 @@ where
     T: serde::Serialize,
 {
     run_matching(state, caller, headers, request, &[], work).await
+}
+
+/// `run` for deleting the record `id` names: the request is `{"op": op, "id": id}`, `remove`
+/// deletes it (or says why not), and the answer is `{"id", "deleted": true}`. The caller checks
+/// the scope first, so that a key without it is refused before any replay.
+pub async fn delete<F, Fut>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    op: &str,
+    id: &str,
+    remove: F,
+) -> ApiResult<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = crate::app::Result<()>>,
+{
+    let request = json!({"op": op, "id": id});
+    run(state, caller, headers, request, || async {
+        remove().await?;
+        Ok((StatusCode::OK, steward_wire::Deleted::new(id)))
+    })
+    .await
 }
 
 /// `run`, where the same request may also have been recorded as one of `earlier_forms` (by an

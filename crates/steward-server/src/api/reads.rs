@@ -60,8 +60,10 @@ impl InvocationQuery {
         reads::InvocationFilters {
             action: self.action,
             status: self.status,
-            limit: self.limit,
-            offset: self.offset,
+            page: reads::PageRequest {
+                limit: self.limit,
+                offset: self.offset,
+            },
             cursor: self.cursor,
         }
     }
@@ -75,8 +77,10 @@ impl EffectQuery {
             stage: self.stage,
             grade: self.grade,
             unresolved: self.unresolved,
-            limit: self.limit,
-            offset: self.offset,
+            page: reads::PageRequest {
+                limit: self.limit,
+                offset: self.offset,
+            },
         }
     }
 }

@@ -15,11 +15,18 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use steward_store::{ReceiptKeyRecord, ReceiptRecord};
 
-/// The receipt as it was signed. A stored receipt that does not read as one is a corrupt store
-/// (500), never a receipt with members left out.
+/// The receipt as it was signed. A stored receipt that does not read as one, or has no
+/// signature, is a corrupt store (500), never a receipt with members left out.
 fn view(record: &ReceiptRecord) -> ApiResult<steward_wire::Receipt> {
-    serde_json::from_value(record.body.clone())
-        .map_err(|e| ApiError::internal("a stored receipt does not read as a receipt", &e))
+    let corrupt = |e: serde_json::Error| {
+        ApiError::internal("a stored receipt does not read as a receipt", &e)
+    };
+    let receipt: steward_wire::Receipt =
+        serde_json::from_value(record.body.clone()).map_err(corrupt)?;
+    if receipt.signature.is_none() {
+        return Err(corrupt(serde::de::Error::missing_field("signature")));
+    }
+    Ok(receipt)
 }
 
 fn views(records: &[ReceiptRecord]) -> ApiResult<Vec<steward_wire::Receipt>> {

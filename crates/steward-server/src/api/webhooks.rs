@@ -266,10 +266,8 @@ pub async fn delete_subscription(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     caller.require(scopes::ACTIONS_WRITE)?;
-    let request = json!({"op": "webhooks.delete", "id": id});
-    idempotent::run(&state, &caller, &headers, request, || async {
-        app::webhooks::delete_subscription(&state, &caller, &id).await?;
-        Ok((StatusCode::OK, steward_wire::Deleted::new(&id)))
+    idempotent::delete(&state, &caller, &headers, "webhooks.delete", &id, || {
+        app::webhooks::delete_subscription(&state, &caller, &id)
     })
     .await
 }

@@ -33,6 +33,15 @@ pub struct Page<T> {
 }
 
 impl<T> Page<T> {
+    fn of(found: steward_store::Page<T>, limit: u32, offset: u32) -> Self {
+        Page {
+            items: found.items,
+            total: found.total,
+            limit,
+            offset,
+        }
+    }
+
     fn empty(limit: u32, offset: u32) -> Self {
         Page {
             items: Vec::new(),
@@ -43,6 +52,27 @@ impl<T> Page<T> {
     }
 }
 
+/// Which page of a list, as asked: every list's filters carry one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PageRequest {
+    /// Page size, clamped to 1..=200 (default 50).
+    pub limit: Option<u32>,
+    pub offset: Option<u32>,
+}
+
+impl PageRequest {
+    /// The page size, clamped to 1..=[`PAGE_LIMIT_MAX`] ([`PAGE_LIMIT_DEFAULT`] when not
+    /// given), and the offset (0 when not given).
+    fn window(self) -> (u32, u32) {
+        (
+            self.limit
+                .unwrap_or(PAGE_LIMIT_DEFAULT)
+                .clamp(1, PAGE_LIMIT_MAX),
+            self.offset.unwrap_or(0),
+        )
+    }
+}
+
 /// Which invocations to list.
 #[derive(Debug, Clone, Default)]
 pub struct InvocationFilters {
@@ -50,10 +80,9 @@ pub struct InvocationFilters {
     pub action: Option<String>,
     /// An invocation status as the wire spells it.
     pub status: Option<String>,
-    /// Page size, clamped to 1..=200 (default 50).
-    pub limit: Option<u32>,
-    pub offset: Option<u32>,
-    /// Where to start: a cursor the server gave (`o<offset>`); it takes the place of `offset`.
+    pub page: PageRequest,
+    /// Where to start: a cursor the server gave (`o<offset>`); it takes the place of the page's
+    /// `offset`.
     pub cursor: Option<String>,
 }
 
@@ -68,9 +97,7 @@ pub struct EffectFilters {
     pub grade: Option<String>,
     /// `true`: only effects that still need someone; `false`: only those that do not.
     pub unresolved: Option<String>,
-    /// Page size, clamped to 1..=200 (default 50).
-    pub limit: Option<u32>,
-    pub offset: Option<u32>,
+    pub page: PageRequest,
 }
 
 /// Which approvals to list.
@@ -80,16 +107,7 @@ pub struct ApprovalFilters {
     pub status: Option<String>,
     /// `human`, `policy`, `system`, `assistant`, or `automated` (the last three).
     pub decision_origin: Option<String>,
-    /// Page size, clamped to 1..=200 (default 50).
-    pub limit: Option<u32>,
-    pub offset: Option<u32>,
-}
-
-fn page(limit: Option<u32>, offset: Option<u32>) -> (u32, u32) {
-    (
-        limit.unwrap_or(PAGE_LIMIT_DEFAULT).clamp(1, PAGE_LIMIT_MAX),
-        offset.unwrap_or(0),
-    )
+    pub page: PageRequest,
 }
 
 /// A page of the invocations `filters` selects, newest first (large fields as the store's
@@ -101,11 +119,14 @@ pub async fn list_invocations(
 ) -> Result<Page<InvocationRecord>> {
     principal.require(scopes::ACTIONS_READ)?;
     let _read = state.heavy_reads.admit(principal.key.id.as_str())?;
-    let offset = match filters.cursor.as_deref() {
-        Some(c) => Some(cursor_offset(c)?),
-        None => filters.offset,
+    let page = match filters.cursor.as_deref() {
+        Some(c) => PageRequest {
+            offset: Some(cursor_offset(c)?),
+            ..filters.page
+        },
+        None => filters.page,
     };
-    let (limit, offset) = page(filters.limit, offset);
+    let (limit, offset) = page.window();
     let states = match filters.status.as_deref() {
         None => None,
         Some(s) => {
@@ -133,12 +154,7 @@ pub async fn list_invocations(
         .store
         .list_invocations(&principal.env.id, &filter)
         .await?;
-    Ok(Page {
-        items: found.items,
-        total: found.total,
-        limit,
-        offset,
-    })
+    Ok(Page::of(found, limit, offset))
 }
 
 /// A page of one action's invocations; 404 when the environment has no such action.
@@ -185,7 +201,7 @@ pub async fn list_effects(
     filters: &EffectFilters,
 ) -> Result<Page<EffectRecord>> {
     principal.require(scopes::ACTIONS_READ)?;
-    let (limit, offset) = page(filters.limit, filters.offset);
+    let (limit, offset) = filters.page.window();
     let mut states = narrow(
         None,
         "outcome",
@@ -222,12 +238,7 @@ pub async fn list_effects(
         offset,
     };
     let found = state.store.list_effects(&principal.env.id, &filter).await?;
-    Ok(Page {
-        items: found.items,
-        total: found.total,
-        limit,
-        offset,
-    })
+    Ok(Page::of(found, limit, offset))
 }
 
 /// One effect with its attempts and evidence; 404 for an id that is not one or names none here.
@@ -271,7 +282,7 @@ pub async fn list_approvals(
             ))
         }
     };
-    let (limit, offset) = page(filters.limit, filters.offset);
+    let (limit, offset) = filters.page.window();
     let found = state
         .store
         .list_approvals(
@@ -284,12 +295,7 @@ pub async fn list_approvals(
             },
         )
         .await?;
-    Ok(Page {
-        items: found.items,
-        total: found.total,
-        limit,
-        offset,
-    })
+    Ok(Page::of(found, limit, offset))
 }
 
 /// One approval, once decided or after waiting up to `wait_s` seconds (at most
@@ -395,4 +401,17 @@ pub fn cursor_offset(cursor: &str) -> Result<u32> {
         .strip_prefix('o')
         .and_then(|n| n.parse::<u32>().ok())
         .ok_or_else(|| Error::validation("cursor", "is not a cursor this server gave"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_request_is_clamped_and_defaults_to_the_first_page() {
+        let asked = |limit, offset| PageRequest { limit, offset }.window();
+        assert_eq!(asked(None, None), (PAGE_LIMIT_DEFAULT, 0));
+        assert_eq!(asked(Some(0), Some(7)), (1, 7));
+        assert_eq!(asked(Some(PAGE_LIMIT_MAX + 1), None), (PAGE_LIMIT_MAX, 0));
+    }
 }

@@ -283,8 +283,10 @@ impl Listing {
                 let filters = reads::InvocationFilters {
                     action: filters.action.clone(),
                     status: filters.status.clone(),
-                    limit: Some(limit),
-                    offset: Some(offset),
+                    page: reads::PageRequest {
+                        limit: Some(limit),
+                        offset: Some(offset),
+                    },
                     cursor: None,
                 };
                 records::invocations(&reads::list_invocations(state, &op.caller, &filters).await?)?
@@ -294,8 +296,10 @@ impl Listing {
                     action: filters.action.clone(),
                     outcome: filters.status.clone(),
                     stage: filters.stage.clone(),
-                    limit: Some(limit),
-                    offset: Some(offset),
+                    page: reads::PageRequest {
+                        limit: Some(limit),
+                        offset: Some(offset),
+                    },
                     ..reads::EffectFilters::default()
                 };
                 records::effects(&reads::list_effects(state, &op.caller, &filters).await?)?

@@ -8,7 +8,7 @@ use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
 use crate::api::views::KeyNames;
-use crate::app::reads::{self, ApprovalFilters};
+use crate::app::reads::{self, ApprovalFilters, PageRequest};
 use crate::error::ApiError;
 use crate::state::AppState;
 use maud::{html, Markup};
@@ -102,7 +102,10 @@ async fn list(
     limit: u32,
 ) -> Result<Value, ApiError> {
     let filters = ApprovalFilters {
-        limit: Some(limit),
+        page: PageRequest {
+            limit: Some(limit),
+            ..filters.page
+        },
         ..filters
     };
     let found = reads::list_approvals(state, &op.caller, &filters).await?;

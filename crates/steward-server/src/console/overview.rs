@@ -11,7 +11,7 @@ use super::layout::{self, text};
 use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
-use crate::app::reads::{self, EffectFilters};
+use crate::app::reads::{self, EffectFilters, PageRequest};
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Query, State};
@@ -158,7 +158,10 @@ async fn effects(
     limit: u32,
 ) -> Result<Value, ApiError> {
     let filters = EffectFilters {
-        limit: Some(limit),
+        page: PageRequest {
+            limit: Some(limit),
+            ..filters.page
+        },
         ..filters
     };
     records::effects(&reads::list_effects(state, &op.caller, &filters).await?)

@@ -10,7 +10,7 @@ use super::records;
 use super::session::Operator;
 use super::ConsoleMode;
 use crate::api::recovery;
-use crate::app::reads::{self, EffectFilters};
+use crate::app::reads::{self, EffectFilters, PageRequest};
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -44,7 +44,10 @@ async fn render(
 ) -> Response {
     let filters = EffectFilters {
         unresolved: Some("true".to_string()),
-        limit: Some(QUEUE_EFFECTS_MAX),
+        page: PageRequest {
+            limit: Some(QUEUE_EFFECTS_MAX),
+            offset: None,
+        },
         ..EffectFilters::default()
     };
     let answer = match reads::list_effects(state, &op.caller, &filters).await {

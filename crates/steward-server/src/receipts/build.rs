@@ -143,6 +143,7 @@ pub fn receipt(facts: &Facts<'_>, place: &Place<'_>) -> Receipt {
                 .and(inv.response_body.as_ref())
                 .map(json_digest),
         },
+        signature: None,
     }
 }
 
