@@ -35,6 +35,7 @@ pub mod policy_files;
 pub mod previews;
 pub mod reads;
 pub mod receipts;
+pub mod reconnect;
 pub mod recovery;
 pub mod runs;
 pub mod seam;
