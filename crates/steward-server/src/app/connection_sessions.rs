@@ -13,6 +13,7 @@
 //!    session settled `completed` (or `failed`, with a reason and nothing stored).
 //! 3. [`complete`] reads the session: `pending` until then, the account once `completed`.
 
+use super::account_gate::Unusable;
 use super::connections::{self, Account, Slot};
 use super::{Error, Principal, Result};
 use crate::error::codes;
@@ -86,6 +87,26 @@ pub async fn create(
 ) -> Result<Started> {
     principal.require(scopes::SECRETS_WRITE)?;
     start(state, principal, input, callback_url).await
+}
+
+/// Starts a consent session for the account an MCP call needs (`account_gate.rs`), on behalf
+/// of the calling key. It takes `actions:invoke`, not `secrets:write`: the caller chooses
+/// nothing (the account is one its action names, the integration the one it is connected for)
+/// and receives only a link for a person; the person's consent at the provider is what
+/// connects the account, and the session is audited as the key's.
+pub async fn start_for_call(
+    state: &AppState,
+    principal: &Principal,
+    needed: &Unusable,
+    callback_url: &str,
+) -> Result<Started> {
+    principal.require(scopes::ACTIONS_INVOKE)?;
+    let input = StartSession {
+        integration_id: needed.integration_id.clone(),
+        secret_name: needed.secret_name.clone(),
+        description: None,
+    };
+    start(state, principal, &input, callback_url).await
 }
 
 /// [`create`] once the caller may.

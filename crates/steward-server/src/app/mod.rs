@@ -14,6 +14,7 @@
 //!
 //! The model is omicron's `nexus/src/app/` under its thin `http_entrypoints.rs`.
 
+pub mod account_gate;
 pub mod actions;
 pub mod approvals;
 pub mod billing;
