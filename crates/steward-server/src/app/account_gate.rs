@@ -22,7 +22,7 @@ use crate::integrations::{AuthKind, Integration};
 use crate::oauth::account::NEEDS_REAUTH;
 use crate::state::AppState;
 use steward_core::host_allowed;
-use steward_store::{secrets_named_by, ActionRecord};
+use steward_store::{secrets_named_by, ActionRecord, SecretRecord};
 
 /// An account the action acts through that a person must connect (again) first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,22 +62,33 @@ impl Unusable {
     }
 }
 
-/// The first account `action` acts through that cannot be used now, if any. Reads the action's
-/// connections (and opens a due token set to refresh it); a read that fails finds nothing to
-/// stop, and the invoke answers it as before.
+/// The first account `action` acts through that cannot be used now, if any. `secrets` are the
+/// action's secrets that exist, as the invoke's context read them. Reads the connection of
+/// each (and opens a due token set to refresh it); a missing secret costs no read.
 pub async fn unusable(
     state: &AppState,
     principal: &Principal,
     action: &ActionRecord,
+    secrets: &[SecretRecord],
 ) -> Result<Option<Unusable>> {
     let env = &principal.env.id;
     for name in secrets_named_by(&action.definition) {
+        if !secrets.iter().any(|s| s.name == name) {
+            if let Some(integration) = claiming(state, action) {
+                return Ok(Some(Unusable {
+                    secret_name: name,
+                    integration_id: integration.id.clone(),
+                    why: Why::Missing,
+                }));
+            }
+            continue;
+        }
         let found = match state.store.connection(env, &name).await? {
             Some(c) if c.auth_kind == AuthKind::Oauth.as_str() => {
                 let why = if c.health.status == NEEDS_REAUTH {
                     Some(Why::NeedsReauth(c.health.reason.clone()))
                 } else {
-                    refused_on_refresh(state, principal, &name).await
+                    refused_on_refresh(state, principal, &name, secrets).await
                 };
                 why.map(|why| Unusable {
                     secret_name: name.clone(),
@@ -85,15 +96,7 @@ pub async fn unusable(
                     why,
                 })
             }
-            Some(_) => None,
-            None if state.store.secret(env, &name).await?.is_none() => {
-                claiming(state, action).map(|integration| Unusable {
-                    secret_name: name.clone(),
-                    integration_id: integration.id.clone(),
-                    why: Why::Missing,
-                })
-            }
-            None => None,
+            Some(_) | None => None,
         };
         if found.is_some() {
             return Ok(found);
@@ -104,9 +107,14 @@ pub async fn unusable(
 
 /// Opens a healthy account's tokens as a request would, refreshing them when due: `Some` when
 /// the provider refused the refresh (the account is now `needs_reauth`).
-async fn refused_on_refresh(state: &AppState, principal: &Principal, name: &str) -> Option<Why> {
+async fn refused_on_refresh(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    secrets: &[SecretRecord],
+) -> Option<Why> {
     let env = &principal.env.id;
-    let (_, value) = crate::dispatch::secret_value::read_and_open(state, env, name, None)
+    let (_, value) = crate::dispatch::secret_value::read_and_open(state, env, name, Some(secrets))
         .await
         .ok()?;
     let set = crate::oauth::TokenSet::from_value(&value)?;

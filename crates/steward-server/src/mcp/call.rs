@@ -246,25 +246,19 @@ pub async fn call(
             return unrecorded(Envelope::of_error(&refused, sent_key));
         }
     };
-    if let Some(needed) = account_needed(state, caller, action, operation_key.as_ref()).await {
-        let envelope = Envelope::rejected(
-            NEEDS_ACCOUNT_CODE,
-            &needed.message(),
-            NEEDS_ACCOUNT_INSTRUCTION,
-        );
-        return Ok(Called {
-            envelope,
-            recorded: None,
-            needs_account: Some(needed),
-        });
-    }
-    let request = Invoke {
-        input,
-        operation_key,
-        ..Invoke::default()
-    };
     let invoked = match app::invoke::context(state, caller, (*action).clone()).await {
-        Ok(context) => app::invoke::invoke(state, caller, context, request, progress).await,
+        Ok(context) => {
+            let key = operation_key.as_ref();
+            if let Some(needed) = account_needed(state, caller, action, &context, key).await {
+                return Ok(refused_for_account(needed));
+            }
+            let request = Invoke {
+                input,
+                operation_key,
+                ..Invoke::default()
+            };
+            app::invoke::invoke(state, caller, context, request, progress).await
+        }
         Err(e) => Err(Failure::of(e)),
     };
     let mut called = match invoked {
@@ -306,9 +300,10 @@ async fn account_needed(
     state: &AppState,
     caller: &Principal,
     action: &ActionRecord,
+    context: &app::invoke::Context,
     operation_key: Option<&OperationKey>,
 ) -> Option<Unusable> {
-    let needed = app::account_gate::unusable(state, caller, action)
+    let needed = app::account_gate::unusable(state, caller, action, &context.secrets)
         .await
         .ok()??;
     if let Some(key) = operation_key {
@@ -321,6 +316,20 @@ async fn account_needed(
         }
     }
     Some(needed)
+}
+
+/// The answer of a call refused, with nothing recorded, for want of `needed`.
+fn refused_for_account(needed: Unusable) -> Called {
+    let envelope = Envelope::rejected(
+        NEEDS_ACCOUNT_CODE,
+        &needed.message(),
+        NEEDS_ACCOUNT_INSTRUCTION,
+    );
+    Called {
+        envelope,
+        recorded: None,
+        needs_account: Some(needed),
+    }
 }
 
 /// The operation key derived for a call without one (`derive.rs`): the previous bucket's key
