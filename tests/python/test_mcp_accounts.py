@@ -126,6 +126,15 @@ def test_2025_11_25_a_reauth_account_is_a_url_elicitation_error_then_one_write_a
     kind, result = call_official(steward, agent_key, action, arguments(key))
     assert kind == "result" and result.structuredContent["status"] == "succeeded"
     assert writes_by(steward, user) == 1
+    # The account refused again later: a key that already names an invocation still answers
+    # what was recorded, never a link; a new key is asked to sign in.
+    provider(steward, "POST", "/faults", {"refuseRefresh": True})
+    assert operator.connections.check(name).data["health"]["status"] == "needs_reauth"
+    kind, result = call_official(steward, agent_key, action, arguments(key))
+    assert kind == "result" and result.structuredContent["status"] == "succeeded", result
+    kind, answer = call_official(steward, agent_key, action, arguments("op-" + pysecrets.token_hex(8)))
+    assert kind == "error" and answer.error.code == -32042, answer
+    assert writes_by(steward, user) == 1
 
 
 def test_2026_07_28_a_reauth_account_is_an_input_required_result_only_when_declared(
