@@ -240,6 +240,53 @@ def test_a_token_endpoint_that_does_not_answer_in_time_sends_nothing(
     assert account["health"]["status"] == "healthy", account
 
 
+def test_reconnect_of_a_signed_in_account_answers_a_consent_session_as_the_sdk_describes(
+        steward: Steward, operator: anlyon.Client, agent: anlyon.Client, client_secret: str,
+        oauth_faults: Any) -> None:
+    """`connections.reconnect(name)` with nothing else: `pending` with a session to open and
+    `complete`, under the same name (the SDK's docstring); the account works again after it."""
+    provider(steward, "POST", "/faults", {"accessTokenTtlS": 30})
+    user = "judy-" + pysecrets.token_hex(3)
+    name = connect(steward, operator, user)
+    action = write_action(steward, operator, name)
+    provider(steward, "POST", "/faults", {"refuseRefresh": True})
+    assert operator.connections.check(name).data["health"]["status"] == "needs_reauth"
+    assert invoke(agent, action)["status"] == "failed"
+    assert writes_by(steward, user) == 0
+    provider(steward, "POST", "/faults", {"refuseRefresh": False, "accessTokenTtlS": 3600})
+
+    # A key is not how a signed-in account reconnects: refused, naming the field.
+    refused = expect(lambda: operator.connections.reconnect(name, api_key="not-a-key-" + user),
+                     status=400, code="VALIDATION_ERROR")
+    assert refused.details["field"] == "apiKey", refused.details
+    version = {s["name"]: s for s in operator.secrets.list().data}[name]["version"]
+
+    answer = operator.connections.reconnect(name).data
+    assert answer["status"] == "pending", answer
+    session = answer["session"]
+    assert session["status"] == "pending" and session["secretName"] == name, session
+    assert session["integrationId"] == OAUTH_INTEGRATION
+    assert session["connectUrl"].startswith(steward.fixture_url.rstrip("/") + "/oauth/authorize?")
+    # Nothing changed yet: the same secret version, still needs_reauth.
+    assert operator.connections.complete(session["id"]).data["status"] == "pending"
+    account = {c["name"]: c for c in operator.connections.list().data}[name]
+    assert account["health"]["status"] == "needs_reauth" and account["version"] == version
+
+    status, done = callback(consent(session["connectUrl"], user))
+    assert status == 200 and done["data"]["status"] == "completed", done
+    completed = operator.connections.complete(session["id"]).data
+    assert completed["status"] == "completed", completed
+    assert completed["connection"]["name"] == name
+    assert completed["connection"]["health"]["status"] == "healthy"
+    assert completed["connection"]["version"] == version + 1, "the same secret, rotated"
+    inv = invoke(agent, action)
+    assert inv["status"] == "succeeded", inv
+    assert writes_by(steward, user) == 1
+
+    # An unknown account is 404, as for an api_key one.
+    expect(lambda: operator.connections.reconnect("NO_SUCH_ACCOUNT"), status=404, code="NOT_FOUND")
+
+
 def test_deleting_the_account_revokes_it_at_the_provider(
         steward: Steward, operator: anlyon.Client, client_secret: str, oauth_faults: Any) -> None:
     user = "frank-" + pysecrets.token_hex(3)

@@ -1,7 +1,7 @@
 //! OAuth consent sessions (`/connections/sessions`): the body that starts one, the body that
 //! completes one, and the session as the SDK reads it. No token ever appears here.
 
-use crate::connection::Connection;
+use crate::connection::{Connection, ConnectionCompleted};
 use crate::Text;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -57,6 +57,36 @@ pub struct ConnectionSession {
     /// The connected account, once `completed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connection: Option<Connection>,
+}
+
+/// A reconnect of a signed-in account: a new consent session under the account's name, to open
+/// and `complete` exactly as for a first connect. The account keeps working (or not) as it is
+/// until the callback replaces its tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionPending {
+    /// Always `pending`.
+    pub status: String,
+    /// The session, with its `connectUrl`.
+    pub session: ConnectionSession,
+}
+
+impl ConnectionPending {
+    pub fn new(session: ConnectionSession) -> Self {
+        Self {
+            status: "pending".to_string(),
+            session,
+        }
+    }
+}
+
+/// What `POST /connections/{secretName}/reconnect` answers: the account at once (an `api_key`
+/// integration, with its new key) or a consent session (an `oauth` one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Reconnected {
+    Completed(ConnectionCompleted),
+    Pending(ConnectionPending),
 }
 
 /// What the provider's redirect to `GET /connections/callback` answers (the person's browser

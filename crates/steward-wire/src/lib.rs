@@ -57,7 +57,9 @@ pub use connection::{
     CheckBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionHealth, Credential,
     Integration, IntegrationAuth, ReconnectBody,
 };
-pub use connection_session::{CallbackDone, CompleteBody, ConnectionSession, SessionBody};
+pub use connection_session::{
+    CallbackDone, CompleteBody, ConnectionPending, ConnectionSession, Reconnected, SessionBody,
+};
 pub use effect::{Attempt, Dependency, Effect, Evidence, Reservation};
 pub use envelope::{
     CursorPage, CursorPagination, List, Page, Pagination, Single, VersionPage, VersionPagination,

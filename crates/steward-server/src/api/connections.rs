@@ -10,7 +10,9 @@
 //! Sign-in (OAuth) accounts are connected through a consent session (`app/connection_sessions.rs`):
 //! `POST /connections/sessions` answers the `connectUrl`, the provider sends the person back to
 //! `GET /connections/callback` (no key: the session's single-use `state` is the proof), and
-//! `POST /connections/sessions/{id}/complete` reports `pending` or `completed`.
+//! `POST /connections/sessions/{id}/complete` reports `pending` or `completed`. `reconnect` of a
+//! signed-in account answers `pending` with a new session under the same name
+//! (`app/reconnect.rs`).
 
 use super::body;
 use super::openapi as doc;
@@ -19,6 +21,7 @@ use super::{idempotent, views};
 use crate::app;
 use crate::app::connection_sessions::{self as sessions, CallbackQuery, Completion, StartSession};
 use crate::app::connections::{Account, ConnectKey};
+use crate::app::reconnect::{self, Reconnected};
 use crate::auth::Caller;
 use crate::envelope::ok;
 use crate::error::ApiResult;
@@ -199,7 +202,7 @@ pub async fn check(
     params(SecretNamePath, doc::IdempotencyHeader),
     request_body = doc::ReconnectBody,
     responses(
-        (status = 200, description = "the new key was accepted by the provider and replaced the old one", body = doc::Single<doc::ConnectionCompleted>),
+        (status = 200, description = "an `api_key` account: the new key was accepted by the provider and replaced the old one (`completed`); an `oauth` account: a new consent session under the same name, to open and `complete` (`pending`)", body = doc::Single<doc::Reconnected>),
         (status = 422, description = "the provider refused the new key; nothing changed (`CONNECTION_KEY_REJECTED`), or the `Idempotency-Key` was used for a different request", body = doc::ErrorEnvelope),
         (status = 502, description = "the new key could not be checked; nothing changed (`CONNECTION_KEY_CHECK_FAILED`)", body = doc::ErrorEnvelope),
         doc::Guarded,
@@ -225,9 +228,20 @@ pub async fn reconnect(
         fingerprinted.insert("apiKey".into(), json!(state.vault.tag(key)));
     }
     let request = json!({"op": "connection.reconnect", "name": name, "body": fingerprinted});
+    let callback = callback_url(&headers);
     idempotent::run(&state, &caller, &headers, request, || async {
-        let account = app::connections::reconnect(&state, &caller, &name, key).await?;
-        Ok((StatusCode::OK, completed(&account)))
+        let answer = match reconnect::reconnect(&state, &caller, &name, key, &callback).await? {
+            Reconnected::Completed(account) => wire::Reconnected::Completed(completed(&account)),
+            Reconnected::Pending(started) => {
+                wire::Reconnected::Pending(wire::ConnectionPending::new(session_view(
+                    &started.session,
+                    "pending",
+                    Some(started.connect_url),
+                    None,
+                )))
+            }
+        };
+        Ok((StatusCode::OK, answer))
     })
     .await
 }

@@ -13,7 +13,8 @@
 //!    session settled `completed` (or `failed`, with a reason and nothing stored).
 //! 3. [`complete`] reads the session: `pending` until then, the account once `completed`.
 
-use super::connections::{self, Account};
+use super::account_gate::Unusable;
+use super::connections::{self, Account, Slot};
 use super::{Error, Principal, Result};
 use crate::error::codes;
 use crate::integrations::{AuthKind, Integration, OauthSpec};
@@ -24,7 +25,7 @@ use base64::Engine as _;
 use rand::RngCore;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use steward_core::{is_valid_secret_name, scopes, KeyId, Millis};
+use steward_core::{scopes, KeyId, Millis};
 use steward_store::{Actor, ConnectionSession, SessionStatus, StoreError};
 use steward_wire::{self as wire, Text};
 
@@ -43,15 +44,8 @@ pub struct StartSession {
 impl StartSession {
     /// The body's fields, each required one named when it is missing.
     pub fn from_body(given: wire::SessionBody) -> Result<StartSession> {
-        let integration_id = given
-            .integration_id
-            .ok_or_else(|| Error::validation("integrationId", "is required"))?;
-        let secret_name = given
-            .secret_name
-            .ok_or_else(|| Error::validation("secretName", "is required"))?;
-        if !is_valid_secret_name(&secret_name) {
-            return Err(Error::validation("secretName", "must match ^[A-Z0-9_]+$"));
-        }
+        let (integration_id, secret_name) =
+            connections::account_fields(given.integration_id, given.secret_name)?;
         Ok(StartSession {
             integration_id,
             secret_name,
@@ -92,19 +86,41 @@ pub async fn create(
     callback_url: &str,
 ) -> Result<Started> {
     principal.require(scopes::SECRETS_WRITE)?;
+    start(state, principal, input, callback_url).await
+}
+
+/// Starts a consent session for the account an MCP call needs (`account_gate.rs`), on behalf
+/// of the calling key. It takes `actions:invoke`, not `secrets:write`: the caller chooses
+/// nothing (the account is one its action names, the integration the one it is connected for)
+/// and receives only a link for a person; the person's consent at the provider is what
+/// connects the account, and the session is audited as the key's.
+pub async fn start_for_call(
+    state: &AppState,
+    principal: &Principal,
+    needed: &Unusable,
+    callback_url: &str,
+) -> Result<Started> {
+    principal.require(scopes::ACTIONS_INVOKE)?;
+    let input = StartSession {
+        integration_id: needed.integration_id.clone(),
+        secret_name: needed.secret_name.clone(),
+        description: None,
+    };
+    start(state, principal, &input, callback_url).await
+}
+
+/// [`create`] once the caller may.
+async fn start(
+    state: &AppState,
+    principal: &Principal,
+    input: &StartSession,
+    callback_url: &str,
+) -> Result<Started> {
     let (integration, spec) = oauth_integration(state, &input.integration_id)?;
     let env = &principal.env.id;
     // The account's secret must be free, or already this integration's account (a reconnect).
-    let existing = state.store.secret(env, &input.secret_name).await?;
-    let connected = state.store.connection(env, &input.secret_name).await?;
-    if let (Some(_), false) = (
-        &existing,
-        connected.is_some_and(|c| c.integration_id == integration.id),
-    ) {
-        return Err(Error::conflict(
-            "already_exists",
-            "a secret with this name exists and is not this integration's account; choose another secretName",
-        ));
+    if let Slot::Taken = connections::slot(state, env, &input.secret_name, integration).await? {
+        return Err(connections::taken());
     }
     if state
         .store
@@ -302,31 +318,24 @@ async fn store_tokens(
 ) -> std::result::Result<(), String> {
     let env = &session.env_id;
     let name = &session.secret_name;
-    let existing = state
-        .store
-        .secret(env, name)
+    let slot = connections::slot(state, env, name, integration)
         .await
         .map_err(|e| e.to_string())?;
-    let connected = state
-        .store
-        .connection(env, name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let expected = match (&existing, &connected) {
-        (None, _) => None,
-        (Some(s), Some(c)) if c.integration_id == integration.id => Some(s.version),
-        (Some(_), _) => {
+    let description = match &slot {
+        Slot::Taken => {
             return Err(
                 "a secret with this name was created meanwhile and is not this account".into(),
             )
         }
+        Slot::Free => session.description.clone(),
+        Slot::Account(secret) => session
+            .description
+            .clone()
+            .or_else(|| secret.description.clone()),
     };
+    let expected = slot.expected();
     let now = state.clock.now();
     let actor = actor_of(session, now);
-    let description = session
-        .description
-        .clone()
-        .or_else(|| existing.as_ref().and_then(|s| s.description.clone()));
     let secret = connections::seal_account(
         state,
         env,
@@ -355,10 +364,7 @@ fn oauth_integration<'a>(
     state: &'a AppState,
     id: &str,
 ) -> Result<(&'a Integration, &'a OauthSpec)> {
-    let integration = state
-        .integrations
-        .get(id)
-        .ok_or_else(|| Error::validation("integrationId", "names no integration of this server"))?;
+    let integration = connections::integration(state, id)?;
     match (integration.auth_kind, &integration.oauth) {
         (AuthKind::Oauth, Some(spec)) => Ok((integration, spec)),
         (AuthKind::Oauth, None) => Err(Error::validation(

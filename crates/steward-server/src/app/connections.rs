@@ -3,6 +3,7 @@
 //! needs `secrets:read`; connecting, checking and reconnecting need `secrets:write`.
 //! `api/connections.rs` is the HTTP door. Signed-in (OAuth) accounts are connected through a
 //! consent session (`connection_sessions.rs`); their secret holds a token set (`oauth/`).
+//! `reconnect.rs` makes either kind work again the way it was connected.
 //!
 //! An API key is checked with the provider before anything is stored: a key the provider
 //! refuses is `CONNECTION_KEY_REJECTED`, one that could not be checked is
@@ -47,13 +48,8 @@ pub struct ConnectKey {
 impl ConnectKey {
     /// The body's fields, each required one named when it is missing.
     pub fn from_body(given: wire::ConnectKeyBody) -> Result<ConnectKey> {
-        let integration_id = given
-            .integration_id
-            .ok_or_else(|| Error::validation("integrationId", "is required"))?;
-        let secret_name = given
-            .secret_name
-            .ok_or_else(|| Error::validation("secretName", "is required"))?;
-        check_secret_name(&secret_name, "secretName")?;
+        let (integration_id, secret_name) =
+            account_fields(given.integration_id, given.secret_name)?;
         let api_key =
             api_key(given.api_key)?.ok_or_else(|| Error::validation("apiKey", "is required"))?;
         Ok(ConnectKey {
@@ -102,17 +98,9 @@ pub async fn connect_with_api_key(
     let (integration, check) = key_integration(state, &input.integration_id)?;
     let env = &principal.env.id;
     let name = &input.secret_name;
-    let existing = state.store.secret(env, name).await?;
-    let connected = state.store.connection(env, name).await?;
-    let expected = match (&existing, &connected) {
-        (None, _) => None,
-        (Some(s), Some(c)) if c.integration_id == integration.id => Some(s.version),
-        (Some(_), _) => {
-            return Err(Error::conflict(
-                "already_exists",
-                "a secret with this name exists and is not this integration's account; choose another secretName",
-            ))
-        }
+    let expected = match slot(state, env, name, integration).await? {
+        Slot::Taken => return Err(taken()),
+        slot => slot.expected(),
     };
     checked(state, integration, check, &input.api_key).await?;
     let secret = store_key(
@@ -235,22 +223,17 @@ async fn check_oauth(
     account(state, principal, name).await
 }
 
-/// Replaces the key of account `name` with `key` (checked by [`api_key`]; required), once the
-/// provider accepts it.
-pub async fn reconnect(
+/// Replaces the key of the `api_key` account `account` with `key` (checked by [`api_key`];
+/// required), once the provider accepts it. `reconnect.rs` decides which accounts come here.
+pub(crate) async fn reconnect_with_key(
     state: &AppState,
     principal: &Principal,
-    name: &str,
+    account: Account,
     key: Option<String>,
 ) -> Result<Account> {
     principal.require(scopes::SECRETS_WRITE)?;
-    let Account { connection, secret } = account(state, principal, name).await?;
-    if connection.auth_kind == AuthKind::Oauth.as_str() {
-        return Err(Error::validation(
-            "secretName",
-            "is a signed-in account: connect it again with a consent session (POST /connections/sessions) under the same secretName",
-        ));
-    }
+    let Account { connection, secret } = account;
+    let name = connection.secret_name.as_str();
     let (integration, key_check) = key_integration(state, &connection.integration_id)
         .map_err(|_| Error::not_found("integration"))?;
     let key = key.ok_or_else(|| {
@@ -273,6 +256,72 @@ pub async fn reconnect(
         connection: after,
         secret: stored,
     })
+}
+
+/// The two fields every connect names, `integrationId` and `secretName`: each required (the
+/// missing one named), the name a secret name.
+pub(crate) fn account_fields(
+    integration_id: Option<String>,
+    secret_name: Option<String>,
+) -> Result<(String, String)> {
+    let integration_id =
+        integration_id.ok_or_else(|| Error::validation("integrationId", "is required"))?;
+    let secret_name = secret_name.ok_or_else(|| Error::validation("secretName", "is required"))?;
+    check_secret_name(&secret_name, "secretName")?;
+    Ok((integration_id, secret_name))
+}
+
+/// What secret `name` holds, for a connect of `integration` under that name.
+#[derive(Debug)]
+pub(crate) enum Slot {
+    /// Nothing: the account's secret is created.
+    Free,
+    /// This integration's account, whose secret (as read) the connect rotates.
+    Account(SecretRecord),
+    /// Something else (a plain secret, another integration's account): not to be replaced.
+    Taken,
+}
+
+impl Slot {
+    /// The secret version a connect expects to replace (`None`: it creates the secret).
+    pub(crate) fn expected(&self) -> Option<u32> {
+        match self {
+            Slot::Account(secret) => Some(secret.version),
+            Slot::Free | Slot::Taken => None,
+        }
+    }
+}
+
+/// Reads what secret `name` of `env` holds, for a connect of `integration`.
+pub(crate) async fn slot(
+    state: &AppState,
+    env: &EnvironmentId,
+    name: &str,
+    integration: &Integration,
+) -> std::result::Result<Slot, StoreError> {
+    let existing = state.store.secret(env, name).await?;
+    let connected = state.store.connection(env, name).await?;
+    Ok(match (existing, connected) {
+        (None, _) => Slot::Free,
+        (Some(secret), Some(c)) if c.integration_id == integration.id => Slot::Account(secret),
+        (Some(_), _) => Slot::Taken,
+    })
+}
+
+/// The refusal of a connect whose name is [`Slot::Taken`].
+pub(crate) fn taken() -> Error {
+    Error::conflict(
+        "already_exists",
+        "a secret with this name exists and is not this integration's account; choose another secretName",
+    )
+}
+
+/// The integration named `id` in this server's catalog, whatever its kind.
+pub(crate) fn integration<'a>(state: &'a AppState, id: &str) -> Result<&'a Integration> {
+    state
+        .integrations
+        .get(id)
+        .ok_or_else(|| Error::validation("integrationId", "names no integration of this server"))
 }
 
 fn check_secret_name(name: &str, field: &str) -> Result<()> {
@@ -304,10 +353,7 @@ pub fn api_key(given: Option<wire::Credential>) -> Result<Option<String>> {
 
 /// The `api_key` integration named `id`, with its key check.
 fn key_integration<'a>(state: &'a AppState, id: &str) -> Result<(&'a Integration, &'a KeyCheck)> {
-    let integration = state
-        .integrations
-        .get(id)
-        .ok_or_else(|| Error::validation("integrationId", "names no integration of this server"))?;
+    let integration = integration(state, id)?;
     match (integration.auth_kind, &integration.key_check) {
         (AuthKind::ApiKey, Some(check)) => Ok((integration, check)),
         _ => Err(Error::validation(

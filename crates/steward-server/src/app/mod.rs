@@ -14,6 +14,7 @@
 //!
 //! The model is omicron's `nexus/src/app/` under its thin `http_entrypoints.rs`.
 
+pub mod account_gate;
 pub mod actions;
 pub mod approvals;
 pub mod billing;
@@ -35,6 +36,7 @@ pub mod policy_files;
 pub mod previews;
 pub mod reads;
 pub mod receipts;
+pub mod reconnect;
 pub mod recovery;
 pub mod runs;
 pub mod seam;

@@ -75,7 +75,7 @@ impl Warning {
 /// Where every request of `def` goes, as saved, and the field that says so: an adapter's base
 /// URL, or a template action's `urlTemplate` when its scheme and host are fixed. `None` when
 /// only the input tells.
-fn destination(def: &ActionDefinition) -> Option<(Destination, &'static str)> {
+pub(crate) fn destination(def: &ActionDefinition) -> Option<(Destination, &'static str)> {
     let (url, field) = match crate::adapters::of(def) {
         Some((adapter, spec)) => adapter.write_url(spec)?,
         None => (def.url_template.clone()?, "urlTemplate"),

@@ -30,6 +30,7 @@ pub(crate) mod prepared;
 pub(crate) mod release;
 pub(crate) mod request;
 pub(crate) mod reserve;
+pub(crate) mod secret_value;
 pub mod settle_kept;
 pub mod transport;
 

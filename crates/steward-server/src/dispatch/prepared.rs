@@ -196,35 +196,7 @@ pub(super) async fn open_from(
     name: &str,
     known: Option<&[SecretRecord]>,
 ) -> Result<OpenedSecret, Blocked> {
-    let found = match known {
-        Some(records) => Ok(records.iter().find(|r| r.name == name).cloned()),
-        None => state.store.secret(env, name).await,
-    };
-    let record = match found {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            return Err(Blocked::new(
-                "secret_missing",
-                format!("secret {name} does not exist"),
-            ))
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "secret lookup failed before dispatch");
-            return Err(Blocked::new(
-                "storage_unavailable",
-                "the secret could not be read; nothing was sent",
-            ));
-        }
-    };
-    let value = state
-        .vault
-        .open(env, name, &record.nonce, &record.ciphertext)
-        .map_err(|_| {
-            Blocked::new(
-                "secret_unreadable",
-                format!("secret {name} could not be opened"),
-            )
-        })?;
+    let (record, value) = super::secret_value::read_and_open(state, env, name, known).await?;
     // A connected OAuth account's secret holds its token set: the request gets the access
     // token, refreshed first when it is due.
     let (value, oauth) = match crate::oauth::TokenSet::from_value(&value) {

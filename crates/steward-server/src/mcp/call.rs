@@ -13,6 +13,7 @@ use super::result::{Envelope, Status};
 use super::task::TaskIdentity;
 use super::tools::{self, Arguments, INPUT_ARGUMENT, OPERATION_KEY_ARGUMENT};
 use crate::api::views;
+use crate::app::account_gate::Unusable;
 use crate::app::invoke::{Failure, Invoke};
 use crate::app::{self, Principal};
 use crate::error::{codes, ApiError};
@@ -24,6 +25,13 @@ use steward_core::{scopes, ApprovalId, EffectState, Millis, MissingOperationKey,
 use steward_store::{ActionRecord, InvocationRecord, WITHDRAWN_ORIGIN};
 
 pub use super::tools::META_OPERATION_KEY;
+
+/// The code of a call refused, unrecorded, because an account it acts through must be
+/// connected (again) by a person first.
+pub const NEEDS_ACCOUNT_CODE: &str = "connection_required";
+
+/// What the model is told then.
+const NEEDS_ACCOUNT_INSTRUCTION: &str = "a person must connect this account before the call can run (the host shows them a sign-in link when it supports URL elicitation; otherwise an operator reconnects it); then call again with the same operationKey; nothing was done, and never ask the user for a password or token";
 
 /// What the model is told when a governed tool is called without an operation key.
 const OPERATION_KEY_REQUIRED: &str = "call again with an operationKey: a stable key you choose for this business operation (for example a short description plus a random suffix), and reuse the same key if you retry this same operation; nothing was done";
@@ -46,6 +54,8 @@ pub async fn list(state: &AppState, caller: &Principal) -> Result<Vec<Value>, Ap
 pub struct Called {
     pub envelope: Envelope,
     pub recorded: Option<Recorded>,
+    /// The account a person must connect before the call can run; nothing was recorded.
+    pub needs_account: Option<Unusable>,
 }
 
 /// A governed invocation as a task sees it (`task.rs`).
@@ -100,6 +110,7 @@ async fn answer(state: &AppState, invocation: &InvocationRecord) -> Called {
     Called {
         envelope,
         recorded: Recorded::of(invocation, withdrawn),
+        needs_account: None,
     }
 }
 
@@ -171,6 +182,7 @@ pub async fn call(
         Ok(Called {
             envelope,
             recorded: None,
+            needs_account: None,
         })
     };
     if let Err(e) = caller.require(scopes::ACTIONS_INVOKE) {
@@ -234,13 +246,19 @@ pub async fn call(
             return unrecorded(Envelope::of_error(&refused, sent_key));
         }
     };
-    let request = Invoke {
-        input,
-        operation_key,
-        ..Invoke::default()
-    };
     let invoked = match app::invoke::context(state, caller, (*action).clone()).await {
-        Ok(context) => app::invoke::invoke(state, caller, context, request, progress).await,
+        Ok(context) => {
+            let key = operation_key.as_ref();
+            if let Some(needed) = account_needed(state, caller, action, &context, key).await {
+                return Ok(refused_for_account(needed));
+            }
+            let request = Invoke {
+                input,
+                operation_key,
+                ..Invoke::default()
+            };
+            app::invoke::invoke(state, caller, context, request, progress).await
+        }
         Err(e) => Err(Failure::of(e)),
     };
     let mut called = match invoked {
@@ -249,6 +267,7 @@ pub async fn call(
         Err(Failure::OutcomeUnknown(e)) if e.code == codes::OUTCOME_UNKNOWN.code => Called {
             envelope: Envelope::of_error(&e, sent_key),
             recorded: None,
+            needs_account: None,
         },
         Err(Failure::OutcomeUnknown(_)) => {
             // The invoke may have been recorded before the failure: the same key finds it.
@@ -259,17 +278,58 @@ pub async fn call(
             Called {
                 envelope: Envelope::of_error(&unknown, sent_key),
                 recorded: None,
+                needs_account: None,
             }
         }
         Err(Failure::Refused(e)) => Called {
             envelope: Envelope::of_error(&e, sent_key),
             recorded: None,
+            needs_account: None,
         },
     };
     if derived {
         called.envelope.note_derived_key(keys.window);
     }
     Ok(called)
+}
+
+/// The account a person must connect before this call may run (`app/account_gate.rs`), unless
+/// the operation key already names an invocation (then the call answers what was recorded).
+/// A read that fails stops nothing: the invoke reports what it finds.
+async fn account_needed(
+    state: &AppState,
+    caller: &Principal,
+    action: &ActionRecord,
+    context: &app::invoke::Context,
+    operation_key: Option<&OperationKey>,
+) -> Option<Unusable> {
+    let needed = app::account_gate::unusable(state, caller, action, &context.secrets)
+        .await
+        .ok()??;
+    if let Some(key) = operation_key {
+        let recorded = state
+            .store
+            .invocation_by_operation_key(&caller.env.id, &action.id, key)
+            .await;
+        if !matches!(recorded, Ok(None)) {
+            return None;
+        }
+    }
+    Some(needed)
+}
+
+/// The answer of a call refused, with nothing recorded, for want of `needed`.
+fn refused_for_account(needed: Unusable) -> Called {
+    let envelope = Envelope::rejected(
+        NEEDS_ACCOUNT_CODE,
+        &needed.message(),
+        NEEDS_ACCOUNT_INSTRUCTION,
+    );
+    Called {
+        envelope,
+        recorded: None,
+        needs_account: Some(needed),
+    }
 }
 
 /// The operation key derived for a call without one (`derive.rs`): the previous bucket's key

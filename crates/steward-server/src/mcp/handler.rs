@@ -6,6 +6,8 @@ use super::call::{self, Cancelled};
 use super::elicit;
 use super::result::{Envelope, Status};
 use super::task::{Polled, TaskIdentity};
+use crate::app::account_gate::Unusable;
+use crate::app::connection_sessions::{self, Started};
 use crate::app::Principal;
 use crate::progress::Progress;
 use crate::state::AppState;
@@ -139,6 +141,7 @@ impl ServerHandler for Handler {
             .as_ref()
             .is_some_and(ClientCapabilities::supports_tasks);
         let approval_link = elicit::approval_link(&context, capabilities.as_ref(), &request);
+        let connect_link = elicit::connect_link(&context, capabilities.as_ref(), &request);
         let called = call::call(
             &self.state,
             &self.keys,
@@ -151,6 +154,13 @@ impl ServerHandler for Handler {
         .await?;
         if let Some(notifier) = notifier {
             notifier.finish(&called.envelope).await;
+        }
+        if let (Some(needed), Some(link)) = (&called.needs_account, &connect_link) {
+            if let Some(started) = self.start_session(&principal, needed, link).await {
+                return link
+                    .elicit(needed, &started)
+                    .map(CallToolResponse::InputRequired);
+            }
         }
         let Some(recorded) = called.recorded else {
             return Ok(called.envelope.into_call_result().into());
@@ -225,6 +235,26 @@ impl ServerHandler for Handler {
         tracing::debug!(?cancelled, "tasks/cancel");
         match cancelled {
             Cancelled::Withdrawn | Cancelled::TooLate => Ok(()),
+        }
+    }
+}
+
+impl Handler {
+    /// A consent session for the account a call needs; `None` (logged) when none could be
+    /// started, and the call answers its refusal without a link.
+    async fn start_session(
+        &self,
+        principal: &Principal,
+        needed: &Unusable,
+        link: &elicit::ConnectLink,
+    ) -> Option<Started> {
+        let callback = link.callback_url();
+        match connection_sessions::start_for_call(&self.state, principal, needed, &callback).await {
+            Ok(started) => Some(started),
+            Err(e) => {
+                tracing::warn!(code = e.code, message = %e.message, account = %needed.secret_name, "no consent session for an MCP call's account");
+                None
+            }
         }
     }
 }

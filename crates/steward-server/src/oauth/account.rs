@@ -13,6 +13,7 @@
 use super::provider::{self, Client, TokenFailure};
 use super::TokenSet;
 use crate::dispatch::blocked::Blocked;
+use crate::dispatch::secret_value::read_and_open;
 use crate::integrations::{AuthKind, OauthSpec};
 use crate::state::AppState;
 use std::collections::HashMap;
@@ -150,31 +151,7 @@ async fn stored(
     env: &EnvironmentId,
     name: &str,
 ) -> Result<(SecretRecord, TokenSet), Blocked> {
-    let record = match state.store.secret(env, name).await {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            return Err(Blocked::new(
-                "secret_missing",
-                format!("secret {name} does not exist"),
-            ))
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "secret lookup failed before dispatch");
-            return Err(Blocked::new(
-                "storage_unavailable",
-                "the secret could not be read; nothing was sent",
-            ));
-        }
-    };
-    let value = state
-        .vault
-        .open(env, name, &record.nonce, &record.ciphertext)
-        .map_err(|_| {
-            Blocked::new(
-                "secret_unreadable",
-                format!("secret {name} could not be opened"),
-            )
-        })?;
+    let (record, value) = read_and_open(state, env, name, None).await?;
     let set = TokenSet::from_value(&value).ok_or_else(|| {
         Blocked::new(
             "secret_unreadable",
