@@ -477,11 +477,18 @@ async fn settle_outcome(
         }
     };
 
-    let current = state
-        .store
-        .invocation(&created.env_id, &created.id)
-        .await?
-        .ok_or_else(|| Error::not_found("invocation"))?;
+    // The submission is committed: a read that fails now (a failover right after the commit)
+    // must not turn the answer into "storage unavailable, nothing changed" (found by `steward
+    // faults`, seed 2: a parked invocation so answered was approved and sent). The record as
+    // committed answers instead; a resend with the same keys reads it as it is now.
+    let current = match state.store.invocation(&created.env_id, &created.id).await {
+        Ok(Some(current)) => current,
+        Ok(None) => return Err(Error::not_found("invocation")),
+        Err(e) => {
+            tracing::warn!(error = %e, invocation = %created.id, "the invocation was recorded but could not be read again; answering it as recorded");
+            created
+        }
+    };
     if fresh {
         state
             .metrics
