@@ -216,6 +216,26 @@ async fn run(
                     unkeyed: false,
                 });
             }
+            // A parked invocation's submit is all of its request's work: an unanswered request
+            // whose invocation waits for its approval lost only its "answered" mark (the
+            // submit's commit lost its answer, `ParkedNotKnown`). It is answered as it stands,
+            // and marked, rather than `in progress` for ever.
+            if inv.state == EffectState::AwaitingApproval {
+                if let Some(key) = &request.idempotency_key {
+                    if let Err(e) = state
+                        .store
+                        .finish_invoke_request(&inv.env_id, &principal.key.id, key)
+                        .await
+                    {
+                        tracing::warn!(error = %e, invocation = %inv.id, "could not mark the parked invoke request answered");
+                    }
+                }
+                return Ok(Invoked {
+                    invocation: inv.clone(),
+                    replayed: true,
+                    unkeyed: false,
+                });
+            }
         }
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
