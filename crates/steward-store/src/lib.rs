@@ -94,7 +94,9 @@ pub use runs::{
     FeedbackRecord, RunApproval, RunBody, RunEnd, RunEndRefusal, RunFilter, RunRecord, RunStatus,
     SpanRecord, SpansIngested,
 };
-pub use sqlite::{BackupReport, SqliteStore, DATABASE_FILE, FAIL_WRITES_WHILE_FILE_ENV};
+pub use sqlite::{
+    BackupReport, SqliteStore, COMMIT_UNKNOWN_FAULT, DATABASE_FILE, FAIL_WRITES_WHILE_FILE_ENV,
+};
 pub use store::Approvals;
 pub use store::AuditLog;
 pub use store::Budgets;

@@ -161,17 +161,23 @@ where
             // The answer as stored is the answer sent, so a replay is the same bytes.
             let body = serde_json::to_value(answer)
                 .map_err(|e| ApiError::internal("an answer to record for replay", &e))?;
-            state
+            // The work is committed (it may have sent something): its answer is the truth
+            // even when its replay record could not be written; a storage error here would
+            // tell the caller that nothing changed (or, with a lost COMMIT answer, that
+            // nothing was sent), which is false.
+            let finished = state
                 .store
                 .idempotency_finish(env, sender, &key, status.as_u16(), &body, now)
-                .await?;
+                .await;
+            unrecorded_replay(finished);
             Ok((status, axum::Json(body)).into_response())
         }
         Err(err) if err.status.is_client_error() => {
-            state
+            let finished = state
                 .store
                 .idempotency_finish(env, sender, &key, err.status.as_u16(), &err.body(), now)
-                .await?;
+                .await;
+            unrecorded_replay(finished);
             Err(err)
         }
         Err(err) => {
@@ -180,5 +186,14 @@ where
             }
             Err(err)
         }
+    }
+}
+
+/// Logs a replay record that could not be written after the request's own work was done: the
+/// answer still goes out, and a resend under the key is answered `in progress` (never run
+/// again) until the record is released.
+fn unrecorded_replay(finished: steward_store::StoreResult<()>) {
+    if let Err(e) = finished {
+        tracing::error!(error = %e, "the answer was not recorded for replay under its Idempotency-Key; it is answered anyway");
     }
 }

@@ -216,6 +216,26 @@ async fn run(
                     unkeyed: false,
                 });
             }
+            // A parked invocation's submit is all of its request's work: an unanswered request
+            // whose invocation waits for its approval lost only its "answered" mark (the
+            // submit's commit lost its answer, `ParkedNotKnown`). It is answered as it stands,
+            // and marked, rather than `in progress` for ever.
+            if inv.state == EffectState::AwaitingApproval {
+                if let Some(key) = &request.idempotency_key {
+                    if let Err(e) = state
+                        .store
+                        .finish_invoke_request(&inv.env_id, &principal.key.id, key)
+                        .await
+                    {
+                        tracing::warn!(error = %e, invocation = %inv.id, "could not mark the parked invoke request answered");
+                    }
+                }
+                return Ok(Invoked {
+                    invocation: inv.clone(),
+                    replayed: true,
+                    unkeyed: false,
+                });
+            }
         }
         return settle_outcome(state, earlier.outcome(&request_fingerprint), false).await;
     }
@@ -477,11 +497,18 @@ async fn settle_outcome(
         }
     };
 
-    let current = state
-        .store
-        .invocation(&created.env_id, &created.id)
-        .await?
-        .ok_or_else(|| Error::not_found("invocation"))?;
+    // The submission is committed: a read that fails now (a failover right after the commit)
+    // must not turn the answer into "storage unavailable, nothing changed" (found by `steward
+    // faults`, seed 2: a parked invocation so answered was approved and sent). The record as
+    // committed answers instead; a resend with the same keys reads it as it is now.
+    let current = match state.store.invocation(&created.env_id, &created.id).await {
+        Ok(Some(current)) => current,
+        Ok(None) => return Err(Error::not_found("invocation")),
+        Err(e) => {
+            tracing::warn!(error = %e, invocation = %created.id, "the invocation was recorded but could not be read again; answering it as recorded");
+            created
+        }
+    };
     if fresh {
         state
             .metrics

@@ -202,6 +202,15 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
         Err(StoreError::StateConflict { .. }) => return Ok(()),
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
         Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
+        // The commit's answer was lost: the attempt may be recorded or not. Nothing is sent
+        // on it; a recorded one is settled failed as not sent once the database answers, as
+        // for `submit_and_begin`.
+        Err(source) if source.commit_unknown() => {
+            state
+                .pending
+                .keep(pending::not_sent(&begin, None), pending::Kind::NotSent);
+            return Err(EffectError::IntentNotKnown { source });
+        }
         Err(e) => return Err(e.into()),
     }
     send_and_record(state, inv, &def, number, &prepared, None, hold)

@@ -140,16 +140,23 @@ pub(crate) fn unavailable(err: tokio_postgres::Error) -> StoreError {
 /// transaction has already committed locally", and that commit lives on in the promoted
 /// standby (found by `steward faults`, seed 2). Only a read once the database is back tells.
 pub(crate) fn commit_failed(err: tokio_postgres::Error) -> StoreError {
-    let rolled_back = err
-        .code()
-        .is_some_and(|code| matches!(&code.code()[..2], "40" | "23" | "25"));
-    if rolled_back {
+    if commit_rolled_back(err.code().map(SqlState::code)) {
         return unavailable(err);
     }
     StoreError::CommitUnknown {
         message: format!("no answer to COMMIT: {err}"),
         source: Some(Box::new(err)),
     }
+}
+
+/// Whether a `COMMIT` that failed with `sqlstate` (`None`: no answer from the server, the
+/// connection dropped or timed out) certainly rolled back: only SQLSTATE classes 40
+/// (transaction rollback: a serialization failure, a deadlock), 23 (a deferred constraint
+/// checked at commit) and 25 (invalid transaction state) say so. Anything else, including
+/// class 57 (an administrator or a crash ended the backend) and 08 (connection exception), may
+/// have committed.
+pub(crate) fn commit_rolled_back(sqlstate: Option<&str>) -> bool {
+    sqlstate.is_some_and(|code| matches!(code.get(..2), Some("40" | "23" | "25")))
 }
 
 /// Maps a failed insert or update: a uniqueness rule is `Duplicate`, a missing parent row (an
@@ -782,6 +789,39 @@ pub(crate) async fn dedicated(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only an answer that says the transaction rolled back makes a failed COMMIT "nothing
+    /// committed"; a killed primary's "terminating connection" (57P01, sent after it committed
+    /// locally), a crash (57P02), a lost connection (08006) or no answer at all may have
+    /// committed.
+    #[test]
+    fn a_failed_commit_is_ambiguous_unless_it_says_it_rolled_back() {
+        for rolled_back in [
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::UNIQUE_VIOLATION,
+            SqlState::FOREIGN_KEY_VIOLATION,
+            SqlState::IN_FAILED_SQL_TRANSACTION,
+        ] {
+            assert!(
+                commit_rolled_back(Some(rolled_back.code())),
+                "{rolled_back:?}"
+            );
+        }
+        for ambiguous in [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CONNECTION_FAILURE,
+            SqlState::QUERY_CANCELED,
+            SqlState::INTERNAL_ERROR,
+            SqlState::IO_ERROR,
+            SqlState::RAISE_EXCEPTION,
+        ] {
+            assert!(!commit_rolled_back(Some(ambiguous.code())), "{ambiguous:?}");
+        }
+        assert!(!commit_rolled_back(None), "no answer at all");
+        assert!(!commit_rolled_back(Some("4")), "a malformed code");
+    }
 
     /// Every connection is bounded: a dead peer is noticed by keepalives and `TCP_USER_TIMEOUT`,
     /// a stuck statement ends at the statement timeout, a connect at the connect timeout.

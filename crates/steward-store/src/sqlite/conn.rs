@@ -64,11 +64,29 @@ fn write_fault_file() -> Option<&'static Path> {
         .as_deref()
 }
 
+/// What the file at [`FAIL_WRITES_WHILE_FILE_ENV`] holds to make every write batch commit and
+/// then answer `CommitUnknown` (an I/O error after the commit record reached the log): the
+/// ambiguous commit whose change did land. Any other content fails the batch before its commit.
+pub const COMMIT_UNKNOWN_FAULT: &str = "commit-unknown";
+
+/// An injected write fault.
+enum WriteFault {
+    /// The batch fails before its commit: nothing is committed (`Unavailable`).
+    Fail(String),
+    /// The batch commits, and its answer says the commit is unknown (`CommitUnknown`).
+    CommittedUnknown(String),
+}
+
 /// The injected write fault, when [`FAIL_WRITES_WHILE_FILE_ENV`] is armed.
-fn write_fault() -> Option<String> {
+fn write_fault() -> Option<WriteFault> {
     let file = write_fault_file()?;
-    file.exists()
-        .then(|| format!("disk I/O error (injected: {} exists)", file.display()))
+    let content = std::fs::read(file).ok()?;
+    let message = format!("disk I/O error (injected: {} exists)", file.display());
+    Some(if content.trim_ascii() == COMMIT_UNKNOWN_FAULT.as_bytes() {
+        WriteFault::CommittedUnknown(message)
+    } else {
+        WriteFault::Fail(message)
+    })
 }
 
 /// A failed `COMMIT` of a write batch. SQLite's commit is atomic: a full disk (or a busy or
@@ -144,9 +162,25 @@ fn commit_batch(conn: &mut Connection, jobs: Vec<Job>) -> Vec<JobResult> {
         }
         results.push(outcome);
     }
-    if let Some(fault) = write_fault() {
+    match write_fault() {
         // Dropping `tx` rolls the batch back: nothing of it is committed.
-        return batch_failed(&fault, n);
+        Some(WriteFault::Fail(fault)) => return batch_failed(&fault, n),
+        Some(WriteFault::CommittedUnknown(fault)) => {
+            let committed = tx
+                .commit()
+                .map_or_else(|e| e.to_string(), |()| "committed".into());
+            return (0..n)
+                .map(|_| {
+                    Err(StoreError::CommitUnknown {
+                        message: format!(
+                            "the commit failed with an I/O error: {fault} ({committed})"
+                        ),
+                        source: None,
+                    })
+                })
+                .collect();
+        }
+        None => {}
     }
     match tx.commit() {
         Ok(()) => results,

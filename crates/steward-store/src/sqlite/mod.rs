@@ -31,8 +31,8 @@ mod webhooks;
 
 use crate::error::{StoreError, StoreResult};
 pub use backup::BackupReport;
-pub use conn::FAIL_WRITES_WHILE_FILE_ENV;
 use conn::{blocking, Pool};
+pub use conn::{COMMIT_UNKNOWN_FAULT, FAIL_WRITES_WHILE_FILE_ENV};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -178,3 +178,111 @@ async fn postgres_a_commit_whose_answer_is_lost_is_ambiguous() {
     };
     assert!(!refused.commit_unknown());
 }
+
+/// A deferred constraint trigger on `invocations` that runs `body` at `COMMIT` for the
+/// operation key `key` only (the test's own write; nothing else in the database matches).
+async fn at_commit_of(database: &TestDatabase, key: &str, body: &str) {
+    let client = admin_client(&database.url).await;
+    client
+        .batch_execute(&format!(
+            "CREATE FUNCTION steward_test_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN {body} RETURN NULL; END $$;
+             CREATE CONSTRAINT TRIGGER steward_test_at_commit AFTER INSERT ON invocations
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+             WHEN (NEW.operation_key = '{key}') EXECUTE FUNCTION steward_test_at_commit();"
+        ))
+        .await
+        .expect("create the trigger");
+}
+
+/// A `COMMIT` the server refuses with a class-23 error (a deferred constraint): PostgreSQL
+/// rolled the transaction back and says so, so the store reports "unavailable" (nothing was
+/// committed), and a read finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_commit_refused_by_a_deferred_constraint_is_not_ambiguous() {
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    at_commit_of(
+        &database,
+        "order-refused-at-commit",
+        "RAISE EXCEPTION 'refused at commit' USING ERRCODE = 'check_violation';",
+    )
+    .await;
+    let env = Env::new(&store, "refused-commit").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut sub = env.submission(&action, json!({"n": 1}));
+    sub.operation_key = Some(op("order-refused-at-commit"));
+    let first = super::hotpath::first_attempt(&env, &sub, 2_000);
+    let err = store
+        .submit_and_begin(&sub, &first)
+        .await
+        .expect_err("the deferred constraint refuses the COMMIT");
+    assert!(
+        !err.commit_unknown(),
+        "a class-23 COMMIT error rolled back: {err}"
+    );
+    assert!(err.storage_failed(), "{err}");
+    let found = store
+        .invocation_by_operation_key(&env.id, &action.id, &op("order-refused-at-commit"))
+        .await
+        .expect("read");
+    assert!(found.is_none(), "nothing was committed");
+}
+
+/// A `COMMIT` whose backend is terminated while it runs (here while a deferred trigger waits
+/// for an advisory lock the test holds; in production a primary killed while it waits for its
+/// synchronous standby) is answered with a server error, `57P01`: the answer does not say the
+/// transaction rolled back, so the store reports the commit as unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_commit_whose_backend_is_terminated_is_ambiguous() {
+    const LOCK: i64 = 2_626_026;
+    let database = TestDatabase::create().await;
+    let store = database.store().await;
+    at_commit_of(
+        &database,
+        "order-terminated-at-commit",
+        &format!("PERFORM pg_advisory_xact_lock({LOCK});"),
+    )
+    .await;
+    let env = Env::new(&store, "terminated-commit").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut sub = env.submission(&action, json!({"n": 1}));
+    sub.operation_key = Some(op("order-terminated-at-commit"));
+    let first = super::hotpath::first_attempt(&env, &sub, 2_000);
+
+    let holder = admin_client(&database.url).await;
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK])
+        .await
+        .expect("take the lock");
+    let write = {
+        let store = store.clone();
+        tokio::spawn(async move { store.submit_and_begin(&sub, &first).await })
+    };
+    // The COMMIT's deferred trigger waits on the lock: end that backend, as an operator (or a
+    // dying primary) would.
+    let mut terminated = false;
+    for _ in 0..200 {
+        let rows = holder
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()
+                   AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                &[],
+            )
+            .await
+            .expect("look for the waiting COMMIT");
+        if !rows.is_empty() {
+            terminated = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(terminated, "the COMMIT never waited on the lock");
+    let err = write
+        .await
+        .expect("join")
+        .expect_err("the COMMIT's backend was terminated");
+    assert!(err.commit_unknown(), "ambiguous, not unavailable: {err}");
+    assert!(err.storage_failed(), "{err}");
+}

@@ -370,3 +370,104 @@ async fn background_loops_keep_working_after_every_postgres_connection_is_termin
     );
     assert_eq!(w.fixture.write_count(), 1, "the reconciler only looked");
 }
+
+/// A gated invoke whose parked submit commits but loses its commit's answer (the embedded
+/// store's commit-unknown fault: the batch commits, then the answer is an I/O error, as the
+/// long fault run's failover did on PostgreSQL, seed 26) is answered `503 outcome_unknown`
+/// with `mayHaveBeenSent: false`, never `STORAGE_UNAVAILABLE` ("changed nothing"). Once the
+/// disk heals, a resend with the same key sees the parked invocation it recorded, once: one
+/// approval, nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_submit_whose_commit_answer_is_lost_answers_outcome_unknown_and_is_found_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = dir.path().join("fail-writes");
+    let fixture = fixture().await;
+    let server = Server::start_with_env(
+        &dir.path().join("data"),
+        &["--allow-insecure-destinations"],
+        &[(
+            steward_store::FAIL_WRITES_WHILE_FILE_ENV,
+            fault.to_str().unwrap(),
+        )],
+    );
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    let agent = Api::new(&server, &server.keys("test", "agent"));
+    refund_action(&operator, &fixture.base_url(), "refund").await;
+    let gated = operator
+        .call(
+            "PATCH",
+            "/actions/refund",
+            Some(serde_json::json!({"requiresApproval": true})),
+            None,
+        )
+        .await;
+    assert_eq!(gated.status, 200, "{:?}", gated.body);
+
+    std::fs::write(&fault, steward_store::COMMIT_UNKNOWN_FAULT).unwrap();
+    let answer = agent
+        .invoke(
+            "refund",
+            refund_input(1),
+            Some("order-parked"),
+            Some("idem-parked"),
+        )
+        .await;
+    std::fs::remove_file(&fault).unwrap();
+    assert_eq!(answer.status, 503, "{:?}", answer.body);
+    assert_eq!(answer.code(), "outcome_unknown", "{:?}", answer.body);
+    let error = &answer.body["error"];
+    assert_eq!(error["details"]["mayHaveBeenSent"], false, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("waits for its approval"),
+        "the parked submit's answer: {message}"
+    );
+    assert!(!message.contains("changed nothing"), "{message}");
+
+    // The disk is back: the same keys find what the lost commit recorded, once.
+    let mut found = None;
+    for _ in 0..50 {
+        let again = agent
+            .invoke(
+                "refund",
+                refund_input(1),
+                Some("order-parked"),
+                Some("idem-parked"),
+            )
+            .await;
+        if again.status == 202 {
+            found = Some(again);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = found.expect("a resend once the disk is back is answered");
+    assert_eq!(
+        again.data()["status"],
+        "pending_approval",
+        "{:?}",
+        again.body
+    );
+    let by_key = agent
+        .invoke("refund", refund_input(1), Some("order-parked"), None)
+        .await;
+    assert_eq!(by_key.status, 202, "{:?}", by_key.body);
+    assert_eq!(by_key.data()["id"], again.data()["id"], "one invocation");
+    assert_eq!(by_key.data()["approvalId"], again.data()["approvalId"]);
+    let inbox = operator.get("/approvals?status=pending").await;
+    assert_eq!(
+        inbox.body["pagination"]["total"], 1,
+        "one approval: {:?}",
+        inbox.body
+    );
+    let listed = agent.get("/actions/invocations").await;
+    let ours = listed
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["operationKey"] == "order-parked")
+        .count();
+    assert_eq!(ours, 1, "one invocation for the key");
+    assert_eq!(fixture.write_count(), 0, "nothing is sent while it waits");
+}

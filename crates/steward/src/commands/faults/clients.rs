@@ -27,6 +27,11 @@ const BACKOFF_MAX_MS: u64 = 500;
 const POLL_MS: u64 = 250;
 /// How often an approver lists pending approvals, in milliseconds.
 const APPROVER_POLL_MS: u64 = 200;
+/// How many times an approver sends one decision before leaving it to the next listing: with
+/// [`backoff`]'s pauses and [`INVOKE_TIMEOUT_MS`] per call, past a failover's 10–15 s.
+const DECISION_ATTEMPTS: u32 = 40;
+/// How often the sweep after the heal lists what is still pending, in milliseconds.
+const SWEEP_MS: u64 = 1_000;
 /// One in this many approvals is denied.
 const DENY_ONE_IN: u64 = 5;
 
@@ -228,26 +233,54 @@ pub(crate) async fn approver(shared: Arc<Shared>, index: usize) {
     let mut rng = StdRng::seed_from_u64(shared.seed.wrapping_add(0xa11 + index as u64));
     while !shared.stop_all.load(Ordering::Relaxed) {
         let replica = rng.gen_range(0..shared.replicas());
-        let base = shared.url(replica);
-        let list = shared
-            .http
-            .get(format!("{base}/api/v2/approvals?status=pending&limit=200"))
-            .bearer_auth(&shared.approver_key)
-            .timeout(Duration::from_millis(INVOKE_TIMEOUT_MS));
-        if let Ok((200, body)) = send(list).await {
-            for approval in body["data"].as_array().into_iter().flatten() {
-                let Some(id) = approval["id"].as_str() else {
-                    continue;
-                };
-                let operation = approval["payload"]["operationKey"]
-                    .as_str()
-                    .or_else(|| approval["operationKey"].as_str())
-                    .unwrap_or("")
-                    .to_string();
-                decide(&shared, &base, id, operation, index).await;
+        decide_listed(&shared, replica, index).await;
+        tokio::time::sleep(Duration::from_millis(APPROVER_POLL_MS)).await;
+    }
+}
+
+/// Lists the pending approvals on `replica` and decides each, retrying each decision as
+/// [`decide`] does; how many were listed, or `None` when the list itself got no answer.
+async fn decide_listed(shared: &Shared, replica: usize, index: usize) -> Option<usize> {
+    let base = shared.url(replica);
+    let list = shared
+        .http
+        .get(format!("{base}/api/v2/approvals?status=pending&limit=200"))
+        .bearer_auth(&shared.approver_key)
+        .timeout(Duration::from_millis(INVOKE_TIMEOUT_MS));
+    let Ok((200, body)) = send(list).await else {
+        return None;
+    };
+    let pending = body["data"].as_array().cloned().unwrap_or_default();
+    for approval in &pending {
+        let Some(id) = approval["id"].as_str() else {
+            continue;
+        };
+        let operation = approval["payload"]["operationKey"]
+            .as_str()
+            .or_else(|| approval["operationKey"].as_str())
+            .unwrap_or("")
+            .to_string();
+        decide(shared, replica, id, operation, index).await;
+    }
+    Some(pending.len())
+}
+
+/// After the heal: an operator who makes sure nothing acknowledged waits on an approval that
+/// the racing approvers lost to an outage (both decisions answered 503 during a failover, as
+/// in seed 26's `f26-c1-2309`). Every [`SWEEP_MS`] until told to stop, it lists the pending
+/// approvals, on each replica in turn, and decides every one, with the same retries.
+pub(crate) async fn sweeper(shared: Arc<Shared>, index: usize) {
+    let mut round = 0usize;
+    while !shared.stop_all.load(Ordering::Relaxed) {
+        if let Some(n) = decide_listed(&shared, round, index).await {
+            if n > 0 {
+                shared.log.note(format!(
+                    "sweep: {n} pending approvals decided after the heal"
+                ));
             }
         }
-        tokio::time::sleep(Duration::from_millis(APPROVER_POLL_MS)).await;
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(SWEEP_MS)).await;
     }
 }
 
@@ -259,29 +292,67 @@ fn denies(seed: u64, approval: &str) -> bool {
     hash % DENY_ONE_IN == 0
 }
 
-async fn decide(shared: &Shared, base: &str, approval: &str, operation: String, index: usize) {
+/// What an approver does after one decision's answer (or the lack of one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterDecision {
+    /// Decided, by this call or before it (a 409: the other approver, or this approver's own
+    /// decision whose answer was lost), or refused for good (another 4xx): stop.
+    Done,
+    /// No answer, a timeout, a 5xx (503 storage unavailable, outcome unknown) or 429, or the
+    /// key still in progress: send the same decision again.
+    Retry,
+}
+
+/// The approver's reading of a decision's answer: retried as an agent retries an invoke.
+fn after_decision(result: &Result<(u16, Value), String>) -> AfterDecision {
+    let (status, body) = match result {
+        Ok(answer) => answer,
+        Err(_) => return AfterDecision::Retry,
+    };
+    let code = body["error"]["code"].as_str().unwrap_or("");
+    match (*status, code) {
+        (409, "idempotency_request_in_progress") => AfterDecision::Retry,
+        (500..=599 | 429, _) => AfterDecision::Retry,
+        _ => AfterDecision::Done,
+    }
+}
+
+/// Decides `approval` on `replica`, retrying the same decision (bounded, with backoff, on the
+/// next replica each time) until it is decided or refused for good. Each attempt has its own
+/// `Idempotency-Key`: a key whose first request failed while the database was away may stay
+/// `in progress` (its release failed too), and the decision itself is idempotent by state (a
+/// second decision is a 409, never a second row).
+async fn decide(shared: &Shared, replica: usize, approval: &str, operation: String, index: usize) {
     let verb = if denies(shared.seed, approval) {
         "deny"
     } else {
         "approve"
     };
-    let request = shared
-        .http
-        .post(format!("{base}/api/v2/approvals/{approval}/{verb}"))
-        .bearer_auth(&shared.approver_key)
-        .header("Idempotency-Key", format!("decide-{approval}-{index}"))
-        .timeout(Duration::from_millis(INVOKE_TIMEOUT_MS))
-        .json(&json!({"note": "decided by steward faults"}));
-    let status = match send(request).await {
-        Ok((status, _)) => status,
-        Err(_) => 0,
-    };
-    shared.log.record(Event::Decision {
-        approval: approval.to_string(),
-        operation,
-        decision: verb.to_string(),
-        status,
-    });
+    for attempt in 1..=DECISION_ATTEMPTS {
+        let base = shared.url(replica + attempt as usize - 1);
+        let request = shared
+            .http
+            .post(format!("{base}/api/v2/approvals/{approval}/{verb}"))
+            .bearer_auth(&shared.approver_key)
+            .header(
+                "Idempotency-Key",
+                format!("decide-{approval}-{index}.{attempt}"),
+            )
+            .timeout(Duration::from_millis(INVOKE_TIMEOUT_MS))
+            .json(&json!({"note": "decided by steward faults"}));
+        let result = send(request).await;
+        shared.log.record(Event::Decision {
+            approval: approval.to_string(),
+            operation: operation.clone(),
+            decision: verb.to_string(),
+            status: result.as_ref().map(|(status, _)| *status).unwrap_or(0),
+        });
+        if after_decision(&result) == AfterDecision::Done || shared.stop_all.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+    }
 }
 
 /// Waits (bounded) until `shared.settled` reaches `count`; `false` when `limit` passed first.
@@ -334,6 +405,33 @@ mod tests {
             classify(Err("timed out".into())),
             Answer::Unanswered { .. }
         ));
+    }
+
+    #[test]
+    fn a_decision_is_retried_until_decided_by_someone() {
+        let error = |status: u16, code: &str| Ok((status, json!({"error": {"code": code}})));
+        let retried = [
+            Err("timed out".to_string()),
+            Err("connection refused".to_string()),
+            error(503, "STORAGE_UNAVAILABLE"),
+            error(503, "outcome_unknown"),
+            error(500, "INTERNAL"),
+            error(429, "rate_limited"),
+            error(409, "idempotency_request_in_progress"),
+        ];
+        for answer in &retried {
+            assert_eq!(after_decision(answer), AfterDecision::Retry, "{answer:?}");
+        }
+        let done = [
+            Ok((200, json!({"data": {"id": "apr_1", "status": "approved"}}))),
+            error(409, "approval_already_decided"),
+            error(409, "already_decided_by_this_key"),
+            error(404, "NOT_FOUND"),
+            error(403, "FORBIDDEN"),
+        ];
+        for answer in &done {
+            assert_eq!(after_decision(answer), AfterDecision::Done, "{answer:?}");
+        }
     }
 
     #[test]

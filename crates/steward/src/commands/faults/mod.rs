@@ -371,7 +371,7 @@ async fn faults_and_checks(
     let agents: Vec<_> = (0..args.clients)
         .map(|c| tokio::spawn(clients::agent(shared.clone(), c)))
         .collect();
-    let approvers: Vec<_> = (0..APPROVERS)
+    let mut approvers: Vec<_> = (0..APPROVERS)
         .map(|a| tokio::spawn(clients::approver(shared.clone(), a)))
         .collect();
 
@@ -401,6 +401,9 @@ async fn faults_and_checks(
         .send()
         .await;
     let injected = injected?;
+    // The racing approvers go on; a sweep also makes sure every approval still pending (both
+    // approvers' decisions lost to an outage) is decided, so its agent can settle.
+    approvers.push(tokio::spawn(clients::sweeper(shared.clone(), APPROVERS)));
     drain(
         &shared,
         agents,
