@@ -200,7 +200,13 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
         Ok(()) => {}
         Err(StoreError::StateConflict { .. }) => return Ok(()),
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
-        Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
+        Err(StoreError::Halted) if start == Start::First => {
+            return park::park(state, inv, park::Parked::Halted).await
+        }
+        // A hold: likewise, until the hold is released.
+        Err(StoreError::Held) if start == Start::First => {
+            return park::park(state, inv, park::Parked::Held).await
+        }
         Err(e) => return Err(e.into()),
     }
     send_and_record(state, inv, &def, number, &prepared, None, hold)
@@ -472,7 +478,12 @@ pub async fn submit_and_dispatch(
         }
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
         Some(FirstAttemptOutcome::Halted) => {
-            park::park(state, &inv).await?;
+            park::park(state, &inv, park::Parked::Halted).await?;
+            None
+        }
+        // A hold: likewise, until the hold is released.
+        Some(FirstAttemptOutcome::Held) => {
+            park::park(state, &inv, park::Parked::Held).await?;
             None
         }
         Some(FirstAttemptOutcome::Refused(refused)) => {
