@@ -8,7 +8,7 @@
 
 use super::{Error, Principal, Result};
 use crate::state::AppState;
-use steward_core::{scopes, EffectState, HoldId, OperationKey};
+use steward_core::{check_text, scopes, EffectState, HoldId, OperationKey, TextKind};
 use steward_store::{Actor, HoldRecord, InvocationRecord, StoreError};
 
 /// The most holds an environment keeps at once: each first attempt reads them, and an
