@@ -23,6 +23,15 @@ pub(crate) fn covered_sql(p1: &str, p2: &str) -> String {
     )
 }
 
+/// True (as SQL) when a hold covers the invocation of effect `e` (the sweeps' alias): a held
+/// `ready` orphan is kept `ready` (taken over, like approved work) rather than settled `failed`,
+/// so that releasing the hold still runs it once after a restart or a replica's death.
+pub(crate) const HELD_EFFECT: &str = "EXISTS (SELECT 1 FROM holds h
+            JOIN invocations i ON i.id = e.invocation_id
+            WHERE h.env_id = e.env_id
+              AND (h.action_name IS NULL OR h.action_name = i.action_name)
+              AND (h.operation_key IS NULL OR h.operation_key = i.operation_key))";
+
 /// A hold row, columns as [`HOLD_COLUMNS`].
 pub(crate) fn hold(row: &impl Columns) -> StoreResult<HoldRecord> {
     Ok(HoldRecord {

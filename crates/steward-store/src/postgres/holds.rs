@@ -63,7 +63,7 @@ impl Holds for PostgresStore {
             let sql = format!(
                 "SELECT {HOLD_COLUMNS} FROM holds WHERE env_id = $1 ORDER BY created_at, id"
             );
-            tx.all(&sql, &[&env.as_str()], |r| hold(r)).await
+            tx.all(&sql, &[&env.as_str()], hold).await
         })
     }
 
@@ -77,7 +77,7 @@ impl Holds for PostgresStore {
             let sql =
                 format!("DELETE FROM holds WHERE env_id = $1 AND id = $2 RETURNING {HOLD_COLUMNS}");
             let found = tx
-                .one(&sql, &[&env.as_str(), &id.as_str()], |r| hold(r))
+                .one(&sql, &[&env.as_str(), &id.as_str()], hold)
                 .await?
                 .ok_or(StoreError::NotFound { what: "hold" })?;
             append(&tx, actor, AuditEntry::hold(&found, true)).await?;

@@ -80,6 +80,21 @@ async fn a_held_operation_key_parks_and_runs_exactly_once_after_release() {
         "only the unrelated key was sent"
     );
 
+    // A restart keeps the hold and the parked call: it is neither sent nor settled failed.
+    let mut w = w;
+    w.server.restart();
+    w.operator = Api::new(&w.server, &w.server.keys("test", "operator"));
+    w.agent = Api::new(&w.server, &w.server.keys("test", "agent"));
+    tokio::time::sleep(QUIET_WAIT).await;
+    assert_eq!(
+        w.fixture.write_count(),
+        1,
+        "nothing is sent after a restart"
+    );
+    let kept = w.agent.get(&format!("/actions/invocations/{inv_id}")).await;
+    assert_eq!(kept.data()["status"], "running", "{:?}", kept.body);
+    assert_eq!(kept.data()["held"]["holdId"], hold_id.as_str());
+
     let listed = w.operator.get("/holds").await;
     assert_eq!(listed.status, 200, "{:?}", listed.body);
     assert_eq!(listed.body["data"].as_array().unwrap().len(), 1);
