@@ -56,6 +56,14 @@ pub fn check(new: &NewHold) -> Result<()> {
     if let Some(key) = &new.operation_key {
         OperationKey::parse(key).map_err(|e| Error::validation("operationKey", e.to_string()))?;
     }
+    for (field, text, kind) in [
+        ("actionName", &new.action_name, TextKind::Line),
+        ("reason", &new.reason, TextKind::Prose),
+    ] {
+        if let Some(text) = text {
+            check_text(field, text, kind).map_err(|e| Error::validation(field, e.message))?;
+        }
+    }
     if new
         .reason
         .as_ref()
