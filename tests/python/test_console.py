@@ -238,7 +238,7 @@ def browser_b(playwright: Playwright, console_steward: Steward) -> Iterator[Brow
 
 PAGES = ["/console/", "/console/unknown", "/console/invocations", "/console/actions",
          "/console/policies", "/console/limits", "/console/keys", "/console/environment",
-         "/console/audit", "/console/effects", "/console/runs"]
+         "/console/audit", "/console/effects", "/console/runs", "/console/holds"]
 
 
 # -- sign-in and sessions ----------------------------------------------------------------------

@@ -43,6 +43,8 @@ POST_ROUTES = [
     "/console/effects/{id}/resolve",
     "/console/environment/halt",
     "/console/environment/resume",
+    "/console/holds",
+    "/console/holds/{id}/release",
     "/console/logout",
     "/console/login",
 ]
@@ -50,7 +52,7 @@ GET_ROUTES = [
     "/console/", "/console/unknown", "/console/invocations", "/console/invocations/{id}",
     "/console/actions", "/console/actions/{id}", "/console/policies", "/console/policies/{id}",
     "/console/limits", "/console/keys", "/console/environment", "/console/audit",
-    "/console/effects", "/console/runs", "/console/runs/{id}", "/console/{id}",
+    "/console/effects", "/console/runs", "/console/runs/{id}", "/console/holds", "/console/{id}",
 ]
 
 # Text a hostile client would send: any unicode (control characters included), markup, long runs.

@@ -109,6 +109,10 @@ define_id!(
     /// Feedback on a run or one of its spans.
     FeedbackId, "fb_", "feedback");
 define_id!(
+    /// An operator's hold on an action or an operation key: new work under it is parked until
+    /// the hold is released.
+    HoldId, "hold_", "hold");
+define_id!(
     /// One running Steward server process (a replica), chosen fresh at each start. In-flight
     /// work records the replica that owns it, so that another replica can take it over once the
     /// owner's lease (its heartbeat) has expired.

@@ -68,7 +68,7 @@ pub use effect::{
 };
 pub use hosts::{host_allowed, hosts_within, Destination, HostRule, HostRuleError, Scheme};
 pub use ids::{
-    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, FeedbackId, IdError,
+    ActionId, ApprovalId, ClientKeyError, EffectId, EnvironmentId, FeedbackId, HoldId, IdError,
     IdempotencyKey, InvocationId, KeyId, LimitId, OperationKey, PolicyId, PreviewId, ReplicaId,
     RunId, CLIENT_KEY_LEN_MAX,
 };

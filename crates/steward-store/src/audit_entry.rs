@@ -78,6 +78,10 @@ audit_kinds! {
     EnvironmentResumed = "environment.resumed",
     /// An environment's setting changed (`unkeyedInvokes`).
     EnvironmentUpdated = "environment.updated",
+    /// An operator held an action or an operation key.
+    HoldCreated = "hold.created",
+    /// An operator released a hold: the work it parked is dispatched once.
+    HoldReleased = "hold.released",
     ImpactActual = "impact.actual",
     ImpactRefused = "impact.refused",
     ImpactReserved = "impact.reserved",
@@ -198,6 +202,29 @@ impl AuditEntry {
         Self::new(kind, env, env)
             .before(json!({"halted": before.halted, "reason": before.halt_reason}))
             .after(json!({"halted": halted, "reason": reason}))
+    }
+
+    /// A hold was made (`released` false) or released.
+    pub(crate) fn hold(hold: &crate::records::HoldRecord, released: bool) -> Self {
+        let view = json!({
+            "actionName": hold.action_name,
+            "operationKey": hold.operation_key,
+            "reason": hold.reason,
+        });
+        let entry = Self::new(
+            if released {
+                AuditKind::HoldReleased
+            } else {
+                AuditKind::HoldCreated
+            },
+            hold.env_id.as_str(),
+            hold.id.as_str(),
+        );
+        if released {
+            entry.before(view)
+        } else {
+            entry.after(view)
+        }
     }
 
     /// The environment's `unkeyedInvokes` setting changed from `before`'s to `setting`.

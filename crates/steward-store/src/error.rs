@@ -44,6 +44,10 @@ pub enum StoreError {
     /// sent. Returned by `change_effect` for `AttemptChange::Begin`.
     #[error("the environment is halted")]
     Halted,
+    /// An operator's hold covers the effect's invocation: no first attempt was recorded,
+    /// nothing may be sent. Returned by `change_effect` for `AttemptChange::Begin` from `ready`.
+    #[error("an operator's hold covers this operation")]
+    Held,
     /// A change asked for a move no event of the effect's rules makes (`steward_core::is_legal`):
     /// a bug in the caller, refused before anything is written.
     #[error("effect {effect} in environment {env} cannot take {step} from `{}`", from.name())]

@@ -2,7 +2,7 @@
 //!
 //! Durable storage behind one trait, [`Store`], made of one trait per concern ([`Identity`],
 //! [`Catalog`], [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`],
-//! [`KillSwitch`], [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`]). Each method is a single transaction with a crash
+//! [`KillSwitch`], [`Holds`], [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`]). Each method is a single transaction with a crash
 //! contract in its doc: what is durable once it returns, and what recovery relies on. Calling a
 //! method on a backend (rather than on `dyn Store`) needs its trait in scope:
 //! `use steward_store::prelude::*;` brings them all.
@@ -44,6 +44,7 @@ mod console_session;
 mod elide;
 mod error;
 mod governance;
+mod hold_rows;
 mod input_edit;
 mod limit_rows;
 mod links;
@@ -103,6 +104,7 @@ pub use store::Budgets;
 pub use store::Catalog;
 pub use store::Connections;
 pub use store::Effects;
+pub use store::Holds;
 pub use store::Idempotency;
 pub use store::Identity;
 pub use store::Limits;
@@ -129,6 +131,7 @@ pub mod prelude {
     pub use crate::store::Connections;
     pub use crate::store::Effects;
     pub use crate::store::Figures;
+    pub use crate::store::Holds;
     pub use crate::store::Idempotency;
     pub use crate::store::Identity;
     pub use crate::store::KillSwitch;

@@ -548,6 +548,8 @@ pub enum FirstAttemptOutcome {
     Begun,
     /// The environment is halted: the invocation is committed `ready`, with no attempt.
     Halted,
+    /// A hold covers the invocation: it is committed `ready`, with no attempt.
+    Held,
     /// An impact limit refused the effect (`ReserveOutcome::Refused`): the invocation is
     /// committed `ready`, with no reservation and no attempt.
     Refused(crate::ReserveOutcome),
@@ -1030,4 +1032,33 @@ pub struct ReconcileDue {
     pub invocation_id: InvocationId,
     /// Background lookups already made.
     pub count: u32,
+}
+
+/// An operator's hold (docs/DECISIONS.md, "Holds"): while it exists, no first attempt is
+/// recorded for an effect whose invocation it matches, so that work stays `ready` ("parked")
+/// until the hold is released. It names an action, an operation key, or both (then only that
+/// key under that action); at least one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRecord {
+    pub id: steward_core::HoldId,
+    pub env_id: EnvironmentId,
+    /// The action's name, when the hold is on an action.
+    pub action_name: Option<String>,
+    /// The operation key, when the hold is on one operation.
+    pub operation_key: Option<String>,
+    pub reason: Option<String>,
+    pub created_by: String,
+    pub created_at: Millis,
+}
+
+impl HoldRecord {
+    /// True when this hold covers an invocation of `action_name` under `operation_key`.
+    pub fn covers(&self, action_name: &str, operation_key: Option<&str>) -> bool {
+        let action = self.action_name.as_deref().is_none_or(|a| a == action_name);
+        let key = match self.operation_key.as_deref() {
+            None => true,
+            Some(k) => operation_key == Some(k),
+        };
+        action && key
+    }
 }

@@ -26,7 +26,8 @@ pub(crate) struct Orphan {
     pub attempts: u32,
     /// The dead owner, as stored (`None` for work recorded before replicas were tracked).
     pub owner: Option<String>,
-    /// An approval released it (`ready` effects only).
+    /// An approval released it, or an operator's hold parks it (`ready` effects only): either
+    /// way it is kept to be dispatched once, not settled `failed`.
     pub approved: bool,
     /// Its attempt in flight is overdue (`Sweep::overdue_before`): taken whether or not its owner
     /// is alive.

@@ -4,7 +4,7 @@
 //! same transaction.
 //!
 //! Each part is a trait of its own, in a file of its own: [`Identity`], [`Catalog`],
-//! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`],
+//! [`Effects`], [`Idempotency`], [`Approvals`], [`Policies`], [`Limits`], [`KillSwitch`], [`Holds`],
 //! [`Replicas`], [`AuditLog`], [`Budgets`], [`Connections`], [`Previews`], [`Receipts`], [`Runs`],
 //! [`Webhooks`] and [`Figures`]. [`Store`] is all of them at once: what a server holds (`Arc<dyn Store>`), and
 //! what a backend is. A function that needs one part takes that part
@@ -17,6 +17,7 @@ mod catalog;
 mod connections;
 mod effects;
 mod figures;
+mod holds;
 mod idempotency;
 mod identity;
 mod kill_switch;
@@ -36,6 +37,7 @@ pub use connections::Connections;
 pub use effects::Effects;
 pub(crate) use figures::overdue_ms;
 pub use figures::{Figures, OperatingFigures, PoolUse, DEAD_LETTERS_COUNTED_MAX};
+pub use holds::Holds;
 pub(crate) use idempotency::seen_before;
 pub use idempotency::Idempotency;
 pub use identity::Identity;
@@ -64,6 +66,7 @@ pub trait Store:
     + Receipts
     + Limits
     + KillSwitch
+    + Holds
     + Replicas
     + AuditLog
     + Budgets
@@ -86,6 +89,7 @@ impl<T> Store for T where
         + Receipts
         + Limits
         + KillSwitch
+        + Holds
         + Replicas
         + AuditLog
         + Budgets

@@ -107,6 +107,9 @@ use input_edits::*;
 #[path = "conformance/connection_sessions.rs"]
 mod connection_sessions;
 use connection_sessions::*;
+#[path = "conformance/holds.rs"]
+mod holds;
+use holds::*;
 #[path = "conformance/sqlite_migration.rs"]
 mod sqlite_migration;
 use approvals::*;
@@ -133,6 +136,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     actions_are_versioned(store.clone()).await;
     secrets_are_versioned_and_isolated(store.clone()).await;
     keys_are_unique_by_hash(store.clone()).await;
+    a_hold_parks_only_the_work_it_covers_until_released(store.clone()).await;
     environments_are_walls(store.clone()).await;
     list_filters_and_paging(store.clone()).await;
     writes_naming_an_unknown_environment_are_not_duplicates(store.clone()).await;
@@ -612,6 +616,7 @@ conformance_tests!(
     limit_reservations_never_exceed_a_limit,
     budget_admission_never_exceeds_a_cap_and_settles_with_the_effect,
     a_halted_environment_records_no_attempt,
+    a_hold_parks_only_the_work_it_covers_until_released,
     a_policy_decision_is_recorded_with_the_invocation,
     a_sweep_takes_over_only_dead_replicas_work,
     concurrent_sweeps_on_one_handle_take_each_piece_once,

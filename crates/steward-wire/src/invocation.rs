@@ -82,6 +82,11 @@ pub struct Invocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(required = false)]
     pub shadow_decisions: Option<Vec<crate::ShadowDecision>>,
+    /// Present while an operator's hold parks this invocation (`status` `running`, `stage`
+    /// `ready`): it runs once when the hold is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub held: Option<crate::InvocationHeld>,
 }
 
 /// The five fields only a governed invocation carries, set together.

@@ -30,6 +30,7 @@ mod connection_session;
 mod effect;
 mod envelope;
 mod environment;
+mod hold;
 mod import;
 mod input_edit;
 mod invocation;
@@ -66,6 +67,7 @@ pub use envelope::{
     Warning,
 };
 pub use environment::{Environment, Identity, UnkeyedInvokes};
+pub use hold::{Hold, HoldBody, HoldReleaseBody, InvocationHeld};
 pub use import::{ImportAuth, ImportBody, ImportResult, ImportedAction, SkippedOperation};
 pub use input_edit::{ApprovalEdit, InputChange, InvocationEdit};
 pub use invocation::{Elided, Governed, Invocation, InvokeBody};

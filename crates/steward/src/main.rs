@@ -84,6 +84,9 @@ enum Command {
     /// The kill switch of the key's environment: halt, resume, show.
     #[command(subcommand)]
     Environment(commands::operate::environment::Command),
+    /// Holds on one action or one operation key of the key's environment: add, list, release.
+    #[command(subcommand)]
+    Holds(commands::operate::holds::Command),
     /// The environment's approval policies as a file: plan, apply (exactly the reviewed plan),
     /// test (decide cases against the file, writing nothing).
     #[command(subcommand)]
@@ -148,6 +151,7 @@ fn main() -> std::process::ExitCode {
             Command::Environment(command) => {
                 operated(commands::operate::environment::run(command)).await
             }
+            Command::Holds(command) => operated(commands::operate::holds::run(command)).await,
             Command::Policies(command) => operated(commands::operate::policies::run(command)).await,
             Command::Channels(command) => operated(commands::operate::channels::run(command)).await,
             Command::Webhooks(command) => operated(commands::operate::webhooks::run(command)).await,

@@ -20,8 +20,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use steward_core::{percent_encode, Decision, IdempotencyKey};
 use steward_wire::{
-    Action, Approval, ApprovalChannel, DeadLetter, Decided, Deleted, Effect, Environment, Identity,
-    Invocation, PolicyFileApplied, PolicyFilePlan, PolicyFileTest, RedeliveryRequested,
+    Action, Approval, ApprovalChannel, DeadLetter, Decided, Deleted, Effect, Environment, Hold,
+    Identity, Invocation, PolicyFileApplied, PolicyFilePlan, PolicyFileTest, RedeliveryRequested,
     UnkeyedInvokes,
 };
 
@@ -375,6 +375,31 @@ impl Operator {
             .header("idempotency-key", key.as_str());
         let data = self.send(request).await?;
         self.typed("the removed channel", data)
+    }
+
+    /// `GET /holds`: the environment's holds, oldest first (needs `environments:halt`).
+    pub async fn holds(&self) -> Result<Answer<Vec<Hold>>, OperatorError> {
+        self.read("the holds", "/holds", &[]).await
+    }
+
+    /// `POST /holds`: holds an action, an operation key, or both (`body` is a `HoldBody`).
+    pub async fn hold(
+        &self,
+        body: &Value,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<Hold>, OperatorError> {
+        self.write("the hold", "/holds", body, key).await
+    }
+
+    /// `POST /holds/{id}/release`: releases a hold; what it parked dispatches once each.
+    pub async fn release_hold(
+        &self,
+        id: &str,
+        key: &IdempotencyKey,
+    ) -> Result<Answer<Hold>, OperatorError> {
+        let path = format!("/holds/{}/release", percent_encode(id));
+        self.write("the released hold", &path, &json!({}), key)
+            .await
     }
 
     fn url(&self, path: &str) -> Result<reqwest::Url, OperatorError> {

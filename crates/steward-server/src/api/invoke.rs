@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value};
 use steward_core::{EffectState, IdempotencyKey, InvocationId, OperationKey, PreviewId};
-use steward_store::{EffectLinks, InvocationRecord};
+use steward_store::{EffectLinks, HoldRecord, InvocationRecord};
 use steward_wire::Text;
 
 /// The invoke request in `bytes`, as `POST /actions/{reference}/invoke` takes it.
@@ -81,15 +81,22 @@ fn parent_span_id(id: Option<String>, has_run: bool) -> ApiResult<Option<String>
     Ok(Some(id))
 }
 
-fn answer(inv: &InvocationRecord, replayed: bool, warnings: &[Warning]) -> Response {
-    let status = if inv.state == EffectState::AwaitingApproval {
+/// The invoke's answer: 202 while the invocation waits (for approval, or parked by a hold, with
+/// `held`), 200 otherwise.
+fn answer(
+    inv: &InvocationRecord,
+    hold: Option<&HoldRecord>,
+    replayed: bool,
+    warnings: &[Warning],
+) -> Response {
+    let status = if inv.state == EffectState::AwaitingApproval || hold.is_some() {
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK
     };
     let response = crate::envelope::warned(
         status,
-        views::invocation(inv),
+        views::with_hold(views::invocation(inv), hold),
         super::warnings::wire(warnings),
     );
     if replayed {
@@ -108,7 +115,7 @@ fn answer(inv: &InvocationRecord, replayed: bool, warnings: &[Warning]) -> Respo
     request_body = doc::InvokeBody,
     responses(
         (status = 200, description = "the invocation as it stands after dispatch", body = doc::Single<doc::Invocation>),
-        (status = 202, description = "the invocation, waiting for approval", body = doc::Single<doc::Invocation>),
+        (status = 202, description = "the invocation, waiting for approval, or parked by an operator's hold (`held`)", body = doc::Single<doc::Invocation>),
         doc::Guarded,
         doc::Invalid,
         doc::Missing,
@@ -139,5 +146,18 @@ pub async fn invoke(
     } else {
         &[]
     };
-    Ok(answer(&invoked.invocation, invoked.replayed, warnings))
+    // The invocation is recorded: a failed read of the holds leaves `held` out rather than
+    // answering an error for a recorded invoke.
+    let hold = app::holds::holding(&state, &invoked.invocation)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e.message, "could not read the holds for the answer");
+            None
+        });
+    Ok(answer(
+        &invoked.invocation,
+        hold.as_ref(),
+        invoked.replayed,
+        warnings,
+    ))
 }

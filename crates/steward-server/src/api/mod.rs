@@ -10,6 +10,7 @@ pub(crate) mod budgets;
 mod channels;
 mod connections;
 pub(crate) mod environment;
+mod holds;
 mod idempotent;
 mod identity;
 pub(crate) mod import;
@@ -83,6 +84,8 @@ fn v2_routes() -> OpenApiRouter<AppState> {
         .routes(plain(routes!(identity::environment, environment::update)))
         .routes(plain(routes!(environment::halt)))
         .routes(plain(routes!(environment::resume)))
+        .routes(plain(routes!(holds::list, holds::create)))
+        .routes(plain(routes!(holds::release)))
         .routes(query::<policies::ListQuery>(routes!(policies::list)))
         .routes(plain(routes!(policies::create)))
         .routes(plain(routes!(policies::evaluate)))

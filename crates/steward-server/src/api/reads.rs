@@ -5,7 +5,7 @@ use super::bounded;
 use super::openapi as doc;
 use super::query::Query;
 use super::views;
-use crate::app::reads;
+use crate::app::{self, reads};
 use crate::auth::Caller;
 use crate::envelope::{ok, paged};
 use crate::error::ApiResult;
@@ -160,7 +160,11 @@ pub async fn invocation(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let found = reads::invocation(&state, &caller, &id).await?;
-    Ok(ok(views::invocation(&found)))
+    let hold = app::holds::holding(&state, &found).await?;
+    Ok(ok(views::with_hold(
+        views::invocation(&found),
+        hold.as_ref(),
+    )))
 }
 
 #[utoipa::path(

@@ -149,6 +149,8 @@ pub fn invocation(i: &InvocationRecord) -> wire::Invocation {
             .shadow_decisions
             .as_ref()
             .and_then(|v| serde_json::from_value(v.clone()).ok()),
+        // Filled by the answers that read the holds (`held`).
+        held: None,
     };
     let view = match &i.edit {
         Some(edit) => view.edited(wire::InvocationEdit {
@@ -357,6 +359,18 @@ pub fn approval(a: &ApprovalRecord, names: &KeyNames) -> wire::Approval {
             original_input_fingerprint: e.original_fingerprint.clone(),
         }),
     }
+}
+
+/// `view` with `held` set from the hold that parks it, if any (`app::holds::holding`).
+pub fn with_hold(
+    mut view: wire::Invocation,
+    hold: Option<&steward_store::HoldRecord>,
+) -> wire::Invocation {
+    view.held = hold.map(|h| wire::InvocationHeld {
+        hold_id: h.id.to_string(),
+        reason: h.reason.clone(),
+    });
+    view
 }
 
 #[cfg(test)]

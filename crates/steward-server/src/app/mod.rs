@@ -24,6 +24,7 @@ pub mod connection_sessions;
 pub mod connections;
 pub mod environment;
 pub mod gate;
+pub mod holds;
 pub mod idempotency;
 pub mod import;
 pub mod input;

@@ -149,6 +149,7 @@ fn shell(
                         a href="/console/limits" { "Limits" }
                         a href="/console/keys" { "Keys" }
                         a href="/console/environment" { "Kill switch" }
+                        a href="/console/holds" { "Holds" }
                         @if can(op, scopes::AUDIT_READ) { a href="/console/audit" { "Audit" } }
                         a href="/console/webhooks" { "Webhooks" }
                         span.live #live aria-live="polite" {}

@@ -30,6 +30,7 @@ mod effects;
 mod environment;
 mod filters;
 mod guard;
+mod holds;
 mod inbox;
 mod invocations;
 mod layout;
@@ -102,6 +103,8 @@ pub(crate) fn routes(mode: ConsoleMode) -> Router<AppState> {
         .route("/console/environment", get(environment::page))
         .route("/console/environment/halt", post(environment::halt))
         .route("/console/environment/resume", post(environment::resume))
+        .route("/console/holds", get(holds::page).post(holds::hold))
+        .route("/console/holds/{id}/release", post(holds::release))
         .route("/console/audit", get(audit::page))
         .route("/console/webhooks", get(webhooks::page))
         .route(

@@ -201,7 +201,13 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
         Ok(()) => {}
         Err(StoreError::StateConflict { .. }) => return Ok(()),
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
-        Err(StoreError::Halted) if start == Start::First => return park::park(state, inv).await,
+        Err(StoreError::Halted) if start == Start::First => {
+            return park::park(state, inv, park::Parked::Halted).await
+        }
+        // A hold: likewise, until the hold is released.
+        Err(StoreError::Held) if start == Start::First => {
+            return park::park(state, inv, park::Parked::Held).await
+        }
         // The commit's answer was lost: the attempt may be recorded or not. Nothing is sent
         // on it; a recorded one is settled failed as not sent once the database answers, as
         // for `submit_and_begin`.
@@ -482,7 +488,12 @@ pub async fn submit_and_dispatch(
         }
         // The kill switch: no attempt was recorded; the effect stays ready until resume.
         Some(FirstAttemptOutcome::Halted) => {
-            park::park(state, &inv).await?;
+            park::park(state, &inv, park::Parked::Halted).await?;
+            None
+        }
+        // A hold: likewise, until the hold is released.
+        Some(FirstAttemptOutcome::Held) => {
+            park::park(state, &inv, park::Parked::Held).await?;
             None
         }
         Some(FirstAttemptOutcome::Refused(refused)) => {

@@ -115,7 +115,12 @@ pub async fn decide_and_dispatch(
         }
         (Some(FirstAttemptOutcome::Halted), _) => {
             crash::reach(state, CrashPoint::ServerAfterApproval)?;
-            park::park(state, &released).await?;
+            park::park(state, &released, park::Parked::Halted).await?;
+            None
+        }
+        (Some(FirstAttemptOutcome::Held), _) => {
+            crash::reach(state, CrashPoint::ServerAfterApproval)?;
+            park::park(state, &released, park::Parked::Held).await?;
             None
         }
         (_, _) => {

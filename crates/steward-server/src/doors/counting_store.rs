@@ -551,6 +551,24 @@ impl KillSwitch for CountingStore {
 }
 
 #[async_trait]
+impl Holds for CountingStore {
+    async fn create_hold(&self, hold: &HoldRecord, actor: &Actor) -> StoreResult<()> {
+        self.inner.create_hold(hold, actor).await
+    }
+    async fn list_holds(&self, env: &EnvironmentId) -> StoreResult<Vec<HoldRecord>> {
+        self.inner.list_holds(env).await
+    }
+    async fn release_hold(
+        &self,
+        env: &EnvironmentId,
+        id: &HoldId,
+        actor: &Actor,
+    ) -> StoreResult<HoldRecord> {
+        self.inner.release_hold(env, id, actor).await
+    }
+}
+
+#[async_trait]
 impl Limits for CountingStore {
     async fn create_limit(&self, limit: &LimitRecord, actor: &Actor) -> StoreResult<()> {
         self.inner.create_limit(limit, actor).await

@@ -360,3 +360,41 @@ async fn an_http_halt_and_a_console_halt_reach_the_same_halt_and_resume() {
         "and the HTTP resume"
     );
 }
+
+/// A hold made in the console is the API's hold (`app::holds`), listed by `GET /holds` and
+/// released from the console; the page lists it with its release button.
+#[tokio::test]
+async fn a_console_hold_is_the_apis_hold_and_the_console_releases_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _store) = world(&dir, "doors-hold").await;
+    let form = "operationKey=doors-held&reason=by+the+console";
+    let (status, body) = send(&state, console_form("/console/holds", form)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let (status, body) = send(&state, api(Method::GET, "/holds", INVOKER, &json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let holds = body["data"].as_array().unwrap();
+    assert_eq!(holds.len(), 1, "{body}");
+    assert_eq!(holds[0]["operationKey"], "doors-held", "{body}");
+    assert_eq!(holds[0]["reason"], "by the console", "{body}");
+    let id = holds[0]["id"].as_str().unwrap().to_string();
+    let read = Request::builder()
+        .uri("/console/holds")
+        .header("host", "127.0.0.1")
+        .header("cookie", format!("__Host-steward_console={SESSION}"))
+        .body(Body::empty())
+        .unwrap();
+    let (status, page) = send(&state, read).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let page = page.as_str().unwrap();
+    assert!(
+        page.contains(&format!("/console/holds/{id}/release")),
+        "{page}"
+    );
+    let (status, page) = send(&state, console_form("/console/holds", "reason=nothing")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    let path = format!("/console/holds/{id}/release");
+    let (status, body) = send(&state, console_form(&path, "")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let (_, body) = send(&state, api(Method::GET, "/holds", INVOKER, &json!({}))).await;
+    assert_eq!(body["data"], json!([]), "{body}");
+}

@@ -100,6 +100,8 @@ codes! {
         "A policy file's apply: the file or the live policies changed since the plan; nothing was changed (`details.currentDigest` is the plan now).");
     ENVIRONMENT_HALTED = ("environment_halted", CONFLICT,
         "The environment is halted (the kill switch); nothing was invoked or sent.");
+    OPERATION_HELD = ("operation_held", CONFLICT,
+        "An operator's hold covers this action or operation key; nothing was sent. The invocation stays parked and runs once when the hold is released.");
     ACTION_DISABLED = ("action_disabled", CONFLICT,
         "The action is disabled.");
     OPERATION_KEY_REQUIRED = ("operation_key_required", BAD_REQUEST,

@@ -148,6 +148,10 @@ impl From<StoreError> for ApiError {
                 codes::ENVIRONMENT_HALTED,
                 "this environment is halted; nothing was sent",
             ),
+            StoreError::Held => ApiError::of(
+                codes::OPERATION_HELD,
+                "an operator's hold covers this operation; nothing was sent",
+            ),
             StoreError::Corrupt(_) => ApiError::internal("corrupt record", &err),
             StoreError::IllegalTransition { .. } => ApiError::internal("illegal transition", &err),
         }
@@ -280,6 +284,7 @@ mod tests {
                 point: steward_core::CrashPoint::ServerAfterSend,
             },
             StoreError::Halted.into(),
+            StoreError::Held.into(),
         ];
         for err in errors {
             let answer = ApiError::from(err);

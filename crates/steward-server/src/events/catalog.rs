@@ -106,6 +106,8 @@ fn public_type(event: &AuditEvent) -> Option<&'static str> {
         | AuditKind::EffectTakenOver
         | AuditKind::EnvironmentCreated
         | AuditKind::EnvironmentUpdated
+        | AuditKind::HoldCreated
+        | AuditKind::HoldReleased
         | AuditKind::ImpactActual
         | AuditKind::ImpactRefused
         | AuditKind::ImpactReserved

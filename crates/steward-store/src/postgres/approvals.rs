@@ -433,6 +433,7 @@ async fn begin_first(tx: &Tx<'_>, first: &FirstAttempt) -> StoreResult<FirstAtte
     match change_effect(tx, &first.begin).await {
         Ok(()) => Ok(FirstAttemptOutcome::Begun),
         Err(StoreError::Halted) => Ok(FirstAttemptOutcome::Halted),
+        Err(StoreError::Held) => Ok(FirstAttemptOutcome::Held),
         Err(e) => Err(e),
     }
 }

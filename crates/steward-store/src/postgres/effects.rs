@@ -513,12 +513,20 @@ async fn refuse_when_halted(
         (Some(_), None) => super::kill_switch::is_halted(tx, &c.env_id).await?,
         (None, _) => false,
     };
-    if !halted {
+    // A hold: no first attempt is recorded for work it covers (read under the same shared
+    // lock, which `create_hold` takes exclusively); an attempt already recorded is not disturbed.
+    let held = !halted
+        && plan.begun.is_some()
+        && c.from == EffectState::Ready
+        && super::holds::is_held(tx, &c.env_id, &c.effect_id).await?;
+    if !halted && !held {
         return Ok(());
     }
     let found = current_state(tx, &c.env_id, &c.effect_id).await?;
-    Err(if found == c.from {
+    Err(if found == c.from && halted {
         StoreError::Halted
+    } else if found == c.from {
+        StoreError::Held
     } else {
         StoreError::StateConflict {
             expected: c.from,
@@ -678,6 +686,7 @@ impl Effects for PostgresStore {
                 match change_effect_known_halt(&tx, &first.begin, Some(halted)).await {
                     Ok(_) => FirstAttemptOutcome::Begun,
                     Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
+                    Err(StoreError::Held) => FirstAttemptOutcome::Held,
                     Err(e) => return Err(e),
                 }
             };

@@ -31,6 +31,7 @@ mod connections;
 mod effects;
 mod existing;
 mod figures;
+mod holds;
 mod idempotency;
 mod identity;
 mod kill_switch;

@@ -434,8 +434,9 @@ async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport,
     }
     let sql = format!(
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
-                e.id IN (SELECT a.effect_id FROM approvals a
-                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL),
+                (e.id IN (SELECT a.effect_id FROM approvals a
+                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL)
+                 OR {held}),
                 {overdue}
          FROM effects e
          WHERE e.state IN ('ready', 'dispatching') AND ({} OR {overdue})
@@ -444,6 +445,7 @@ async fn sweep_chunk(tx: &Tx<'_>, sweep: &Sweep) -> StoreResult<(RecoveryReport,
          FOR UPDATE OF e SKIP LOCKED",
         orphaned("e"),
         overdue = overdue(4),
+        held = crate::hold_rows::HELD_EFFECT,
     );
     let chunk = SWEEP_CHUNK_EFFECTS as i64;
     let orphans = tx

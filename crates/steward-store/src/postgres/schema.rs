@@ -44,7 +44,25 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (18, "oauth consent sessions", CONNECTION_SESSIONS),
     (19, "signed receipts", RECEIPTS),
     (20, "approval channels", APPROVAL_CHANNELS),
+    (21, "holds", HOLDS),
 ];
+
+/// Holds (`store::Holds`): an operator's hold on an action, an operation key, or that key under
+/// that action. At most one hold per environment and target.
+const HOLDS: &str = r#"
+CREATE TABLE IF NOT EXISTS holds (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    env_id TEXT COLLATE "C" NOT NULL REFERENCES environments(id),
+    action_name TEXT,
+    operation_key TEXT COLLATE "C",
+    reason TEXT,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    CHECK (action_name IS NOT NULL OR operation_key IS NOT NULL)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS holds_target
+    ON holds(env_id, COALESCE(action_name, ''), COALESCE(operation_key, ''));
+"#;
 
 /// The fencing epochs (docs/DECISIONS.md, "Fencing tokens"): an effect's grows at each
 /// takeover and an attempt records the one it was begun under; the audit sealer's and a webhook

@@ -388,6 +388,7 @@ fn begin_first(tx: &Transaction<'_>, first: &FirstAttempt) -> StoreResult<FirstA
     match change_effect(tx, &first.begin) {
         Ok(()) => Ok(FirstAttemptOutcome::Begun),
         Err(StoreError::Halted) => Ok(FirstAttemptOutcome::Halted),
+        Err(StoreError::Held) => Ok(FirstAttemptOutcome::Held),
         Err(e) => Err(e),
     }
 }

@@ -465,6 +465,9 @@ impl Pool {
         writer
             .execute_batch(super::schema::RECEIPT_SCHEMA)
             .map_err(unavailable)?;
+        writer
+            .execute_batch(super::schema::HOLD_SCHEMA)
+            .map_err(unavailable)?;
         // One IMMEDIATE transaction, so that two processes opening an older store at once
         // (the server and `steward keys`) add each column once.
         let mut writer = writer;

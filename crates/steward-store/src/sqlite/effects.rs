@@ -309,6 +309,14 @@ pub(crate) fn change_effect(tx: &Transaction<'_>, c: &EffectChange) -> StoreResu
     if plan.begun.is_some() && super::kill_switch::is_halted(tx, &c.env_id)? {
         return Err(StoreError::Halted);
     }
+    // A hold: no first attempt is recorded for work it covers; an attempt already recorded
+    // (a later one, after a retryable failure) is not disturbed.
+    if plan.begun.is_some()
+        && c.from == EffectState::Ready
+        && super::holds::is_held(tx, &c.env_id, &c.effect_id)?
+    {
+        return Err(StoreError::Held);
+    }
     write_attempt(tx, &plan)?;
     let (owner, bump) = match (&c.fence, plan.begun) {
         (Some(Fence::TakeOver(by)), _) => (Some(by.as_str()), 1),
@@ -494,6 +502,7 @@ impl Effects for SqliteStore {
                 match change_effect(tx, &first.begin) {
                     Ok(()) => FirstAttemptOutcome::Begun,
                     Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
+                    Err(StoreError::Held) => FirstAttemptOutcome::Held,
                     Err(e) => return Err(e),
                 }
             };

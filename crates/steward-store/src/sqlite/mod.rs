@@ -14,6 +14,7 @@ mod conn;
 mod connections;
 mod effects;
 mod figures;
+mod holds;
 mod idempotency;
 mod identity;
 mod kill_switch;

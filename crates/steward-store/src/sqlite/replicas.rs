@@ -36,14 +36,16 @@ const OVERDUE: &str = "(e.state = 'dispatching' AND EXISTS (
 fn orphans(tx: &Transaction<'_>, sweep: &Sweep) -> StoreResult<Vec<Orphan>> {
     let sql = format!(
         "SELECT e.env_id, e.id, e.invocation_id, e.state, e.attempt_count, e.owner,
-                e.id IN (SELECT a.effect_id FROM approvals a
-                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL),
+                (e.id IN (SELECT a.effect_id FROM approvals a
+                         WHERE a.status = 'approved' AND a.effect_id IS NOT NULL)
+                 OR {held}),
                 {OVERDUE}
          FROM effects e
          WHERE e.{} AND e.state IN ('ready', 'dispatching') AND ({} OR {OVERDUE})
          ORDER BY e.created_at, e.id",
         super::schema::OPEN_STATES_TERM,
-        orphaned("e")
+        orphaned("e"),
+        held = crate::hold_rows::HELD_EFFECT,
     );
     query_all(
         tx,

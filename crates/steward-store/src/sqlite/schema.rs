@@ -662,6 +662,23 @@ CREATE TABLE IF NOT EXISTS receipts (
 CREATE INDEX IF NOT EXISTS receipts_effect ON receipts(env_id, effect_id, seq);
 "#;
 
+/// Holds (`store::Holds`): an operator's hold on an action, an operation key, or that key under
+/// that action. At most one hold per environment and target.
+pub const HOLD_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS holds (
+    id TEXT PRIMARY KEY,
+    env_id TEXT NOT NULL REFERENCES environments(id),
+    action_name TEXT,
+    operation_key TEXT,
+    reason TEXT,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    CHECK (action_name IS NOT NULL OR operation_key IS NOT NULL)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS holds_target
+    ON holds(env_id, COALESCE(action_name, ''), COALESCE(operation_key, ''));
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::super::conn::{unavailable, Pool};

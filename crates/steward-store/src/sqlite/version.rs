@@ -23,7 +23,8 @@ use std::path::Path;
 /// 5: `connection_sessions` (OAuth consent sessions).
 /// 6: signed receipts (`receipt_keys`, `receipt_cursor`, `receipts`).
 /// 7: `webhook_subscriptions.channel` (approval channels).
-pub(crate) const SCHEMA_VERSION: i64 = 7;
+/// 8: `holds` (an operator's hold on an action or an operation key).
+pub(crate) const SCHEMA_VERSION: i64 = 8;
 
 /// The schema version a store file records (0 for a new file, or one made before versions).
 pub(crate) fn stored(conn: &Connection) -> StoreResult<i64> {

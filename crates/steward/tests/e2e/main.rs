@@ -13,6 +13,7 @@ mod exactly_once;
 mod failover;
 mod faults;
 mod halt;
+mod holds;
 mod input_edits;
 mod isolation;
 mod keys;

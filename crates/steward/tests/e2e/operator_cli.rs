@@ -1,5 +1,5 @@
 //! The operator commands against a real server: approve, list the unknown queue, reconcile,
-//! resolve and halt through `steward approvals|effects|invocations|actions|environment`, with
+//! resolve, halt and hold through `steward approvals|effects|invocations|actions|environment|holds`, with
 //! the provider's writes counted at the fixture and `--json` parsed.
 
 use crate::approvals::gated_world;
@@ -362,6 +362,64 @@ async fn the_kill_switch_from_the_cli_stops_the_next_call_until_resume() {
         !no_key.ok && no_key.stderr.contains("STEWARD_API_KEY"),
         "{}",
         no_key.stderr
+    );
+}
+
+/// `steward holds add|list|release`: a held key parks the next call (nothing sent), the table
+/// names the hold, and release runs the parked call once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_from_the_cli_parks_one_key_until_release_runs_it_once() {
+    let w = world(&[]).await;
+    let operator_key = w.server.keys("test", "operator");
+    let held = cli(
+        &w.server,
+        &operator_key,
+        &[
+            "holds",
+            "add",
+            "--operation-key",
+            "cli-held",
+            "--reason",
+            "incident 9",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    let id = held["id"].as_str().expect("a hold id").to_string();
+    let parked = w
+        .agent
+        .invoke("refund", refund_input(1), Some("cli-held"), None)
+        .await;
+    assert_eq!(parked.status, 202, "{:?}", parked.body);
+    assert_eq!(parked.data()["held"]["holdId"], id.as_str());
+    let listed = cli(&w.server, &operator_key, &["holds", "list"]).await;
+    assert!(
+        listed.ok && listed.stdout.contains(&id) && listed.stdout.contains("incident 9"),
+        "{}",
+        listed.stdout
+    );
+    let nothing = cli(&w.server, &operator_key, &["holds", "add"]).await;
+    assert!(
+        !nothing.ok && nothing.stderr.contains("--operation-key"),
+        "{}",
+        nothing.stderr
+    );
+    assert_eq!(w.fixture.write_count(), 0, "nothing is sent while held");
+    let released = cli(
+        &w.server,
+        &operator_key,
+        &["holds", "release", &id, "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(released["released"], 1);
+    let fixture = &w.fixture;
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || fixture.write_count()
+            == 1)
+        .await,
+        "the held call runs once after release"
     );
 }
 

@@ -21,10 +21,11 @@ pub(crate) use steward_wire::{
     BillingQuota, BillingUsage, Budget, BudgetBody, BudgetDeleted, CallbackDone, CheckBody,
     CompleteBody, ConnectKeyBody, Connection, ConnectionCompleted, ConnectionSession, CursorPage,
     DeadLetter, Decided, DecisionBody, Deleted, Effect, Environment, EnvironmentBody, HaltBody,
-    Identity, ImportBody, ImportResult, Integration, Invocation, InvokeBody, Limit, LimitBody,
-    LimitUpdateBody, List, Page, ReconnectBody, Reconnected, RedeliveryRequested,
-    ResolveEffectBody, ResolveInvocationBody, ResumeBody, Secret, SecretBody, SecretDeleted,
-    SessionBody, Single, Subscription, SubscriptionBody, SubscriptionPatch, Topic, WorkspaceBudget,
+    Hold, HoldBody, HoldReleaseBody, Identity, ImportBody, ImportResult, Integration, Invocation,
+    InvokeBody, Limit, LimitBody, LimitUpdateBody, List, Page, ReconnectBody, Reconnected,
+    RedeliveryRequested, ResolveEffectBody, ResolveInvocationBody, ResumeBody, Secret, SecretBody,
+    SecretDeleted, SessionBody, Single, Subscription, SubscriptionBody, SubscriptionPatch, Topic,
+    WorkspaceBudget,
 };
 // The runs' views and bodies (`api/runs/`).
 pub(crate) use steward_wire::{

@@ -250,6 +250,18 @@ fn bounds_in_the_document_are_the_named_constants() {
             crate::api::environment::HALT_REASON_LEN_MAX as i64,
         ),
         (
+            format!("{schemas}/HoldBody/properties/reason/maxLength"),
+            crate::app::holds::HOLD_REASON_LEN_MAX as i64,
+        ),
+        (
+            format!("{schemas}/HoldBody/properties/actionName/maxLength"),
+            crate::app::holds::HOLD_ACTION_NAME_LEN_MAX as i64,
+        ),
+        (
+            format!("{schemas}/HoldBody/properties/operationKey/maxLength"),
+            steward_core::CLIENT_KEY_LEN_MAX as i64,
+        ),
+        (
             format!("{schemas}/InvokeBody/properties/operationKey/maxLength"),
             steward_core::CLIENT_KEY_LEN_MAX as i64,
         ),

@@ -665,6 +665,36 @@ impl Flow {
             .await;
     }
 
+    /// A hold on one operation key: the invoke under it is parked (202, `held`), listed, read,
+    /// then released (one dispatched); a second release is the documented 404.
+    async fn holds(&mut self) {
+        let a = TOKEN;
+        let hold = json!({"actionName": "refund", "operationKey": "drift-held", "reason": "drift"});
+        let made = self.call(a, M::POST, "/holds", "/holds", Some(hold)).await;
+        let id = id_of(&made, "id");
+        self.call(a, M::GET, "/holds", "/holds", None).await;
+        let input = json!({"input": {"paymentIntent": "pi_drift_held", "amount": 100},
+                           "operationKey": "drift-held"});
+        let invoke = "/actions/{reference}/invoke";
+        let parked = self
+            .call(a, M::POST, invoke, "/actions/refund/invoke", Some(input))
+            .await;
+        assert_eq!(parked["data"]["status"], json!("running"), "{parked}");
+        assert_eq!(parked["data"]["held"]["holdId"], json!(id), "{parked}");
+        let inv_path = format!("/actions/invocations/{}", id_of(&parked, "id"));
+        let read = self
+            .call(a, M::GET, "/actions/invocations/{id}", &inv_path, None)
+            .await;
+        assert_eq!(read["data"]["held"]["holdId"], json!(id), "{read}");
+        let release = "/holds/{id}/release";
+        let released = self
+            .call(a, M::POST, release, &format!("/holds/{id}/release"), None)
+            .await;
+        assert_eq!(released["data"]["released"], json!(1), "{released}");
+        self.call(a, M::POST, release, &format!("/holds/{id}/release"), None)
+            .await;
+    }
+
     /// Topics, a subscription's life, and the dead-letter reads.
     async fn webhooks(&mut self) {
         let a = TOKEN;
@@ -780,6 +810,7 @@ async fn every_operation_answers_a_real_flow_as_documented() {
     f.actions_and_import().await;
     f.previews().await;
     f.invoke_and_recover().await;
+    f.holds().await;
     f.approvals().await;
     f.policies().await;
     f.policy_file().await;

@@ -7,6 +7,7 @@ pub mod approvals;
 pub mod channels;
 pub mod effects;
 pub mod environment;
+pub mod holds;
 pub mod invocations;
 pub mod policies;
 pub mod webhooks;
