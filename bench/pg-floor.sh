@@ -8,21 +8,26 @@
 #   PG_URL=postgres://postgres@127.0.0.1:5432/postgres CONCURRENCY=64 DURATION_S=5 bench/pg-floor.sh /tmp/floor.json
 #
 # Per request (one pgbench "transaction" = one run of the script = one invoke), counted from a
-# statement log of Steward's (a) at concurrency 1 (`log_statement = all` on a scratch
-# database, bench/PROFILE.md "Group commit (#27)"), without group commit:
+# statement log of Steward's (a) at concurrency 1 without group commit (`log_statement = all`
+# on a scratch database, 347 requests: 30 statements, 2.2 write and 3.3 read-only transactions
+# per request; bench/PROFILE.md "Group commit (#27)"):
 #
 # - one read-only REPEATABLE READ transaction of 6 lookups (the caller's key, its environment,
-#   the action, its policies, the earlier request under the `Idempotency-Key`);
+#   the action, its secret, its policies, the earlier request under the `Idempotency-Key`);
 # - the intent and the attempt, one READ COMMITTED transaction: the environment's advisory lock
-#   shared, the kill switch, the live limits and the operation key's lookup; 4 inserts (the
-#   invocation, the effect, the request's key, the "accepted" evidence); one statement that
-#   moves the effect and inserts the attempt and its evidence; the audit events (2 rows); COMMIT;
+#   shared, the kill switch, the live limits, the budget and reservation checks, the request's
+#   key and the operation key's lookups; 4 inserts (the invocation, the effect, the request's
+#   key, the "accepted" evidence); one statement that moves the effect and inserts the attempt
+#   and its evidence; the audit events (2 rows); COMMIT;
 # - the answer, one READ COMMITTED transaction: one statement that moves the effect and closes
 #   the attempt, settles the invocation, marks the request answered and inserts the response's
-#   evidence; the audit event (1 row); COMMIT.
+#   evidence; the audit event (1 row); the receipt (1 row); COMMIT;
+# - one read-only transaction of 6 lookups: the effect, its attempts, evidence, reservations
+#   and links, read back for the answer.
 #
-# So 3 transactions, 2 of them write commits that wait for a WAL flush, 18 statements, 9 rows
-# inserted and 5 updated, with rows of Steward's sizes and random text keys. The tables are the
+# So 4 transactions, 2 of them write commits that wait for a WAL flush, 28 statements, 11 rows
+# inserted and 5 updated, with rows of Steward's sizes and random text keys. Not included: the
+# audit sealer's updates (3 rows per request, in batches off the request's path). The tables are the
 # script's own (`floor_*`), in a database of their own (`steward_pg_floor`, dropped at the end).
 #
 # Writes OUT.json: [{"concurrency", "requests", "seconds", "throughput", "latencyAvgMs"}].
@@ -60,6 +65,12 @@ CREATE TABLE floor_evidence (effect_id TEXT, seq INT, kind TEXT NOT NULL, detail
     PRIMARY KEY (effect_id, seq));
 CREATE TABLE floor_idempotency (env_id TEXT, key TEXT, key_id TEXT, state TEXT NOT NULL,
     invocation_id TEXT, PRIMARY KEY (env_id, key));
+CREATE TABLE floor_receipts (id BIGSERIAL PRIMARY KEY, effect_id TEXT NOT NULL, digest TEXT NOT NULL,
+    signature TEXT NOT NULL);
+CREATE TABLE floor_links (effect_id TEXT, target_id TEXT, kind TEXT, PRIMARY KEY (effect_id, target_id));
+CREATE TABLE floor_reservations (effect_id TEXT, limit_id TEXT, amount BIGINT, PRIMARY KEY (effect_id, limit_id));
+CREATE TABLE floor_budgets (env_id TEXT, key_id TEXT, amount BIGINT, PRIMARY KEY (env_id, key_id));
+CREATE TABLE floor_secrets (env_id TEXT, name TEXT, ciphertext TEXT NOT NULL, PRIMARY KEY (env_id, name));
 CREATE TABLE floor_audit (id BIGSERIAL PRIMARY KEY, at BIGINT NOT NULL, env_id TEXT, kind TEXT NOT NULL,
     subject TEXT NOT NULL, after TEXT, content_hash TEXT NOT NULL, seq BIGINT);
 INSERT INTO floor_envs VALUES ('env-bench');
@@ -74,14 +85,17 @@ BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 SELECT env_id, scopes FROM floor_keys WHERE hash = md5('key');
 SELECT id, halted FROM floor_envs WHERE id = 'env-bench';
 SELECT definition FROM floor_actions WHERE env_id = 'env-bench' AND name = 'refund';
+SELECT ciphertext FROM floor_secrets WHERE env_id = 'env-bench' AND name = 'stripe';
 SELECT spec FROM floor_policies WHERE env_id = 'env-bench';
 SELECT state FROM floor_idempotency WHERE env_id = 'env-bench' AND key = md5(:k || 'idem');
-SELECT count(*) FROM floor_limits WHERE env_id = 'env-bench' AND live;
 COMMIT;
 BEGIN ISOLATION LEVEL READ COMMITTED;
 SELECT pg_advisory_xact_lock_shared(1398031702, hashtext('env-bench'));
 SELECT halted FROM floor_envs WHERE id = 'env-bench';
 SELECT id FROM floor_limits WHERE env_id = 'env-bench' AND live;
+SELECT 1 FROM floor_budgets WHERE env_id = 'env-bench' AND key_id = 'key-1';
+SELECT 1 FROM floor_reservations WHERE effect_id = md5(:k || 'eff');
+SELECT state FROM floor_idempotency WHERE env_id = 'env-bench' AND key = md5(:k || 'idem');
 SELECT id, state FROM floor_effects WHERE env_id = 'env-bench' AND operation_key = md5(:k || 'op');
 INSERT INTO floor_invocations VALUES (md5(:k || 'inv'), 'env-bench', :k, 'ready', repeat('i', 400), NULL);
 INSERT INTO floor_effects (id, env_id, invocation_id, operation_key, state, created_at)
@@ -108,6 +122,15 @@ WITH moved AS (UPDATE floor_effects SET state = 'succeeded' WHERE id = md5(:k ||
 INSERT INTO floor_evidence SELECT id, 3, 'response', repeat('s', 60) FROM moved;
 INSERT INTO floor_audit (at, env_id, kind, subject, after, content_hash)
     VALUES (:k, 'env-bench', 'effect.transition', md5(:k || 'eff'), repeat('x', 120), md5(:k || 'done'));
+INSERT INTO floor_receipts (effect_id, digest, signature) VALUES (md5(:k || 'eff'), md5(:k || 'r'), repeat('g', 88));
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+SELECT * FROM floor_effects WHERE id = md5(:k || 'eff');
+SELECT * FROM floor_attempts WHERE effect_id = md5(:k || 'eff');
+SELECT * FROM floor_evidence WHERE effect_id = md5(:k || 'eff');
+SELECT * FROM floor_reservations WHERE effect_id = md5(:k || 'eff');
+SELECT * FROM floor_links WHERE effect_id = md5(:k || 'eff');
+SELECT * FROM floor_links WHERE target_id = md5(:k || 'eff');
 COMMIT;
 SQL
 

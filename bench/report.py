@@ -154,8 +154,8 @@ def main():
 
     w("## The PostgreSQL floor\n")
     w("`bench/pg-floor.sh`: `pgbench` against the same PostgreSQL, doing per request the transactions, statements "
-      "and rows workload (a) does there with one transaction per step (a read of 6 lookups; the intent and attempt, "
-      "12 statements; the answer, 3 statements: 2 write commits, 9 rows inserted, 5 updated), with no Steward, "
+      "and rows workload (a) does there with one transaction per step (two reads of 6 lookups each; the intent and "
+      "attempt, 13 statements; the answer, 3: 2 write commits, 28 statements, 11 rows inserted, 5 updated), with no Steward, "
       "HTTP or provider call in between. Ratio = Steward PostgreSQL (a) / the floor, same concurrency.\n")
     if pg_floor:
         w("| concurrency | floor requests/s | floor latency avg ms | Steward PostgreSQL (a)/s | ratio |")
