@@ -1464,6 +1464,10 @@ async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
         );
     }
     let (batches, members) = postgres.group_commits();
+    if members == 0 {
+        // Group commit is off (`STEWARD_PG_GROUP_COMMIT` is not `on`): each step committed alone.
+        return;
+    }
     assert_eq!(
         members - members_before,
         STEPS as u64,

@@ -58,9 +58,10 @@
 //! intent and the attempt (`submit_and_begin`: facts and first reads, inserts, the attempt,
 //! the commit) and two to record the answer (`change_effect`: one statement with CTEs, the
 //! commit); [`RoundTrips`] counts them. Those hot-path steps of concurrent requests (and an
-//! approval's decision) are batched into one PostgreSQL transaction per batch, each under a
-//! savepoint of its own, and committed once for all (`group`, docs/DECISIONS.md, "Group commit
-//! on PostgreSQL"): a member's `BEGIN` above is then its `SAVEPOINT`, and its commit the batch's.
+//! approval's decision) can be batched (`STEWARD_PG_GROUP_COMMIT=on`; off by default) into one
+//! PostgreSQL transaction per batch, each under a savepoint of its own, and committed once for
+//! all (`group`, docs/DECISIONS.md, "Group commit on PostgreSQL"): a member's `BEGIN` above is
+//! then its `SAVEPOINT`, and its commit the batch's.
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.

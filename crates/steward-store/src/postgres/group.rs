@@ -1,7 +1,8 @@
 //! Group commit: the durable steps of concurrent requests (the invoke's `submit_and_begin`, its
 //! answer, an approval's decision and the attempt it releases) run as members of one
 //! transaction, committed once for all of them (docs/DECISIONS.md, "Group commit on
-//! PostgreSQL").
+//! PostgreSQL"). Only with `STEWARD_PG_GROUP_COMMIT=on` (see [`enabled`]); otherwise `in_group!`
+//! runs each step as a transaction of its own.
 //!
 //! A store has [`LANES`] lanes. A lane holds at most one open batch: a pooled connection in a
 //! transaction. A member takes a lane (a free one if there is one, else it queues on the lane
@@ -51,17 +52,20 @@ pub(crate) const BATCH_MEMBERS_MAX: usize = 32;
 /// before it commits the batch itself, in milliseconds.
 const BATCH_WAIT_MS: u64 = 20;
 
-/// Whether steps run as members of a group commit: yes, unless `STEWARD_PG_GROUP_COMMIT=off`,
-/// which runs each as a transaction of its own (as before issue #27), for side-by-side
-/// measurements with one binary (bench/PROFILE.md, "Group commit (#27)").
+/// Whether steps run as members of a group commit: only with `STEWARD_PG_GROUP_COMMIT=on`.
+/// Off by default: measured slower for workload (a) on a loaded 2-core machine, and with three
+/// replicas contending for the same operation keys (`e2e` test
+/// `three_hundred_invokes_over_three_replicas_write_each_of_thirty_operation_keys_once`)
+/// requests stalled past the client's timeout (docs/DECISIONS.md, "Group commit on
+/// PostgreSQL"). Off, each step is a transaction of its own, as before issue #27.
 pub(crate) fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ENABLED.get_or_init(|| {
-        !matches!(
+        matches!(
             std::env::var("STEWARD_PG_GROUP_COMMIT")
                 .as_deref()
                 .map(str::trim),
-            Ok("off")
+            Ok("on")
         )
     })
 }

@@ -22,7 +22,8 @@
 //! (`impl Identity for PostgresStore` in `identity.rs`, and so on); a method is one
 //! `in_transaction!` of the mode it needs, or, for the hot path's steps (`submit_and_begin`,
 //! `finish_invoke_request`, `change_effect`, `change_effect_and_read`, `decide_and_begin`), one
-//! `in_group!`: a member of a group commit (`group`), answered once its batch committed.
+//! `in_group!`: a member of a group commit (`group`, with `STEWARD_PG_GROUP_COMMIT=on`),
+//! answered once its batch committed.
 
 mod approvals;
 mod audit_log;
