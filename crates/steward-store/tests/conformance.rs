@@ -1394,6 +1394,97 @@ async fn postgres_a_halt_waits_for_the_attempt_in_flight_and_parks_the_next() {
     assert!(detail.attempts.is_empty(), "no attempt after the halt");
 }
 
+/// Group commit (issue #27): concurrent answers share commits, and one whose step fails after
+/// its statements ran (a lost compare-and-set: the effect was answered already) fails alone,
+/// rolled back to its savepoint, while the others in its batch commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
+    const STEPS: usize = 48;
+    let database = TestDatabase::create().await;
+    let postgres = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("connect"),
+    );
+    let store: Arc<dyn Store> = postgres.clone();
+    let env = Env::new(&store, "group").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut effects = Vec::new();
+    for n in 0..STEPS {
+        let sub = env.submission(&action, json!({ "n": n }));
+        let first = first_attempt(&env, &sub, 2_000);
+        let done = store
+            .submit_and_begin(&sub, &first)
+            .await
+            .expect("submit_and_begin");
+        assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+        if n % 4 == 0 {
+            // Answered already: its second answer below loses the compare-and-set.
+            env.finish_attempt(&sub.effect_id, EffectState::Failed, 2_100)
+                .await;
+        }
+        effects.push(sub.effect_id);
+    }
+    let (batches_before, members_before) = postgres.group_commits();
+    let answers: Vec<_> = effects
+        .iter()
+        .map(|effect| {
+            let mut change = env.change(
+                effect,
+                EffectState::Dispatching,
+                EffectState::Succeeded { confirmed: true },
+                3_000,
+            );
+            change.attempt = Some(AttemptChange::Finish {
+                number: 1,
+                response_status: Some(200),
+                error: None,
+            });
+            change.response_status = Some(200);
+            let store = store.clone();
+            tokio::spawn(async move { store.change_effect(&change).await })
+        })
+        .collect();
+    for (n, answer) in answers.into_iter().enumerate() {
+        let result = answer.await.expect("task");
+        if n % 4 == 0 {
+            assert!(
+                matches!(result, Err(StoreError::StateConflict { .. })),
+                "answer {n}: {result:?}"
+            );
+        } else {
+            result.unwrap_or_else(|e| panic!("answer {n} commits: {e}"));
+        }
+    }
+    for (n, effect) in effects.iter().enumerate() {
+        let expected = if n % 4 == 0 {
+            EffectState::Failed
+        } else {
+            EffectState::Succeeded { confirmed: true }
+        };
+        assert_eq!(
+            env.effect(effect).await.effect.state,
+            expected,
+            "effect {n}"
+        );
+    }
+    let (batches, members) = postgres.group_commits();
+    if members == 0 {
+        // Group commit is off (`STEWARD_PG_GROUP_COMMIT` is not `on`): each step committed alone.
+        return;
+    }
+    assert_eq!(
+        members - members_before,
+        STEPS as u64,
+        "every answer was a member of a committed batch, the failed ones too"
+    );
+    assert!(
+        batches - batches_before < STEPS as u64,
+        "{STEPS} concurrent answers shared commits: {} batches",
+        batches - batches_before
+    );
+}
+
 /// Round trips the invoke hot path's two transactions make (`PostgresStore::round_trips`), on
 /// a connection that has prepared their statements, with an `Idempotency-Key` and an operation
 /// key as the server sends them: the `BEGIN` goes with the first statements, the audit events

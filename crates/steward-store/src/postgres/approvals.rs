@@ -13,6 +13,7 @@ use super::audit_log::append;
 use super::conn::Tx;
 use super::conn::{in_transaction, Mode};
 use super::effects::{change_effect, invocation};
+use super::group::in_group;
 use super::rows::{self, col, id, id_opt, int, int_opt, millis, millis_opt};
 use super::PostgresStore;
 use crate::approval_change::{
@@ -516,9 +517,7 @@ impl Approvals for PostgresStore {
     ) -> StoreResult<Decided> {
         // No write lock: the approval's row lock orders decisions on it (see the module's doc).
         // The released attempt takes what `change_effect` and the reservation take.
-        let decided = in_transaction!(self, Mode::WriteConcurrent, |tx| decide(
-            &tx, request, first
-        ))?;
+        let decided = in_group!(self, |tx| decide(&tx, request, first))?;
         if matches!(
             decided.outcome,
             DecideOutcome::Recorded { .. } | DecideOutcome::Expired(_)

@@ -57,9 +57,11 @@
 //! each with its own snapshot). So the invoke hot path takes four round trips to record the
 //! intent and the attempt (`submit_and_begin`: facts and first reads, inserts, the attempt,
 //! the commit) and two to record the answer (`change_effect`: one statement with CTEs, the
-//! commit); [`RoundTrips`] counts them. Transactions of one replica are not batched into one
-//! PostgreSQL transaction: PostgreSQL already flushes the write-ahead log once for every commit
-//! that arrived during the flush before (docs/DECISIONS.md, "PostgreSQL hot path").
+//! commit); [`RoundTrips`] counts them. Those hot-path steps of concurrent requests (and an
+//! approval's decision) can be batched (`STEWARD_PG_GROUP_COMMIT=on`; off by default) into one
+//! PostgreSQL transaction per batch, each under a savepoint of its own, and committed once for
+//! all (`group`, docs/DECISIONS.md, "Group commit on PostgreSQL"): a member's `BEGIN` above is
+//! then its `SAVEPOINT`, and its commit the batch's.
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
@@ -299,7 +301,7 @@ pub(crate) struct PendingAudit {
 pub(crate) struct Conn {
     object: Option<Object>,
     /// Set once `BEGIN` is sent, cleared once `COMMIT` or `ROLLBACK` has answered.
-    open: AtomicBool,
+    pub(super) open: AtomicBool,
     /// The store's count of round trips (see [`RoundTrips`]).
     round_trips: Arc<RoundTrips>,
 }
@@ -314,7 +316,7 @@ impl Conn {
         })
     }
 
-    fn client(&self) -> StoreResult<&Object> {
+    pub(super) fn client(&self) -> StoreResult<&Object> {
         self.object.as_ref().ok_or_else(|| StoreError::Unavailable {
             message: "the connection was closed".into(),
             source: None,
@@ -347,6 +349,16 @@ pub(crate) struct Tx<'a> {
     shared_envs: Mutex<Vec<String>>,
     /// Statements sent and not yet answered (see [`RoundTrips`]).
     in_flight: AtomicUsize,
+    /// For a member of a group commit (`group`): the savepoint its statements run under, which
+    /// its first statement opens (and the batch's `BEGIN` with it, if no member sent one yet).
+    savepoint: Option<Savepoint>,
+}
+
+/// A group member's savepoint: `s<number>`, and whether its `BEGIN` is still to be sent.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Savepoint {
+    pub number: u32,
+    pub begin: bool,
 }
 
 /// Round trips made by a store's transactions so far: a round trip starts when a transaction
@@ -370,19 +382,71 @@ impl RoundTrips {
 /// statement is the write lock, sent with the `BEGIN`.
 pub(crate) async fn begin(conn: &Conn, mode: Mode) -> StoreResult<Tx<'_>> {
     conn.client()?;
-    let tx = Tx {
-        conn,
-        mode,
-        begun: AtomicBool::new(false),
-        retryable: AtomicBool::new(false),
-        audit: Mutex::new(Vec::new()),
-        shared_envs: Mutex::new(Vec::new()),
-        in_flight: AtomicUsize::new(0),
-    };
+    let tx = Tx::on(conn, mode, false, None);
     if mode == Mode::Write {
         tx.execute(WRITE_LOCK_SQL, &[]).await?;
     }
     Ok(tx)
+}
+
+impl<'a> Tx<'a> {
+    /// A transaction of `mode` on `conn`: begun already when `begun` (the `BEGIN` was sent by an
+    /// earlier user of the connection), its statements under `savepoint` when it is one member
+    /// of a group commit. Nothing is sent yet.
+    pub(super) fn on(
+        conn: &'a Conn,
+        mode: Mode,
+        begun: bool,
+        savepoint: Option<Savepoint>,
+    ) -> Self {
+        Tx {
+            conn,
+            mode,
+            begun: AtomicBool::new(begun),
+            retryable: AtomicBool::new(false),
+            audit: Mutex::new(Vec::new()),
+            shared_envs: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            savepoint,
+        }
+    }
+
+    /// Whether a statement was sent (and with it the `BEGIN` or the savepoint).
+    pub(super) fn sent(&self) -> bool {
+        self.begun.load(Ordering::Relaxed)
+    }
+
+    /// Whether the failure of a statement said that running the work again resolves it.
+    pub(super) fn retryable(&self) -> bool {
+        self.retryable.load(Ordering::Relaxed)
+    }
+
+    /// The audit events queued so far, taken.
+    pub(super) fn take_audit(&self) -> Vec<PendingAudit> {
+        std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The number of the savepoint a group member's statements run under.
+    pub(super) fn savepoint_number(&self) -> Option<u32> {
+        self.savepoint.map(|s| s.number)
+    }
+
+    /// The connection this transaction runs on.
+    pub(super) fn connection(&self) -> &'a Conn {
+        self.conn
+    }
+
+    /// Commits with `audit` inserted (see [`finish`]), for a group's batch.
+    pub(super) async fn commit_with(&self, audit: Vec<PendingAudit>) -> StoreResult<()> {
+        self.commit(audit).await
+    }
+
+    /// Counts one round trip for a statement sent outside [`Tx::send`] while none is in flight.
+    pub(super) fn count_round_trip(&self) {
+        if self.in_flight.load(Ordering::Relaxed) == 0 {
+            self.conn.round_trips.add();
+        }
+    }
 }
 
 /// How a transaction ended.
@@ -542,14 +606,25 @@ impl Tx<'_> {
     /// together with that statement, it cannot fail on its own while the connection lives
     /// (the statement would then run outside a transaction): it is a plain `BEGIN` with an
     /// isolation level, on a connection that is in no transaction.
-    fn begin_sql(&self) -> Option<&'static str> {
+    fn begin_sql(&self) -> Option<std::borrow::Cow<'static, str>> {
         if self.begun.swap(true, Ordering::Relaxed) {
             return None;
         }
         self.conn.open.store(true, Ordering::Relaxed);
-        Some(match self.mode {
+        let begin = match self.mode {
             Mode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
             Mode::Write | Mode::WriteConcurrent => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        };
+        Some(match self.savepoint {
+            None => begin.into(),
+            Some(Savepoint {
+                number,
+                begin: true,
+            }) => format!("{begin}; SAVEPOINT s{number}").into(),
+            Some(Savepoint {
+                number,
+                begin: false,
+            }) => format!("SAVEPOINT s{number}").into(),
         })
     }
 
@@ -565,7 +640,7 @@ impl Tx<'_> {
         }
         let begin = async {
             match self.begin_sql() {
-                Some(sql) => client.batch_execute(sql).await.map_err(unavailable),
+                Some(sql) => client.batch_execute(&sql).await.map_err(unavailable),
                 None => Ok(()),
             }
         };

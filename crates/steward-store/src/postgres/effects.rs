@@ -3,6 +3,7 @@
 use super::audit_log::append;
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx};
+use super::group::in_group;
 use super::rows::{self, col};
 use super::PostgresStore;
 use crate::change_plan::{ChangePlan, EvidenceRow};
@@ -664,7 +665,7 @@ impl Effects for PostgresStore {
         // submission's facts and the tally's first reads (the environment's lock, the kill
         // switch, the live limits) together; the inserts; the limits' locks and usage, if any
         // applies, and the reservations; the attempt; the audit events with the `COMMIT`.
-        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+        in_group!(self, |tx| async {
             let s = submission;
             let (facts, reads, budgeted) = tokio::try_join!(
                 facts(&tx, s),
@@ -703,7 +704,7 @@ impl Effects for PostgresStore {
         caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+        in_group!(self, |tx| async {
             tx.execute(
                 "UPDATE idempotency SET state = 'done'
          WHERE env_id = $1 AND key = $2 AND key_id IN ($3, $4) AND kind = 'invoke'",
@@ -720,11 +721,11 @@ impl Effects for PostgresStore {
     }
 
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
-        in_transaction!(self, Mode::WriteConcurrent, |tx| change_effect(&tx, change))
+        in_group!(self, |tx| change_effect(&tx, change))
     }
 
     async fn change_effect_and_read(&self, change: &EffectChange) -> StoreResult<InvocationRecord> {
-        in_transaction!(self, Mode::WriteConcurrent, |tx| async {
+        in_group!(self, |tx| async {
             // The effect's invocation, as this transaction leaves it: returned by the change's
             // own statement.
             change_effect_known_halt(&tx, change, None)

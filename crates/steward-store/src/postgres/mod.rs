@@ -20,7 +20,10 @@
 //!
 //! Each part of the store is implemented in the module of its name, beside its SQL
 //! (`impl Identity for PostgresStore` in `identity.rs`, and so on); a method is one
-//! `in_transaction!` of the mode it needs.
+//! `in_transaction!` of the mode it needs, or, for the hot path's steps (`submit_and_begin`,
+//! `finish_invoke_request`, `change_effect`, `change_effect_and_read`, `decide_and_begin`), one
+//! `in_group!`: a member of a group commit (`group`, with `STEWARD_PG_GROUP_COMMIT=on`),
+//! answered once its batch committed.
 
 mod approvals;
 mod audit_log;
@@ -31,6 +34,7 @@ mod connections;
 mod effects;
 mod existing;
 mod figures;
+pub(crate) mod group;
 mod holds;
 mod idempotency;
 mod identity;
@@ -61,6 +65,8 @@ pub struct PostgresStore {
     announcements: Arc<notify::Announcements>,
     round_trips: Arc<conn::RoundTrips>,
     announcer: Arc<notify::Announcer>,
+    /// The group commit of the hot path's steps (`group`).
+    group: Arc<group::Group>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -84,6 +90,7 @@ impl PostgresStore {
             announcements: Arc::new(notify::Announcements::new(config.clone())),
             round_trips: Arc::default(),
             announcer: Arc::new(notify::Announcer::new(config)),
+            group: Arc::default(),
         };
         store.check_durable_commits().await?;
         in_transaction!(store, Mode::Write, |tx| schema::migrate(&tx))?;
@@ -96,6 +103,13 @@ impl PostgresStore {
     #[doc(hidden)]
     pub fn round_trips(&self) -> u64 {
         self.round_trips.get()
+    }
+
+    /// Batches the group commit (`group`) committed so far, and the steps they held: a gauge
+    /// for tests and profiling, not a contract.
+    #[doc(hidden)]
+    pub fn group_commits(&self) -> (u64, u64) {
+        self.group.committed()
     }
 
     /// Refuses a server that acknowledges commits before they are on disk.
