@@ -192,6 +192,8 @@ async fn attempt(state: &AppState, inv: &InvocationRecord, start: Start) -> Effe
     let begin = begin_change(
         state, inv, from, event, number, &host, &prepared, effect_key,
     )?;
+    // Held until the answer is recorded or kept (`pending.rs`).
+    let _sending = state.pending.sending(&begin.effect_id);
     let started = std::time::Instant::now();
     let begun = state.store.change_effect(&begin).await;
     state
@@ -448,6 +450,8 @@ pub async fn submit_and_dispatch(
         Some(defect::Defect::SendBeforeAttemptIsDurable) => Some(send(state, &prepared).await?),
         _ => None,
     };
+    // Held until the answer is recorded or kept (`pending.rs`).
+    let _sending = state.pending.sending(&first.begin.effect_id);
     let started = std::time::Instant::now();
     let submitted = state
         .store

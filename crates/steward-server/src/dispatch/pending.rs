@@ -21,13 +21,23 @@
 //! sweep marked it `unknown`) is dropped, its answer appended as late evidence where it can be.
 //! What is still kept when the process ends is lost with it: the next start's sweep (embedded
 //! store) or another replica's (PostgreSQL) marks those attempts `unknown`.
+//!
+//! A "not sent" mark names an attempt by its effect and number, which another request may
+//! share: two approvers deciding at once both plan attempt 1, one commit lands and is sent, the
+//! other's answer is lost. So the mark must never settle an attempt somebody did send (found by
+//! `steward faults`, seed 26: the approver whose commit was lost settled the other's sent
+//! attempt `failed`). Three rules hold it: the mark is fenced by the replica that would have
+//! owned the attempt (another replica's attempt refuses it); it waits while any request of this
+//! process is beginning or sending an attempt of the same effect ([`PendingAnswers::sending`],
+//! taken before the begin commit and held until the answer is recorded or kept); and it never
+//! replaces a kept answer, which is proof that something was sent.
 //! docs/DECISIONS.md, "Failover: honest answers and ambiguous commits".
 
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use steward_core::{EffectEvent, EffectId, EffectState, EvidenceKind, EvidenceSource};
-use steward_store::{AttemptChange, EffectChange, NewEvidence};
+use steward_store::{AttemptChange, EffectChange, Fence, NewEvidence};
 
 /// Answers kept whole at most. An answer holds its stored body (at most 256 KiB, see
 /// `RESPONSE_BODY_BYTES_MAX`), so this bounds the queue near 64 MiB; a database outage long
@@ -67,8 +77,33 @@ pub(crate) struct Entry {
 #[derive(Debug, Default)]
 pub struct PendingAnswers {
     entries: Mutex<BTreeMap<EffectId, Entry>>,
+    /// Effects a request of this process is beginning or sending an attempt of, counted.
+    sending: Mutex<HashMap<EffectId, usize>>,
     /// Woken when something is kept, so [`run`] tries at once.
     wake: tokio::sync::Notify,
+}
+
+/// A request of this process is beginning or sending an attempt of an effect, from before its
+/// begin commit until its answer is recorded or kept; dropped, it counts no more.
+pub(crate) struct Sending<'a> {
+    pending: &'a PendingAnswers,
+    effect: EffectId,
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        let mut sending = self
+            .pending
+            .sending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = sending.get_mut(&self.effect) {
+            *count -= 1;
+            if *count == 0 {
+                sending.remove(&self.effect);
+            }
+        }
+    }
 }
 
 impl PendingAnswers {
@@ -88,6 +123,14 @@ impl PendingAnswers {
         } else {
             (change, kind)
         };
+        // A "not sent" mark never replaces what proves a send (module doc).
+        if kind == Kind::NotSent
+            && entries
+                .get(&change.effect_id)
+                .is_some_and(|kept| kept.kind != Kind::NotSent)
+        {
+            return true;
+        }
         let marks = entries.len() - answers;
         if kind != Kind::Answer && marks >= PENDING_MARKS_MAX {
             tracing::error!(
@@ -108,6 +151,29 @@ impl PendingAnswers {
         drop(entries);
         self.wake.notify_one();
         true
+    }
+
+    /// Counts a request of this process beginning or sending an attempt of `effect`, until the
+    /// guard is dropped. Take it before the begin commit.
+    pub(crate) fn sending(&self, effect: &EffectId) -> Sending<'_> {
+        *self
+            .sending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(effect.clone())
+            .or_default() += 1;
+        Sending {
+            pending: self,
+            effect: effect.clone(),
+        }
+    }
+
+    /// Whether a request of this process is beginning or sending an attempt of `effect`.
+    pub(crate) fn is_sending(&self, effect: &EffectId) -> bool {
+        self.sending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(effect)
     }
 
     /// Whether this process keeps a change for `effect`.
@@ -152,11 +218,17 @@ impl PendingAnswers {
 
     pub(crate) fn put_back(&self, entry: Entry) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        // A newer change for the same effect cannot have been kept meanwhile: one attempt is
-        // in flight per effect, and its answer is kept once.
-        entries
-            .entry(entry.change.effect_id.clone())
-            .or_insert(entry);
+        // One attempt is in flight per effect and its answer is kept once, so what was kept
+        // meanwhile is a "not sent" mark or that answer: an answer wins over a mark either way.
+        match entries.get(&entry.change.effect_id) {
+            Some(kept) if kept.kind == Kind::NotSent && entry.kind != Kind::NotSent => {
+                entries.insert(entry.change.effect_id.clone(), entry);
+            }
+            Some(_) => {}
+            None => {
+                entries.insert(entry.change.effect_id.clone(), entry);
+            }
+        }
     }
 }
 
@@ -229,6 +301,10 @@ pub(crate) fn not_sent(
     });
     change.error = Some(NOT_SENT_ERROR.clone());
     change.answers_request = answers_request;
+    // Only the attempt this request would have owned: another replica's is refused.
+    if let Some(AttemptChange::Begin { owner, .. }) = &begin.attempt {
+        change.fence = Some(Fence::Holder(owner.clone()));
+    }
     change
 }
 
@@ -332,6 +408,70 @@ mod tests {
         assert!(!pending.keep(last.clone(), Kind::Unknown));
         assert!(!pending.holds(&last.effect_id));
         assert_eq!(pending.len(), PENDING_MARKS_MAX);
+    }
+
+    fn begin(n: usize) -> EffectChange {
+        let mut change = answer(n);
+        change.attempt = Some(AttemptChange::Begin {
+            number: 1,
+            deadline_at: Millis(10),
+            owner: steward_core::ReplicaId::from_unique("replica-a"),
+        });
+        change
+    }
+
+    #[test]
+    fn a_not_sent_mark_never_replaces_a_kept_answer_and_an_answer_replaces_the_mark() {
+        let pending = PendingAnswers::default();
+        let id = answer(1).effect_id.clone();
+        assert!(pending.keep(answer(1), Kind::Answer));
+        assert!(pending.keep(not_sent(&begin(1), None), Kind::NotSent));
+        assert_eq!(pending.take(&id).unwrap().kind, Kind::Answer);
+
+        assert!(pending.keep(not_sent(&begin(1), None), Kind::NotSent));
+        assert!(pending.keep(answer(1), Kind::Answer));
+        assert_eq!(pending.take(&id).unwrap().kind, Kind::Answer);
+
+        // The mark was out being tried when the answer was kept: putting it back keeps the
+        // answer; an answer put back over a mark replaces it.
+        assert!(pending.keep(answer(1), Kind::Answer));
+        pending.put_back(Entry {
+            change: not_sent(&begin(1), None),
+            kind: Kind::NotSent,
+            tried_ambiguously: false,
+        });
+        assert_eq!(pending.take(&id).unwrap().kind, Kind::Answer);
+        assert!(pending.keep(not_sent(&begin(1), None), Kind::NotSent));
+        pending.put_back(Entry {
+            change: answer(1),
+            kind: Kind::Answer,
+            tried_ambiguously: false,
+        });
+        assert_eq!(pending.take(&id).unwrap().kind, Kind::Answer);
+    }
+
+    #[test]
+    fn a_not_sent_mark_is_fenced_by_the_replica_that_would_have_owned_the_attempt() {
+        let mark = not_sent(&begin(1), None);
+        assert_eq!(
+            mark.fence,
+            Some(Fence::Holder(steward_core::ReplicaId::from_unique(
+                "replica-a"
+            )))
+        );
+    }
+
+    #[test]
+    fn sending_counts_until_every_guard_is_dropped() {
+        let pending = PendingAnswers::default();
+        let id = answer(1).effect_id.clone();
+        assert!(!pending.is_sending(&id));
+        let first = pending.sending(&id);
+        let second = pending.sending(&id);
+        drop(first);
+        assert!(pending.is_sending(&id));
+        drop(second);
+        assert!(!pending.is_sending(&id));
     }
 
     #[test]

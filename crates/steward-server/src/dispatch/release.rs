@@ -60,6 +60,10 @@ pub async fn decide_and_dispatch(
         Plan::Blocked(blocked) => (None, Some(blocked)),
         Plan::Nothing => (None, None),
     };
+    // Held until the answer is recorded or kept (`pending.rs`).
+    let _sending = planned
+        .as_ref()
+        .map(|p| state.pending.sending(&p.first.begin.effect_id));
     let started = std::time::Instant::now();
     let decided = state
         .store

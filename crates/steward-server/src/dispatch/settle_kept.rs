@@ -44,6 +44,11 @@ pub async fn settle_all(state: &AppState) -> bool {
 /// when the database could not take it.
 async fn settle(state: &AppState, mut entry: Entry) -> Option<Entry> {
     let effect = entry.change.effect_id.clone();
+    // A request of this process is beginning or sending an attempt of this effect: a "not
+    // sent" mark waits, as that attempt may be the one it names (`pending.rs`).
+    if entry.kind == Kind::NotSent && state.pending.is_sending(&effect) {
+        return Some(entry);
+    }
     match state.store.change_effect(&entry.change).await {
         Ok(()) => {
             tracing::info!(effect = %effect, to = entry.change.to.name(), kind = ?entry.kind, "recorded a kept answer now that the database took it");
@@ -76,6 +81,11 @@ async fn settle(state: &AppState, mut entry: Entry) -> Option<Entry> {
         Err(StoreError::StateConflict { found, .. }) => {
             tracing::warn!(effect = %effect, found = found.name(), kind = ?entry.kind, "a kept answer came too late: the effect was settled meanwhile (another replica's sweep); its answer is kept as evidence");
             late(state, &entry.change, found).await;
+            None
+        }
+        // The attempt is another replica's: this request's was never recorded.
+        Err(StoreError::Fenced { .. }) if entry.kind == Kind::NotSent => {
+            tracing::info!(effect = %effect, "the attempt whose commit lost its answer was not recorded (another owns the effect): nothing to settle");
             None
         }
         // Another replica took the attempt over (its epoch moved on): the new owner's state
