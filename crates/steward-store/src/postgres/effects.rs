@@ -4,6 +4,7 @@ use super::audit_log::append;
 use super::conn::{in_transaction, Mode};
 use super::conn::{Params, Statement, Tx};
 use super::group::in_group;
+use super::limits::Gate;
 use super::rows::{self, col};
 use super::PostgresStore;
 use crate::change_plan::{ChangePlan, EvidenceRow};
@@ -429,16 +430,17 @@ pub(crate) async fn change_effect(tx: &Tx<'_>, c: &EffectChange) -> StoreResult<
     change_effect_known_halt(tx, c, None).await.map(|_| ())
 }
 
-/// [`change_effect`], with the kill switch already read (under the environment's lock, in this
-/// transaction) when `halted` is given. Returns the effect's invocation as the move leaves it.
+/// [`change_effect`], with the kill switch and the presence of holds already read (under the
+/// environment's lock, in this transaction) when `gate` is given. Returns the effect's
+/// invocation as the move leaves it.
 async fn change_effect_known_halt(
     tx: &Tx<'_>,
     c: &EffectChange,
-    halted: Option<bool>,
+    gate: Option<Gate>,
 ) -> StoreResult<Option<InvocationRecord>> {
     c.check_legal()?;
     let plan = ChangePlan::of(c);
-    refuse_when_halted(tx, &plan, halted).await?;
+    refuse_when_halted(tx, &plan, gate).await?;
     let row = write_change(tx, &plan).await?;
     let at = change_counts_at();
     let moved: i64 = col(&row, at)?;
@@ -502,15 +504,16 @@ async fn fenced(tx: &Tx<'_>, c: &EffectChange, holder: &ReplicaId, number: i64) 
 /// halted. Read under the environment's lock, held shared to the commit, so an attempt
 /// committed after a halt cannot exist; checked before anything is written, so a caller that
 /// goes on in the same transaction (`submit_and_begin`) keeps nothing of the attempt. A stale
-/// `from` is still a conflict. `halted` is the switch when the caller read it already.
+/// `from` is still a conflict. `gate` is the switch and the presence of holds when the caller
+/// read them already.
 async fn refuse_when_halted(
     tx: &Tx<'_>,
     plan: &ChangePlan<'_>,
-    halted: Option<bool>,
+    gate: Option<Gate>,
 ) -> StoreResult<()> {
     let c = plan.change;
-    let halted = match (plan.begun, halted) {
-        (Some(_), Some(known)) => known,
+    let halted = match (plan.begun, gate) {
+        (Some(_), Some(known)) => known.halted,
         (Some(_), None) => super::kill_switch::is_halted(tx, &c.env_id).await?,
         (None, _) => false,
     };
@@ -519,6 +522,7 @@ async fn refuse_when_halted(
     let held = !halted
         && plan.begun.is_some()
         && c.from == EffectState::Ready
+        && gate.is_none_or(|known| known.any_hold)
         && super::holds::is_held(tx, &c.env_id, &c.effect_id).await?;
     if !halted && !held {
         return Ok(());
@@ -679,12 +683,12 @@ impl Effects for PostgresStore {
                     first: None,
                 });
             }
-            let halted = reads.halted;
+            let gate = reads.gate;
             let reserved = super::limits::reserve_after(&tx, &first.impact, reads).await?;
             let first = if matches!(reserved, crate::ReserveOutcome::Refused { .. }) {
                 FirstAttemptOutcome::Refused(reserved)
             } else {
-                match change_effect_known_halt(&tx, &first.begin, Some(halted)).await {
+                match change_effect_known_halt(&tx, &first.begin, Some(gate)).await {
                     Ok(_) => FirstAttemptOutcome::Begun,
                     Err(StoreError::Halted) => FirstAttemptOutcome::Halted,
                     Err(StoreError::Held) => FirstAttemptOutcome::Held,

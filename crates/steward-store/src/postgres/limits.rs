@@ -84,8 +84,18 @@ pub(crate) async fn list(
 /// attempt in the same transaction), and the live limits that apply to the effect.
 pub(crate) struct TallyReads {
     held: bool,
-    pub(crate) halted: bool,
+    /// The kill switch, and whether any hold exists in the environment.
+    pub(crate) gate: Gate,
     applicable: Vec<LimitRecord>,
+}
+
+/// What decides, before anything is written, whether a first attempt may be recorded: the
+/// environment's kill switch, and whether the environment holds any hold (when none does, no
+/// hold can cover the effect, and its own read is skipped: one round trip fewer).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gate {
+    pub(crate) halted: bool,
+    pub(crate) any_hold: bool,
 }
 
 /// Reads [`TallyReads`] in one round trip (pipelined), after taking the environment's lock
@@ -110,7 +120,11 @@ pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResul
              AND limit_id NOT IN (SELECT limit_id FROM budgets) LIMIT 1",
             effect,
         ),
-        ("SELECT halted FROM environments WHERE id = $1", env_only),
+        (
+            "SELECT halted, EXISTS (SELECT 1 FROM holds WHERE env_id = $1)
+             FROM environments WHERE id = $1",
+            env_only,
+        ),
         (live.as_str(), env_only),
     ]);
     let mut results = tx
@@ -120,9 +134,15 @@ pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResul
         .skip(usize::from(locked));
     let mut next = || results.next().unwrap_or_default();
     let held = !next().is_empty();
-    let halted = match next().first() {
-        Some(row) => col(row, 0)?,
-        None => false,
+    let gate = match next().first() {
+        Some(row) => Gate {
+            halted: col(row, 0)?,
+            any_hold: col(row, 1)?,
+        },
+        None => Gate {
+            halted: false,
+            any_hold: false,
+        },
     };
     let applicable = next()
         .iter()
@@ -137,7 +157,7 @@ pub(crate) async fn read_for_tally(tx: &Tx<'_>, r: &ImpactRequest) -> StoreResul
         .collect();
     Ok(TallyReads {
         held,
-        halted,
+        gate,
         applicable,
     })
 }
