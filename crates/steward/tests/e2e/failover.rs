@@ -191,27 +191,7 @@ async fn the_answer_lost_after_the_provider_call_is_unknown_then_settled(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_disk_after_the_provider_call_answers_outcome_unknown_and_settles_without_a_restart(
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let fault = dir.path().join("fail-writes");
-    let fixture = fixture().await;
-    let server = Server::start_with_env(
-        &dir.path().join("data"),
-        &["--allow-insecure-destinations"],
-        &[(
-            steward_store::FAIL_WRITES_WHILE_FILE_ENV,
-            fault.to_str().unwrap(),
-        )],
-    );
-    let operator = Api::new(&server, &server.keys("test", "operator"));
-    let agent = Api::new(&server, &server.keys("test", "agent"));
-    refund_action(&operator, &fixture.base_url(), "refund").await;
-    let w = World {
-        server,
-        fixture,
-        operator,
-        agent,
-        _dir: dir,
-    };
+    let (w, fault) = on_a_disk_that_can_fail().await;
     the_answer_lost_after_the_provider_call_is_unknown_then_settled(&w, &FailingDisk(fault)).await;
 }
 
@@ -379,20 +359,8 @@ async fn background_loops_keep_working_after_every_postgres_connection_is_termin
 /// approval, nothing sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_submit_whose_commit_answer_is_lost_answers_outcome_unknown_and_is_found_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let fault = dir.path().join("fail-writes");
-    let fixture = fixture().await;
-    let server = Server::start_with_env(
-        &dir.path().join("data"),
-        &["--allow-insecure-destinations"],
-        &[(
-            steward_store::FAIL_WRITES_WHILE_FILE_ENV,
-            fault.to_str().unwrap(),
-        )],
-    );
-    let operator = Api::new(&server, &server.keys("test", "operator"));
-    let agent = Api::new(&server, &server.keys("test", "agent"));
-    refund_action(&operator, &fixture.base_url(), "refund").await;
+    let (w, fault) = on_a_disk_that_can_fail().await;
+    let (operator, agent, fixture) = (&w.operator, &w.agent, &w.fixture);
     let gated = operator
         .call(
             "PATCH",
@@ -470,4 +438,31 @@ async fn a_parked_submit_whose_commit_answer_is_lost_answers_outcome_unknown_and
         .count();
     assert_eq!(ours, 1, "one invocation for the key");
     assert_eq!(fixture.write_count(), 0, "nothing is sent while it waits");
+}
+
+/// An embedded server whose data files fail every write while the returned file exists
+/// (`FAIL_WRITES_WHILE_FILE_ENV`), with the fixture and a `refund` action.
+async fn on_a_disk_that_can_fail() -> (World, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = dir.path().join("fail-writes");
+    let fixture = fixture().await;
+    let server = Server::start_with_env(
+        &dir.path().join("data"),
+        &["--allow-insecure-destinations"],
+        &[(
+            steward_store::FAIL_WRITES_WHILE_FILE_ENV,
+            fault.to_str().unwrap(),
+        )],
+    );
+    let operator = Api::new(&server, &server.keys("test", "operator"));
+    let agent = Api::new(&server, &server.keys("test", "agent"));
+    refund_action(&operator, &fixture.base_url(), "refund").await;
+    let world = World {
+        server,
+        fixture,
+        operator,
+        agent,
+        _dir: dir,
+    };
+    (world, fault)
 }
