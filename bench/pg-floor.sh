@@ -30,7 +30,12 @@
 # audit sealer's updates (3 rows per request, in batches off the request's path). The tables are the
 # script's own (`floor_*`), in a database of their own (`steward_pg_floor`, dropped at the end).
 #
-# Writes OUT.json: [{"concurrency", "requests", "seconds", "throughput", "latencyAvgMs"}].
+# Writes OUT.json: [{"concurrency", "requests", "seconds", "throughput", "latencyAvgMs",
+# "machineBusyPct", "cpuUs": {"client", "postgres"}}]: CPU per request taken as `steward bench`
+# takes it (crates/steward/src/commands/bench/procfs.rs): the machine's busy share from
+# /proc/stat, every `postgres` process's user + system ticks plus those of the children it
+# reaped (the pgbench backends exit at its end: the postmaster has their ticks), and pgbench's
+# ("client") through this shell, which waits for it.
 set -euo pipefail
 
 OUT="${1:?usage: bench/pg-floor.sh OUT.json}"
@@ -134,22 +139,91 @@ SELECT * FROM floor_links WHERE target_id = md5(:k || 'eff');
 COMMIT;
 SQL
 
+TICK_HZ=$(getconf CLK_TCK)
+# Sets MACHINE_BUSY and MACHINE_TOTAL: /proc/stat's aggregate line, idle and iowait not busy.
+machine_ticks() {
+    local label user nice system idle iowait irq softirq steal rest
+    read -r label user nice system idle iowait irq softirq steal rest </proc/stat
+    MACHINE_TOTAL=$((user + nice + system + idle + iowait + irq + softirq + steal))
+    MACHINE_BUSY=$((MACHINE_TOTAL - idle - iowait))
+}
+# Sets TICKS to utime + stime (+ cutime + cstime with "children") of the /proc/PID/stat line $1;
+# the command name may hold spaces and parentheses, so fields count from the last ')'.
+stat_ticks() {
+    local fields
+    read -r -a fields <<<"${1##*) }"
+    if [ "${2:-}" = children ]; then
+        TICKS=$((fields[11] + fields[12] + fields[13] + fields[14]))
+    else
+        TICKS=$((fields[11] + fields[12]))
+    fi
+}
+# Sets POSTGRES_TICKS: every process named postgres, with the children it reaped.
+postgres_ticks() {
+    local f line comm
+    POSTGRES_TICKS=0
+    for f in /proc/[0-9]*/stat; do
+        read -r line 2>/dev/null <"$f" || continue
+        comm="${line#*(}"
+        comm="${comm%)*}"
+        [ "$comm" = postgres ] || continue
+        stat_ticks "$line" children
+        POSTGRES_TICKS=$((POSTGRES_TICKS + TICKS))
+    done
+}
+# Waits (at most 5 s) until pgbench's backends have exited and the postmaster has reaped them, so
+# their ticks are in its children's: no postgres process serves $DB and none is a zombie.
+backends_reaped() {
+    local f pid line state
+    for _ in $(seq 1 100); do
+        local busy=0
+        for f in /proc/[0-9]*/stat; do
+            read -r line 2>/dev/null <"$f" || continue
+            case "$line" in *"(postgres) "*) ;; *) continue ;; esac
+            pid="${f#/proc/}"; pid="${pid%/stat}"
+            state="${line##*) }"; state="${state%% *}"
+            if [ "$state" = Z ] || tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q " $DB "; then
+                busy=1
+                break
+            fi
+        done
+        [ $busy = 0 ] && return 0
+        sleep 0.05
+    done
+}
+# Sets CHILD_TICKS: the children of this shell it waited for (cutime + cstime).
+child_ticks() {
+    local line fields
+    read -r line </proc/$$/stat
+    read -r -a fields <<<"${line##*) }"
+    CHILD_TICKS=$((fields[13] + fields[14]))
+}
+
 echo "[" >"$WORK/rows"
 first=1
 for c in ${CONCURRENCY//,/ }; do
     threads=$(( c < $(nproc) ? c : $(nproc) ))
+    machine_ticks; postgres_ticks; child_ticks
+    busy0=$MACHINE_BUSY total0=$MACHINE_TOTAL pg0=$POSTGRES_TICKS client0=$CHILD_TICKS
     pgbench -n -M prepared -f "$WORK/request.sql" -c "$c" -j "$threads" -T "$DURATION_S" "$URL" \
         >"$WORK/pgbench-$c.out" 2>"$WORK/pgbench-$c.err" \
         || { cat "$WORK/pgbench-$c.err" >&2; exit 1; }
+    child_ticks; backends_reaped; machine_ticks; postgres_ticks
     requests=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/pgbench-$c.out")
     failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench-$c.out")
     tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/pgbench-$c.out")
     latency=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$WORK/pgbench-$c.out")
-    echo "pg-floor: c=$c $tps/s (latency average $latency ms, $requests requests, ${failed:-0} failed)" >&2
+    # Per request, in microseconds (the counts include pgbench's connection set-up and tear-down).
+    cpu=$(awk -v n="${requests:-0}" -v hz="$TICK_HZ" -v busy=$((MACHINE_BUSY - busy0)) \
+        -v total=$((MACHINE_TOTAL - total0)) -v pg=$((POSTGRES_TICKS - pg0)) -v client=$((CHILD_TICKS - client0)) \
+        'BEGIN { n = n > 0 ? n : 1; printf "%.1f %.1f %.1f", (total > 0 ? 100 * busy / total : 0), client * 1e6 / hz / n, pg * 1e6 / hz / n }')
+    read -r busy_pct client_us postgres_us <<<"$cpu"
+    echo "pg-floor: c=$c $tps/s (latency average $latency ms, $requests requests, ${failed:-0} failed;" \
+        "machine busy $busy_pct %, CPU per request: pgbench $client_us us, postgres $postgres_us us)" >&2
     [ $first = 1 ] || echo "," >>"$WORK/rows"
     first=0
-    printf '{"concurrency": %s, "requests": %s, "failed": %s, "seconds": %s, "throughput": %s, "latencyAvgMs": %s}\n' \
-        "$c" "$requests" "${failed:-0}" "$DURATION_S" "$tps" "${latency:-0}" >>"$WORK/rows"
+    printf '{"concurrency": %s, "requests": %s, "failed": %s, "seconds": %s, "throughput": %s, "latencyAvgMs": %s, "machineBusyPct": %s, "cpuUs": {"client": %s, "postgres": %s}}\n' \
+        "$c" "$requests" "${failed:-0}" "$DURATION_S" "$tps" "${latency:-0}" "$busy_pct" "$client_us" "$postgres_us" >>"$WORK/rows"
 done
 echo "]" >>"$WORK/rows"
 cp "$WORK/rows" "$OUT"

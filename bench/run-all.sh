@@ -131,7 +131,8 @@ log "fixture at $FIXTURE"
 DRIVER_ARGS=("$CONCURRENCY" "$DURATION_S" "$REQUESTS" "$RUN_ID" "$FIXTURE")
 
 log "steward bench"
-BENCH_ARGS=(bench --fixture "$FIXTURE" --database "$PG_URL" --duration-s "$DURATION_S"
+# --fixture-pid: each row counts the fixture's CPU per request too ("Where the time goes").
+BENCH_ARGS=(bench --fixture "$FIXTURE" --fixture-pid "${PIDS[0]}" --database "$PG_URL" --duration-s "$DURATION_S"
     --concurrency "$CONCURRENCY" --replicas "$REPLICAS" --recovery-effects "$RECOVERY_EFFECTS"
     --out "$RUN_DIR/steward.md")
 [ "$REQUESTS" != 0 ] && BENCH_ARGS+=(--requests "$REQUESTS")

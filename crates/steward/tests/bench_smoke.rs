@@ -48,6 +48,38 @@ fn bench_reports_the_rows_it_was_asked_for() {
         serde_json::from_slice(&std::fs::read(out.with_extension("json")).expect("the JSON file"))
             .expect("valid JSON");
     assert_eq!(json["rows"].as_array().map(Vec::len), Some(2));
+    assert!(
+        stdout.contains("Where the time goes") && stdout.contains("| a | embedded | 1 | "),
+        "no \"Where the time goes\" table in:\n{stdout}"
+    );
+    // Where the time goes: every figure of a Linux run is measured, and the CPU is not zero.
+    #[cfg(target_os = "linux")]
+    for row in json["rows"].as_array().expect("rows") {
+        let split = &row["split"];
+        let figure = |pointer: &str| {
+            split
+                .pointer(pointer)
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or_else(|| panic!("no {pointer} in {split}"))
+        };
+        let cpu = figure("/cpuUs/client") + figure("/cpuUs/fixture") + figure("/cpuUs/steward");
+        assert!(cpu > 0.0, "no CPU counted: {split}");
+        assert!(figure("/machineBusyPct") > 0.0, "an idle machine: {split}");
+        assert!(figure("/serverMs") > 0.0, "no server time scraped: {split}");
+        assert!(split["pgWaits"].is_null(), "no PostgreSQL here: {split}");
+        match row["workload"].as_str() {
+            // A new invoke: the intent and attempt committed before the call, the answer after.
+            Some("a") => {
+                assert!(figure("/commitsPerRequest") >= 2.0, "{split}");
+                assert!(figure("/dispatchMs") > 0.0, "{split}");
+            }
+            // A resubmission writes nothing and calls no provider.
+            _ => {
+                assert_eq!(figure("/commitsPerRequest"), 0.0, "{split}");
+                assert_eq!(figure("/dispatchMs"), 0.0, "{split}");
+            }
+        }
+    }
     let svg = std::fs::read_to_string(out.with_extension("svg")).expect("the SVG file");
     assert!(svg.starts_with("<svg") && svg.contains("polyline"));
 }
@@ -90,4 +122,19 @@ fn bench_spreads_the_load_over_postgres_replicas() {
     ] {
         assert!(stdout.contains(row), "no row {row:?} in:\n{stdout}");
     }
+    // Both replicas' commits are scraped, and the database's backends were sampled.
+    let table = stdout
+        .split("Where the time goes")
+        .nth(1)
+        .expect("a \"Where the time goes\" table");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("| a | postgres x2 | 2 |"))
+        .expect("workload (a)'s line");
+    let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+    // | a | store | c | requests/s | busy | client | fixture | steward | postgres | waits |
+    //   server | commits/req | ...
+    let commits: f64 = cells[12].parse().expect("commits per request");
+    assert!(commits >= 2.0, "commits per request {commits} in {line}");
+    assert_ne!(cells[15], "-", "no PostgreSQL backends sampled: {line}");
 }

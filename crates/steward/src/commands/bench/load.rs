@@ -1,6 +1,7 @@
 //! The load loop: `concurrency` workers share one request counter and one deadline; each
 //! records its own latencies in an HDR histogram, merged at the end.
 
+use super::split::{Split, Watched};
 use super::world::{Fixture, World, SECRET_VALUE};
 use super::Workload;
 use crate::commands::progress::Progress;
@@ -240,6 +241,8 @@ pub(super) struct Cell {
     pub(super) elapsed: Duration,
     /// Latencies of the successful requests, in microseconds.
     pub(super) latency_us: Histogram<u64>,
+    /// Where the time went (`split.rs`).
+    pub(super) split: Split,
 }
 
 impl Cell {
@@ -329,13 +332,15 @@ async fn drive(
     Ok((workers, started.elapsed()))
 }
 
-/// Warms up (one request per worker, unrecorded), then runs and measures.
+/// Warms up (one request per worker, unrecorded), then runs and measures, with the processes
+/// in `watched` read before and after the timed part.
 pub(super) async fn run_cell(
     target: &Target,
     workload: Workload,
     concurrency: usize,
     limit: Limit,
     fixture: &Fixture,
+    watched: &Watched,
     progress: &Progress,
 ) -> anyhow::Result<Cell> {
     let warm = Limit {
@@ -344,7 +349,10 @@ pub(super) async fn run_cell(
     };
     drive(target, workload, concurrency, "w", warm).await?;
     let writes_before = fixture.writes(&target.http).await?;
+    let before = watched.before(&target.http).await;
     let (workers, elapsed) = drive(target, workload, concurrency, "m", limit).await?;
+    let sent: u64 = workers.iter().map(|w| w.ok + w.errors).sum();
+    let split = watched.after(&target.http, before, sent).await;
     let writes = fixture.writes(&target.http).await? - writes_before;
     let mut cell = Cell {
         workload,
@@ -357,6 +365,7 @@ pub(super) async fn run_cell(
         writes_expected: 0,
         elapsed,
         latency_us: histogram(),
+        split,
     };
     for w in workers {
         cell.ok += w.ok;

@@ -21,8 +21,12 @@
 //! Nothing here is a timed test: `tests/bench_smoke.rs` checks only that the table has its rows.
 
 mod load;
+mod pgwaits;
+mod procfs;
 mod recovery;
 mod report;
+mod scrape;
+mod split;
 pub(crate) mod world;
 
 use anyhow::{bail, Context};
@@ -33,6 +37,7 @@ use std::time::Duration;
 use super::progress::Progress;
 use load::{Limit, Target};
 use report::{Report, Row};
+use split::Watched;
 use world::{Fixture, PgDatabase, World};
 
 /// How long a `steward serve` child gets to print its ready line, in seconds, outside
@@ -153,6 +158,9 @@ pub struct Args {
     /// Use this running fixture (http://ADDR) instead of starting one.
     #[arg(long)]
     fixture: Option<String>,
+    /// With --fixture: its process id, so each row counts its CPU too.
+    #[arg(long, requires = "fixture")]
+    fixture_pid: Option<u32>,
     /// Use this running server instead of starting one (workload d is skipped for it).
     #[arg(long, requires_all = ["operator_key", "approver_key"])]
     server: Option<String>,
@@ -195,7 +203,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         requests: args.requests,
     };
     let fixture = match &args.fixture {
-        Some(url) => Fixture::connect(url),
+        Some(url) => Fixture::connect(url, args.fixture_pid),
         None => Fixture::start(&exe, dir.path()).await?,
     };
     let mut report = Report::new(&args, &run_id);
@@ -228,10 +236,22 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     if args.workloads.contains(&Workload::Floor) {
         let target = Target::floor(&http, &fixture.url, &run_id);
+        let watched = Watched {
+            fixture_pid: fixture.pid,
+            ..Watched::default()
+        };
         for &c in &args.concurrency {
             progress.set_message(&format!("floor c={c}"));
-            let cell =
-                load::run_cell(&target, Workload::Floor, c, limit, &fixture, &progress).await?;
+            let cell = load::run_cell(
+                &target,
+                Workload::Floor,
+                c,
+                limit,
+                &fixture,
+                &watched,
+                &progress,
+            )
+            .await?;
             report.push(Row::from_cell(&cell, "-"));
             progress.advance(1);
         }
@@ -384,6 +404,17 @@ async fn run_store(
         }
     };
     let target = Target::steward(http, &world, &store.label(), run_id);
+    let watched = Watched {
+        fixture_pid: fixture.pid,
+        server_pids: world.servers.iter().filter_map(|s| s.child.id()).collect(),
+        // Servers this run started answer `/metrics`, each to its own token; replicas are summed.
+        metrics: world
+            .servers
+            .iter()
+            .map(|s| (s.url.clone(), s.metrics_token.clone()))
+            .collect(),
+        database_url: database.as_ref().map(|db: &PgDatabase| db.url.clone()),
+    };
     let mut invoke_throughput = std::collections::BTreeMap::new();
     for &workload in workloads {
         if workload == Workload::Resubmit {
@@ -391,7 +422,8 @@ async fn run_store(
         }
         for &c in &args.concurrency {
             progress.set_message(&format!("{} {} c={c}", workload.name(), store.label()));
-            let cell = load::run_cell(&target, workload, c, limit, fixture, progress).await?;
+            let cell =
+                load::run_cell(&target, workload, c, limit, fixture, &watched, progress).await?;
             let ratio = match workload {
                 _ if matches!(store, StoreKind::PostgresHa { .. }) => {
                     report.ratio_to_store("postgres", workload, c, cell.throughput())

@@ -3,6 +3,7 @@
 
 use super::load::Cell;
 use super::recovery::RecoveryRow;
+use super::split::Split;
 use super::{Args, Workload};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -27,6 +28,8 @@ pub(crate) struct Row {
     pub(crate) max_ms: f64,
     pub(crate) ratio: String,
     pub(crate) first_error: Option<String>,
+    /// Where the time went (`split.rs`).
+    pub(crate) split: Split,
 }
 
 fn ms(us: u64) -> f64 {
@@ -60,6 +63,7 @@ impl Row {
             max_ms: if empty { 0.0 } else { ms(h.max()) },
             ratio: ratio.to_string(),
             first_error: cell.first_error.clone(),
+            split: cell.split.clone(),
         }
     }
 
@@ -190,6 +194,9 @@ impl Report {
             }
             out.push('\n');
         }
+        if !self.rows.is_empty() {
+            out.push_str(&where_the_time_goes(&self.rows, self.cores));
+        }
         if !self.recovery.is_empty() {
             out.push_str("| workload | store | unfinished effects | start-up, empty store s | start-up with them s | recovery s | effects/s | all made unknown |\n");
             out.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
@@ -248,6 +255,76 @@ impl Report {
         };
         plot(&series, &levels)
     }
+}
+
+/// `value` with `digits` decimals, or `-` when not measured.
+fn or_dash(value: Option<f64>, digits: usize) -> String {
+    value.map_or("-".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// The second table: per cell, the machine's load, CPU per request by process, the servers'
+/// own split of a request and PostgreSQL's backends, with what each column measures below it.
+fn where_the_time_goes(rows: &[Row], cores: usize) -> String {
+    let mut out = String::from(
+        "Where the time goes
+
+",
+    );
+    out.push_str("| workload | store | concurrency | requests/s | machine busy % | CPU us/req client | fixture | steward | postgres | run-queue wait ms/req client / fixture / steward | server ms/req | commits/req | commit ms/req | provider call ms/req | PG backends: cpu / WAL flush / lock / LWLock / idle in tx / idle |\n");
+    out.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for r in rows {
+        let s = &r.split;
+        let waits = format!(
+            "{} / {} / {}",
+            or_dash(s.run_queue_ms.client, 2),
+            or_dash(s.run_queue_ms.fixture, 2),
+            or_dash(s.run_queue_ms.steward, 2)
+        );
+        let pg = s.pg_waits.as_ref().map_or("-".to_string(), |w| {
+            let m = |k: &str| format!("{:.1}", w.states.get(k).copied().unwrap_or(0.0));
+            format!(
+                "{} / {} / {} / {} / {} / {}",
+                m("cpu"),
+                m("walFlush"),
+                m("lock"),
+                m("lwlock"),
+                m("idleInTransaction"),
+                m("idle")
+            )
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {waits} | {} | {} | {} | {} | {pg} |",
+            r.workload,
+            r.store,
+            r.concurrency,
+            r.throughput,
+            or_dash(s.machine_busy_pct, 0),
+            or_dash(s.cpu_us.client, 0),
+            or_dash(s.cpu_us.fixture, 0),
+            or_dash(s.cpu_us.steward, 0),
+            or_dash(s.cpu_us.postgres, 0),
+            or_dash(s.server_ms, 3),
+            or_dash(s.commits_per_request, 2),
+            or_dash(s.commit_ms, 3),
+            or_dash(s.dispatch_ms, 3),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nMeasured around each timed run, per request sent. `machine busy %`: all {cores} cores, \
+         not idle and not waiting for IO (`/proc/stat`). `CPU us/req`: user + system time (`/proc/PID/stat`, \
+         clock ticks) of this load generator (`client`), the fixture, the `steward serve` processes (replicas \
+         summed) and every `postgres` process on the machine (with the backends that exited, through the \
+         postmaster). `run-queue wait`: time the threads were runnable but had no core (`schedstat`). From the \
+         servers' `/metrics`: `server` the time to answer, `commit` the durable store writes on the request \
+         path (queueing for the writer or a connection, statements and the commit with its fsync), `provider \
+         call` the call to the fixture; summed over concurrent requests, so at concurrency above 1 they are \
+         shares of each request's latency, not of a core. `PG backends`: mean client backends of the run's \
+         database in each state, sampled from `pg_stat_activity` every 20 ms (WAL flush: `IO:WAL*` and \
+         `LWLock:WALWrite`; lock: heavyweight locks).\n"
+    );
+    out
 }
 
 /// One line of the plot: a (workload, store) pair with its points by concurrency.

@@ -27,6 +27,8 @@ pub(super) const SECRET_VALUE: &str = "sk_test_bench";
 pub(crate) struct Fixture {
     child: Option<Child>,
     pub(crate) url: String,
+    /// Its process id, when known (a child of this run, or `--fixture-pid`), for its CPU.
+    pub(super) pid: Option<u32>,
 }
 
 /// Reads a child's stdout until `listening on URL` (bounded), then keeps draining it so the
@@ -67,15 +69,17 @@ impl Fixture {
             .await
             .context("steward fixture")?;
         Ok(Fixture {
+            pid: child.id(),
             child: Some(child),
             url,
         })
     }
 
-    pub(super) fn connect(url: &str) -> Fixture {
+    pub(super) fn connect(url: &str, pid: Option<u32>) -> Fixture {
         Fixture {
             child: None,
             url: url.trim_end_matches('/').to_string(),
+            pid,
         }
     }
 
@@ -125,6 +129,8 @@ pub(crate) struct Server {
     /// How long it took from spawn to the ready line (recovery runs before it).
     pub(super) ready_after: Duration,
     pub(crate) log: PathBuf,
+    /// The bearer token its `/metrics` answers to (random per server, passed in its environment).
+    pub(super) metrics_token: String,
 }
 
 /// Starts `steward serve` on `data` (and `database`, when given) and waits for it to listen.
@@ -141,6 +147,7 @@ pub(crate) async fn start_server(
         .create(true)
         .append(true)
         .open(&log)?;
+    let metrics_token = format!("bench-{}", steward_server::unique());
     let mut command = Command::new(exe);
     command
         .arg("serve")
@@ -149,6 +156,7 @@ pub(crate) async fn start_server(
         .args(["--listen", "127.0.0.1:0", "--allow-insecure-destinations"])
         .args(extra)
         .env_remove(steward_core::CRASH_AT_ENV)
+        .env("STEWARD_METRICS_TOKEN", &metrics_token)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log_file))
@@ -166,6 +174,7 @@ pub(crate) async fn start_server(
         url,
         ready_after: started.elapsed(),
         log,
+        metrics_token,
     })
 }
 
