@@ -346,13 +346,12 @@ def main():
                 f"{rq:.3f} ms of the client's, fixture's and servers' threads waiting for a core; the largest part is "
                 f"{biggest[0]} (machine busy {split.get('machineBusyPct') or 0:.0f} %).")
         if mean:
-            projected_mean = max(mean - rq - fsync_excess, 0.0)
-            projected = p50 * projected_mean / mean
-            text += (f" Model: at c=1 a request's steps run one after another, so the mean loses the wait for a core "
-                     f"and what the commits take beyond 0.15 ms each (the issue's fsync on a fast disk; commit time also "
-                     f"holds the statements, so this errs low), and the p50 shrinks in proportion: about {projected:.3f} ms, "
-                     f"{fmt_ratio(div(projected, floor_p50))} the floor's p50 (target {goal}; the floor's p50 on a machine "
-                     f"with free cores would be lower too).")
+            projected = p50 * max(mean - fsync_excess, 0.0) / mean
+            text += (f" Model: on a disk whose commit takes 0.15 ms (the issue's figure), the mean loses what the commits "
+                     f"take beyond that ({fsync_excess:.3f} ms) and the p50 shrinks in proportion: about {projected:.3f} ms, "
+                     f"{fmt_ratio(div(projected, floor_p50))} the floor's p50 (target {goal}). It errs low where commit time "
+                     f"holds statements or a wait for a core, and high where cores are busy (the wait for a core above, "
+                     f"summed over threads that may wait at once, is not taken off).")
         return text
 
     # The targets of issue #13 (ratios measured side by side in this run).

@@ -236,25 +236,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     if args.workloads.contains(&Workload::Floor) {
         let target = Target::floor(&http, &fixture.url, &run_id);
-        let watched = Watched {
-            fixture_pid: fixture.pid,
-            ..Watched::default()
-        };
-        for &c in &args.concurrency {
-            progress.set_message(&format!("floor c={c}"));
-            let cell = load::run_cell(
-                &target,
-                Workload::Floor,
-                c,
-                limit,
-                &fixture,
-                &watched,
-                &progress,
-            )
-            .await?;
-            report.push(Row::from_cell(&cell, "-"));
-            progress.advance(1);
-        }
+        run_floor(&args, &target, limit, &fixture, &mut report, &progress).await?;
     }
     let http_workloads: Vec<Workload> = args
         .workloads
@@ -325,6 +307,37 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The floor at each concurrency: the fixture called directly, its CPU counted.
+async fn run_floor(
+    args: &Args,
+    target: &Target,
+    limit: Limit,
+    fixture: &Fixture,
+    report: &mut Report,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let watched = Watched {
+        fixture_pid: fixture.pid,
+        ..Watched::default()
+    };
+    for &c in &args.concurrency {
+        progress.set_message(&format!("floor c={c}"));
+        let cell = load::run_cell(
+            target,
+            Workload::Floor,
+            c,
+            limit,
+            fixture,
+            &watched,
+            progress,
+        )
+        .await?;
+        report.push(Row::from_cell(&cell, "-"));
+        progress.advance(1);
+    }
+    Ok(())
 }
 
 /// The cells a run measures, for its progress: the floor at each concurrency, each HTTP
