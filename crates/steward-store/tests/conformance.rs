@@ -179,6 +179,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_custom_request_takes_no_edit_and_an_expired_one_expires(store.clone()).await;
     decide_and_begin_records_no_attempt_where_the_rules_say_no(store.clone()).await;
     concurrent_decisions_begin_each_release_once(store.clone()).await;
+    gated_submits_under_concurrency_park_once(store.clone()).await;
     links_are_recorded_with_the_effect_and_read_both_ways(store.clone()).await;
     a_refused_submission_records_no_links(store.clone()).await;
     a_preview_binds_one_effect_and_is_refreshed_once(store.clone()).await;
@@ -636,6 +637,7 @@ conformance_tests!(
     a_custom_request_takes_no_edit_and_an_expired_one_expires,
     decide_and_begin_records_no_attempt_where_the_rules_say_no,
     concurrent_decisions_begin_each_release_once,
+    gated_submits_under_concurrency_park_once,
     links_are_recorded_with_the_effect_and_read_both_ways,
     a_refused_submission_records_no_links,
     a_preview_binds_one_effect_and_is_refreshed_once,

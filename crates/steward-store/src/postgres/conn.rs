@@ -14,8 +14,8 @@
 //!   statement: the embedded store's single writer (`BEGIN IMMEDIATE`), held by the database, so
 //!   it orders those writers across every connection and every replica. It protects what they
 //!   check and then write: the version checks of secrets, actions and policies, the tally of an
-//!   approval, a gated `submit`, a sweep, a schema migration. The invoke hot path never takes
-//!   it.
+//!   approval, a sweep, a schema migration. The invoke path never takes it, gated or not
+//!   (`submit` and `submit_and_begin`).
 //! - **An environment's lock** ([`ENV_LOCK_SHARED_SQL`], [`ENV_LOCK_SQL`]), a transaction-scoped
 //!   advisory lock per environment (its id hashed, in a namespace of its own), taken shared by
 //!   every transaction that records an attempt (`change_effect` with `AttemptChange::Begin`) or

@@ -126,12 +126,12 @@ async fn facts(tx: &Tx<'_>, s: &Submission) -> StoreResult<Facts> {
     Ok(facts)
 }
 
-/// Records an invoke request. Behind the write lock (`Store::submit`), each check below sees
-/// every submission committed before it and no other submission can commit in between: the
-/// unique indexes on the operation key, the retried invocation and the idempotency key are the
-/// second check. Without it (`submit_and_begin`, `Mode::WriteConcurrent`) the unique indexes decide
-/// between concurrent submissions: the loser's insert fails, and its transaction runs again and
-/// finds the winner's row with the checks below.
+/// Records an invoke request, with its approval when the action is gated. It takes no write
+/// lock (`Store::submit` and `submit_and_begin` run it at READ COMMITTED, `Mode::WriteConcurrent`
+/// or a group commit's member): the unique indexes on the operation key, the retried invocation
+/// and the idempotency key decide between concurrent submissions. The loser's insert fails, and
+/// its transaction runs again and finds the winner's row with the checks below. A budget's
+/// admission is ordered by the budget's row lock (`budgets::admit`); the approval row is new.
 pub(crate) async fn submit(tx: &Tx<'_>, s: &Submission) -> StoreResult<SubmitOutcome> {
     let (facts, budgeted) = tokio::try_join!(facts(tx, s), super::budgets::budgeted(tx, s))?;
     submit_with(tx, s, facts, budgeted).await
@@ -620,7 +620,9 @@ const RECONCILE_NEVER: i64 = i64::MAX;
 #[async_trait]
 impl Effects for PostgresStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
-        in_transaction!(self, Mode::Write, |tx| submit(&tx, submission))
+        // Every rule `submit` checks is held by a unique index (see [`submit`]): it takes no
+        // write lock, as `submit_and_begin` does not, and joins a group commit when one is on.
+        in_group!(self, |tx| submit(&tx, submission))
     }
 
     async fn invoke_context(

@@ -480,3 +480,64 @@ pub async fn concurrent_decisions_begin_each_release_once(store: Arc<dyn Store>)
     }
     assert_chain_intact(&store).await;
 }
+
+/// Concurrent gated submissions of one operation key (each under an `Idempotency-Key` of its
+/// own) park exactly one invocation with exactly one approval: no global lock orders them (the
+/// unique index on the operation key does), and every loser finds the winner's invocation.
+pub async fn gated_submits_under_concurrency_park_once(store: Arc<dyn Store>) {
+    let env = Env::new(&store, "gated-race").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let mut sub = env.submission(&action, json!({"n": 1}));
+            sub.operation_key = Some(op("gated-race"));
+            sub.idempotency_key = Some(idem(&format!("gated-req-{i}")));
+            sub.initial = EffectState::AwaitingApproval;
+            sub.approval = Some(NewApproval {
+                id: ApprovalId::from_unique(&unique("apr")),
+                title: "approve the refund".into(),
+                description: None,
+                payload: json!({}),
+                required_approvals: 1,
+                expires_at: None,
+                run_id: None,
+            });
+            let store = store.clone();
+            tokio::spawn(async move { store.submit(&sub).await })
+        })
+        .collect();
+    let (mut created, mut existing) = (Vec::new(), 0);
+    for task in tasks {
+        match task.await.expect("task").expect("submit") {
+            SubmitOutcome::Created(inv) => created.push(inv),
+            SubmitOutcome::Existing(_) => existing += 1,
+            other => panic!("expected Created or Existing, got {other:?}"),
+        }
+    }
+    assert_eq!((created.len(), existing), (1, 15));
+    let pending = store
+        .list_approvals(
+            &env.id,
+            &steward_store::ApprovalFilter {
+                status: Some(ApprovalStatus::Pending),
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("list_approvals");
+    assert_eq!(
+        pending.total, 1,
+        "one approval for the one parked invocation"
+    );
+    assert_eq!(
+        Some(pending.items[0].id.as_str()),
+        created[0].approval_id.as_deref()
+    );
+    let all = store
+        .list_invocations(&env.id, &invocations_of(&action))
+        .await
+        .expect("list");
+    assert_eq!(all.total, 1);
+    assert_chain_intact(&store).await;
+}
