@@ -436,9 +436,11 @@ impl<'a> Tx<'a> {
         self.lock_timed_out.load(Ordering::Relaxed)
     }
 
-    /// The number of the savepoint a group member's statements run under.
-    pub(super) fn savepoint_number(&self) -> Option<u32> {
-        self.savepoint.map(|s| s.number)
+    /// The savepoint a group member's statements run under: `None` for a member that is not
+    /// one, or is its batch's first (which opens none: its work is the whole transaction so far,
+    /// undone by a `ROLLBACK`).
+    pub(super) fn savepoint_opened(&self) -> Option<u32> {
+        self.savepoint.filter(|s| !s.begin).map(|s| s.number)
     }
 
     /// The connection this transaction runs on.
@@ -638,10 +640,8 @@ impl Tx<'_> {
         };
         Some(match self.savepoint {
             None => begin.into(),
-            Some(Savepoint {
-                number,
-                begin: true,
-            }) => format!("{begin}; SAVEPOINT s{number}").into(),
+            // The batch's first member: nothing of any other member to keep apart from its own.
+            Some(Savepoint { begin: true, .. }) => begin.into(),
             Some(Savepoint {
                 number,
                 begin: false,

@@ -455,26 +455,31 @@ pub(crate) async fn close<T>(tx: Tx<'_>, result: StoreResult<T>) -> Left<T> {
         Ok(value) => Left::Joined(Ok(value), Again::No, audit),
         Err(err) if !tx.sent() => Left::Alone(Err(err), retryable),
         Err(err) => {
+            // The batch's first member undoes the whole transaction: it holds no other
+            // member's work yet, and the next member begins a new one.
+            let opened = tx.savepoint_opened();
             let undo = match tx.connection().client() {
                 Ok(client) => {
                     tx.count_round_trip();
-                    client
-                        .batch_execute(&format!("ROLLBACK TO SAVEPOINT s{}", savepoint(&tx)))
-                        .await
-                        .map_err(conn::unavailable)
+                    let sql = match opened {
+                        Some(number) => format!("ROLLBACK TO SAVEPOINT s{number}"),
+                        None => "ROLLBACK".to_string(),
+                    };
+                    client.batch_execute(&sql).await.map_err(conn::unavailable)
                 }
                 Err(e) => Err(e),
             };
             match undo {
-                Ok(()) => Left::Joined(Err(err), again, Vec::new()),
+                Ok(()) => {
+                    if opened.is_none() {
+                        tx.connection().open.store(false, Ordering::Relaxed);
+                    }
+                    Left::Joined(Err(err), again, Vec::new())
+                }
                 Err(_) => Left::Broken(err),
             }
         }
     }
-}
-
-fn savepoint(tx: &Tx<'_>) -> u32 {
-    tx.savepoint_number().unwrap_or(0)
 }
 
 /// Runs `$body`, a future using the transaction `$tx`, as one member of a group commit of
