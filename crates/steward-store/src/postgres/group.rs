@@ -6,12 +6,18 @@
 //!
 //! A store has [`LANES`] lanes. A lane holds at most one open batch: a pooled connection in a
 //! transaction. A member takes a lane (a free one if there is one, else it queues on the lane
-//! with the fewest waiting), runs its work under a savepoint of its own (`SAVEPOINT s<n>`, sent
-//! with its first statement, and the batch's `BEGIN` with it when it is the first), and leaves:
+//! with the fewest waiting), runs its work (the batch's first member right after the batch's
+//! `BEGIN`, sent with its first statement; every later one under a savepoint of its own,
+//! `SAVEPOINT s<n>`, sent likewise), and leaves:
 //!
 //! - its work failed: `ROLLBACK TO SAVEPOINT` undoes it, and only it, locks included; the
-//!   others' work stands. If that rollback fails, the batch is abandoned (its connection
+//!   others' work stands (the first member's is undone by a `ROLLBACK`: there is nothing else
+//!   in the transaction yet). If that rollback fails, the batch is abandoned (its connection
 //!   closed, so nothing of it commits) and every member runs again.
+//! - a member after the first waits for a lock [`conn::MEMBER_LOCK_WAIT_MS`] at most
+//!   (`SET LOCAL lock_timeout`, sent with its savepoint): its batch holds the earlier members'
+//!   rows, which the lock's holder may be waiting for. One that gives up is rolled back to its
+//!   savepoint and, once its batch ended, runs again as a transaction of its own.
 //! - then, when no other member is queued on the lane or the batch has [`BATCH_MEMBERS_MAX`]
 //!   members, it hands the batch to a commit task (spawned, so that a cancelled request cannot
 //!   leave a `COMMIT` half sent) and the lane is free for the next batch. Otherwise it leaves
@@ -57,10 +63,9 @@ pub(crate) const BATCH_MEMBERS_MAX: usize = 32;
 const BATCH_WAIT_MS: u64 = 20;
 
 /// Whether steps run as members of a group commit: only with `STEWARD_PG_GROUP_COMMIT=on`.
-/// Off by default: measured slower for workload (a) on a loaded 2-core machine, and with three
-/// replicas contending for the same operation keys (`e2e` test
-/// `three_hundred_invokes_over_three_replicas_write_each_of_thirty_operation_keys_once`)
-/// requests stalled past the client's timeout (docs/DECISIONS.md, "Group commit on
+/// Off by default: on a loaded 2-core machine, five back-to-back pairs did not show it never
+/// slower than one transaction per step (workload (a) at c=64 from 0.69x to 1.73x of "off"),
+/// though it cuts the commits per invoke by 40 % (docs/DECISIONS.md, "Group commit on
 /// PostgreSQL"). Off, each step is a transaction of its own, as before issue #27.
 pub(crate) fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
