@@ -59,9 +59,9 @@
 //! the commit) and two to record the answer (`change_effect`: one statement with CTEs, the
 //! commit); [`RoundTrips`] counts them. Those hot-path steps of concurrent requests (and an
 //! approval's decision) can be batched (`STEWARD_PG_GROUP_COMMIT=on`; off by default) into one
-//! PostgreSQL transaction per batch, each under a savepoint of its own, and committed once for
-//! all (`group`, docs/DECISIONS.md, "Group commit on PostgreSQL"): a member's `BEGIN` above is
-//! then its `SAVEPOINT`, and its commit the batch's.
+//! PostgreSQL transaction per batch, each after the first under a savepoint of its own, and
+//! committed once for all (`group`, docs/DECISIONS.md, "Group commit on PostgreSQL"): a later
+//! member's `BEGIN` above is then its `SAVEPOINT`, and its commit the batch's.
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
