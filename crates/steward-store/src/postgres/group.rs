@@ -63,7 +63,7 @@ pub(crate) const BATCH_MEMBERS_MAX: usize = 32;
 const BATCH_WAIT_MS: u64 = 20;
 
 /// Whether steps run as members of a group commit: only with `STEWARD_PG_GROUP_COMMIT=on`.
-/// Off by default: on a loaded 2-core machine, five back-to-back pairs did not show it never
+/// Off by default: on a loaded 2-core machine, six back-to-back pairs did not show it never
 /// slower than one transaction per step (workload (a) at c=64 from 0.69x to 1.73x of "off"),
 /// though it cuts the commits per invoke by 40 % (docs/DECISIONS.md, "Group commit on
 /// PostgreSQL"). Off, each step is a transaction of its own, as before issue #27.
