@@ -1487,6 +1487,86 @@ async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
     );
 }
 
+/// Group commit (issue #27): answers whose effects another transaction holds locked wait for
+/// it and then commit, every one of them. With group commit on, those that are not first in
+/// their batch give up the wait (`lock_timeout`), are rolled back to their savepoint and run
+/// again as transactions of their own, which wait until the lock is released; the others of
+/// their batches commit meanwhile. Off, each answer is a transaction that waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_step_that_waits_for_a_lock_in_a_batch_commits_once_it_is_released() {
+    const STEPS: usize = 32;
+    let database = TestDatabase::create().await;
+    let store: Arc<dyn Store> = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("connect"),
+    );
+    let env = Env::new(&store, "group-locks").await;
+    let action = env.create_action(refund_definition("refund")).await;
+    let mut effects = Vec::new();
+    for n in 0..STEPS {
+        let sub = env.submission(&action, json!({ "n": n }));
+        let first = first_attempt(&env, &sub, 2_000);
+        let done = store
+            .submit_and_begin(&sub, &first)
+            .await
+            .expect("submit_and_begin");
+        assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
+        effects.push(sub.effect_id);
+    }
+    // Another session holds every fourth effect's row until it commits.
+    let holder = admin_client(&database.url).await;
+    holder.batch_execute("BEGIN").await.expect("begin");
+    let held: Vec<String> = effects
+        .iter()
+        .step_by(4)
+        .map(|e| e.as_str().to_string())
+        .collect();
+    let locked = holder
+        .execute(
+            "SELECT 1 FROM effects WHERE id = ANY($1) FOR UPDATE",
+            &[&held],
+        )
+        .await
+        .expect("lock the rows");
+    assert_eq!(locked, held.len() as u64);
+    let answers: Vec<_> = effects
+        .iter()
+        .map(|effect| {
+            let mut change = env.change(
+                effect,
+                EffectState::Dispatching,
+                EffectState::Succeeded { confirmed: true },
+                3_000,
+            );
+            change.attempt = Some(AttemptChange::Finish {
+                number: 1,
+                response_status: Some(200),
+                error: None,
+            });
+            change.response_status = Some(200);
+            let store = store.clone();
+            tokio::spawn(async move { store.change_effect(&change).await })
+        })
+        .collect();
+    // Not a timing assertion: the answers on held rows wait however long this takes.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    holder.batch_execute("COMMIT").await.expect("commit");
+    for (n, answer) in answers.into_iter().enumerate() {
+        answer
+            .await
+            .expect("task")
+            .unwrap_or_else(|e| panic!("answer {n} commits: {e}"));
+    }
+    for (n, effect) in effects.iter().enumerate() {
+        assert_eq!(
+            env.effect(effect).await.effect.state,
+            EffectState::Succeeded { confirmed: true },
+            "effect {n}"
+        );
+    }
+}
+
 /// Round trips the invoke hot path's two transactions make (`PostgresStore::round_trips`), on
 /// a connection that has prepared their statements, with an `Idempotency-Key` and an operation
 /// key as the server sends them: the `BEGIN` goes with the first statements, the audit events

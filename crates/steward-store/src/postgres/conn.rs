@@ -59,9 +59,9 @@
 //! the commit) and two to record the answer (`change_effect`: one statement with CTEs, the
 //! commit); [`RoundTrips`] counts them. Those hot-path steps of concurrent requests (and an
 //! approval's decision) can be batched (`STEWARD_PG_GROUP_COMMIT=on`; off by default) into one
-//! PostgreSQL transaction per batch, each under a savepoint of its own, and committed once for
-//! all (`group`, docs/DECISIONS.md, "Group commit on PostgreSQL"): a member's `BEGIN` above is
-//! then its `SAVEPOINT`, and its commit the batch's.
+//! PostgreSQL transaction per batch, each after the first under a savepoint of its own, and
+//! committed once for all (`group`, docs/DECISIONS.md, "Group commit on PostgreSQL"): a later
+//! member's `BEGIN` above is then its `SAVEPOINT`, and its commit the batch's.
 //!
 //! Reads run at REPEATABLE READ, read-only, and take no lock: a method that reads several tables
 //! (an effect with its attempts and evidence, a page and its total) sees one snapshot.
@@ -94,7 +94,7 @@ pub(crate) const ENV_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1398031702, 
 /// invoke hot path's writes alike (the writes behind the write lock queue on it whatever the
 /// pool size). Sized well under PostgreSQL's default
 /// `max_connections` (100) so that several replicas fit.
-const POOL_CONNECTIONS_MAX: usize = 16;
+pub(super) const POOL_CONNECTIONS_MAX: usize = 16;
 /// How long opening one connection may take before the store reports itself unavailable, in
 /// milliseconds. Loopback or a LAN answers in far less; an unreachable host should fail fast.
 const CONNECT_TIMEOUT_MS: u64 = 5_000;
@@ -352,6 +352,9 @@ pub(crate) struct Tx<'a> {
     /// For a member of a group commit (`group`): the savepoint its statements run under, which
     /// its first statement opens (and the batch's `BEGIN` with it, if no member sent one yet).
     savepoint: Option<Savepoint>,
+    /// Set when a group member's statement waited for a lock longer than
+    /// [`MEMBER_LOCK_WAIT_MS`]: the member runs again alone (`group`).
+    lock_timed_out: AtomicBool,
 }
 
 /// A group member's savepoint: `s<number>`, and whether its `BEGIN` is still to be sent.
@@ -408,6 +411,7 @@ impl<'a> Tx<'a> {
             shared_envs: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             savepoint,
+            lock_timed_out: AtomicBool::new(false),
         }
     }
 
@@ -426,9 +430,17 @@ impl<'a> Tx<'a> {
         std::mem::take(&mut *self.audit.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The number of the savepoint a group member's statements run under.
-    pub(super) fn savepoint_number(&self) -> Option<u32> {
-        self.savepoint.map(|s| s.number)
+    /// Whether a group member's statement gave up waiting for a lock (see
+    /// [`MEMBER_LOCK_WAIT_MS`]).
+    pub(super) fn lock_timed_out(&self) -> bool {
+        self.lock_timed_out.load(Ordering::Relaxed)
+    }
+
+    /// The savepoint a group member's statements run under: `None` for a member that is not
+    /// one, or is its batch's first (which opens none: its work is the whole transaction so far,
+    /// undone by a `ROLLBACK`).
+    pub(super) fn savepoint_opened(&self) -> Option<u32> {
+        self.savepoint.filter(|s| !s.begin).map(|s| s.number)
     }
 
     /// The connection this transaction runs on.
@@ -491,6 +503,17 @@ pub(crate) async fn finish<T>(tx: Tx<'_>, result: StoreResult<T>) -> Finished<T>
         }
     }
 }
+
+/// How long a member of a group commit that is not its batch's first may wait for a lock, in
+/// milliseconds (`lock_timeout`, set for the rest of the batch when such a member joins; the
+/// first member waits as long as a transaction of its own would). Such a member's batch holds
+/// the locks of the members before it, and any of those can be what the lock's holder waits
+/// for: a cycle PostgreSQL breaks only after `deadlock_timeout` (1 s by default), which under
+/// contention on a few rows repeats until requests time out (docs/DECISIONS.md, "Group commit on
+/// PostgreSQL"). So such a member gives up soon, is rolled back to its savepoint and runs again
+/// as a transaction of its own, holding nobody else's locks. A lock on the hot path is held
+/// for one transaction's round trips: a few milliseconds when nothing is wrong.
+pub(crate) const MEMBER_LOCK_WAIT_MS: u64 = 20;
 
 /// How many times a transaction runs at most when a retry would resolve its failure.
 pub(crate) const ATTEMPTS_MAX: u32 = 8;
@@ -617,14 +640,13 @@ impl Tx<'_> {
         };
         Some(match self.savepoint {
             None => begin.into(),
-            Some(Savepoint {
-                number,
-                begin: true,
-            }) => format!("{begin}; SAVEPOINT s{number}").into(),
+            // The batch's first member: nothing of any other member to keep apart from its own.
+            Some(Savepoint { begin: true, .. }) => begin.into(),
             Some(Savepoint {
                 number,
                 begin: false,
-            }) => format!("SAVEPOINT s{number}").into(),
+            }) => format!("SET LOCAL lock_timeout = {MEMBER_LOCK_WAIT_MS}; SAVEPOINT s{number}")
+                .into(),
         })
     }
 
@@ -688,6 +710,11 @@ impl Tx<'_> {
     fn failed(&self, err: tokio_postgres::Error) -> tokio_postgres::Error {
         if retryable(&err, self.mode) {
             self.retryable.store(true, Ordering::Relaxed);
+        }
+        if self.savepoint.is_some() && err.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+            // A group member that waited too long for a lock: it runs again alone.
+            self.retryable.store(true, Ordering::Relaxed);
+            self.lock_timed_out.store(true, Ordering::Relaxed);
         }
         err
     }

@@ -6,12 +6,18 @@
 //!
 //! A store has [`LANES`] lanes. A lane holds at most one open batch: a pooled connection in a
 //! transaction. A member takes a lane (a free one if there is one, else it queues on the lane
-//! with the fewest waiting), runs its work under a savepoint of its own (`SAVEPOINT s<n>`, sent
-//! with its first statement, and the batch's `BEGIN` with it when it is the first), and leaves:
+//! with the fewest waiting), runs its work (the batch's first member right after the batch's
+//! `BEGIN`, sent with its first statement; every later one under a savepoint of its own,
+//! `SAVEPOINT s<n>`, sent likewise), and leaves:
 //!
 //! - its work failed: `ROLLBACK TO SAVEPOINT` undoes it, and only it, locks included; the
-//!   others' work stands. If that rollback fails, the batch is abandoned (its connection
+//!   others' work stands (the first member's is undone by a `ROLLBACK`: there is nothing else
+//!   in the transaction yet). If that rollback fails, the batch is abandoned (its connection
 //!   closed, so nothing of it commits) and every member runs again.
+//! - a member after the first waits for a lock [`conn::MEMBER_LOCK_WAIT_MS`] at most
+//!   (`SET LOCAL lock_timeout`, sent with its savepoint): its batch holds the earlier members'
+//!   rows, which the lock's holder may be waiting for. One that gives up is rolled back to its
+//!   savepoint and, once its batch ended, runs again as a transaction of its own.
 //! - then, when no other member is queued on the lane or the batch has [`BATCH_MEMBERS_MAX`]
 //!   members, it hands the batch to a commit task (spawned, so that a cancelled request cannot
 //!   leave a `COMMIT` half sent) and the lane is free for the next batch. Otherwise it leaves
@@ -33,7 +39,7 @@
 //! per statement at READ COMMITTED that also sees the batch's earlier members: the batch is the
 //! serial run of its members, committed whole or not at all.
 
-use super::conn::{self, Conn, Finished, Mode, PendingAudit, RoundTrips, Savepoint, Tx};
+use super::conn::{self, Conn, Mode, PendingAudit, RoundTrips, Savepoint, Tx};
 use crate::error::{StoreError, StoreResult};
 use deadpool_postgres::Pool;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -42,8 +48,12 @@ use std::time::Duration;
 use tokio::sync::{watch, Mutex, OwnedMutexGuard};
 
 /// Open batches a store keeps at once, each on a connection of its own pool: how many members
-/// run their statements at the same time.
-const LANES: usize = 4;
+/// run their statements at the same time. Half the pool: a lane whose batch is committing
+/// opens the next batch on another connection, so the lanes use up to twice their number, and
+/// a member only queues (joining the batch of the member ahead of it) when that many run
+/// already, that is when its step would have waited for a pooled connection anyway. Then
+/// batching merges commits without serializing work that could have run side by side.
+const LANES: usize = conn::POOL_CONNECTIONS_MAX / 2;
 /// Members of one batch at most. Each member that writes is a subtransaction; PostgreSQL keeps
 /// up to 64 subtransaction ids of a transaction in shared memory, past which every other
 /// backend's snapshots get slower.
@@ -53,10 +63,9 @@ pub(crate) const BATCH_MEMBERS_MAX: usize = 32;
 const BATCH_WAIT_MS: u64 = 20;
 
 /// Whether steps run as members of a group commit: only with `STEWARD_PG_GROUP_COMMIT=on`.
-/// Off by default: measured slower for workload (a) on a loaded 2-core machine, and with three
-/// replicas contending for the same operation keys (`e2e` test
-/// `three_hundred_invokes_over_three_replicas_write_each_of_thirty_operation_keys_once`)
-/// requests stalled past the client's timeout (docs/DECISIONS.md, "Group commit on
+/// Off by default: on a loaded 2-core machine, six back-to-back pairs did not show it never
+/// slower than one transaction per step (workload (a) at c=64 from 0.69x to 1.73x of "off"),
+/// though it cuts the commits per invoke by 40 % (docs/DECISIONS.md, "Group commit on
 /// PostgreSQL"). Off, each step is a transaction of its own, as before issue #27.
 pub(crate) fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -210,12 +219,33 @@ pub(crate) struct Member {
     working: bool,
 }
 
+/// Whether a member whose work failed runs again, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// Its error is its result.
+    No,
+    /// In a later batch (a deadlock's victim, a lost race for a unique key).
+    InBatch,
+    /// As a transaction of its own: it gave up waiting for a lock
+    /// ([`conn::MEMBER_LOCK_WAIT_MS`]), which in a batch it may wait for in a cycle.
+    Alone,
+}
+
+/// How a member ended, once its batch did.
+pub(crate) enum Next<T> {
+    Done(StoreResult<T>),
+    /// Runs again in a later batch.
+    Retry(StoreError),
+    /// Runs again as a transaction of its own.
+    RetryAlone(StoreError),
+}
+
 /// How a member's work ended, before its batch's commit.
 pub(crate) enum Left<T> {
     /// Nothing was sent: the result stands alone.
     Alone(StoreResult<T>, bool),
-    /// Sent: the result holds once the batch commits; `true` when a retry resolves an error.
-    Joined(StoreResult<T>, bool, Vec<PendingAudit>),
+    /// Sent: the result holds once the batch commits; how an error is retried.
+    Joined(StoreResult<T>, Again, Vec<PendingAudit>),
     /// The member's work could not be undone: the batch must be abandoned.
     Broken(StoreError),
 }
@@ -297,7 +327,7 @@ impl Member {
     }
 
     /// Leaves the batch with the result of the member's work and waits for the batch's commit.
-    pub(crate) async fn leave<T>(mut self, left: Left<T>) -> Finished<T> {
+    pub(crate) async fn leave<T>(mut self, left: Left<T>) -> Next<T> {
         self.working = false;
         let mut slot = self.slot.take().expect("a member holds its batch");
         let joined = match left {
@@ -306,13 +336,13 @@ impl Member {
                 if let Some(batch) = slot.take() {
                     batch.abandon(format!("a member's work could not be undone: {err}"));
                 }
-                return Finished::Retry(err);
+                return Next::Retry(err);
             }
-            Left::Joined(result, retryable, audit) => {
+            Left::Joined(result, again, audit) => {
                 let batch = slot.as_mut().expect("a member holds its batch");
                 batch.members += 1;
                 batch.audit.extend(audit);
-                Ok((result, retryable))
+                Ok((result, again))
             }
         };
         // The last member in (none queued behind it on the lane), or the one that fills the
@@ -329,21 +359,24 @@ impl Member {
             }
         }
         drop(slot);
-        let (result, retryable) = match joined {
+        let (result, again) = match joined {
             Ok(joined) => joined,
-            Err((Err(err), true)) => return Finished::Retry(err),
-            Err((result, _)) => return Finished::Done(result),
+            Err((Err(err), true)) => return Next::Retry(err),
+            Err((result, _)) => return Next::Done(result),
         };
         let outcome = self.outcome().await;
         match (result, outcome) {
-            (Ok(value), Outcome::Committed) => Finished::Done(Ok(value)),
-            (Err(err), Outcome::Committed) if retryable => Finished::Retry(err),
-            (Err(err), Outcome::Committed) => Finished::Done(Err(err)),
-            (_, Outcome::RolledBack(message)) => Finished::Retry(StoreError::Unavailable {
+            (Ok(value), Outcome::Committed) => Next::Done(Ok(value)),
+            (Err(err), Outcome::Committed) => match again {
+                Again::No => Next::Done(Err(err)),
+                Again::InBatch => Next::Retry(err),
+                Again::Alone => Next::RetryAlone(err),
+            },
+            (_, Outcome::RolledBack(message)) => Next::Retry(StoreError::Unavailable {
                 message: format!("the batch this step was in was rolled back: {message}"),
                 source: None,
             }),
-            (_, Outcome::Unknown(message)) => Finished::Done(Err(StoreError::CommitUnknown {
+            (_, Outcome::Unknown(message)) => Next::Done(Err(StoreError::CommitUnknown {
                 message,
                 source: None,
             })),
@@ -356,10 +389,15 @@ impl Member {
         if let Ok(outcome) = tokio::time::timeout(wait, ended(&mut self.outcome)).await {
             return outcome.unwrap_or_else(|| self.dropped());
         }
-        {
-            let mut slot = self.lane.slot.clone().lock_owned().await;
-            if slot.as_ref().is_some_and(|b| b.id == self.batch) {
-                slot.take().expect("checked").commit();
+        // The lane's slot may be held by a member of a later batch (this one ended meanwhile),
+        // whose work can wait for locks: the end of this batch is not to wait for it.
+        let lane = self.lane.clone();
+        tokio::select! {
+            outcome = ended(&mut self.outcome) => return outcome.unwrap_or_else(|| self.dropped()),
+            mut slot = lane.slot.clone().lock_owned() => {
+                if slot.as_ref().is_some_and(|b| b.id == self.batch) {
+                    slot.take().expect("checked").commit();
+                }
             }
         }
         ended(&mut self.outcome)
@@ -405,61 +443,85 @@ pub(crate) async fn close<T>(tx: Tx<'_>, result: StoreResult<T>) -> Left<T> {
     if !tx.sent() && audit.is_empty() {
         return Left::Alone(result, retryable);
     }
+    let again = match (tx.lock_timed_out(), retryable) {
+        (true, _) => Again::Alone,
+        (false, true) => Again::InBatch,
+        (false, false) => Again::No,
+    };
+    let result = match result {
+        // Work that went on after a statement failed (none does) leaves its savepoint aborted.
+        Ok(_) if tx.lock_timed_out() => Err(StoreError::Unavailable {
+            message: "a lock wait timed out".into(),
+            source: None,
+        }),
+        other => other,
+    };
     match result {
-        Ok(value) => Left::Joined(Ok(value), false, audit),
+        Ok(value) => Left::Joined(Ok(value), Again::No, audit),
         Err(err) if !tx.sent() => Left::Alone(Err(err), retryable),
         Err(err) => {
+            // The batch's first member undoes the whole transaction: it holds no other
+            // member's work yet, and the next member begins a new one.
+            let opened = tx.savepoint_opened();
             let undo = match tx.connection().client() {
                 Ok(client) => {
                     tx.count_round_trip();
-                    client
-                        .batch_execute(&format!("ROLLBACK TO SAVEPOINT s{}", savepoint(&tx)))
-                        .await
-                        .map_err(conn::unavailable)
+                    let sql = match opened {
+                        Some(number) => format!("ROLLBACK TO SAVEPOINT s{number}"),
+                        None => "ROLLBACK".to_string(),
+                    };
+                    client.batch_execute(&sql).await.map_err(conn::unavailable)
                 }
                 Err(e) => Err(e),
             };
             match undo {
-                Ok(()) => Left::Joined(Err(err), retryable, Vec::new()),
+                Ok(()) => {
+                    if opened.is_none() {
+                        tx.connection().open.store(false, Ordering::Relaxed);
+                    }
+                    Left::Joined(Err(err), again, Vec::new())
+                }
                 Err(_) => Left::Broken(err),
             }
         }
     }
 }
 
-fn savepoint(tx: &Tx<'_>) -> u32 {
-    tx.savepoint_number().unwrap_or(0)
-}
-
 /// Runs `$body`, a future using the transaction `$tx`, as one member of a group commit of
 /// `$store` (see the module doc): `Ok` only once the batch holding it committed. A member that
-/// ends in [`Finished::Retry`] runs again from the start, in a later batch, up to
-/// [`conn::ATTEMPTS_MAX`] times.
+/// ends in [`Next::Retry`] runs again from the start, in a later batch, and one that ends in
+/// [`Next::RetryAlone`] as a transaction of its own, up to [`conn::ATTEMPTS_MAX`] times in all.
+/// With group commit off, `$body` runs as a transaction of its own (`in_transaction!`).
 macro_rules! in_group {
     ($store:expr, |$tx:ident| $body:expr) => {{
-        if !$crate::postgres::group::enabled() {
-            $crate::postgres::conn::in_transaction!(
-                $store,
-                $crate::postgres::conn::Mode::WriteConcurrent,
-                |$tx| $body
-            )
-        } else {
-            let mut attempt = 1;
-            loop {
-                let mut member = $store.group.join(&$store.pool, &$store.round_trips).await?;
-                let left = {
-                    let $tx = member.tx();
-                    let result = $body.await;
-                    $crate::postgres::group::close($tx, result).await
-                };
-                match member.leave(left).await {
-                    $crate::postgres::conn::Finished::Done(result) => break result,
-                    $crate::postgres::conn::Finished::Retry(err)
-                        if attempt >= $crate::postgres::conn::ATTEMPTS_MAX =>
-                    {
-                        break Err(err)
-                    }
-                    $crate::postgres::conn::Finished::Retry(_) => attempt += 1,
+        let mut attempt = 1;
+        let mut alone = !$crate::postgres::group::enabled();
+        loop {
+            if alone {
+                break $crate::postgres::conn::in_transaction!(
+                    $store,
+                    $crate::postgres::conn::Mode::WriteConcurrent,
+                    |$tx| $body
+                );
+            }
+            let mut member = $store.group.join(&$store.pool, &$store.round_trips).await?;
+            let left = {
+                let $tx = member.tx();
+                let result = $body.await;
+                $crate::postgres::group::close($tx, result).await
+            };
+            match member.leave(left).await {
+                $crate::postgres::group::Next::Done(result) => break result,
+                $crate::postgres::group::Next::Retry(err)
+                | $crate::postgres::group::Next::RetryAlone(err)
+                    if attempt >= $crate::postgres::conn::ATTEMPTS_MAX =>
+                {
+                    break Err(err)
+                }
+                $crate::postgres::group::Next::Retry(_) => attempt += 1,
+                $crate::postgres::group::Next::RetryAlone(_) => {
+                    attempt += 1;
+                    alone = true;
                 }
             }
         }
