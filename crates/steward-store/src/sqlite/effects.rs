@@ -453,7 +453,7 @@ impl Effects for SqliteStore {
             action.to_string(),
             idempotency_key.cloned(),
         );
-        self.read(move |c| {
+        self.read_here(move |c| {
             let Some(caller) = key_by_hash(c, &hash)?.filter(|k| k.usable_at(now)) else {
                 return Ok(None);
             };

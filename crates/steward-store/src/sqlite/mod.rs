@@ -78,4 +78,19 @@ impl SqliteStore {
         })
         .await
     }
+
+    /// A short read run on the calling task's thread, with no hand-off to the blocking pool and
+    /// back: for the one read of the governed invoke's hot path (`invoke_context`), a handful
+    /// of point lookups by key over pages SQLite or the OS has in memory, which costs less than
+    /// the two thread wake-ups a blocking-pool hop takes. When every reader connection is taken
+    /// it waits for one as [`Self::read`] does.
+    async fn read_here<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        match self.pool.reader_permits.try_acquire() {
+            Ok(_permit) => self.pool.read(f),
+            Err(_) => self.read(f).await,
+        }
+    }
 }

@@ -7,6 +7,7 @@ mod adapters;
 mod approvals;
 mod audit;
 mod backup;
+mod batch_crash;
 mod boundary;
 mod crash;
 mod exactly_once;
