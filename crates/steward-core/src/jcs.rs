@@ -78,21 +78,30 @@ fn write_number(n: &Number, out: &mut String) {
 
 fn write_string(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{09}' => out.push_str("\\t"),
-            '\u{0A}' => out.push_str("\\n"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\u{0D}' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Runs of characters written as they are go in whole; only `"`, `\` and the control
+    // characters (all ASCII, so every cut is a character boundary) are escaped.
+    let mut copied = 0;
+    for (at, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x09 => "\\t",
+            0x0A => "\\n",
+            0x0C => "\\f",
+            0x0D => "\\r",
+            b if b < 0x20 => "",
+            _ => continue,
+        };
+        out.push_str(&s[copied..at]);
+        if escaped.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(escaped);
         }
+        copied = at + 1;
     }
+    out.push_str(&s[copied..]);
     out.push('"');
 }
 
@@ -204,5 +213,34 @@ mod tests {
     fn control_characters_use_the_short_escapes_or_lower_case_hex() {
         let value = json!("a\u{1}b\u{1f}\u{7f}\t/");
         assert_eq!(jcs(&value), "\"a\\u0001b\\u001f\u{7f}\\t/\"");
+    }
+
+    /// The escaping of every string, written in runs, is the escaping character by character
+    /// that RFC 8785 section 3.2.2.2 describes.
+    #[test]
+    fn strings_are_escaped_as_character_by_character() {
+        fn one_by_one(s: &str) -> String {
+            let mut out = String::from('"');
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\u{08}' => out.push_str("\\b"),
+                    '\u{09}' => out.push_str("\\t"),
+                    '\u{0A}' => out.push_str("\\n"),
+                    '\u{0C}' => out.push_str("\\f"),
+                    '\u{0D}' => out.push_str("\\r"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+        proptest::proptest!(|(s in "(\\PC|[\u{0}-\u{1f}\"\\\\\u{7f}é€😀]){0,40}")| {
+            let mut out = String::new();
+            write_string(&s, &mut out);
+            proptest::prop_assert_eq!(out, one_by_one(&s));
+        });
     }
 }

@@ -75,7 +75,7 @@ pub use ids::{
 pub use input_diff::{input_changes, InputChange};
 pub use invocation::InvocationStatus;
 pub use jcs::jcs;
-pub use redact::{redact, redact_json, BASE64_FORM_CHARS_MIN, REDACTED};
+pub use redact::{redact, redact_json, Redactor, BASE64_FORM_CHARS_MIN, REDACTED};
 pub use schema_bounds::{
     check_schema_bounds, SCHEMA_DEPTH_MAX, SCHEMA_IN_PLACE_CHECKS_MAX, SCHEMA_NODES_MAX,
 };

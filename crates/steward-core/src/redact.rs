@@ -206,7 +206,24 @@ impl Needles {
         Needles(all)
     }
 
+    /// Whether `text` may hold a match. Every encoding but the plain one needs a `%` (percent),
+    /// a `\` (a JSON escape) or a `+` (a form-encoded space); in a text with none of them a
+    /// match is a needle byte for byte, so a text that contains no needle has none, and is
+    /// kept without the walk over every position [`matches`] makes.
+    fn may_match(&self, text: &str) -> bool {
+        text.bytes().any(|b| matches!(b, b'%' | b'\\' | b'+'))
+            || self.0.iter().any(|needle| text.contains(needle.as_str()))
+    }
+
     fn redact(&self, text: &str) -> String {
+        if !self.may_match(text) {
+            return text.to_string();
+        }
+        self.walk(text)
+    }
+
+    /// Every match at every position of `text`, replaced.
+    fn walk(&self, text: &str) -> String {
         let mut ranges = Vec::new();
         for needle in &self.0 {
             matches(text, needle, &mut ranges);
@@ -261,17 +278,36 @@ impl Needles {
 /// Replaces every occurrence of every secret value in `text`, in every encoding the module's
 /// comment lists.
 pub fn redact(text: &str, secret_values: &[String]) -> String {
-    Needles::of(secret_values).redact(text)
+    Redactor::new(secret_values).text(text)
 }
 
 /// Redacts a parsed JSON value: every string and every key (after the provider's own escaping
 /// was undone by parsing), and a number that spells a secret becomes the redacted string.
 pub fn redact_json(value: &Value, secret_values: &[String]) -> Value {
-    let needles = Needles::of(secret_values);
-    if needles.0.is_empty() {
-        return value.clone();
+    Redactor::new(secret_values).json(value)
+}
+
+/// [`redact`] and [`redact_json`] for several texts and values scrubbed of the same secrets:
+/// the forms looked for (each secret's base64 forms) are worked out once.
+pub struct Redactor(Needles);
+
+impl Redactor {
+    pub fn new(secret_values: &[String]) -> Redactor {
+        Redactor(Needles::of(secret_values))
     }
-    needles.redact_json(value)
+
+    /// [`redact`] of `text`.
+    pub fn text(&self, text: &str) -> String {
+        self.0.redact(text)
+    }
+
+    /// [`redact_json`] of `value`.
+    pub fn json(&self, value: &Value) -> Value {
+        if self.0 .0.is_empty() {
+            return value.clone();
+        }
+        self.0.redact_json(value)
+    }
 }
 
 #[cfg(test)]
@@ -466,6 +502,26 @@ mod tests {
             let out = redact(&wrapped, &secrets(&[&secret]));
             proptest::prop_assert!(out.contains(REDACTED));
             proptest::prop_assert_eq!(redact(&secret, &secrets(&[&secret])), REDACTED);
+        }
+
+        /// The shortcut (a text with no `%`, `\`, `+` and no needle is kept as it is) answers
+        /// what the walk over every position answers, for texts made of the secret's pieces,
+        /// its encodings' characters and its base64 forms.
+        #[test]
+        fn the_shortcut_answers_what_the_walk_answers(
+            pieces in proptest::collection::vec(0usize..8, 0..12),
+            secret in "[a-zA-Z0-9 é\"/]{1,10}",
+        ) {
+            let needles = Needles::of(&secrets(&[&secret]));
+            let forms: Vec<&str> = needles.0.iter().map(String::as_str).collect();
+            let cut = secret.char_indices().nth(secret.chars().count() / 2).map_or(0, |(i, _)| i);
+            let percent: String = secret.bytes().map(|b| format!("%{b:02x}")).collect();
+            let form = secret.replace(' ', "+");
+            let parts = [
+                &secret[..cut], &secret[cut..], "x", "%", "\\", &percent, forms[forms.len() / 2], &form,
+            ];
+            let text: String = pieces.iter().map(|&i| parts[i]).collect();
+            proptest::prop_assert_eq!(needles.redact(&text), needles.walk(&text), "{:?}", text);
         }
     }
 }

@@ -5,6 +5,9 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use steward_core::IdempotencyKey;
 use utoipa::openapi::schema::Schema;
 use utoipa::openapi::RefOr;
@@ -34,15 +37,23 @@ pub fn object(bytes: &Bytes) -> Result<Map<String, Value>, ApiError> {
 /// Parses a JSON object body as `T` (an empty body is `{}`). Unknown fields are refused first,
 /// against the properties of `T`'s schema, the same way [`only_known`] names them; then a field
 /// `T` refuses is named by its path (`details.field`), with `T`'s message.
-pub fn parse<T: DeserializeOwned + ToSchema>(bytes: &Bytes) -> Result<T, ApiError> {
-    typed(&object(bytes)?)
+pub fn parse<T: DeserializeOwned + ToSchema + 'static>(bytes: &Bytes) -> Result<T, ApiError> {
+    let map = object(bytes)?;
+    only_known_to::<T>(&map)?;
+    deserialize(map)
 }
 
 /// [`parse`] for a body already read as an object, for the handlers that also keep the object
 /// itself (an idempotency fingerprint of the request as sent).
-pub fn typed<T: DeserializeOwned + ToSchema>(map: &Map<String, Value>) -> Result<T, ApiError> {
+pub fn typed<T: DeserializeOwned + ToSchema + 'static>(
+    map: &Map<String, Value>,
+) -> Result<T, ApiError> {
     only_known_to::<T>(map)?;
-    serde_path_to_error::deserialize(Value::Object(map.clone())).map_err(|e| {
+    deserialize(map.clone())
+}
+
+fn deserialize<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
         let field = e.path().to_string();
         ApiError::validation(field, e.into_inner().to_string())
     })
@@ -50,17 +61,30 @@ pub fn typed<T: DeserializeOwned + ToSchema>(map: &Map<String, Value>) -> Result
 
 /// Refuses fields `T`'s schema does not describe, naming the first one: for the bodies whose
 /// fields a handler reads from the object itself (a change where `null` clears a field).
-pub fn only_known_to<T: ToSchema>(map: &Map<String, Value>) -> Result<(), ApiError> {
+pub fn only_known_to<T: ToSchema + 'static>(map: &Map<String, Value>) -> Result<(), ApiError> {
     let known = properties::<T>();
     only_known(map, &known.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
-/// The property names of `T`'s schema: the fields its body may carry.
-fn properties<T: ToSchema>() -> Vec<String> {
-    match T::schema() {
+/// The property names of `T`'s schema: the fields its body may carry. Worked out once per
+/// type: building a schema describes every field, which every request would otherwise repeat.
+fn properties<T: ToSchema + 'static>() -> Arc<[String]> {
+    type Known = Mutex<HashMap<TypeId, Arc<[String]>>>;
+    static KNOWN: OnceLock<Known> = OnceLock::new();
+    let known = KNOWN.get_or_init(Known::default);
+    let id = TypeId::of::<T>();
+    if let Some(names) = known.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
+        return names.clone();
+    }
+    let names: Arc<[String]> = match T::schema() {
         RefOr::T(Schema::Object(object)) => object.properties.keys().cloned().collect(),
         _ => panic!("the body {} is not an object schema", T::name()),
-    }
+    };
+    known
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, names.clone());
+    names
 }
 
 /// Refuses fields the endpoint does not know, naming the first one.
@@ -105,9 +129,9 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, Ap
 #[cfg(test)]
 mod tests {
     use super::*;
-    use steward_wire::{DecisionBody, HaltBody, ResumeBody};
+    use steward_wire::{DecisionBody, HaltBody, ResumeBody, Text};
 
-    fn refusal<T: DeserializeOwned + ToSchema + std::fmt::Debug>(body: &str) -> ApiError {
+    fn refusal<T: DeserializeOwned + ToSchema + std::fmt::Debug + 'static>(body: &str) -> ApiError {
         parse::<T>(&Bytes::from(body.to_string())).unwrap_err()
     }
 
@@ -164,5 +188,21 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    /// The fields each type knows are kept per type: one type's do not answer for another's,
+    /// the first time or from what was kept.
+    #[test]
+    fn each_body_type_keeps_its_own_fields() {
+        for _ in 0..2 {
+            let halt: HaltBody = parse(&Bytes::from_static(br#"{"reason": "x"}"#)).unwrap();
+            assert_eq!(halt.reason.map(Text::into_string).as_deref(), Some("x"));
+            let err = refusal::<DecisionBody>(r#"{"reason": "x"}"#);
+            assert_eq!(err.details, Some(serde_json::json!({"field": "reason"})));
+            let decision: DecisionBody = parse(&Bytes::from_static(br#"{"note": "n"}"#)).unwrap();
+            assert_eq!(decision.note.map(Text::into_string).as_deref(), Some("n"));
+            let err = refusal::<HaltBody>(r#"{"note": "n"}"#);
+            assert_eq!(err.details, Some(serde_json::json!({"field": "note"})));
+        }
     }
 }

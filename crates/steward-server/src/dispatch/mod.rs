@@ -42,8 +42,8 @@ use hold::Hold;
 use prepared::{Blocked, Prepared};
 use serde_json::{json, Value};
 use steward_core::{
-    classify, redact, redact_json, ActionDefinition, AttemptReport, CrashPoint, Destination,
-    EffectEvent, EffectState, IdempotencyKey,
+    classify, ActionDefinition, AttemptReport, CrashPoint, Destination, EffectEvent, EffectState,
+    IdempotencyKey, Redactor,
 };
 use steward_core::{EvidenceKind, EvidenceSource};
 use steward_store::{
@@ -608,8 +608,8 @@ fn parse_body(bytes: &[u8]) -> Value {
 /// The body as it is stored: every secret redacted (on parsed values: the provider's own JSON
 /// escaping is undone before the secrets are looked for, in every encoding
 /// `steward_core::redact` covers), then a text answer cut to [`RESPONSE_BODY_BYTES_MAX`].
-fn stored_body(body: &Value, secrets: &[String]) -> Value {
-    match redact_json(body, secrets) {
+fn stored_body(body: &Value, redactor: &Redactor) -> Value {
+    match redactor.json(body) {
         Value::String(mut text) if text.len() > RESPONSE_BODY_BYTES_MAX => {
             let mut cut = RESPONSE_BODY_BYTES_MAX;
             while !text.is_char_boundary(cut) {
@@ -643,14 +643,14 @@ async fn record_answer(
         *provider_record_confirms = true;
     }
     let classified = classify(&report);
-    let secrets = prepared.secret_values();
+    let redactor = Redactor::new(&prepared.secret_values());
     let mut reason = classified.reason.clone();
     match &answer.verified {
         Some(Ok(())) => reason.push_str("; the read-back matched"),
         Some(Err(why)) => reason.push_str(&format!("; the read-back did not confirm it: {why}")),
         None => {}
     }
-    let reason = redact(&reason, &secrets);
+    let reason = redactor.text(&reason);
     let kind = if answer.status.is_some() {
         EvidenceKind::Response
     } else {
@@ -676,8 +676,8 @@ async fn record_answer(
         error: failed.then(|| reason.clone()),
     });
     change.response_status = answer.status;
-    change.response_body = answer.body.as_ref().map(|b| stored_body(b, &secrets));
-    change.external_reference = answer.external_reference.map(|r| redact(&r, &secrets));
+    change.response_body = answer.body.as_ref().map(|b| stored_body(b, &redactor));
+    change.external_reference = answer.external_reference.map(|r| redactor.text(&r));
     if failed {
         let code = match to {
             EffectState::Unknown => "outcome_unknown",
@@ -808,7 +808,10 @@ mod tests {
         let secret = "sk_test_straddles_the_cut".to_string();
         let mut text = "x".repeat(RESPONSE_BODY_BYTES_MAX - 5);
         text.push_str(&secret);
-        let stored = stored_body(&parse_body(text.as_bytes()), std::slice::from_ref(&secret));
+        let stored = stored_body(
+            &parse_body(text.as_bytes()),
+            &Redactor::new(std::slice::from_ref(&secret)),
+        );
         let stored = stored.as_str().unwrap();
         // Before, the cut came first and left the secret's first five bytes behind.
         assert!(
@@ -818,7 +821,7 @@ mod tests {
         );
         assert!(stored.ends_with("x[REDA [truncated]"));
         let long = "y".repeat(RESPONSE_BODY_BYTES_MAX + 10);
-        let stored = stored_body(&parse_body(long.as_bytes()), &[]);
+        let stored = stored_body(&parse_body(long.as_bytes()), &Redactor::new(&[]));
         assert!(stored.as_str().unwrap().ends_with(" [truncated]"));
         assert_eq!(
             stored.as_str().unwrap().len(),

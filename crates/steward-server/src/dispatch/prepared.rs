@@ -4,9 +4,7 @@
 
 use crate::state::AppState;
 use serde_json::{json, Value};
-use steward_core::{
-    host_allowed, redact, redact_json, AdapterSpec, Destination, EnvironmentId, Placement,
-};
+use steward_core::{host_allowed, AdapterSpec, Destination, EnvironmentId, Placement, Redactor};
 use steward_store::SecretRecord;
 
 pub use super::blocked::Blocked;
@@ -92,8 +90,8 @@ impl Prepared {
     /// `null`. What a preview shows, and what a receipt's request digest covers
     /// ([`Prepared::scrubbed_digest`]).
     pub fn scrubbed_view(&self) -> Value {
-        let secrets = self.secret_values();
-        let text = |s: &str| redact(s, &secrets);
+        let redactor = Redactor::new(&self.secret_values());
+        let text = |s: &str| redactor.text(s);
         let headers: Vec<Value> = self
             .headers
             .iter()
@@ -101,7 +99,7 @@ impl Prepared {
             .collect();
         let body = match &self.body {
             None => Value::Null,
-            Some(PreparedBody::Json(v)) => redact_json(v, &secrets),
+            Some(PreparedBody::Json(v)) => redactor.json(v),
             Some(PreparedBody::Form(f)) => Value::String(text(f)),
         };
         json!({

@@ -396,7 +396,9 @@ mod tests {
     use super::*;
     use axum::body::Bytes;
 
-    fn refused<T: serde::de::DeserializeOwned + utoipa::ToSchema>(body: Value) -> ApiError {
+    fn refused<T: serde::de::DeserializeOwned + utoipa::ToSchema + 'static>(
+        body: Value,
+    ) -> ApiError {
         match crate::api::body::parse::<T>(&Bytes::from(body.to_string())) {
             Ok(_) => panic!("{body} was accepted"),
             Err(e) => e,
