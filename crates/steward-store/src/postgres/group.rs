@@ -1,5 +1,5 @@
-//! Group commit: the durable steps of concurrent requests (the invoke's `submit_and_begin`, its
-//! answer, an approval's decision and the attempt it releases) run as members of one
+//! Group commit: the durable steps of concurrent requests (the invoke's `submit_and_begin` or,
+//! gated, `submit`, its answer, an approval's decision and the attempt it releases) run as members of one
 //! transaction, committed once for all of them (docs/DECISIONS.md, "Group commit on
 //! PostgreSQL"). Only with `STEWARD_PG_GROUP_COMMIT=on` (see [`enabled`]); otherwise `in_group!`
 //! runs each step as a transaction of its own.

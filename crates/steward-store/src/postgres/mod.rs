@@ -20,9 +20,9 @@
 //!
 //! Each part of the store is implemented in the module of its name, beside its SQL
 //! (`impl Identity for PostgresStore` in `identity.rs`, and so on); a method is one
-//! `in_transaction!` of the mode it needs, or, for the hot path's steps (`submit_and_begin`,
-//! `finish_invoke_request`, `change_effect`, `change_effect_and_read`, `decide_and_begin`), one
-//! `in_group!`: a member of a group commit (`group`, with `STEWARD_PG_GROUP_COMMIT=on`),
+//! `in_transaction!` of the mode it needs, or, for the hot path's steps (`submit`,
+//! `submit_and_begin`, `finish_invoke_request`, `change_effect`, `change_effect_and_read`,
+//! `decide_and_begin`), one `in_group!`: a member of a group commit (`group`, with `STEWARD_PG_GROUP_COMMIT=on`),
 //! answered once its batch committed.
 
 mod approvals;
