@@ -107,7 +107,7 @@ def test_c1_latency_is_split_and_projected_with_a_fast_fsync():
 def test_an_older_run_without_the_split_still_reports():
     text = results(with_split=False)
     assert "| (a) embedded, c=64: >= 10x Restate | 1.57x" in text
-    assert "Missed targets" not in text
+    assert "### Missed targets" not in text  # the profile it includes may name the list
     assert "| 64 | 101 | 600.00 | - | - | - |" in text
 
 
