@@ -17,6 +17,22 @@ pub async fn park(
     required: u32,
     expires_at: Option<Millis>,
 ) -> (InvocationRecord, ApprovalId) {
+    let sub = gated_submission(env, action, input, required, expires_at);
+    let parked = expect_created(env.store.submit(&sub).await.expect("submit"));
+    let approval = ApprovalId::parse(parked.approval_id.as_deref().expect("approval id"))
+        .expect("approval id");
+    (parked, approval)
+}
+
+/// A submission of `action` that parks for an approval needing `required` approvals, running out
+/// at `expires_at`.
+fn gated_submission(
+    env: &Env,
+    action: &ActionRecord,
+    input: Value,
+    required: u32,
+    expires_at: Option<Millis>,
+) -> Submission {
     let mut sub = env.submission(action, input);
     sub.initial = EffectState::AwaitingApproval;
     sub.approval = Some(NewApproval {
@@ -28,10 +44,7 @@ pub async fn park(
         expires_at,
         run_id: None,
     });
-    let parked = expect_created(env.store.submit(&sub).await.expect("submit"));
-    let approval = ApprovalId::parse(parked.approval_id.as_deref().expect("approval id"))
-        .expect("approval id");
-    (parked, approval)
+    sub
 }
 
 /// `key` approving `approval` at `at` on replica `decider`.
@@ -489,19 +502,9 @@ pub async fn gated_submits_under_concurrency_park_once(store: Arc<dyn Store>) {
     let action = env.create_action(refund_definition("refund")).await;
     let tasks: Vec<_> = (0..16)
         .map(|i| {
-            let mut sub = env.submission(&action, json!({"n": 1}));
+            let mut sub = gated_submission(&env, &action, json!({"n": 1}), 1, None);
             sub.operation_key = Some(op("gated-race"));
             sub.idempotency_key = Some(idem(&format!("gated-req-{i}")));
-            sub.initial = EffectState::AwaitingApproval;
-            sub.approval = Some(NewApproval {
-                id: ApprovalId::from_unique(&unique("apr")),
-                title: "approve the refund".into(),
-                description: None,
-                payload: json!({}),
-                required_approvals: 1,
-                expires_at: None,
-                run_id: None,
-            });
             let store = store.clone();
             tokio::spawn(async move { store.submit(&sub).await })
         })
