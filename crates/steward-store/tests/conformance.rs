@@ -1396,39 +1396,35 @@ async fn postgres_a_halt_waits_for_the_attempt_in_flight_and_parks_the_next() {
     assert!(detail.attempts.is_empty(), "no attempt after the halt");
 }
 
-/// Group commit (issue #27): concurrent answers share commits, and one whose step fails after
-/// its statements ran (a lost compare-and-set: the effect was answered already) fails alone,
-/// rolled back to its savepoint, while the others in its batch commit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
-    const STEPS: usize = 48;
-    let database = TestDatabase::create().await;
-    let postgres = Arc::new(
-        PostgresStore::connect(&database.url)
-            .await
-            .expect("connect"),
-    );
-    let store: Arc<dyn Store> = postgres.clone();
-    let env = Env::new(&store, "group").await;
+/// `steps` invokes of a refund action in `env`, each with its first attempt begun; those for
+/// which `answered(n)` holds are answered `failed` at once.
+async fn begun_effects(env: &Env, steps: usize, answered: impl Fn(usize) -> bool) -> Vec<EffectId> {
     let action = env.create_action(refund_definition("refund")).await;
     let mut effects = Vec::new();
-    for n in 0..STEPS {
+    for n in 0..steps {
         let sub = env.submission(&action, json!({ "n": n }));
-        let first = first_attempt(&env, &sub, 2_000);
-        let done = store
+        let first = first_attempt(env, &sub, 2_000);
+        let done = env
+            .store
             .submit_and_begin(&sub, &first)
             .await
             .expect("submit_and_begin");
         assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
-        if n % 4 == 0 {
-            // Answered already: its second answer below loses the compare-and-set.
+        if answered(n) {
             env.finish_attempt(&sub.effect_id, EffectState::Failed, 2_100)
                 .await;
         }
         effects.push(sub.effect_id);
     }
-    let (batches_before, members_before) = postgres.group_commits();
-    let answers: Vec<_> = effects
+    effects
+}
+
+/// Each effect's first attempt answered `succeeded`, all at once: a task per answer.
+fn answer_each_at_once(
+    env: &Env,
+    effects: &[EffectId],
+) -> Vec<tokio::task::JoinHandle<steward_store::StoreResult<()>>> {
+    effects
         .iter()
         .map(|effect| {
             let mut change = env.change(
@@ -1443,10 +1439,30 @@ async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
                 error: None,
             });
             change.response_status = Some(200);
-            let store = store.clone();
+            let store = env.store.clone();
             tokio::spawn(async move { store.change_effect(&change).await })
         })
-        .collect();
+        .collect()
+}
+
+/// Group commit (issue #27): concurrent answers share commits, and one whose step fails after
+/// its statements ran (a lost compare-and-set: the effect was answered already) fails alone,
+/// rolled back to its savepoint, while the others in its batch commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
+    const STEPS: usize = 48;
+    let database = TestDatabase::create().await;
+    let postgres = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("connect"),
+    );
+    let store: Arc<dyn Store> = postgres.clone();
+    let env = Env::new(&store, "group").await;
+    // Every fourth is answered already: its second answer below loses the compare-and-set.
+    let effects = begun_effects(&env, STEPS, |n| n % 4 == 0).await;
+    let (batches_before, members_before) = postgres.group_commits();
+    let answers = answer_each_at_once(&env, &effects);
     for (n, answer) in answers.into_iter().enumerate() {
         let result = answer.await.expect("task");
         if n % 4 == 0 {
@@ -1502,18 +1518,7 @@ async fn postgres_a_step_that_waits_for_a_lock_in_a_batch_commits_once_it_is_rel
             .expect("connect"),
     );
     let env = Env::new(&store, "group-locks").await;
-    let action = env.create_action(refund_definition("refund")).await;
-    let mut effects = Vec::new();
-    for n in 0..STEPS {
-        let sub = env.submission(&action, json!({ "n": n }));
-        let first = first_attempt(&env, &sub, 2_000);
-        let done = store
-            .submit_and_begin(&sub, &first)
-            .await
-            .expect("submit_and_begin");
-        assert_eq!(done.first, Some(FirstAttemptOutcome::Begun));
-        effects.push(sub.effect_id);
-    }
+    let effects = begun_effects(&env, STEPS, |_| false).await;
     // Another session holds every fourth effect's row until it commits.
     let holder = admin_client(&database.url).await;
     holder.batch_execute("BEGIN").await.expect("begin");
@@ -1530,25 +1535,7 @@ async fn postgres_a_step_that_waits_for_a_lock_in_a_batch_commits_once_it_is_rel
         .await
         .expect("lock the rows");
     assert_eq!(locked, held.len() as u64);
-    let answers: Vec<_> = effects
-        .iter()
-        .map(|effect| {
-            let mut change = env.change(
-                effect,
-                EffectState::Dispatching,
-                EffectState::Succeeded { confirmed: true },
-                3_000,
-            );
-            change.attempt = Some(AttemptChange::Finish {
-                number: 1,
-                response_status: Some(200),
-                error: None,
-            });
-            change.response_status = Some(200);
-            let store = store.clone();
-            tokio::spawn(async move { store.change_effect(&change).await })
-        })
-        .collect();
+    let answers = answer_each_at_once(&env, &effects);
     // Not a timing assertion: the answers on held rows wait however long this takes.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     holder.batch_execute("COMMIT").await.expect("commit");

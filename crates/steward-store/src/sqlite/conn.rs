@@ -664,6 +664,16 @@ mod tests {
         }
     }
 
+    /// The values the test table `t` holds, in order.
+    fn stored_values(conn: &Connection) -> Vec<i64> {
+        conn.prepare("SELECT v FROM t ORDER BY v")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     #[test]
     fn a_failing_transaction_rolls_back_alone_and_the_batch_commits_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -672,13 +682,7 @@ mod tests {
         let results = commit_batch(&mut conn, vec![job(1, false), job(2, true), job(3, false)]);
         assert!(results[0].is_ok() && results[2].is_ok());
         assert!(matches!(results[1], Err(StoreError::NotFound { .. })));
-        let stored: Vec<i64> = conn
-            .prepare("SELECT v FROM t ORDER BY v")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let stored = stored_values(&conn);
         assert_eq!(
             stored,
             vec![1, 3],
@@ -703,13 +707,7 @@ mod tests {
         );
         let failed: Vec<bool> = results.iter().map(Result::is_err).collect();
         assert_eq!(failed, vec![true, true, false, true, false]);
-        let stored: Vec<i64> = conn
-            .prepare("SELECT v FROM t ORDER BY v")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let stored = stored_values(&conn);
         assert_eq!(
             stored,
             vec![3, 5],
