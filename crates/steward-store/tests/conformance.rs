@@ -1452,11 +1452,7 @@ fn answer_each_at_once(
 async fn postgres_a_failed_step_in_a_batch_does_not_fail_the_others() {
     const STEPS: usize = 48;
     let database = TestDatabase::create().await;
-    let postgres = Arc::new(
-        PostgresStore::connect(&database.url)
-            .await
-            .expect("connect"),
-    );
+    let postgres = database.postgres_store().await;
     let store: Arc<dyn Store> = postgres.clone();
     let env = Env::new(&store, "group").await;
     // Every fourth is answered already: its second answer below loses the compare-and-set.
@@ -1568,11 +1564,7 @@ async fn postgres_the_hot_path_takes_few_round_trips() {
     /// The answer (`change_effect_and_read`): the change, the commit.
     const ANSWER_ROUND_TRIPS_MAX: u64 = 2;
     let database = TestDatabase::create().await;
-    let postgres = Arc::new(
-        PostgresStore::connect(&database.url)
-            .await
-            .expect("connect"),
-    );
+    let postgres = database.postgres_store().await;
     let store: Arc<dyn Store> = postgres.clone();
     let env = Env::new(&store, "round-trips").await;
     let action = env.create_action(refund_definition("refund")).await;
@@ -1897,6 +1889,12 @@ impl TestDatabase {
 
     /// A new store handle (its own connection pool) on this database.
     async fn store(&self) -> Arc<dyn Store> {
+        self.postgres_store().await
+    }
+
+    /// [`Self::store`] as the PostgreSQL store itself, for what only it answers (round trips,
+    /// group commits).
+    async fn postgres_store(&self) -> Arc<PostgresStore> {
         Arc::new(
             PostgresStore::connect(&self.url)
                 .await

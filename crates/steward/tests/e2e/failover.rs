@@ -372,14 +372,16 @@ async fn a_parked_submit_whose_commit_answer_is_lost_answers_outcome_unknown_and
     assert_eq!(gated.status, 200, "{:?}", gated.body);
 
     std::fs::write(&fault, steward_store::COMMIT_UNKNOWN_FAULT).unwrap();
-    let answer = agent
-        .invoke(
+    // The same request each time: one operation key, one `Idempotency-Key`.
+    let invoke_parked = || {
+        agent.invoke(
             "refund",
             refund_input(1),
             Some("order-parked"),
             Some("idem-parked"),
         )
-        .await;
+    };
+    let answer = invoke_parked().await;
     std::fs::remove_file(&fault).unwrap();
     assert_eq!(answer.status, 503, "{:?}", answer.body);
     assert_eq!(answer.code(), "outcome_unknown", "{:?}", answer.body);
@@ -395,14 +397,7 @@ async fn a_parked_submit_whose_commit_answer_is_lost_answers_outcome_unknown_and
     // The disk is back: the same keys find what the lost commit recorded, once.
     let mut found = None;
     for _ in 0..50 {
-        let again = agent
-            .invoke(
-                "refund",
-                refund_input(1),
-                Some("order-parked"),
-                Some("idem-parked"),
-            )
-            .await;
+        let again = invoke_parked().await;
         if again.status == 202 {
             found = Some(again);
             break;
