@@ -233,10 +233,21 @@ pub(crate) struct NewLink {
     pub link: ChainLink,
 }
 
+/// What a seal reads of an unsealed event: its insertion id and its content hash, which is all
+/// the chain covers of it (its content is in the content hash), so sealing decodes no event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unsealed {
+    pub id: i64,
+    pub content_hash: Option<String>,
+}
+
+/// The columns of [`Unsealed`], in its order, for both backends' reads.
+pub(crate) const UNSEALED_COLUMNS: &str = "id, content_hash";
+
 /// The seal plan of `batch` (the oldest unsealed events, in insertion order) after `head`: each
 /// event's `seq`, previous hash and chain hash. The last link is the new head. Both backends
 /// write exactly these.
-pub(crate) fn seal_links(head: &AuditHead, batch: &[AuditEvent]) -> Vec<NewLink> {
+pub(crate) fn seal_links(head: &AuditHead, batch: &[Unsealed]) -> Vec<NewLink> {
     let (mut seq, mut hash) = (head.seq, head.hash.clone());
     let mut links = Vec::with_capacity(batch.len());
     for event in batch {

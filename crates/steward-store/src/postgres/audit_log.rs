@@ -20,6 +20,7 @@ use super::rows::{col, corrupt};
 use super::PostgresStore;
 use crate::audit::{
     held_by_another, seal_links, sealing_epoch, stored_event, AuditHead, AuditSeal, SealOutcome,
+    Unsealed, UNSEALED_COLUMNS,
 };
 pub(crate) use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::StoreResult;
@@ -112,6 +113,19 @@ pub(crate) async fn unsealed(
         .await
 }
 
+/// The oldest unsealed events' ids and content hashes, in insertion order: what a seal reads.
+async fn unsealed_hashes(tx: &Tx<'_>, limit: u32) -> StoreResult<Vec<Unsealed>> {
+    let sql =
+        format!("SELECT {UNSEALED_COLUMNS} FROM audit WHERE seq IS NULL ORDER BY id LIMIT $1");
+    tx.all(&sql, &[&i64::from(limit)], |r| {
+        Ok(Unsealed {
+            id: col(r, 0)?,
+            content_hash: col(r, 1)?,
+        })
+    })
+    .await
+}
+
 /// The head row's columns, and whether its sealer is a registered replica.
 const HEAD_SQL: &str = "SELECT h.seq, h.hash, h.sealer, h.lease_until,
         EXISTS (SELECT 1 FROM replicas r WHERE r.id = h.sealer), h.sealer_epoch
@@ -170,7 +184,7 @@ async fn seal_batch(tx: &Tx<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome> {
         return Ok(held);
     }
     let epoch = sealing_epoch(&head, seal)?;
-    let batch = unsealed(tx, 0, seal.events_max).await?;
+    let batch = unsealed_hashes(tx, seal.events_max).await?;
     if batch.is_empty() {
         return Ok(SealOutcome::Idle);
     }

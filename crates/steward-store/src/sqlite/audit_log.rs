@@ -11,7 +11,7 @@ use super::rows::{corrupt, query_all};
 use super::SqliteStore;
 use crate::audit::{
     held_by_another, seal_links, sealing_epoch, stored_event, AuditHead, AuditSeal, NewLink,
-    SealOutcome, GENESIS_HASH,
+    SealOutcome, Unsealed, GENESIS_HASH, UNSEALED_COLUMNS,
 };
 pub(crate) use crate::audit_entry::{AuditEntry, AuditKind};
 use crate::error::StoreResult;
@@ -66,6 +66,21 @@ pub(crate) fn unsealed(c: &Connection, after_id: i64, limit: u32) -> StoreResult
         &format!("SELECT {COLUMNS} FROM audit WHERE seq IS NULL AND id > ?1 ORDER BY id LIMIT ?2"),
         &[&after_id, &limit],
         event,
+    )
+}
+
+/// The oldest unsealed events' ids and content hashes, in insertion order: what a seal reads.
+fn unsealed_hashes(c: &Connection, limit: u32) -> StoreResult<Vec<Unsealed>> {
+    query_all(
+        c,
+        &format!("SELECT {UNSEALED_COLUMNS} FROM audit WHERE seq IS NULL ORDER BY id LIMIT ?1"),
+        &[&limit],
+        |r| {
+            Ok(Unsealed {
+                id: r.get(0).map_err(unavailable)?,
+                content_hash: r.get(1).map_err(unavailable)?,
+            })
+        },
     )
 }
 
@@ -137,7 +152,7 @@ fn seal_batch(tx: &Transaction<'_>, seal: &AuditSeal) -> StoreResult<SealOutcome
         return Ok(held);
     }
     let epoch = sealing_epoch(&head, seal)?;
-    let batch = unsealed(tx, 0, seal.events_max)?;
+    let batch = unsealed_hashes(tx, seal.events_max)?;
     if batch.is_empty() {
         return Ok(SealOutcome::Idle);
     }

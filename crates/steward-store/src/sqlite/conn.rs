@@ -546,6 +546,13 @@ impl Pool {
             // process may hold the WAL, and then the next checkpoints do it.
             let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         }
+        // Savepoint journals in memory: every transaction after the first in a group commit runs
+        // in a savepoint, whose journal would otherwise spill to a temporary file past 64 KiB
+        // (created, written and deleted per batch). Only the writer takes savepoints, and the
+        // schema work above, which may rebuild whole tables, ran before this.
+        writer
+            .pragma_update(None, "temp_store", "MEMORY")
+            .map_err(unavailable)?;
         let (jobs, queue) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("steward-sqlite-writer".into())

@@ -1,7 +1,7 @@
 //! Holds: an operator's hold on an action or an operation key (`store::Holds`).
 
 use super::audit_log::{append, AuditEntry};
-use super::conn::{constraint, unavailable};
+use super::conn::{constraint, unavailable, CachedQuery};
 use super::rows::query_all;
 use super::SqliteStore;
 use crate::error::{StoreError, StoreResult};
@@ -10,7 +10,11 @@ use crate::records::{Actor, HoldRecord};
 use crate::store::Holds;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::LazyLock;
 use steward_core::{EffectId, EnvironmentId, HoldId};
+
+/// [`covered_sql`] with this store's placeholders, built once so its prepared statement is cached.
+static COVERED_SQL: LazyLock<String> = LazyLock::new(|| covered_sql("?1", "?2"));
 
 /// True when a hold of the environment covers the effect's invocation. Read inside the
 /// transaction that would record the first attempt (the writer's lock is held), so no first
@@ -20,11 +24,9 @@ pub(crate) fn is_held(
     env: &EnvironmentId,
     effect: &EffectId,
 ) -> StoreResult<bool> {
-    conn.query_row(
-        &covered_sql("?1", "?2"),
-        params![env.as_str(), effect.as_str()],
-        |r| r.get(0),
-    )
+    conn.query_row_cached(&COVERED_SQL, params![env.as_str(), effect.as_str()], |r| {
+        r.get(0)
+    })
     .map_err(unavailable)
 }
 

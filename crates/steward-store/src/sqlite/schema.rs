@@ -315,12 +315,15 @@ pub const OWNER_INDEXES: &str = concat!(
 /// Indexes that earlier schemas created and this one does not: `invocations_effect` (the
 /// invocation of an effect is found through `effects.invocation_id`), `effects_state` and
 /// `effects_in_flight` (replaced by `effects_open`), `impact_reservations_effect` (the primary key
-/// of `impact_reservations` begins with the effect).
+/// of `impact_reservations` begins with the effect), `audit_unsealed` (a partial index of the
+/// unsealed events: the unique index on `audit.seq` holds them already, first and in `id` order,
+/// so every event entered and left one index more than the sealer needs).
 pub const DROPPED_INDEXES: &str = r#"
 DROP INDEX IF EXISTS invocations_effect;
 DROP INDEX IF EXISTS effects_state;
 DROP INDEX IF EXISTS effects_in_flight;
 DROP INDEX IF EXISTS impact_reservations_effect;
+DROP INDEX IF EXISTS audit_unsealed;
 "#;
 
 /// A table stored `WITHOUT ROWID` since issue #13, and how a store created before rebuilds it.
@@ -468,10 +471,10 @@ DROP TABLE audit;
 ALTER TABLE audit_sealed RENAME TO audit;
 "#;
 
-/// The sealer's side of the audit log: the unsealed events, found without a scan, and the one
-/// row holding the chain's head and the sealer's lease (seeded by `audit_log::migrate`).
+/// The sealer's side of the audit log: the one row holding the chain's head and the sealer's
+/// lease (seeded by `audit_log::migrate`). The unsealed events are found without a scan through
+/// the unique index on `seq`, which holds them first (`seq` NULL), in `id` order.
 pub const AUDIT_SEAL_SCHEMA: &str = r#"
-CREATE INDEX IF NOT EXISTS audit_unsealed ON audit(id) WHERE seq IS NULL;
 CREATE TABLE IF NOT EXISTS audit_head (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
@@ -758,6 +761,15 @@ mod tests {
              "SEARCH r USING PRIMARY KEY (effect_id=?)"),
             ("UPDATE effects SET reconcile_after = ?1, reconcile_count = reconcile_count + 1 WHERE env_id = ?2 AND id = ?3".into(),
              "SEARCH effects USING INDEX sqlite_autoindex_effects_1 (id=?)"),
+            // The audit sealer: unsealed events through the unique index on `seq`.
+            ("SELECT id, content_hash FROM audit WHERE seq IS NULL ORDER BY id LIMIT ?1".into(),
+             "SEARCH audit USING INDEX sqlite_autoindex_audit_1 (seq=?)"),
+            ("SELECT id, content_hash FROM audit WHERE seq IS NULL AND id > ?1 ORDER BY id LIMIT ?2".into(),
+             "SEARCH audit USING INDEX sqlite_autoindex_audit_1 (seq=? AND rowid>?)"),
+            ("SELECT EXISTS (SELECT 1 FROM audit WHERE seq IS NULL)".into(),
+             "SEARCH audit USING COVERING INDEX sqlite_autoindex_audit_1 (seq=?)"),
+            ("UPDATE audit SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE id = ?4 AND seq IS NULL".into(),
+             "SEARCH audit USING INTEGER PRIMARY KEY (rowid=?)"),
             // Open effects: the reconciler, the recovery sweep, the queue of unresolved effects.
             ("SELECT COUNT(*) FROM effects WHERE state = 'unknown'".into(),
              "effects_reconcile_due"),

@@ -69,6 +69,7 @@ CREATE INDEX effects_state ON effects(state);
 CREATE INDEX effects_in_flight ON effects(state, owner) WHERE state IN ('ready', 'dispatching');
 CREATE INDEX impact_reservations_effect ON impact_reservations(effect_id);
 CREATE INDEX impact_reservations_window ON impact_reservations(limit_id, window_start, state);
+CREATE INDEX audit_unsealed ON audit(id) WHERE seq IS NULL;
 ";
 
 /// Takes the store at `path` back to the earlier definitions of the three tables and the
