@@ -101,6 +101,10 @@ enum Command {
     Mcp(commands::mcp::Args),
     /// Load-test the governed write path and report throughput and latency percentiles.
     Bench(commands::bench::Args),
+    /// The durable-proxy floor `steward bench` measures (workload `proxy`): a minimal proxy to
+    /// the fixture that records each request and answer durably and does nothing else.
+    #[command(hide = true)]
+    BenchProxy(commands::bench::proxy::Args),
     /// Run the deterministic simulator: --seeds N, or --seed S to replay one and print its log.
     Sim(commands::sim::Args),
     /// The example crash-safe refund worker on the Rust client (what `steward chaos` drives by
@@ -139,6 +143,7 @@ fn main() -> std::process::ExitCode {
             Command::Chaos(args) => commands::chaos::run(args).await,
             Command::Faults(args) => commands::faults::run(args).await,
             Command::Bench(args) => commands::bench::run(args).await,
+            Command::BenchProxy(args) => commands::bench::proxy::run(args).await,
             Command::Mcp(args) => commands::mcp::run(args).await,
             Command::Approvals(command) => {
                 operated(commands::operate::approvals::run(command)).await

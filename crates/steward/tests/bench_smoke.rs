@@ -138,3 +138,69 @@ fn bench_spreads_the_load_over_postgres_replicas() {
     assert!(commits >= 2.0, "commits per request {commits} in {line}");
     assert_ne!(cells[15], "-", "no PostgreSQL backends sampled: {line}");
 }
+
+/// The durable-proxy floor: every request it forwarded is in its journal with the fixture's
+/// answer, and the fixture counted one write per request (the bench exits non-zero otherwise).
+#[test]
+fn bench_measures_the_durable_proxy_floor_and_its_journal_holds_every_call() {
+    let run = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .args([
+            "bench",
+            "--workloads",
+            "floor,proxy",
+            "--concurrency",
+            "4",
+            "--requests",
+            "40",
+            "--duration-s",
+            "120",
+            "--keep",
+        ])
+        .output()
+        .expect("steward bench runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "steward bench failed ({}):\n{stdout}\n{stderr}",
+        run.status
+    );
+    for row in [
+        "| floor | - | 4 | 40 | 0 | 40 |",
+        "| proxy | embedded | 4 | 40 | 0 | 40 |",
+    ] {
+        assert!(stdout.contains(row), "no row {row:?} in:\n{stdout}");
+    }
+    let kept = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bench: kept "))
+        .expect("the kept working directory");
+    let kept = std::path::Path::new(kept.trim());
+    let journal = rusqlite::Connection::open(kept.join("proxy").join("proxy.db")).expect("journal");
+    let (calls, answered): (i64, i64) = journal
+        .query_row(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE status = 200 AND answer IS NOT NULL) FROM calls",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the journal's calls");
+    // The 40 measured requests and the warm-up's one per worker, which the table leaves out.
+    assert_eq!(
+        (calls, answered),
+        (44, 44),
+        "every call recorded and answered"
+    );
+    // The proxy's CPU is counted where Steward's is.
+    let line = stdout
+        .split("Where the time goes")
+        .nth(1)
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("| proxy | embedded | 4 |"))
+        })
+        .expect("the proxy's line");
+    let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+    let cpu: f64 = cells[8].parse().expect("the proxy's CPU per request");
+    assert!(cpu > 0.0, "no CPU counted for the proxy: {line}");
+    let _ = std::fs::remove_dir_all(kept);
+}

@@ -69,6 +69,14 @@ impl Target {
         }
     }
 
+    /// The durable-proxy floor: the floor's request, sent to `steward bench-proxy` at `url`.
+    pub(super) fn proxy(http: &reqwest::Client, url: &str, run: &str) -> Target {
+        Target {
+            store: "embedded".to_string(),
+            ..Target::floor(http, url, run)
+        }
+    }
+
     pub(super) fn steward(http: &reqwest::Client, world: &World, store: &str, run: &str) -> Target {
         Target {
             http: http.clone(),
@@ -128,7 +136,7 @@ impl Target {
     /// One request of `workload`; `Ok` only when the answer is the expected one.
     async fn one(&self, workload: Workload, key: &str, n: u64) -> Result<(), String> {
         match workload {
-            Workload::Floor => self.floor_refund(key, n).await,
+            Workload::Floor | Workload::Proxy => self.floor_refund(key, n).await,
             Workload::Invoke | Workload::Resubmit => {
                 let (status, body) = self.invoke(&self.action, key, n).await?;
                 expect(status, 200, &body, "/data/status", "succeeded")
@@ -159,7 +167,8 @@ impl Target {
         }
     }
 
-    /// The floor: the same refund, straight to the fixture, with nothing recorded anywhere.
+    /// The floor: the same refund, straight to the fixture, with nothing recorded anywhere (or,
+    /// for the proxy, through the durable proxy, whose URL the target holds instead).
     async fn floor_refund(&self, key: &str, n: u64) -> Result<(), String> {
         let form = format!(
             "payment_intent=pi_{key}&amount={}&currency=usd",

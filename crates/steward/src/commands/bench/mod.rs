@@ -9,6 +9,7 @@
 //! | workload | one request |
 //! | --- | --- |
 //! | `floor` | `POST /v1/refunds` straight to the fixture: no durability, the lower bound |
+//! | `proxy` | the same through `steward bench-proxy`: recorded durably before and after, nothing else |
 //! | `a` | governed invoke of the `stripe.refund` action under a new operation key |
 //! | `b` | the same invoke sent again under an operation key that already exists |
 //! | `c` | invoke of a gated action, then approve with another key (the approve dispatches) |
@@ -23,6 +24,7 @@
 mod load;
 mod pgwaits;
 mod procfs;
+pub(crate) mod proxy;
 mod recovery;
 mod report;
 mod scrape;
@@ -53,6 +55,7 @@ const RESUBMIT_KEYS: u64 = 100;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Workload {
     Floor,
+    Proxy,
     Invoke,
     Resubmit,
     Approve,
@@ -64,6 +67,7 @@ impl Workload {
     pub fn name(self) -> &'static str {
         match self {
             Workload::Floor => "floor",
+            Workload::Proxy => "proxy",
             Workload::Invoke => "a",
             Workload::Resubmit => "b",
             Workload::Approve => "c",
@@ -74,6 +78,9 @@ impl Workload {
     pub fn describe(self) -> &'static str {
         match self {
             Workload::Floor => "the fixture called directly, no durability",
+            Workload::Proxy => {
+                "the fixture through a minimal durable proxy (two group commits, nothing else)"
+            }
             Workload::Invoke => "governed invoke, a new operation key each",
             Workload::Resubmit => "resubmission of an existing operation key",
             Workload::Approve => "invoke of a gated action + approve",
@@ -84,6 +91,7 @@ impl Workload {
     fn parse(text: &str) -> Result<Workload, String> {
         [
             Workload::Floor,
+            Workload::Proxy,
             Workload::Invoke,
             Workload::Resubmit,
             Workload::Approve,
@@ -91,7 +99,7 @@ impl Workload {
         ]
         .into_iter()
         .find(|w| w.name() == text.trim())
-        .ok_or_else(|| format!("unknown workload {text:?}: use floor, a, b, c or d"))
+        .ok_or_else(|| format!("unknown workload {text:?}: use floor, proxy, a, b, c or d"))
     }
 }
 
@@ -138,8 +146,8 @@ pub struct Args {
     /// Concurrency levels (requests in flight at once).
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     concurrency: Vec<usize>,
-    /// Workloads: floor, a, b, c, d.
-    #[arg(long, value_delimiter = ',', default_value = "floor,a,b,c,d", value_parser = Workload::parse)]
+    /// Workloads: floor, proxy, a, b, c, d.
+    #[arg(long, value_delimiter = ',', default_value = "floor,proxy,a,b,c,d", value_parser = Workload::parse)]
     workloads: Vec<Workload>,
     /// Also measure the PostgreSQL store on this server (postgres://user@host:port/db; the
     /// bench creates a fresh database there for each server and drops it afterwards).
@@ -237,6 +245,22 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.workloads.contains(&Workload::Floor) {
         let target = Target::floor(&http, &fixture.url, &run_id);
         run_floor(&args, &target, limit, &fixture, &mut report, &progress).await?;
+    }
+    if args.workloads.contains(&Workload::Proxy) {
+        let proxy = Fixture::start_proxy(&exe, dir.path(), &fixture.url).await?;
+        let target = Target::proxy(&http, &proxy.url, &run_id);
+        let ran = run_proxy(
+            &args,
+            &target,
+            limit,
+            &fixture,
+            &proxy,
+            &mut report,
+            &progress,
+        )
+        .await;
+        proxy.stop().await;
+        ran?;
     }
     let http_workloads: Vec<Workload> = args
         .workloads
@@ -340,11 +364,47 @@ async fn run_floor(
     Ok(())
 }
 
+/// The durable-proxy floor at each concurrency: the fixture through `steward bench-proxy`, the
+/// proxy's CPU counted where Steward's is.
+async fn run_proxy(
+    args: &Args,
+    target: &Target,
+    limit: Limit,
+    fixture: &Fixture,
+    proxy: &Fixture,
+    report: &mut Report,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let watched = Watched {
+        fixture_pid: fixture.pid,
+        server_pids: proxy.pid.into_iter().collect(),
+        ..Watched::default()
+    };
+    for &c in &args.concurrency {
+        progress.set_message(&format!("proxy c={c}"));
+        let cell = load::run_cell(
+            target,
+            Workload::Proxy,
+            c,
+            limit,
+            fixture,
+            &watched,
+            progress,
+        )
+        .await?;
+        let ratio = report.ratio_to_floor(c, cell.throughput());
+        report.push(Row::from_cell(&cell, &ratio));
+        progress.advance(1);
+    }
+    Ok(())
+}
+
 /// The cells a run measures, for its progress: the floor at each concurrency, each HTTP
 /// workload at each concurrency on each store, and recovery on each store that has it.
 fn cells(args: &Args, stores: &[StoreKind]) -> u64 {
     let levels = args.concurrency.len() as u64;
-    let floor = u64::from(args.workloads.contains(&Workload::Floor)) * levels;
+    let floor = u64::from(args.workloads.contains(&Workload::Floor)) * levels
+        + u64::from(args.workloads.contains(&Workload::Proxy)) * levels;
     let http = args
         .workloads
         .iter()

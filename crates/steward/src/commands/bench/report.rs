@@ -220,6 +220,7 @@ impl Report {
         out.push_str("Workloads: ");
         let described: Vec<String> = [
             Workload::Floor,
+            Workload::Proxy,
             Workload::Invoke,
             Workload::Resubmit,
             Workload::Approve,

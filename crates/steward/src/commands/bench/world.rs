@@ -75,6 +75,42 @@ impl Fixture {
         })
     }
 
+    /// `steward bench-proxy` in front of the fixture at `fixture_url`, its journal in `dir`:
+    /// a child process with a URL and a pid, like the fixture, and stopped the same way.
+    pub(super) async fn start_proxy(
+        exe: &Path,
+        dir: &Path,
+        fixture_url: &str,
+    ) -> anyhow::Result<Fixture> {
+        let data = dir.join("proxy");
+        std::fs::create_dir_all(&data)?;
+        let log = std::fs::File::create(dir.join("proxy.log"))?;
+        let mut child = Command::new(exe)
+            .args([
+                "bench-proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--fixture",
+                fixture_url,
+            ])
+            .arg("--data")
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting steward bench-proxy")?;
+        let url = ready_line(&mut child, Duration::from_secs(SERVER_READY_S))
+            .await
+            .context("steward bench-proxy")?;
+        Ok(Fixture {
+            pid: child.id(),
+            child: Some(child),
+            url,
+        })
+    }
+
     pub(super) fn connect(url: &str, pid: Option<u32>) -> Fixture {
         Fixture {
             child: None,
