@@ -5,33 +5,40 @@
 
 use std::process::Command;
 
-#[test]
-fn bench_reports_the_rows_it_was_asked_for() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().join("results").join("smoke.md");
+/// Runs `steward bench` with `args` and returns its stdout and stderr, once it has exited 0 (it
+/// exits non-zero on an error or a wrong provider write count).
+fn bench(args: &[&str]) -> (String, String) {
     let run = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args([
-            "bench",
-            "--workloads",
-            "a,b",
-            "--concurrency",
-            "1",
-            "--requests",
-            "20",
-            "--duration-s",
-            "120",
-            "--out",
-        ])
-        .arg(&out)
+        .arg("bench")
+        .args(args)
         .output()
         .expect("steward bench runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(
         run.status.success(),
         "steward bench failed ({}):\n{stdout}\n{stderr}",
         run.status
     );
+    (stdout, stderr)
+}
+
+#[test]
+fn bench_reports_the_rows_it_was_asked_for() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("results").join("smoke.md");
+    let (stdout, _) = bench(&[
+        "--workloads",
+        "a,b",
+        "--concurrency",
+        "1",
+        "--requests",
+        "20",
+        "--duration-s",
+        "120",
+        "--out",
+        out.to_str().expect("a UTF-8 path"),
+    ]);
     for row in [
         "| a | embedded | 1 | 20 | 0 | 20 |",
         "| b | embedded | 1 | 20 | 0 | 0 |",
@@ -91,31 +98,20 @@ fn bench_reports_the_rows_it_was_asked_for() {
 fn bench_spreads_the_load_over_postgres_replicas() {
     let admin_url = std::env::var("STEWARD_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let run = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args([
-            "bench",
-            "--workloads",
-            "a,c",
-            "--concurrency",
-            "2",
-            "--requests",
-            "10",
-            "--duration-s",
-            "120",
-            "--replicas",
-            "2",
-            "--database",
-            &admin_url,
-        ])
-        .output()
-        .expect("steward bench runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        run.status.success(),
-        "steward bench failed ({}):\n{stdout}\n{stderr}",
-        run.status
-    );
+    let (stdout, _) = bench(&[
+        "--workloads",
+        "a,c",
+        "--concurrency",
+        "2",
+        "--requests",
+        "10",
+        "--duration-s",
+        "120",
+        "--replicas",
+        "2",
+        "--database",
+        &admin_url,
+    ]);
     for row in [
         "| a | postgres x2 | 2 | 10 | 0 | 10 |",
         "| c | postgres x2 | 2 | 10 | 0 | 10 |",
@@ -143,28 +139,17 @@ fn bench_spreads_the_load_over_postgres_replicas() {
 /// answer, and the fixture counted one write per request (the bench exits non-zero otherwise).
 #[test]
 fn bench_measures_the_durable_proxy_floor_and_its_journal_holds_every_call() {
-    let run = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .args([
-            "bench",
-            "--workloads",
-            "floor,proxy",
-            "--concurrency",
-            "4",
-            "--requests",
-            "40",
-            "--duration-s",
-            "120",
-            "--keep",
-        ])
-        .output()
-        .expect("steward bench runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        run.status.success(),
-        "steward bench failed ({}):\n{stdout}\n{stderr}",
-        run.status
-    );
+    let (stdout, stderr) = bench(&[
+        "--workloads",
+        "floor,proxy",
+        "--concurrency",
+        "4",
+        "--requests",
+        "40",
+        "--duration-s",
+        "120",
+        "--keep",
+    ]);
     for row in [
         "| floor | - | 4 | 40 | 0 | 40 |",
         "| proxy | embedded | 4 | 40 | 0 | 40 |",

@@ -244,17 +244,29 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     if args.workloads.contains(&Workload::Floor) {
         let target = Target::floor(&http, &fixture.url, &run_id);
-        run_floor(&args, &target, limit, &fixture, &mut report, &progress).await?;
+        let floor = Workload::Floor;
+        run_floor(
+            &args,
+            &target,
+            floor,
+            limit,
+            &fixture,
+            None,
+            &mut report,
+            &progress,
+        )
+        .await?;
     }
     if args.workloads.contains(&Workload::Proxy) {
         let proxy = Fixture::start_proxy(&exe, dir.path(), &fixture.url).await?;
         let target = Target::proxy(&http, &proxy.url, &run_id);
-        let ran = run_proxy(
+        let ran = run_floor(
             &args,
             &target,
+            Workload::Proxy,
             limit,
             &fixture,
-            &proxy,
+            Some(&proxy),
             &mut report,
             &progress,
         )
@@ -333,65 +345,28 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The floor at each concurrency: the fixture called directly, its CPU counted.
+/// One of the floors at each concurrency: `floor` (the fixture called directly) or `proxy` (the
+/// fixture through `steward bench-proxy`, whose CPU is counted where Steward's is). Each row
+/// carries its ratio to the floor measured before it (none for the floor itself).
+#[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
 async fn run_floor(
     args: &Args,
     target: &Target,
+    workload: Workload,
     limit: Limit,
     fixture: &Fixture,
+    proxy: Option<&Fixture>,
     report: &mut Report,
     progress: &Progress,
 ) -> anyhow::Result<()> {
     let watched = Watched {
         fixture_pid: fixture.pid,
+        server_pids: proxy.and_then(|p| p.pid).into_iter().collect(),
         ..Watched::default()
     };
     for &c in &args.concurrency {
-        progress.set_message(&format!("floor c={c}"));
-        let cell = load::run_cell(
-            target,
-            Workload::Floor,
-            c,
-            limit,
-            fixture,
-            &watched,
-            progress,
-        )
-        .await?;
-        report.push(Row::from_cell(&cell, "-"));
-        progress.advance(1);
-    }
-    Ok(())
-}
-
-/// The durable-proxy floor at each concurrency: the fixture through `steward bench-proxy`, the
-/// proxy's CPU counted where Steward's is.
-async fn run_proxy(
-    args: &Args,
-    target: &Target,
-    limit: Limit,
-    fixture: &Fixture,
-    proxy: &Fixture,
-    report: &mut Report,
-    progress: &Progress,
-) -> anyhow::Result<()> {
-    let watched = Watched {
-        fixture_pid: fixture.pid,
-        server_pids: proxy.pid.into_iter().collect(),
-        ..Watched::default()
-    };
-    for &c in &args.concurrency {
-        progress.set_message(&format!("proxy c={c}"));
-        let cell = load::run_cell(
-            target,
-            Workload::Proxy,
-            c,
-            limit,
-            fixture,
-            &watched,
-            progress,
-        )
-        .await?;
+        progress.set_message(&format!("{} c={c}", workload.name()));
+        let cell = load::run_cell(target, workload, c, limit, fixture, &watched, progress).await?;
         let ratio = report.ratio_to_floor(c, cell.throughput());
         report.push(Row::from_cell(&cell, &ratio));
         progress.advance(1);

@@ -55,24 +55,11 @@ async fn ready_line(child: &mut Child, limit: Duration) -> anyhow::Result<String
 
 impl Fixture {
     pub(crate) async fn start(exe: &Path, dir: &Path) -> anyhow::Result<Fixture> {
-        let log = std::fs::File::create(dir.join("fixture.log"))?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .args(["fixture", "--listen", "127.0.0.1:0"])
-            .env("STEWARD_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting steward fixture")?;
-        let url = ready_line(&mut child, Duration::from_secs(SERVER_READY_S))
-            .await
-            .context("steward fixture")?;
-        Ok(Fixture {
-            pid: child.id(),
-            child: Some(child),
-            url,
-        })
+            .env("STEWARD_LOG", "warn");
+        Fixture::spawn(command, &dir.join("fixture.log"), "steward fixture").await
     }
 
     /// `steward bench-proxy` in front of the fixture at `fixture_url`, its journal in `dir`:
@@ -84,8 +71,8 @@ impl Fixture {
     ) -> anyhow::Result<Fixture> {
         let data = dir.join("proxy");
         std::fs::create_dir_all(&data)?;
-        let log = std::fs::File::create(dir.join("proxy.log"))?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .args([
                 "bench-proxy",
                 "--listen",
@@ -94,16 +81,23 @@ impl Fixture {
                 fixture_url,
             ])
             .arg("--data")
-            .arg(&data)
+            .arg(&data);
+        Fixture::spawn(command, &dir.join("proxy.log"), "steward bench-proxy").await
+    }
+
+    /// Starts `command` (its stderr to `log`) and waits for its ready line.
+    async fn spawn(mut command: Command, log: &Path, what: &str) -> anyhow::Result<Fixture> {
+        let log = std::fs::File::create(log)?;
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
             .spawn()
-            .context("starting steward bench-proxy")?;
+            .with_context(|| format!("starting {what}"))?;
         let url = ready_line(&mut child, Duration::from_secs(SERVER_READY_S))
             .await
-            .context("steward bench-proxy")?;
+            .context(what.to_string())?;
         Ok(Fixture {
             pid: child.id(),
             child: Some(child),
