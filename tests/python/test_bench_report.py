@@ -35,7 +35,7 @@ def cpu_bound(steward_us, postgres_us=None, waits=None):
             "pgWaits": waits}
 
 
-def write_run(run: Path, with_split: bool):
+def write_run(run: Path, with_split: bool, proxy=None):
     pick = (lambda s: s) if with_split else (lambda s: None)
     waits = {"samples": 300, "states": {"cpu": 2.0, "walFlush": 6.0, "lock": 1.0, "idleInTransaction": 4.0},
              "events": {}}
@@ -51,6 +51,11 @@ def write_run(run: Path, with_split: bool):
         steward_row("a", "postgres", 16, 330.0, 45.0, pick(cpu_bound(1280.0, 2900.0, waits))),
         steward_row("a", "postgres", 64, 300.0, 200.0, pick(cpu_bound(1350.0, 3400.0, waits))),
     ]
+    if proxy is not None:
+        # The durable-proxy floor: (throughput at 64, p50 at 1, its CPU per request at 64).
+        throughput, p50, cpu = proxy
+        rows.append(steward_row("proxy", "embedded", 1, 1000.0, p50, pick(cpu_bound(450.0))))
+        rows.append(steward_row("proxy", "embedded", 64, throughput, 6.0, pick(cpu_bound(cpu))))
     (run / "steward.json").write_text(json.dumps({"cores": 2, "rows": rows, "recovery": []}))
     restate = [{"system": "restate", "concurrency": 64, "ok": 7000, "errors": 0, "writes": 7000,
                 "seconds": 10.0, "latenciesUs": [90000] * 100}]
@@ -62,10 +67,10 @@ def write_run(run: Path, with_split: bool):
     (run / "pg-floor.json").write_text(json.dumps([floor]))
 
 
-def results(with_split: bool) -> str:
+def results(with_split: bool, proxy=None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp)
-        write_run(run, with_split)
+        write_run(run, with_split, proxy)
         out = run / "RESULTS.md"
         subprocess.run([sys.executable, str(REPORT), str(run), str(out), "test"], check=True)
         return out.read_text()
@@ -102,6 +107,26 @@ def test_c1_latency_is_split_and_projected_with_a_fast_fsync():
     assert "2.000 ms in 2.0 commits" in line and "the largest part is commits" in line, line
     # Mean 3.3 ms less (2.0 - 2 x 0.15) ms = 1.6 ms; p50 3.0 x 1.6 / 3.3 = 1.455 ms, 14.55x the floor.
     assert "about 1.455 ms, 14.55x the floor's p50" in line, line
+
+
+def test_a_missed_embedded_target_says_whether_the_durable_proxy_met_it():
+    # The proxy at 5,500/s is 0.50x the floor's 11,000/s at c=64 and 0.4 ms is 4x its 0.1 ms p50
+    # at c=1: the machine allows both targets, and Steward's CPU is 10x the proxy's.
+    text = results(with_split=True, proxy=(5500.0, 0.4, 80.0))
+    line = missed(text, "(a) embedded, c=64: >= 0.35x the floor")
+    assert "reached 0.50x the floor here, so this machine allows the target" in line, line
+    assert "the proxy 80 us, Steward 800 us (10.0x)" in line, line
+    line = missed(text, "(a) embedded, c=1: p50 <= 6x the floor's p50")
+    assert "reached 4.00x the floor here, so this machine allows the target" in line, line
+    assert "| (the durable-proxy floor) | floor (Rust client) | 64 | 0.50x | 1.20x |" in text
+    # A proxy that misses them too says so.
+    text = results(with_split=True, proxy=(2200.0, 0.9, 300.0))
+    line = missed(text, "(a) embedded, c=64: >= 0.35x the floor")
+    assert "reached 0.20x the floor here, so this machine does not allow the target" in line, line
+    line = missed(text, "(a) embedded, c=1: p50 <= 6x the floor's p50")
+    assert "reached 9.00x the floor here, so this machine does not allow the target" in line, line
+    # Without a proxy row, nothing is said of it.
+    assert "durable-proxy floor" not in missed(results(with_split=True), "(a) embedded, c=64: >= 0.35x the floor")
 
 
 def test_an_older_run_without_the_split_still_reports():
