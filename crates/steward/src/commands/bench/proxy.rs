@@ -12,7 +12,9 @@
 //! Nothing else: no keys, policy, idempotency lookup, audit, receipts or redaction. Its ratio to
 //! the floor is what a durable proxy reaches on this machine, so the report can tell the cost
 //! of the two durable commits and the extra hop from the cost of Steward's own work. It is a
-//! measuring instrument, hidden from `steward --help`, and listens on loopback only.
+//! measuring instrument, hidden from `steward --help`, and listens on loopback only. Bodies are
+//! bounded by axum's default limit (2 MiB), the call to the fixture by [`CALL_TIMEOUT_S`], and
+//! every error it makes itself is JSON with a code.
 
 use anyhow::{bail, Context};
 use axum::body::Bytes;
@@ -28,6 +30,8 @@ use std::sync::{mpsc, Arc};
 /// The most records one commit carries, as the embedded store's writer
 /// (`GROUP_COMMIT_JOBS_MAX` in steward-store).
 const BATCH_MAX: usize = 128;
+/// The call to the fixture's deadline, in seconds: Steward's own provider deadline.
+const CALL_TIMEOUT_S: u64 = 10;
 /// The headers forwarded to the fixture, as Steward sends them.
 const FORWARDED: [&str; 3] = ["authorization", "idempotency-key", "content-type"];
 
@@ -52,6 +56,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let http = reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(1024)
+        .timeout(std::time::Duration::from_secs(CALL_TIMEOUT_S))
         .build()
         .context("building the HTTP client")?;
     let state = Arc::new(Proxy {
@@ -78,6 +83,12 @@ struct Proxy {
     refunds: String,
 }
 
+/// An error the proxy makes itself: `{"error": {"code", "message"}}` with `status`.
+fn failed(status: StatusCode, code: &str, message: impl std::fmt::Display) -> Response {
+    let body = serde_json::json!({"error": {"code": code, "message": message.to_string()}});
+    (status, axum::Json(body)).into_response()
+}
+
 /// One request through the proxy: recorded, forwarded, its answer recorded, answered.
 async fn forward(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
     let key = headers
@@ -86,17 +97,15 @@ async fn forward(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byte
         .unwrap_or_default()
         .to_string();
     if key.is_empty() {
-        return (StatusCode::BAD_REQUEST, "Idempotency-Key is required").into_response();
+        let message = "the Idempotency-Key header is required";
+        return failed(StatusCode::BAD_REQUEST, "IDEMPOTENCY_KEY_REQUIRED", message);
     }
-    if let Err(e) = proxy
-        .journal
-        .write(Record::Request {
-            key: key.clone(),
-            body: body.to_vec(),
-        })
-        .await
-    {
-        return (StatusCode::SERVICE_UNAVAILABLE, e).into_response();
+    let recorded = Record::Request {
+        key: key.clone(),
+        body: body.clone(),
+    };
+    if let Err(e) = proxy.journal.write(recorded).await {
+        return failed(StatusCode::SERVICE_UNAVAILABLE, "STORAGE_UNAVAILABLE", e);
     }
     let mut request = proxy.http.post(&proxy.refunds).body(body);
     for name in FORWARDED {
@@ -104,26 +113,24 @@ async fn forward(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byte
             request = request.header(name, value);
         }
     }
-    let (status, answer) = match request.send().await {
+    let called = match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
-            match response.bytes().await {
-                Ok(bytes) => (status, bytes),
-                Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-            }
+            response.bytes().await.map(|answer| (status, answer))
         }
-        Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+        Err(e) => Err(e),
     };
-    if let Err(e) = proxy
-        .journal
-        .write(Record::Answer {
-            key,
-            status,
-            body: answer.to_vec(),
-        })
-        .await
-    {
-        return (StatusCode::SERVICE_UNAVAILABLE, e).into_response();
+    let (status, answer) = match called {
+        Ok(called) => called,
+        Err(e) => return failed(StatusCode::BAD_GATEWAY, "PROVIDER_UNREACHABLE", e),
+    };
+    let recorded = Record::Answer {
+        key,
+        status,
+        body: answer.clone(),
+    };
+    if let Err(e) = proxy.journal.write(recorded).await {
+        return failed(StatusCode::SERVICE_UNAVAILABLE, "STORAGE_UNAVAILABLE", e);
     }
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     (status, [("content-type", "application/json")], answer).into_response()
@@ -133,12 +140,12 @@ async fn forward(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Byte
 enum Record {
     Request {
         key: String,
-        body: Vec<u8>,
+        body: Bytes,
     },
     Answer {
         key: String,
         status: u16,
-        body: Vec<u8>,
+        body: Bytes,
     },
 }
 
@@ -228,12 +235,12 @@ fn apply(tx: &rusqlite::Transaction<'_>, record: &Record) -> rusqlite::Result<()
     match record {
         Record::Request { key, body } => {
             tx.prepare_cached("INSERT INTO calls (key, request) VALUES (?1, ?2)")?
-                .execute(rusqlite::params![key, body])?;
+                .execute(rusqlite::params![key, body.as_ref()])?;
         }
         Record::Answer { key, status, body } => {
             let updated = tx
                 .prepare_cached("UPDATE calls SET status = ?2, answer = ?3 WHERE key = ?1")?
-                .execute(rusqlite::params![key, status, body])?;
+                .execute(rusqlite::params![key, status, body.as_ref()])?;
             if updated != 1 {
                 return Err(rusqlite::Error::QueryReturnedNoRows);
             }
@@ -259,13 +266,58 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_request_without_a_key_is_refused_in_json_and_recorded_nowhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("proxy.db");
+        let proxy = Arc::new(Proxy {
+            journal: Journal::open(&path).unwrap(),
+            http: reqwest::Client::new(),
+            // Never called: the refusal comes first.
+            refunds: "http://127.0.0.1:1/v1/refunds".into(),
+        });
+        let response = forward(State(proxy), HeaderMap::new(), Bytes::new()).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "IDEMPOTENCY_KEY_REQUIRED");
+        assert!(calls(&path).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_vanished_fixture_is_a_json_502_and_the_request_stays_recorded_unanswered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("proxy.db");
+        // A loopback port that was free a moment ago: nothing listens there now.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let refunds = format!("http://{}/v1/refunds", closed.local_addr().unwrap());
+        drop(closed);
+        let proxy = Arc::new(Proxy {
+            journal: Journal::open(&path).unwrap(),
+            http: reqwest::Client::new(),
+            refunds,
+        });
+        let mut headers = HeaderMap::new();
+        headers.insert("idempotency-key", "k1".parse().unwrap());
+        let response = forward(State(proxy), headers, Bytes::from_static(b"amount=1")).await;
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "PROVIDER_UNREACHABLE");
+        assert_eq!(calls(&path), vec![("k1".to_string(), None)]);
+    }
+
+    #[tokio::test]
     async fn each_step_is_committed_before_its_write_returns_and_a_failed_one_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("proxy.db");
         let journal = Journal::open(&path).unwrap();
         let request = |key: &str| Record::Request {
             key: key.into(),
-            body: b"amount=1".to_vec(),
+            body: Bytes::from_static(b"amount=1"),
         };
         journal.write(request("k1")).await.unwrap();
         assert_eq!(calls(&path), vec![("k1".to_string(), None)]);
@@ -278,7 +330,7 @@ mod tests {
         let answer = |key: &str| Record::Answer {
             key: key.into(),
             status: 200,
-            body: b"{}".to_vec(),
+            body: Bytes::from_static(b"{}"),
         };
         journal.write(answer("k2")).await.unwrap();
         assert!(journal.write(answer("missing")).await.is_err());
