@@ -91,6 +91,18 @@ fn retryable(state: EffectState) -> bool {
     )
 }
 
+/// The state a new invocation's `Idempotency-Key` record is written in. A submission that starts
+/// `ready` is in progress until its recorded answer marks it done (a resend meanwhile hears
+/// `in progress`); one that starts anywhere else (parked for approval, denied) is already its
+/// answer, so the record is done in the submission's own commit, with no second commit to mark it.
+pub(crate) fn invoke_key_state(s: &Submission) -> &'static str {
+    if s.initial == EffectState::Ready {
+        "in_progress"
+    } else {
+        "done"
+    }
+}
+
 /// The `invocation.created` event of the new invocation a submission `s` writes.
 pub(crate) fn created_entry(s: &Submission) -> AuditEntry {
     let op = s.operation_key.as_ref().map(|k| k.as_str());

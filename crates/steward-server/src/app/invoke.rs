@@ -364,7 +364,8 @@ async fn named_run(state: &AppState, principal: &Principal, id: &str) -> Result<
 
 /// Records the submission and, when it starts `ready`, dispatches it; then marks the request's
 /// `Idempotency-Key` answered if the recorded answer did not already. Returns the outcome and,
-/// when the answer was recorded here, the invocation as it left it.
+/// when the answer was recorded here (the dispatched attempt's answer, or a parked or denied
+/// submission, which is its own answer), the invocation as it left it.
 async fn record_and_dispatch(
     state: &AppState,
     submission: Submission,
@@ -392,7 +393,13 @@ async fn record_and_dispatch(
                 }
             })?;
         state.metrics.store_commit("submit", started.elapsed());
-        (outcome, None)
+        // A parked or denied invocation is its own answer: `submit` recorded it, and marked the
+        // request's `Idempotency-Key` done, in one commit. No second commit, no read back.
+        let answered = match &outcome {
+            SubmitOutcome::Created(created) => Some(created.clone()),
+            _ => None,
+        };
+        (outcome, answered)
     };
     if let SubmitOutcome::Created(inv) = &outcome {
         state

@@ -1,6 +1,8 @@
 //! A store that counts the reads that authenticate a request (`Store::caller` and
-//! `Store::invoke_context`) and the reads of an environment's whole action list
-//! (`Store::list_actions`), and passes every call to the store it wraps.
+//! `Store::invoke_context`), the reads of an environment's whole action list
+//! (`Store::list_actions`) and the calls a parked invoke could make after its submission
+//! (`Store::submit`, `Store::finish_invoke_request`, `Store::invocation`), and passes every call
+//! to the store it wraps.
 //!
 //! It implements every store trait by delegation, so a change to a trait's method shows here
 //! as a compile error naming the method: add or change it the same way, passing the call on.
@@ -330,6 +332,7 @@ impl Connections for CountingStore {
 #[async_trait]
 impl Effects for CountingStore {
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome> {
+        self.note("submit");
         self.inner.submit(submission).await
     }
     async fn invoke_context(
@@ -357,6 +360,7 @@ impl Effects for CountingStore {
         caller: &KeyId,
         key: &IdempotencyKey,
     ) -> StoreResult<()> {
+        self.note("finish_invoke_request");
         self.inner.finish_invoke_request(env, caller, key).await
     }
     async fn change_effect(&self, change: &EffectChange) -> StoreResult<()> {
@@ -397,6 +401,7 @@ impl Effects for CountingStore {
         env: &EnvironmentId,
         id: &InvocationId,
     ) -> StoreResult<Option<InvocationRecord>> {
+        self.note("invocation");
         self.inner.invocation(env, id).await
     }
     async fn invocation_by_operation_key(

@@ -189,6 +189,52 @@ async fn an_mcp_call_and_an_http_invoke_reach_the_same_invoke_and_mcp_authentica
     );
 }
 
+/// A parked invoke is its own answer: its submission records it and marks its
+/// `Idempotency-Key` done in one commit, and it is answered as recorded, with no second commit
+/// (`finish_invoke_request`) and no read back (`invocation`). A resend of the key replays it.
+#[tokio::test]
+async fn a_parked_invoke_commits_once_and_its_resend_replays_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, store) = world(&dir, "doors-parked").await;
+    gated_action(&state).await;
+    let counts = |store: &CountingStore| {
+        ["submit", "finish_invoke_request", "invocation"].map(|call| store.reads(call))
+    };
+    let invoke = || {
+        api(
+            Method::POST,
+            "/actions/ping/invoke",
+            INVOKER,
+            &json!({"input": {}, "operationKey": "doors-parked-1"}),
+        )
+    };
+    let keyed = |mut request: Request<Body>| {
+        request
+            .headers_mut()
+            .insert("idempotency-key", "doors-parked-key".parse().unwrap());
+        request
+    };
+    let before = counts(&store);
+    let (status, body) = send(&state, keyed(invoke())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["data"]["status"], "pending_approval", "{body}");
+    let after = counts(&store);
+    assert_eq!(
+        [0, 1, 2].map(|i| after[i] - before[i]),
+        [1, 0, 0],
+        "submit, finish_invoke_request, invocation"
+    );
+
+    let (status, again) = send(&state, keyed(invoke())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{again}");
+    assert_eq!(again["data"]["id"], body["data"]["id"], "{again}");
+    assert_eq!(
+        counts(&store),
+        after,
+        "the resend is answered from the recorded request, writing nothing"
+    );
+}
+
 #[tokio::test]
 async fn an_http_decision_and_a_console_approve_reach_the_same_decide() {
     let dir = tempfile::tempdir().unwrap();

@@ -264,7 +264,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
         ),
         (INSERT_EVIDENCE_SQL, &evidence_row_params),
     ];
-    let in_progress = "in_progress";
+    let key_state = crate::submit::invoke_key_state(s);
     let (env, invocation, owner, sender) = (
         s.env_id.as_str(),
         s.invocation_id.as_str(),
@@ -277,7 +277,7 @@ async fn insert_new(tx: &Tx<'_>, s: &Submission) -> StoreResult<InvocationRecord
             &env as &(dyn ToSql + Sync),
             key,
             &s.request_fingerprint,
-            &in_progress,
+            &key_state,
             &invocation,
             &s.now.0,
             &owner,

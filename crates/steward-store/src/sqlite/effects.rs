@@ -98,7 +98,8 @@ pub(crate) fn submit(tx: &Transaction<'_>, s: &Submission) -> StoreResult<Submit
     }
     insert_new(tx, s)?;
     if let Some(key) = &s.idempotency_key {
-        record_invoke_key(tx, s, key, &s.invocation_id, "in_progress")?;
+        let state = crate::submit::invoke_key_state(s);
+        record_invoke_key(tx, s, key, &s.invocation_id, state)?;
     }
     Ok(SubmitOutcome::Created(must_invocation(
         tx,

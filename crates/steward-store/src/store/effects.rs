@@ -21,7 +21,10 @@ pub trait Effects: Send + Sync {
     /// checked, the operation key is checked (at most one effect per environment, action and
     /// key, ever: enforced by a unique index, so concurrent submissions from any number of
     /// connections or replicas create one), and the invocation, its effect and its first
-    /// evidence are inserted. After `Created` returns, the effect will be found on restart.
+    /// evidence are inserted, with the `Idempotency-Key`'s record: in progress when the
+    /// invocation starts `ready` (`finish_invoke_request` or the recorded answer marks it done),
+    /// done at once when it starts parked or denied, since it is then its own answer. After
+    /// `Created` returns, the effect will be found on restart.
     async fn submit(&self, submission: &Submission) -> StoreResult<SubmitOutcome>;
 
     /// What an invoke reads before deciding anything, in one read: the caller (as `caller`

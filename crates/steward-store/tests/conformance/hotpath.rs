@@ -276,6 +276,29 @@ pub async fn invoke_reads_match_the_single_reads(store: Arc<dyn Store>) {
         SubmitOutcome::Replayed(replayed) => assert_eq!(replayed.id, inv.id),
         other => panic!("expected Replayed, got {other:?}"),
     }
+
+    // A submission that parks (or is denied) is its own answer: its key is done in the same
+    // commit, with no `finish_invoke_request`.
+    for (n, initial) in [
+        (2, EffectState::AwaitingApproval),
+        (
+            3,
+            EffectState::Rejected {
+                reason: Rejection::Denied,
+            },
+        ),
+    ] {
+        let mut sub = env.submission(&action, json!({"n": n}));
+        sub.idempotency_key = Some(idem(&format!("req-ctx-{n}")));
+        sub.actor = key.id.clone();
+        sub.initial = initial;
+        let inv = expect_created(store.submit(&sub).await.expect("submit"));
+        let done = earlier(context(action.name.clone(), sub.idempotency_key.clone()).await);
+        match done.outcome(&sub.request_fingerprint) {
+            SubmitOutcome::Replayed(replayed) => assert_eq!(replayed.id, inv.id),
+            other => panic!("{initial:?}: expected Replayed at once, got {other:?}"),
+        }
+    }
 }
 
 /// Concurrent `submit_and_begin`s of one operation key (and, in pairs, one `Idempotency-Key`)
