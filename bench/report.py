@@ -357,6 +357,51 @@ def main():
                      f"({cpu(a) / cpu(proxy):.1f}x)")
         return text + "."
 
+    def cpu_budget_note(cell, goal_rate, goal_name, spenders, pg_floor_c=None):
+        """The CPU per request `spenders` (processes of the cell's split, together) may take for the
+        cell to reach `goal_rate` on this machine's cores, shared with the other processes as in
+        this run: all cores, fully busy, over the goal rate, less the others' CPU per request in the
+        same cell. With `pg_floor_c`, beside what PostgreSQL alone spent per request in the
+        PostgreSQL floor."""
+        cpu = ((cell or {}).get("split") or {}).get("cpuUs") or {}
+        if not goal_rate or any(cpu.get(k) is None for k in spenders):
+            return ""
+        everyone = cores * 1e6 / goal_rate
+        others = [(n, v) for n, v in cpu_parts(cell["split"]) if n not in spenders]
+        budget = everyone - sum(v for _, v in others)
+        who = " and ".join("Steward" if n == "steward" else "PostgreSQL" for n in spenders)
+        spent = sum(cpu[k] for k in spenders)
+        text = (f" CPU budget: at {goal_name} ({goal_rate:.0f}/s) the {cores} cores, fully busy, give all processes "
+                f"together {everyone:.0f} us per request; {' and '.join(f'the {n}' for n, _ in others)} took "
+                f"{sum(v for _, v in others):.0f} us of it in this cell, which leaves ")
+        text += ("nothing" if budget <= 0
+                 else f"{who} at most {budget:.0f} us per request against {spent:.0f} us measured ({spent / budget:.1f}x over)")
+        floor_pg = ((pg_floor_c or {}).get("cpuUs") or {}).get("postgres")
+        if floor_pg:
+            text += f"; PostgreSQL alone spent {floor_pg:.0f} us per request on (a)'s commits in the PostgreSQL floor"
+        return text + "."
+
+    def commit_budget_note(goal):
+        """How long (a)'s commits may take together at c=1 for its p50 to be `goal` times the
+        floor's: the target less the p50 without the commits' mean time (a model: a median less a
+        mean), beside what the durable proxy's two commits and its hop added to the floor's p50."""
+        cell, floor = st("a", "embedded", 1, None), st("floor", "-", 1, None)
+        split = (cell or {}).get("split") or {}
+        commit, f1 = split.get("commitMs"), (floor or {}).get("p50Ms")
+        if commit is None or not f1:
+            return ""
+        rest = cell["p50Ms"] - commit
+        budget = goal * f1 - rest
+        text = (f" Commit budget: the p50 less the commits' mean time is {rest:.3f} ms ({fmt_ratio(div(rest, f1))} the "
+                f"floor's p50), so the target leaves ")
+        text += ("nothing for the commits" if budget <= 0
+                 else f"the two commits at most {budget:.3f} ms together, against {commit:.3f} ms measured")
+        proxy = st("proxy", "embedded", 1, None)
+        if proxy and proxy.get("p50Ms") is not None:
+            text += (f"; the durable proxy's two one-row commits and its extra hop added "
+                     f"{proxy['p50Ms'] - f1:.3f} ms to the floor's p50")
+        return text + "."
+
     def c1_why(cell, floor_p50, goal):
         """c=1 latency: what it is made of, and p50 without the wait for a core and with a 0.15 ms fsync."""
         split = (cell or {}).get("split")
@@ -398,19 +443,23 @@ def main():
         None if r is None else r >= 0.35,
         lambda: (throughput_why(st("a", "embedded", top, None), floor_top, "the floor", ">= 0.35x",
                                 against_ceiling=cpu_ceiling(st("floor", "-", top, None), cores, "fixture")) or "")
-        + proxy_note(top, "throughput", 0.35, lambda r, t: r >= t))
+        + proxy_note(top, "throughput", 0.35, lambda r, t: r >= t) + cpu_budget_note(st("a", "embedded", top, None), 0.35 * (floor_top or 0), "0.35x the floor",
+                          ("steward",)))
     p1 = st("a", "embedded", 1, "p50Ms")
     f1 = st("floor", "-", 1, "p50Ms")
     r = div(p1, f1)
     row("(a) embedded, c=1: p50 <= 6x the floor's p50", f"{fmt_ratio(r)} ({p1 or 0:.3f} ms vs {f1 or 0:.3f} ms)",
         None if r is None else r <= 6,
-        lambda: (c1_why(st("a", "embedded", 1, None), f1, "<= 6x") or "") + proxy_note(1, "p50Ms", 6, lambda r, t: r <= t))
+        lambda: (c1_why(st("a", "embedded", 1, None), f1, "<= 6x") or "") + proxy_note(1, "p50Ms", 6, lambda r, t: r <= t)
+        + commit_budget_note(6))
     pa = st("a", "postgres", top)
     r = div(pa, restate_top)
     pf_top = pf(top)
     row(f"(a) PostgreSQL, c={top}: >= 3x Restate", f"{fmt_ratio(r)} ({pa or 0:.0f}/s vs {restate_top or 0:.0f}/s)",
         None if r is None else r >= 3,
-        lambda: throughput_why(st("a", "postgres", top, None), restate_top, "Restate", ">= 3x", pf(top, None)))
+        lambda: (throughput_why(st("a", "postgres", top, None), restate_top, "Restate", ">= 3x", pf(top, None)) or "")
+        + cpu_budget_note(st("a", "postgres", top, None), 3 * (restate_top or 0), "3x Restate", ("steward", "postgres"),
+                          pf(top, None)))
     r = div(pa, pf_top)
     row(f"(a) PostgreSQL, c={top}: >= 0.5x the PostgreSQL floor", f"{fmt_ratio(r)} ({pa or 0:.0f}/s vs {pf_top or 0:.0f}/s)",
         None if r is None else r >= 0.5,
@@ -423,7 +472,8 @@ def main():
     r = div(pc, restate_top)
     row(f"(c) PostgreSQL, c={top}: >= 1x Restate's (a)", f"{fmt_ratio(r)} ({pc or 0:.0f}/s vs {restate_top or 0:.0f}/s)",
         None if r is None else r >= 1,
-        lambda: throughput_why(st("c", "postgres", top, None), restate_top, "Restate's (a)", ">= 1x", pf(top, None)))
+        lambda: (throughput_why(st("c", "postgres", top, None), restate_top, "Restate's (a)", ">= 1x", pf(top, None)) or "")
+        + cpu_budget_note(st("c", "postgres", top, None), restate_top, "Restate's (a) rate", ("steward", "postgres")))
     for r in (steward or {}).get("recovery", []):
         bound = {"embedded": 5.0, "postgres": 10.0}.get(r["store"])
         if bound is None:

@@ -35,13 +35,13 @@ def cpu_bound(steward_us, postgres_us=None, waits=None):
             "pgWaits": waits}
 
 
-def write_run(run: Path, with_split: bool, proxy=None):
+def write_run(run: Path, with_split: bool, proxy=None, c1_commit_ms=2.0):
     pick = (lambda s: s) if with_split else (lambda s: None)
     waits = {"samples": 300, "states": {"cpu": 2.0, "walFlush": 6.0, "lock": 1.0, "idleInTransaction": 4.0},
              "events": {}}
     quiet_c1 = {"machineBusyPct": 60.0, "cpuUs": {"client": 140.0, "fixture": 240.0, "steward": 1900.0,
                                                   "postgres": None},
-                "runQueueMs": {}, "serverMs": 3.0, "commitsPerRequest": 2.0, "commitMs": 2.0, "commits": {},
+                "runQueueMs": {}, "serverMs": 3.0, "commitsPerRequest": 2.0, "commitMs": c1_commit_ms, "commits": {},
                 "dispatchMs": 0.5, "pgWaits": None}
     rows = [
         steward_row("floor", "-", 1, 4000.0, 0.1, pick(cpu_bound(None))),
@@ -67,10 +67,10 @@ def write_run(run: Path, with_split: bool, proxy=None):
     (run / "pg-floor.json").write_text(json.dumps([floor]))
 
 
-def results(with_split: bool, proxy=None) -> str:
+def results(with_split: bool, proxy=None, c1_commit_ms=2.0) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp)
-        write_run(run, with_split, proxy)
+        write_run(run, with_split, proxy, c1_commit_ms)
         out = run / "RESULTS.md"
         subprocess.run([sys.executable, str(REPORT), str(run), str(out), "test"], check=True)
         return out.read_text()
@@ -127,6 +127,30 @@ def test_a_missed_embedded_target_says_whether_the_durable_proxy_met_it():
     assert "reached 9.00x the floor here, so this machine does not allow the target" in line, line
     # Without a proxy row, nothing is said of it.
     assert "durable-proxy floor" not in missed(results(with_split=True), "(a) embedded, c=64: >= 0.35x the floor")
+
+
+def test_a_missed_embedded_target_gives_the_budget_steward_would_have():
+    # c=64: 0.35 x 11,000/s = 3,850/s; 2 cores / 3,850 = 519 us for all; client 60 + fixture 90
+    # leave Steward 369 us, and it took 800 (2.2x over).
+    line = missed(results(with_split=True), "(a) embedded, c=64: >= 0.35x the floor")
+    assert "(3850/s) the 2 cores, fully busy, give all processes together 519 us per request" in line, line
+    assert ("the fixture and the client took 150 us of it in this cell, which leaves Steward at most 369 us per "
+            "request against 800 us measured (2.2x over).") in line, line
+    # PostgreSQL (a) at 3x Restate's 700/s: 2 cores / 2,100/s = 952 us for all, client and fixture
+    # 150 of it; Steward 1,350 + PostgreSQL 3,400 = 4,750 us against the 802 left.
+    line = missed(results(with_split=True), "(a) PostgreSQL, c=64: >= 3x Restate")
+    assert ("at 3x Restate (2100/s) the 2 cores, fully busy, give all processes together 952 us per request; "
+            "the fixture and the client took 150 us of it in this cell, which leaves Steward and PostgreSQL at most "
+            "802 us per request against 4750 us measured (5.9x over); PostgreSQL alone spent 11000 us per request "
+            "on (a)'s commits in the PostgreSQL floor.") in line, line
+    # c=1: p50 3.0 ms less 2.0 ms of commits is 1.0 ms, 10x the floor's 0.1 ms: past 6x already.
+    line = missed(results(with_split=True, proxy=(5500.0, 0.4, 80.0)), "(a) embedded, c=1: p50 <= 6x the floor's p50")
+    assert "the p50 less the commits' mean time is 1.000 ms (10.00x the floor's p50), so the target leaves nothing for the commits" in line, line
+    assert "its extra hop added 0.300 ms to the floor's p50" in line, line
+    # With 2.7 ms of commits, 0.3 ms is left of the 0.6 ms the target allows.
+    line = missed(results(with_split=True, c1_commit_ms=2.7), "(a) embedded, c=1: p50 <= 6x the floor's p50")
+    assert "(3.00x the floor's p50), so the target leaves the two commits at most 0.300 ms together, against 2.700 ms measured." in line, line
+    assert "extra hop" not in line, line
 
 
 def test_an_older_run_without_the_split_still_reports():
