@@ -359,21 +359,24 @@ def main():
 
     def cpu_budget_note(cell, goal_rate, goal_name, spenders, pg_floor_c=None):
         """The CPU per request `spenders` (processes of the cell's split, together) may take for the
-        cell to reach `goal_rate` on this machine's cores, shared with the other processes as in
-        this run: all cores, fully busy, over the goal rate, less the others' CPU per request in the
-        same cell. With `pg_floor_c`, beside what PostgreSQL alone spent per request in the
+        cell to reach `goal_rate` on this machine's cores, shared with the other processes: all
+        cores, fully busy, over the goal rate, less the others' CPU per request. Each other process
+        is counted at the least it took in this cell or in the floor's cell at the same
+        concurrency (it takes less per request at a higher rate), so the budget errs in the
+        spenders' favour. With `pg_floor_c`, beside what PostgreSQL alone spent per request in the
         PostgreSQL floor."""
         cpu = ((cell or {}).get("split") or {}).get("cpuUs") or {}
         if not goal_rate or any(cpu.get(k) is None for k in spenders):
             return ""
+        floor_cpu = ((st("floor", "-", cell["concurrency"], None) or {}).get("split") or {}).get("cpuUs") or {}
+        others = [(n, min(v, floor_cpu.get(n) or v)) for n, v in cpu_parts(cell["split"]) if n not in spenders]
         everyone = cores * 1e6 / goal_rate
-        others = [(n, v) for n, v in cpu_parts(cell["split"]) if n not in spenders]
         budget = everyone - sum(v for _, v in others)
         who = " and ".join("Steward" if n == "steward" else "PostgreSQL" for n in spenders)
         spent = sum(cpu[k] for k in spenders)
         text = (f" CPU budget: at {goal_name} ({goal_rate:.0f}/s) the {cores} cores, fully busy, give all processes "
-                f"together {everyone:.0f} us per request; {' and '.join(f'the {n}' for n, _ in others)} took "
-                f"{sum(v for _, v in others):.0f} us of it in this cell, which leaves ")
+                f"together {everyone:.0f} us per request; {' and '.join(f'the {n}' for n, _ in others)} take at least "
+                f"{sum(v for _, v in others):.0f} us of it (the least of this cell and the floor's), which leaves ")
         text += ("nothing" if budget <= 0
                  else f"{who} at most {budget:.0f} us per request against {spent:.0f} us measured ({spent / budget:.1f}x over)")
         floor_pg = ((pg_floor_c or {}).get("cpuUs") or {}).get("postgres")

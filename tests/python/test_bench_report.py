@@ -35,7 +35,7 @@ def cpu_bound(steward_us, postgres_us=None, waits=None):
             "pgWaits": waits}
 
 
-def write_run(run: Path, with_split: bool, proxy=None, c1_commit_ms=2.0):
+def write_run(run: Path, with_split: bool, proxy=None, c1_commit_ms=2.0, floor_cpu=None):
     pick = (lambda s: s) if with_split else (lambda s: None)
     waits = {"samples": 300, "states": {"cpu": 2.0, "walFlush": 6.0, "lock": 1.0, "idleInTransaction": 4.0},
              "events": {}}
@@ -43,9 +43,12 @@ def write_run(run: Path, with_split: bool, proxy=None, c1_commit_ms=2.0):
                                                   "postgres": None},
                 "runQueueMs": {}, "serverMs": 3.0, "commitsPerRequest": 2.0, "commitMs": c1_commit_ms, "commits": {},
                 "dispatchMs": 0.5, "pgWaits": None}
+    floor64 = cpu_bound(None)
+    if floor_cpu is not None:
+        floor64["cpuUs"].update(client=floor_cpu[0], fixture=floor_cpu[1])
     rows = [
         steward_row("floor", "-", 1, 4000.0, 0.1, pick(cpu_bound(None))),
-        steward_row("floor", "-", 64, 11000.0, 5.0, pick(cpu_bound(None))),
+        steward_row("floor", "-", 64, 11000.0, 5.0, pick(floor64)),
         steward_row("a", "embedded", 1, 250.0, 3.0, pick(quiet_c1)),
         steward_row("a", "embedded", 64, 1100.0, 50.0, pick(cpu_bound(800.0))),
         steward_row("a", "postgres", 16, 330.0, 45.0, pick(cpu_bound(1280.0, 2900.0, waits))),
@@ -67,10 +70,10 @@ def write_run(run: Path, with_split: bool, proxy=None, c1_commit_ms=2.0):
     (run / "pg-floor.json").write_text(json.dumps([floor]))
 
 
-def results(with_split: bool, proxy=None, c1_commit_ms=2.0) -> str:
+def results(with_split: bool, proxy=None, c1_commit_ms=2.0, floor_cpu=None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp)
-        write_run(run, with_split, proxy, c1_commit_ms)
+        write_run(run, with_split, proxy, c1_commit_ms, floor_cpu)
         out = run / "RESULTS.md"
         subprocess.run([sys.executable, str(REPORT), str(run), str(out), "test"], check=True)
         return out.read_text()
@@ -134,14 +137,18 @@ def test_a_missed_embedded_target_gives_the_budget_steward_would_have():
     # leave Steward 369 us, and it took 800 (2.2x over).
     line = missed(results(with_split=True), "(a) embedded, c=64: >= 0.35x the floor")
     assert "(3850/s) the 2 cores, fully busy, give all processes together 519 us per request" in line, line
-    assert ("the fixture and the client took 150 us of it in this cell, which leaves Steward at most 369 us per "
-            "request against 800 us measured (2.2x over).") in line, line
+    assert ("the fixture and the client take at least 150 us of it (the least of this cell and the floor's), "
+            "which leaves Steward at most 369 us per request against 800 us measured (2.2x over).") in line, line
+    # Where the client and the fixture took less in the floor's cell (30 + 40 us), that is what
+    # they are charged: 519 - 70 leaves Steward 449 us.
+    line = missed(results(with_split=True, floor_cpu=(30.0, 40.0)), "(a) embedded, c=64: >= 0.35x the floor")
+    assert "take at least 70 us of it" in line and "Steward at most 449 us per request" in line, line
     # PostgreSQL (a) at 3x Restate's 700/s: 2 cores / 2,100/s = 952 us for all, client and fixture
     # 150 of it; Steward 1,350 + PostgreSQL 3,400 = 4,750 us against the 802 left.
     line = missed(results(with_split=True), "(a) PostgreSQL, c=64: >= 3x Restate")
     assert ("at 3x Restate (2100/s) the 2 cores, fully busy, give all processes together 952 us per request; "
-            "the fixture and the client took 150 us of it in this cell, which leaves Steward and PostgreSQL at most "
-            "802 us per request against 4750 us measured (5.9x over); PostgreSQL alone spent 11000 us per request "
+            "the fixture and the client take at least 150 us of it (the least of this cell and the floor's), which "
+            "leaves Steward and PostgreSQL at most 802 us per request against 4750 us measured (5.9x over); PostgreSQL alone spent 11000 us per request "
             "on (a)'s commits in the PostgreSQL floor.") in line, line
     # c=1: p50 3.0 ms less 2.0 ms of commits is 1.0 ms, 10x the floor's 0.1 ms: past 6x already.
     line = missed(results(with_split=True, proxy=(5500.0, 0.4, 80.0)), "(a) embedded, c=1: p50 <= 6x the floor's p50")
