@@ -253,6 +253,14 @@ fn apply(tx: &rusqlite::Transaction<'_>, record: &Record) -> rusqlite::Result<()
 mod tests {
     use super::*;
 
+    /// The JSON body of a proxy's answer.
+    async fn json_body(response: Response) -> serde_json::Value {
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
     fn calls(path: &Path) -> Vec<(String, Option<u16>)> {
         let conn = Connection::open(path).unwrap();
         let mut statement = conn
@@ -277,10 +285,7 @@ mod tests {
         });
         let response = forward(State(proxy), HeaderMap::new(), Bytes::new()).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap();
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let body = json_body(response).await;
         assert_eq!(body["error"]["code"], "IDEMPOTENCY_KEY_REQUIRED");
         assert!(calls(&path).is_empty());
     }
@@ -302,10 +307,7 @@ mod tests {
         headers.insert("idempotency-key", "k1".parse().unwrap());
         let response = forward(State(proxy), headers, Bytes::from_static(b"amount=1")).await;
         assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
-        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap();
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let body = json_body(response).await;
         assert_eq!(body["error"]["code"], "PROVIDER_UNREACHABLE");
         assert_eq!(calls(&path), vec![("k1".to_string(), None)]);
     }
